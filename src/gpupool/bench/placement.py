@@ -1,0 +1,46 @@
+"""``gpupool bench placement``: placement throughput and latency on a synthetic cluster."""
+
+import resource
+import time
+
+import numpy as np
+
+from gpupool.bench.synthetic import synthetic_cluster, synthetic_jobs
+from gpupool.scheduler import ClusterState, Placement, Placer
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set of this process (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run_placement_bench(
+    nodes: int, gpus_per_node: int, jobs: int, policy: str, seed: int = 0
+) -> dict[str, object]:
+    """Place ``jobs`` one by one into a filling cluster, timing each decision + commit."""
+    cluster = synthetic_cluster(nodes, gpus_per_node, seed)
+    queue = synthetic_jobs(jobs, seed)
+    state = ClusterState(cluster)
+    placer = Placer(policy)
+    placer.observe(queue, state)
+    latencies = np.zeros(len(queue), dtype=np.float64)
+    placed = 0
+    start = time.perf_counter()
+    for i, job in enumerate(queue):
+        t0 = time.perf_counter_ns()
+        result = placer.place_and_apply(state, job)
+        latencies[i] = (time.perf_counter_ns() - t0) / 1e6
+        placed += isinstance(result, Placement)
+    elapsed = time.perf_counter() - start
+    state.check_invariants()
+    return {
+        "policy": policy,
+        "nodes": nodes,
+        "gpus": state.gpu_count(),
+        "jobs": len(queue),
+        "placed": placed,
+        "placements_per_s": round(len(queue) / elapsed, 1) if elapsed else None,
+        "p50_ms": round(float(np.percentile(latencies, 50)), 3) if len(queue) else None,
+        "p99_ms": round(float(np.percentile(latencies, 99)), 3) if len(queue) else None,
+        "peak_rss_mb": peak_rss_mb(),
+    }

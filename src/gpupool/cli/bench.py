@@ -1,0 +1,39 @@
+"""``gpupool bench ...``: performance figures as JSON (targets live here, not in unit tests)."""
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.errors import friendly
+from gpupool.model import SpecError
+from gpupool.scheduler import POLICY_NAMES
+
+app = typer.Typer(help="Benchmarks that print measured figures (use --json for machines).")
+
+
+@app.command("placement")
+@friendly
+def placement(
+    nodes: int = typer.Option(5000, min=1, help="Servers in the synthetic cluster."),
+    gpus_per_node: int = typer.Option(8, min=1, max=64, help="Cards per server."),
+    jobs: int = typer.Option(20000, min=1, help="Jobs placed one by one."),
+    policy: str = typer.Option("first-fit", help=f"One of: {', '.join(POLICY_NAMES)}."),
+    seed: int = typer.Option(0, help="Seed of the cluster and job mix."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Place a seeded mix of whole, multi-card, MIG, fractional and CPU-only jobs into a
+    heterogeneous synthetic cluster, one decision at a time, and report throughput."""
+    from gpupool.bench.placement import run_placement_bench
+
+    if policy not in POLICY_NAMES:
+        raise SpecError(f"policy: {policy!r} is not one of {', '.join(POLICY_NAMES)}")
+    result = run_placement_bench(nodes, gpus_per_node, jobs, policy, seed)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table("figure", "value", title=f"placement benchmark ({policy})")
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    Console().print(table)

@@ -1,0 +1,35 @@
+"""Turn user errors into one clear line on stderr and exit code 2, never a traceback."""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from gpupool.model import SpecError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+err_console = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except SpecError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+
+
+def friendly(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator form of ``user_errors`` for Typer commands."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with user_errors():
+            return fn(*args, **kwargs)
+
+    return wrapper

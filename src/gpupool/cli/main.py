@@ -1,0 +1,86 @@
+"""The ``gpupool`` command line: one Typer app."""
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool import __version__
+from gpupool.cli import bench
+from gpupool.cli.errors import friendly
+from gpupool.model import SpecError, parse_request
+from gpupool.model.units import format_mib
+from gpupool.sharing import TABLES, plan_repartition, table_for
+
+app = typer.Typer(
+    help="gpupool: pool every GPU of every server, slice it, schedule it, meter it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench.app, name="bench")
+mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
+app.add_typer(mig_app, name="mig")
+
+
+@app.command()
+def version() -> None:
+    """Print the gpupool version."""
+    typer.echo(__version__)
+
+
+@app.command()
+@friendly
+def request(spec: str = typer.Argument(..., help="e.g. 'gpu=A100-80G:2,cpu=4,mem=32GiB'")) -> None:
+    """Check a resource request and show how gpupool reads it."""
+    r = parse_request(spec)
+    table = Table("field", "value", title=f"request {r.to_spec()}")
+    table.add_row("slice", str(r.kind))
+    table.add_row("devices / instances", str(r.gpu_count))
+    for name, value in (
+        ("gpu model", r.gpu_model),
+        ("vendor", r.vendor),
+        ("mig profile", r.mig_profile),
+        ("compute per device", f"{r.gpu_share_pct}%" if r.gpu_share_pct is not None else None),
+        ("gpu memory per device", format_mib(r.gpu_mem_mib) if r.gpu_mem_mib else None),
+    ):
+        if value is not None:
+            table.add_row(name, str(value))
+    table.add_row("cpu", f"{r.cpu_millis}m")
+    table.add_row("memory", format_mib(r.mem_mib))
+    table.add_row("topology", str(r.topology))
+    Console().print(table)
+
+
+@mig_app.command("profiles")
+@friendly
+def mig_profiles(model: str = typer.Argument(..., help=f"One of {', '.join(TABLES)}")) -> None:
+    """List a GPU model's MIG profiles with memory and legal start positions."""
+    table = table_for(model)
+    if table is None:
+        raise SpecError(f"mig: {model!r} has no MIG table (known: {', '.join(TABLES)})")
+    out = Table("profile", "id", "compute", "memory", "placements", title=table.model)
+    for p in table.profiles:
+        starts = ",".join(map(str, p.starts))
+        out.add_row(p.name, str(p.profile_id), f"{p.compute_slices}/{table.compute_slices}",
+                    format_mib(p.memory_mib), f"{{{starts}}}:{p.size}")
+    Console().print(out)
+
+
+@mig_app.command("plan")
+@friendly
+def mig_plan(
+    model: str = typer.Argument(..., help="GPU model, e.g. A100-80G"),
+    wanted: list[str] = typer.Argument(..., help="PROFILE=COUNT items, e.g. 3g.40gb=1 1g.10gb=4"),
+) -> None:
+    """Plan the MIG layout (profile@start) that holds the wanted instances."""
+    counts: dict[str, int] = {}
+    for item in wanted:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            raise SpecError(f"mig plan: {item!r} is not PROFILE=COUNT (e.g. 3g.40gb=1)")
+        counts[name.strip().lower()] = counts.get(name.strip().lower(), 0) + int(count)
+    for name, start in plan_repartition(model, counts):
+        typer.echo(f"{name}@{start}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,49 @@
+"""Jobs as the scheduler sees them: who asks, for what, how urgently."""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpupool.model.errors import SpecError
+from gpupool.model.request import ResourceRequest, parse_request
+
+
+class JobKind(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+    DEV = "dev"
+    BATCH = "batch"
+
+
+DEFAULT_PRIORITY_CLASSES: dict[str, int] = {
+    "online-inference": 1000,
+    "training": 500,
+    "dev-test": 100,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A unit of work to place. ``gang_size`` workers each need ``request``."""
+
+    id: str
+    request: ResourceRequest
+    tenant: str = "default"
+    kind: JobKind = JobKind.BATCH
+    priority_class: str = "training"
+    priority: int = 0
+    gang_size: int = 1
+    max_runtime_s: int | None = None
+    submit_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise SpecError("job: id must not be empty", field="id")
+        if self.gang_size < 1:
+            raise SpecError(f"job {self.id}: gang_size must be at least 1", field="gang_size")
+        if self.max_runtime_s is not None and self.max_runtime_s <= 0:
+            raise SpecError(f"job {self.id}: max_runtime_s must be positive", field="max_runtime_s")
+
+
+def job(job_id: str, spec: str, **fields: object) -> Job:
+    """Shorthand used by tests, examples and the CLI: ``job("j1", "gpu=2", tenant="a")``."""
+    return Job(id=job_id, request=parse_request(spec), **fields)  # type: ignore[arg-type]

@@ -1,0 +1,265 @@
+"""The resource request grammar shared by CLI, API and trace loaders.
+
+``gpu=A100-80G:2,cpu=4,mem=32GiB`` — two whole A100-80G cards, 4 CPUs, 32 GiB RAM.
+``gpu_mem=20GiB,cpu=4`` — a 20 GiB slice of one shared card (no compute guarantee).
+``gpu_share=0.5,gpu_mem=10GiB`` — half the compute of one shared card and 10 GiB of it.
+``mig=3g.40gb`` — one MIG instance of that profile; ``mig=1g.10gb:2`` two of them.
+``gpu=8,topology=nvlink`` — eight whole cards on one NVLink island.
+``vendor=ascend`` — restrict any GPU ask to one vendor.
+
+Keys: gpu, gpu_mem, gpu_share, mig, cpu, mem, topology, vendor. See docs/request-grammar.md.
+"""
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gpupool.model.devices import Vendor, canonical_model, catalog_entry
+from gpupool.model.errors import SpecError
+from gpupool.model.units import format_mib, parse_cpu_millis, parse_memory_mib, parse_share_percent
+
+KEYS = ("gpu", "gpu_mem", "gpu_share", "mig", "cpu", "mem", "topology", "vendor")
+MAX_GPUS_PER_REQUEST = 1024
+_MODEL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._ -]*\d[A-Za-z0-9._ -]*$")
+_MIG_PROFILE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
+
+
+class Topology(StrEnum):
+    NVLINK = "nvlink"  # all cards on one NVLink / HCCS island
+    NODE = "node"  # all cards on one node (the default)
+    ANY = "any"  # may span nodes, on as few as possible
+
+
+class SliceKind(StrEnum):
+    NONE = "none"  # CPU-only
+    WHOLE = "whole"
+    SHARE = "share"
+    MIG = "mig"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """What one job (or one gang worker) needs. Per-device fields apply to each device.
+
+    The slice kind follows from the fields: ``mig_profile`` gives MIG; ``gpu_share_pct`` gives
+    a fractional share of ``gpu`` devices; ``gpu_mem_mib`` with ``gpu=0`` gives a memory-only
+    share of one device (stored with ``gpu=1``); ``gpu>0`` otherwise gives whole cards, each
+    with at least ``gpu_mem_mib`` of memory when that is set.
+    """
+
+    gpu: int = 0
+    gpu_model: str | None = None
+    gpu_mem_mib: int | None = None
+    gpu_share_pct: int | None = None
+    mig_profile: str | None = None
+    cpu_millis: int = 0
+    mem_mib: int = 0
+    topology: Topology = Topology.NODE
+    vendor: Vendor | None = None
+    kind: SliceKind = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.mig_profile:
+            kind = SliceKind.MIG
+        elif self.gpu_share_pct is not None:
+            kind = SliceKind.SHARE
+        elif self.gpu_mem_mib is not None and self.gpu == 0 and not self.gpu_model:
+            kind = SliceKind.SHARE
+            object.__setattr__(self, "gpu", 1)
+        elif self.gpu or self.gpu_model or self.vendor is not None:
+            kind = SliceKind.WHOLE  # a bare vendor=X asks for one card of that vendor
+            object.__setattr__(self, "gpu", max(self.gpu, 1))
+        else:
+            kind = SliceKind.NONE
+        object.__setattr__(self, "kind", kind)
+        _validate(self)
+
+    @property
+    def memory_only(self) -> bool:
+        """A share that asks for device memory and no compute guarantee (HAMi-style)."""
+        return self.kind is SliceKind.SHARE and self.gpu_share_pct is None
+
+    @property
+    def gpu_count(self) -> int:
+        """Devices (or MIG instances) the request takes; 0 for CPU-only."""
+        return 0 if self.kind is SliceKind.NONE else self.gpu
+
+    def to_spec(self) -> str:
+        """The canonical string form; ``parse_request(r.to_spec()) == r``."""
+        parts: list[str] = []
+        if self.kind is SliceKind.MIG:
+            parts.append(f"mig={self.mig_profile}" + (f":{self.gpu}" if self.gpu != 1 else ""))
+        elif self.kind is not SliceKind.NONE and not self.memory_only:
+            model = f"{self.gpu_model}:" if self.gpu_model else ""
+            parts.append(f"gpu={model}{self.gpu}")
+        if self.gpu_share_pct is not None:
+            parts.append(f"gpu_share={self.gpu_share_pct}%")
+        if self.gpu_mem_mib is not None:
+            parts.append(f"gpu_mem={format_mib(self.gpu_mem_mib)}")
+        if self.cpu_millis:
+            parts.append(f"cpu={self.cpu_millis}m")
+        if self.mem_mib:
+            parts.append(f"mem={format_mib(self.mem_mib)}")
+        if self.topology is not Topology.NODE:
+            parts.append(f"topology={self.topology}")
+        if self.vendor is not None:
+            parts.append(f"vendor={self.vendor}")
+        return ",".join(parts) or "cpu=0"
+
+    def __str__(self) -> str:
+        return self.to_spec()
+
+
+def _validate(r: ResourceRequest) -> None:
+    if not 0 <= r.gpu <= MAX_GPUS_PER_REQUEST:
+        raise SpecError(f"gpu: count {r.gpu} out of range 0..{MAX_GPUS_PER_REQUEST}", field="gpu")
+    if r.cpu_millis < 0 or r.mem_mib < 0:
+        raise SpecError("cpu/mem: must not be negative", field="cpu")
+    if r.gpu_mem_mib is not None and r.gpu_mem_mib <= 0:
+        raise SpecError("gpu_mem: must be above 0", field="gpu_mem")
+    if r.mig_profile is not None:
+        if not _MIG_PROFILE.match(r.mig_profile):
+            raise SpecError(
+                f"mig: {r.mig_profile!r} is not a MIG profile "
+                "(expected e.g. 3g.40gb or 1g.10gb+me)",
+                token=r.mig_profile,
+                field="mig",
+            )
+        if r.gpu_share_pct is not None or r.gpu_mem_mib is not None or r.gpu_model:
+            raise SpecError(
+                "mig: cannot be combined with gpu=MODEL, gpu_share or gpu_mem "
+                "(the profile already fixes the slice)",
+                field="mig",
+            )
+        if r.gpu < 1:
+            raise SpecError("mig: instance count must be at least 1", field="mig")
+    if r.gpu_share_pct is not None and r.gpu < 1:
+        raise SpecError("gpu_share: needs at least one device (gpu=0 given)", field="gpu_share")
+    if r.gpu_model and r.gpu < 1:
+        raise SpecError(f"gpu: model {r.gpu_model} with a count of 0", field="gpu")
+    if r.kind is SliceKind.SHARE and r.gpu_share_pct is None and r.gpu != 1:
+        raise SpecError("gpu_mem: a memory-only share takes exactly one device", field="gpu_mem")
+    if r.vendor is not None and r.gpu_model:
+        entry = catalog_entry(r.gpu_model)
+        if entry is not None and entry.vendor is not r.vendor:
+            raise SpecError(
+                f"vendor: {r.gpu_model} is made by {entry.vendor}, not {r.vendor}",
+                field="vendor",
+            )
+    if r.topology is Topology.NVLINK and r.kind is not SliceKind.WHOLE:
+        raise SpecError("topology=nvlink: only applies to whole-card requests", field="topology")
+
+
+def _parse_gpu(value: str) -> tuple[str | None, int]:
+    model, sep, count = value.rpartition(":")
+    if not sep:
+        if value.strip().isdigit():
+            return None, int(value)
+        model, count = value, "1"
+    count = count.strip()
+    if not count.isdigit():
+        raise SpecError(
+            f"gpu: {value!r} has count {count!r} (expected gpu=N, gpu=MODEL or gpu=MODEL:N)",
+            token=value,
+            field="gpu",
+        )
+    if not _MODEL_NAME.match(model.strip()):
+        raise SpecError(
+            f"gpu: {value!r} is neither a count nor a model name "
+            "(expected gpu=N, gpu=MODEL or gpu=MODEL:N, e.g. gpu=A100-80G:2)",
+            token=value,
+            field="gpu",
+        )
+    return canonical_model(model), int(count)
+
+
+def _enum(cls: type[StrEnum], key: str, value: str) -> Any:
+    try:
+        return cls(value.strip().lower())
+    except ValueError:
+        choices = "|".join(m.value for m in cls)
+        raise SpecError(
+            f"{key}: {value!r} is not one of {choices}", token=value, field=key
+        ) from None
+
+
+def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
+    """Build a request from structured input (API body, YAML) with the grammar's keys."""
+    unknown = [k for k in fields if k not in KEYS]
+    if unknown:
+        raise SpecError(
+            f"unknown key {unknown[0]!r} (expected one of {', '.join(KEYS)})",
+            token=str(unknown[0]),
+            field=str(unknown[0]),
+        )
+    gpu, model, given = 0, None, False
+    if "gpu" in fields and fields["gpu"] is not None:
+        raw = fields["gpu"]
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise SpecError(f"gpu: {raw!r} is not a count or MODEL:N", field="gpu")
+        if isinstance(raw, int):
+            gpu = raw
+        else:
+            model, gpu = _parse_gpu(raw)
+        given = True
+    mig = None
+    if fields.get("mig") is not None:
+        profile, sep, count = str(fields["mig"]).strip().lower().partition(":")
+        if sep and not count.isdigit():
+            raise SpecError(
+                f"mig: count {count!r} is not a number (expected mig=PROFILE or PROFILE:N)",
+                token=str(fields["mig"]),
+                field="mig",
+            )
+        if given:
+            raise SpecError("mig: cannot be combined with gpu= (use mig=PROFILE:N)", field="mig")
+        mig, gpu, given = profile, int(count) if sep else 1, True
+    share = None
+    if fields.get("gpu_share") is not None:
+        share = parse_share_percent(fields["gpu_share"])
+    gpu_mem = None
+    if fields.get("gpu_mem") is not None:
+        gpu_mem = parse_memory_mib(fields["gpu_mem"], "gpu_mem")
+    if share is not None and not given:
+        gpu = 1
+    return ResourceRequest(
+        gpu=gpu,
+        gpu_model=model,
+        gpu_mem_mib=gpu_mem,
+        gpu_share_pct=share,
+        mig_profile=mig,
+        cpu_millis=parse_cpu_millis(fields.get("cpu", 0) or 0),
+        mem_mib=parse_memory_mib(fields.get("mem", 0) or 0, "mem"),
+        topology=_enum(Topology, "topology", str(fields.get("topology") or "node")),
+        vendor=_enum(Vendor, "vendor", str(fields["vendor"])) if fields.get("vendor") else None,
+    )
+
+
+def parse_request(spec: str) -> ResourceRequest:
+    """Parse ``key=value,key=value``; errors name the bad token and what was expected."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise SpecError("request: empty spec (expected e.g. gpu=1,cpu=4,mem=16GiB)", token="")
+    fields: dict[str, str] = {}
+    for position, token in enumerate(spec.split(","), start=1):
+        token = token.strip()
+        if not token:
+            raise SpecError(f"request: empty item at position {position} in {spec!r}", token="")
+        key, sep, value = token.partition("=")
+        key = key.strip().lower()
+        if not sep or not value.strip():
+            raise SpecError(
+                f"request: {token!r} is not key=value (expected one of {', '.join(KEYS)})",
+                token=token,
+            )
+        if key not in KEYS:
+            raise SpecError(
+                f"request: unknown key {key!r} in {token!r} (expected one of {', '.join(KEYS)})",
+                token=token,
+                field=key,
+            )
+        if key in fields:
+            raise SpecError(f"request: {key!r} given twice", token=token, field=key)
+        fields[key] = value.strip()
+    return request_from_mapping(fields)

@@ -1,0 +1,95 @@
+"""A request compiled against one snapshot: lookups turned into arrays over model codes."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.model import ResourceRequest, SliceKind, SpecError, Topology, model_matches
+from gpupool.model.units import format_mib
+from gpupool.scheduler.state import MODE_CODES, ClusterState
+from gpupool.sharing import MigProfile, SharingMode, models_with_profile
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    request: ResourceRequest
+    kind: SliceKind
+    count: int  # devices or MIG instances
+    cpu: int
+    mem: int
+    compute_pct: int  # per device: 100 for whole cards, 0 for memory-only shares
+    mem_mib: int | None  # per device for shares; None = proportional to compute share
+    min_device_mib: int  # whole cards: smallest acceptable card memory
+    model_ok: np.ndarray  # bool per model code of the snapshot
+    mig: tuple[MigProfile | None, ...]  # per model code
+    static_dev: np.ndarray  # (N, G) devices of the right model, size, mode and health
+    what: str  # how the devices are described in reasons, e.g. "A100-80G"
+
+    @property
+    def topology(self) -> Topology:
+        return self.request.topology
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(cpu, device count, per-device compute %) — the task shape FGD reasons about."""
+        return (self.cpu, self.count, self.compute_pct)
+
+
+def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
+    """Turn a request into arrays for ``state``; unknown MIG profiles raise SpecError."""
+    kind = request.kind
+    model_ok = np.ones(len(state.models) + 1, dtype=bool)  # +1: index -1 (padding) is False
+    model_ok[-1] = False
+    words: list[str] = []
+    if request.vendor is not None:
+        wanted = str(request.vendor)
+        code = state.vendors.index(wanted) if wanted in state.vendors else -2
+        model_ok &= state.model_vendor == code
+        words.append(str(request.vendor))
+    if request.gpu_model:
+        for code, name in enumerate(state.models):
+            model_ok[code] &= model_matches(request.gpu_model, name)
+        words.append(request.gpu_model)
+    mig: list[MigProfile | None] = [None] * (len(state.models) + 1)
+    if kind is SliceKind.MIG:
+        profile = request.mig_profile or ""
+        offered = models_with_profile(profile)  # raises SpecError for unknown profiles
+        for code, table in enumerate(state.mig_tables):
+            if table is not None and table.has(profile):
+                mig[code] = table.profile(profile)
+            else:
+                model_ok[code] = False
+        words.append(f"{profile} ({'/'.join(offered)})")
+    min_dev = request.gpu_mem_mib or 0 if kind is SliceKind.WHOLE else 0
+    if kind is SliceKind.WHOLE and min_dev:
+        words.append(f"gpu with >= {format_mib(min_dev)}")
+    if kind is SliceKind.SHARE:
+        compute = request.gpu_share_pct or 0
+        mem = request.gpu_mem_mib
+        if compute == 0 and mem is None:
+            raise SpecError("gpu share: neither compute nor memory given")
+    else:
+        compute, mem = (100, None) if kind is SliceKind.WHOLE else (0, None)
+    static = model_ok[state.model] & state.healthy
+    if min_dev:
+        static &= state.dev_mem >= min_dev
+    if kind is SliceKind.MIG:
+        static &= state.mode == MODE_CODES[SharingMode.MIG]
+    elif kind is SliceKind.SHARE:
+        static &= state.mode == MODE_CODES[SharingMode.SHARE]
+    else:
+        static &= state.mode != MODE_CODES[SharingMode.MIG]
+    return Ask(
+        request=request,
+        kind=kind,
+        count=request.gpu_count,
+        cpu=request.cpu_millis,
+        mem=request.mem_mib,
+        compute_pct=compute,
+        mem_mib=mem,
+        min_device_mib=min_dev,
+        model_ok=model_ok,
+        mig=tuple(mig),
+        what=" ".join(words) or "gpu",
+        static_dev=static,
+    )

@@ -1,0 +1,164 @@
+"""Feasibility filters: which nodes and devices can take an ask, and why the others cannot.
+
+Each filter narrows a device mask (N x G). The fast path only keeps the final masks; when a
+job fits nowhere, ``explain`` runs the same filters again and charges each rejected node to
+the first filter that rejected it, as kube-scheduler does
+("0/5000 nodes: 4210 insufficient gpu memory, 790 no A100-80G").
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.model import SliceKind, Topology
+from gpupool.scheduler.ask import Ask
+from gpupool.scheduler.state import MODE_CODES, ClusterState, row_any, row_count
+from gpupool.sharing import SharingMode
+
+_MIG = MODE_CODES[SharingMode.MIG]
+_SHARE = MODE_CODES[SharingMode.SHARE]
+
+
+@dataclass(slots=True)
+class Feasibility:
+    node_ok: np.ndarray  # (N,) nodes that can take the whole ask alone
+    dev_ok: np.ndarray | None  # (N, G) devices that can take one unit of it
+    units: np.ndarray | None  # (N,) units (devices / MIG instances) each node can take
+    need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device
+
+
+class _Steps:
+    """Collects (reason, node mask) pairs in explain mode; does nothing on the fast path."""
+
+    def __init__(self, explain: bool):
+        self.explain = explain
+        self.items: list[tuple[str, np.ndarray]] = []
+
+    def node(self, reason: str, ok: np.ndarray) -> None:
+        if self.explain:
+            self.items.append((reason, ok))
+
+    def dev(self, reason: str, dev: np.ndarray) -> None:
+        if self.explain:
+            self.items.append((reason, row_any(dev)))
+
+
+def feasibility(state: ClusterState, ask: Ask) -> Feasibility:
+    """Nodes and devices that can take ``ask`` now."""
+    return _run(state, ask, _Steps(explain=False))
+
+
+def explain(state: ClusterState, ask: Ask) -> tuple[str, Counter[str]]:
+    """The aggregated reason why ``ask`` fits nowhere, and per-reason node counts."""
+    steps = _Steps(explain=True)
+    _run(state, ask, steps)
+    counts: Counter[str] = Counter()
+    remaining = np.ones(state.size, dtype=bool)
+    for reason, ok in steps.items:
+        rejected = int((remaining & ~ok).sum())
+        if rejected:
+            counts[reason] += rejected
+        remaining &= ok
+    fit = int(remaining.sum())
+    ranked = sorted(counts.items(), key=lambda x: (-x[1], x[0]))
+    parts = ", ".join(f"{n} {r}" for r, n in ranked) or "no nodes in the pool"
+    return f"{fit}/{state.size} nodes: {parts}", counts
+
+
+def _run(state: ClusterState, ask: Ask, steps: _Steps) -> Feasibility:
+    cpu_ok = state.cpu_free >= ask.cpu
+    mem_ok = state.mem_free >= ask.mem
+    steps.node("insufficient cpu", cpu_ok)
+    steps.node("insufficient memory", mem_ok)
+    node_ok = cpu_ok & mem_ok
+    if ask.kind is SliceKind.NONE:
+        return Feasibility(node_ok, None, None)
+
+    if steps.explain:
+        dev = ask.model_ok[state.model]
+        if ask.min_device_mib:
+            dev &= state.dev_mem >= ask.min_device_mib
+        steps.dev(f"no {ask.what}", dev)
+        if ask.kind is SliceKind.MIG:
+            dev &= state.mode == _MIG
+            steps.dev(f"no MIG-enabled {ask.what}", dev)
+        elif ask.kind is SliceKind.SHARE:
+            dev &= state.mode == _SHARE
+            steps.dev(f"no shared-mode {ask.what}", dev)
+        else:
+            dev &= state.mode != _MIG
+            steps.dev(f"no {ask.what} outside MIG mode", dev)
+        dev &= state.healthy
+        steps.dev(f"no healthy {ask.what}", dev)
+    else:
+        dev = ask.static_dev.copy()
+
+    need_mem = None
+    if ask.kind is SliceKind.WHOLE:
+        dev &= state.idle
+        units = row_count(dev)
+        if ask.topology is Topology.NVLINK:
+            enough = best_island(state, dev) >= ask.count
+            steps.node(f"no NVLink island with {ask.count} free {ask.what}", enough)
+        else:
+            enough = units >= ask.count
+            steps.node(_fewer(ask), enough)
+    elif ask.kind is SliceKind.SHARE:
+        dev &= state.open_share
+        steps.dev("max sharers reached", dev)
+        if ask.mem_mib is None:
+            need_mem = state.grantable_mem * ask.compute_pct // 100
+            dev &= state.free_mem >= need_mem
+        else:
+            dev &= state.free_mem >= ask.mem_mib
+        steps.dev("insufficient gpu memory", dev)
+        if ask.compute_pct:
+            dev &= state.compute_free >= ask.compute_pct
+            steps.dev("insufficient gpu compute", dev)
+        units = row_count(dev)
+        enough = units >= ask.count
+        if ask.count > 1:
+            steps.node(_fewer(ask), enough)
+        if need_mem is None:
+            need_mem = np.broadcast_to(np.int64(ask.mem_mib), dev.shape)
+    else:
+        slots = mig_slots(state, ask, dev)
+        dev &= slots > 0
+        steps.dev(f"no free MIG slot for {ask.request.mig_profile}", dev)
+        units = slots.sum(axis=1)
+        enough = units >= ask.count
+        if ask.count > 1:
+            steps.node(_fewer(ask), enough)
+    return Feasibility(node_ok & enough, dev, units, need_mem)
+
+
+def mig_slots(state: ClusterState, ask: Ask, dev: np.ndarray) -> np.ndarray:
+    """Per device, how many more instances of the ask's profile fit. A profile's legal starts
+    never overlap one another, so the count is the number of free starts."""
+    slots = np.zeros(dev.shape, dtype=np.int16)
+    for code, profile in enumerate(ask.mig):
+        if profile is None:
+            continue
+        of_model = dev & (state.model == code)
+        if not of_model.any():
+            continue
+        used = state.mig_used[of_model]
+        free = np.zeros(used.shape, dtype=np.int16)
+        for start in profile.starts:
+            free += (used & profile.mask(start)) == 0
+        slots[of_model] = free
+    return slots
+
+
+def best_island(state: ClusterState, dev: np.ndarray) -> np.ndarray:
+    """Per node, the most devices of ``dev`` that share one NVLink island."""
+    best = np.zeros(dev.shape[0], dtype=np.int64)
+    for island in range(state.max_islands):
+        best = np.maximum(best, row_count(dev & (state.island == island)))
+    return best
+
+
+def _fewer(ask: Ask) -> str:
+    unit = "MIG slots" if ask.kind is SliceKind.MIG else f"free {ask.what}"
+    return f"fewer than {ask.count} {unit}"

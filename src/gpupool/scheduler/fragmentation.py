@@ -1,0 +1,199 @@
+"""Fragmentation of GPU capacity against a workload (Weng et al., "Beware of Fragmentation",
+USENIX ATC 2023), and the incremental per-node cache FGD scores with.
+
+For a task shape m (cpu, device count k, per-device compute r, allowed GPU types), the idle GPU
+of a node that m cannot use is *fragmented*:
+- m cannot run on the node at all (too little CPU, wrong GPU type, fewer than k devices with
+  r free): all the node's idle GPU is fragmented for m;
+- otherwise the free compute of the devices that cannot hold r is fragmented;
+- for a CPU-only shape (k = 0) all idle GPU is fragmented.
+A node's fragmentation F_n is the popularity-weighted sum over the workload's typical shapes.
+Units are percent of a device (the paper uses milli-GPU: divide by 100 for GPUs).
+MIG-mode and unhealthy devices are outside this measure; GPU type is the node's first device's.
+"""
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.scheduler.ask import Ask
+from gpupool.scheduler.state import NO_DEVICE, ClusterState
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    cpu: int
+    count: int
+    compute_pct: int
+    models: tuple[bool, ...]  # allowed per model code of the snapshot (+ padding False)
+
+
+class Workload:
+    """Task shapes with popularity; ``typical()`` keeps the most popular covering ``coverage``."""
+
+    def __init__(self, coverage: float = 0.95):
+        self.coverage = coverage
+        self.counts: Counter[Shape] = Counter()
+
+    @staticmethod
+    def shape_of(ask: Ask) -> Shape:
+        pct = ask.compute_pct if ask.count else 0
+        if ask.count and pct == 0:
+            pct = 1  # memory-only shares: the smallest compute unit
+        return Shape(ask.cpu, ask.count, pct, tuple(bool(x) for x in ask.model_ok))
+
+    def observe(self, ask: Ask, weight: int = 1) -> None:
+        self.counts[self.shape_of(ask)] += weight
+
+    def typical(self) -> tuple[list[Shape], np.ndarray]:
+        total = sum(self.counts.values())
+        if not total:
+            return [], np.zeros(0)
+        ranked = sorted(self.counts.items(), key=lambda kv: (-kv[1], repr(kv[0])))
+        chosen: list[tuple[Shape, int]] = []
+        covered = 0
+        for shape, n in ranked:
+            chosen.append((shape, n))
+            covered += n
+            if covered >= self.coverage * total:
+                break
+        weights = np.array([n for _, n in chosen], dtype=np.float64)
+        return [s for s, _ in chosen], weights / weights.sum()
+
+
+class FragmentationModel:
+    """Per-node fragmentation terms for a fixed set of shapes, refreshed for changed nodes."""
+
+    def __init__(self, state: ClusterState, shapes: list[Shape], weights: np.ndarray):
+        self.state = state
+        self.m = len(shapes)
+        self.r = np.array([s.compute_pct for s in shapes], dtype=np.int64)
+        self.k = np.array([s.count for s in shapes], dtype=np.int64)
+        self.c = np.array([s.cpu for s in shapes], dtype=np.int64)
+        self.cpu_only = self.k == 0
+        self.p = weights.astype(np.float64)
+        type_ok = np.array([s.models for s in shapes], dtype=bool).reshape(self.m, -1)
+        # per node: may shape m use the node's GPU type? (M columns) padding code -1 -> False
+        self.node_ok = type_ok[:, state.primary_model].T  # (N, M)
+        n = state.size
+        self.total = np.zeros(n, dtype=np.int64)
+        self.sum_unfit = np.zeros((n, self.m), dtype=np.int64)
+        self.fit_count = np.zeros((n, self.m), dtype=np.int64)
+        self.frag = np.zeros(n, dtype=np.float64)
+        self.key = np.zeros(n, dtype=np.int64)
+        self.rep = np.zeros(n, dtype=bool)  # lowest row of its node state
+        self._groups: dict[int, list[int]] = {}  # state key -> heap of rows (lazy deletion)
+        self.seen = np.full(n, -1, dtype=np.int64)
+        self.refresh()
+
+    def device_free(self, rows: np.ndarray | slice) -> np.ndarray:
+        s = self.state
+        return np.where(s.pooled[rows], s.compute_free[rows], 0).astype(np.int64)
+
+    def refresh(self) -> None:
+        """Recompute the terms of every node whose snapshot version moved."""
+        s = self.state
+        rows = np.flatnonzero(self.seen != s.version)
+        if rows.size == 0:
+            return
+        free = self.device_free(rows)  # (R, G)
+        fits = (free[:, :, None] >= self.r[None, None, :]) & self.node_ok[rows][:, None, :]
+        self.total[rows] = free.sum(axis=1)
+        self.sum_unfit[rows] = (free[:, :, None] * ~fits).sum(axis=1)
+        self.fit_count[rows] = fits.sum(axis=1)
+        self.frag[rows] = self._frag(
+            s.cpu_free[rows],
+            self.total[rows],
+            self.sum_unfit[rows],
+            self.fit_count[rows],
+            self.node_ok[rows],
+        )
+        self._rekey(rows, free)
+        self.seen[rows] = s.version[rows]
+
+    def _rekey(self, rows: np.ndarray, free: np.ndarray) -> None:
+        """Group nodes by full state so identical nodes are scored once. The key covers all
+        that feasibility and ΔF read: node CPU/memory and every device's model, mode, health,
+        free compute, free memory and MIG occupancy (devices sorted, as order is irrelevant)."""
+        s = self.state
+        cols = zip(
+            s.model[rows].tolist(),
+            s.mode[rows].tolist(),
+            s.usable[rows].tolist(),
+            free.tolist(),
+            s.free_mem[rows].tolist(),
+            s.mig_used[rows].tolist(),
+            s.open_share[rows].tolist(),
+            strict=True,
+        )
+        first = self.seen[rows[0]] < 0 and rows.size == s.size
+        for row, parts in zip(rows.tolist(), cols, strict=True):
+            devices = tuple(sorted(zip(*parts, strict=True)))
+            key = hash((int(s.cpu_free[row]), int(s.mem_free[row]), devices))
+            if not first:
+                self._leave(row)
+            self.key[row] = key
+            heap = self._groups.setdefault(key, [])
+            heapq.heappush(heap, row)
+            self._settle(key)
+
+    def _leave(self, row: int) -> None:
+        key = int(self.key[row])
+        self.key[row] = 0
+        if self.rep[row]:
+            self.rep[row] = False
+            self._settle(key)
+
+    def _settle(self, key: int) -> None:
+        heap = self._groups[key]
+        while heap and self.key[heap[0]] != key:
+            heapq.heappop(heap)
+        if not heap:
+            del self._groups[key]
+            return
+        top = heap[0]
+        if not self.rep[top]:
+            # the new lowest row takes over; a previous rep of this key is higher, demote it
+            for other in heap[1:]:
+                if self.rep[other]:
+                    self.rep[other] = False
+                    break
+            self.rep[top] = True
+
+    def _frag(self, cpu, total, sum_unfit, fit_count, ok) -> np.ndarray:
+        sat = (cpu[:, None] >= self.c[None, :]) & ok & (fit_count >= self.k[None, :])
+        per_shape = np.where(sat & ~self.cpu_only[None, :], sum_unfit, total[:, None])
+        return per_shape @ self.p
+
+    def cluster_fragmentation(self) -> float:
+        """Sum of F_n over the cluster, in percent-of-a-device units."""
+        self.refresh()
+        return float(self.frag.sum())
+
+    def delta(
+        self, rows: np.ndarray, old: np.ndarray, new: np.ndarray, cpu: int, taken: np.ndarray
+    ) -> np.ndarray:
+        """ΔF for candidates: node ``rows[i]`` where one device goes from ``old[i]`` to
+        ``new[i]`` free compute (shares), or ``taken[i]`` idle devices go to 0 (whole cards,
+        pass old=100, new=0), with ``cpu`` millicores taken."""
+        r = self.r[None, :]
+        ok = self.node_ok[rows]
+        n_dev = taken[:, None]
+        was_fit = (old[:, None] >= r) & ok
+        now_fit = (new[:, None] >= r) & ok
+        d_unfit = n_dev * (new[:, None] * ~now_fit - old[:, None] * ~was_fit)
+        d_count = n_dev * (now_fit.astype(np.int64) - was_fit)
+        total = self.total[rows] - taken * (old - new)
+        after = self._frag(
+            self.state.cpu_free[rows] - cpu,
+            total,
+            self.sum_unfit[rows] + d_unfit,
+            self.fit_count[rows] + d_count,
+            ok,
+        )
+        return after - self.frag[rows]
+
+
+__all__ = ["NO_DEVICE", "FragmentationModel", "Shape", "Workload"]

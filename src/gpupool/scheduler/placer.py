@@ -1,0 +1,176 @@
+"""The placement pipeline: compile -> filter -> score -> pick devices -> grant.
+
+``Placer.place`` decides for one job against a snapshot without changing it;
+``Placer.place_and_apply`` also records the grant. Same snapshot + same jobs give the same
+decisions: nothing here is random and ties go to the lowest node row and device index.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.model import Job, ResourceRequest, SliceKind, Topology
+from gpupool.scheduler.ask import Ask, compile_ask
+from gpupool.scheduler.filters import Feasibility, explain, feasibility
+from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.policies import AUTO_BY_KIND, POLICIES, FragmentationGradientDescent, Policy
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement, PlacementResult, Unplaceable
+from gpupool.sharing import choose_start
+
+POLICY_NAMES = (*POLICIES, "auto")
+
+
+def make_policy(name: str, workload: Workload | None = None) -> Policy:
+    if name not in POLICIES:
+        from gpupool.model import SpecError
+
+        raise SpecError(
+            f"policy: {name!r} is not one of {', '.join(POLICY_NAMES)}", token=name, field="policy"
+        )
+    if name == "fgd":
+        return FragmentationGradientDescent(workload)
+    return POLICIES[name]()
+
+
+@dataclass
+class Placer:
+    """Places jobs with a named policy (or ``auto``: one policy per job kind)."""
+
+    policy: str = "first-fit"
+    workload: Workload | None = None
+
+    def __post_init__(self) -> None:
+        self.workload = self.workload or Workload()
+        names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
+        self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
+        self._asks: dict[tuple[int, ResourceRequest], Ask] = {}
+
+    def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
+        """Teach the fragmentation model the workload mix (e.g. the pending queue)."""
+        assert self.workload is not None
+        for j in jobs:
+            self.workload.observe(self.ask(state, j.request), weight=j.gang_size)
+
+    def ask(self, state: ClusterState, request: ResourceRequest) -> Ask:
+        key = (id(state), request)
+        ask = self._asks.get(key)
+        if ask is None:
+            if len(self._asks) > 4096:
+                self._asks.clear()
+            ask = self._asks[key] = compile_ask(state, request)
+        return ask
+
+    def policy_for(self, job: Job) -> Policy:
+        if self.policy == "auto":
+            name = AUTO_BY_KIND[job.kind]
+            if job.priority_class == "online-inference":
+                name = "spread"
+            return self._policies[name]
+        return self._policies[self.policy]
+
+    # -- one job ---------------------------------------------------------------------------
+    def place(self, state: ClusterState, job: Job) -> PlacementResult:
+        """Decide for ``job``; the snapshot is left as it was."""
+        result = self._place_workers(state, job, apply=False)
+        return result
+
+    def place_and_apply(self, state: ClusterState, job: Job) -> PlacementResult:
+        return self._place_workers(state, job, apply=True)
+
+    def _place_workers(self, state: ClusterState, job: Job, *, apply: bool) -> PlacementResult:
+        policy = self.policy_for(job)
+        ask = self.ask(state, job.request)
+        pieces: list[NodeGrant] = []
+        temp_ids: list[str] = []
+        try:
+            for worker in range(job.gang_size):
+                result = self._place_one(state, ask, policy)
+                if isinstance(result, str):
+                    prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
+                    return Unplaceable(job.id, prefix + result)
+                if job.gang_size > 1:  # hold the worker's share while placing the next one
+                    temp = f"{job.id}#worker{worker}"
+                    state.apply(Placement(temp, tuple(result), policy.name))
+                    temp_ids.append(temp)
+                pieces.extend(result)
+        finally:
+            for temp in temp_ids:
+                state.release(temp)
+        placement = Placement(job.id, tuple(pieces), policy.name)
+        if apply:
+            state.apply(placement)
+        return placement
+
+    def _place_one(self, state: ClusterState, ask: Ask, policy: Policy) -> list[NodeGrant] | str:
+        fe = feasibility(state, ask)
+        if fe.node_ok.any():
+            row, cols = policy.choose(state, ask, fe)
+            return [_grant(state, ask, fe, row, cols, ask.cpu, ask.mem)]
+        if ask.kind is SliceKind.WHOLE and ask.topology is Topology.ANY and ask.count > 1:
+            spanned = _span_nodes(state, ask, fe)
+            if spanned is not None:
+                return spanned
+        reason, _ = explain(state, ask)
+        return reason
+
+
+def _grant(
+    state: ClusterState, ask: Ask, fe: Feasibility, row: int, cols: list[int], cpu: int, mem: int
+) -> NodeGrant:
+    node = state.nodes[row].name
+    grants: list[DeviceGrant] = []
+    masks: dict[int, int] = {}
+    for col in cols:
+        device = int(state.device_index[row, col])
+        if ask.kind is SliceKind.WHOLE:
+            grants.append(
+                DeviceGrant(node, device, 100, int(state.grantable_mem[row, col]), exclusive=True)
+            )
+        elif ask.kind is SliceKind.SHARE:
+            assert fe.need_mem is not None
+            grants.append(DeviceGrant(node, device, ask.compute_pct, int(fe.need_mem[row, col])))
+        else:
+            code = int(state.model[row, col])
+            profile, table = ask.mig[code], state.mig_tables[code]
+            assert profile is not None and table is not None
+            occupied = masks.get(col, int(state.mig_used[row, col]))
+            start = choose_start(table, occupied, profile)
+            assert start is not None, "MIG pick without a free start"
+            masks[col] = occupied | profile.mask(start)
+            grants.append(
+                DeviceGrant(
+                    node, device, 0, profile.memory_mib, mig_profile=profile.name, mig_start=start
+                )
+            )
+    return NodeGrant(node, cpu, mem, tuple(grants))
+
+
+def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGrant] | None:
+    """Whole cards over the fewest nodes: nodes with the most free matching cards first.
+    CPU and memory are split across nodes in proportion to the cards each one takes."""
+    assert fe.dev_ok is not None and fe.units is not None
+    units = np.where((state.cpu_free >= ask.cpu) & (state.mem_free >= ask.mem), fe.units, 0).astype(
+        np.int64
+    )
+    if units.sum() < ask.count:
+        return None
+    order = np.lexsort((np.arange(state.size), -units))
+    pieces: list[NodeGrant] = []
+    left = ask.count
+    for row in order.tolist():
+        if left == 0 or units[row] == 0:
+            break
+        take = min(left, int(units[row]))
+        cols = np.flatnonzero(fe.dev_ok[row])[:take].tolist()
+        cpu = -(-ask.cpu * take // ask.count)
+        mem = -(-ask.mem * take // ask.count)
+        pieces.append(_grant(state, ask, fe, row, cols, cpu, mem))
+        left -= take
+    return pieces
+
+
+def schedule(state: ClusterState, jobs: Iterable[Job], placer: Placer) -> list[PlacementResult]:
+    """Place jobs in order, applying each placement before the next decision."""
+    return [placer.place_and_apply(state, j) for j in jobs]

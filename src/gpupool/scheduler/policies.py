@@ -1,0 +1,228 @@
+"""Placement policies: given the feasible nodes, which node and which devices.
+
+Each policy scores feasible nodes (lower is better; ties go to the lowest row, i.e. the first
+node of the snapshot) and picks devices on the chosen node. Scores are vector operations over
+all nodes; device picks look at one row.
+"""
+
+import numpy as np
+
+from gpupool.model import JobKind, SliceKind, Topology
+from gpupool.scheduler.ask import Ask
+from gpupool.scheduler.filters import Feasibility, best_island
+from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.state import ClusterState
+from gpupool.sharing import choose_start
+
+INF = np.inf
+
+
+class Policy:
+    """First-fit: the first feasible node, the first fitting devices."""
+
+    name = "first-fit"
+
+    def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
+        return np.where(fe.node_ok, 0.0, INF)
+
+    def choose(self, state: ClusterState, ask: Ask, fe: Feasibility) -> tuple[int, list[int]]:
+        scores = self.score(state, ask, fe)
+        row = int(np.argmin(scores))
+        return row, self.devices(state, ask, fe, row)
+
+    # -- device choice on one node ---------------------------------------------------------
+    def devices(self, state: ClusterState, ask: Ask, fe: Feasibility, row: int) -> list[int]:
+        if ask.kind is SliceKind.NONE:
+            return []
+        assert fe.dev_ok is not None
+        cols = np.flatnonzero(fe.dev_ok[row])
+        if ask.kind is SliceKind.WHOLE and ask.topology is Topology.NVLINK:
+            return _island_pick(state, row, cols, ask.count)
+        if ask.kind is SliceKind.MIG:
+            return _mig_pick(state, ask, fe, row, cols, pack=self.pack)
+        return self.order_devices(state, ask, fe, row, cols)[: ask.count]
+
+    pack = True
+
+    def order_devices(
+        self, state: ClusterState, ask: Ask, fe: Feasibility, row: int, cols: np.ndarray
+    ) -> list[int]:
+        return cols.tolist()
+
+
+def _leftover(state: ClusterState, ask: Ask) -> np.ndarray:
+    """Fraction of a node's pooled GPU compute plus fraction of its CPU left after the ask."""
+    used = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
+    gpu = (state.node_compute_free - used) * state.inv_compute_cap
+    cpu = (state.cpu_free - ask.cpu) * state.inv_cpu_cap
+    return gpu + cpu
+
+
+def _room_left(state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
+    """How much room each node keeps after the ask: free MIG slots of the ask's profile for
+    MIG asks, else the GPU + CPU fractions left (see ``_leftover``)."""
+    if ask.kind is SliceKind.MIG:
+        assert fe.units is not None
+        return fe.units.astype(np.float64)
+    return _leftover(state, ask)
+
+
+class BestFit(Policy):
+    """The node left with the least free GPU + CPU; on it the tightest-fitting devices."""
+
+    name = "best-fit"
+
+    def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
+        base = _room_left(state, ask, fe)
+        return np.where(fe.node_ok, base, INF)
+
+    def order_devices(self, state, ask, fe, row, cols):
+        if ask.kind is SliceKind.SHARE:
+            free_mem = state.free_mem[row, cols]
+            order = np.lexsort((cols, free_mem, state.compute_free[row, cols]))
+            return cols[order].tolist()
+        return cols.tolist()
+
+
+class Spread(Policy):
+    """The node left with the most free capacity; on it the emptiest devices."""
+
+    name = "spread"
+    pack = False
+
+    def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
+        base = _room_left(state, ask, fe)
+        return np.where(fe.node_ok, -base, INF)
+
+    def order_devices(self, state, ask, fe, row, cols):
+        if ask.kind is SliceKind.SHARE:
+            free_mem = state.free_mem[row, cols]
+            order = np.lexsort((cols, -free_mem, -state.compute_free[row, cols].astype(np.int64)))
+            return cols[order].tolist()
+        return cols.tolist()
+
+
+class TopologyAware(BestFit):
+    """Multi-card jobs on one NVLink island if any node can, else on one node (best-fit);
+    spanning nodes (topology=any) is left to the placer, which uses the fewest nodes."""
+
+    name = "topology"
+
+    def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
+        base = super().score(state, ask, fe)
+        if ask.kind is not SliceKind.WHOLE or ask.count < 2 or state.max_islands == 0:
+            return base
+        assert fe.dev_ok is not None
+        best = best_island(state, fe.dev_ok)
+        return base + np.where(best >= ask.count, 0.0, 10.0)
+
+    def devices(self, state, ask, fe, row):
+        if ask.kind is SliceKind.WHOLE and ask.count > 1:
+            assert fe.dev_ok is not None
+            cols = np.flatnonzero(fe.dev_ok[row])
+            return _island_pick(state, row, cols, ask.count)
+        return super().devices(state, ask, fe, row)
+
+
+class FragmentationGradientDescent(Policy):
+    """FGD: the placement that least increases the node's fragmentation under the workload.
+
+    Candidates are one representative per distinct node state (identical nodes score the
+    same, and the lowest row wins ties) and, for shares, every fitting device on it; the first
+    device with the best ΔF is taken. MIG asks fall back to best-fit packing.
+    """
+
+    name = "fgd"
+
+    def __init__(self, workload: Workload | None = None):
+        self.workload = workload or Workload()
+        self._model: FragmentationModel | None = None
+        self._model_key: tuple[int, int] | None = None
+        self._fallback = BestFit()
+
+    def model_for(self, state: ClusterState) -> FragmentationModel:
+        key = (id(state), len(self.workload.counts))
+        if self._model is None or self._model_key != key or self._model.state is not state:
+            shapes, weights = self.workload.typical()
+            self._model = FragmentationModel(state, shapes, weights)
+            self._model_key = key
+        self._model.refresh()
+        return self._model
+
+    def choose(self, state, ask, fe):
+        if ask.kind in (SliceKind.MIG, SliceKind.NONE) or not self.workload.counts:
+            return self._fallback.choose(state, ask, fe)
+        model = self.model_for(state)
+        rows = np.flatnonzero(fe.node_ok & model.rep)
+        assert fe.dev_ok is not None
+        if ask.kind is SliceKind.WHOLE:
+            n = rows.size
+            full = np.full(n, 100, dtype=np.int64)
+            delta = model.delta(
+                rows,
+                full,
+                np.zeros(n, dtype=np.int64),
+                ask.cpu,
+                np.full(n, ask.count, dtype=np.int64),
+            )
+            row = int(rows[int(np.argmin(delta))])
+            return row, self.devices(state, ask, fe, row)
+        dev = fe.dev_ok[rows]
+        cand_r, cand_c = np.nonzero(dev)
+        old = model.device_free(rows)[cand_r, cand_c]
+        delta = model.delta(
+            rows[cand_r], old, old - ask.compute_pct, ask.cpu, np.ones(cand_r.size, dtype=np.int64)
+        )
+        best = int(np.argmin(delta))
+        return int(rows[cand_r[best]]), [int(cand_c[best])]
+
+
+def _island_pick(state: ClusterState, row: int, cols: np.ndarray, count: int) -> list[int]:
+    """``count`` devices from the fullest island that still holds them; else the first ones."""
+    islands = state.island[row, cols]
+    best: tuple[int, int] | None = None
+    for island in np.unique(islands[islands >= 0]).tolist():
+        n = int((islands == island).sum())
+        if n >= count and (best is None or n < best[0]):
+            best = (n, island)
+    if best is None:
+        return cols[:count].tolist()
+    return cols[islands == best[1]][:count].tolist()
+
+
+def _mig_pick(state, ask, fe, row, cols, *, pack: bool) -> list[int]:
+    """Devices for ``count`` MIG instances (a device may appear more than once): fullest
+    devices first when packing, emptiest when spreading."""
+    used = state.mig_used[row, cols].astype(np.int64)
+    filled = np.array([bin(int(u)).count("1") for u in used])
+    order = np.lexsort((cols, -filled if pack else filled))
+    picks: list[int] = []
+    masks = {int(c): int(u) for c, u in zip(cols, used, strict=True)}
+    for col in cols[order].tolist():
+        profile = ask.mig[int(state.model[row, col])]
+        table = state.mig_tables[int(state.model[row, col])]
+        while len(picks) < ask.count:
+            start = choose_start(table, masks[col], profile)
+            if start is None:
+                break
+            masks[col] |= profile.mask(start)
+            picks.append(col)
+        if len(picks) == ask.count:
+            break
+    return picks
+
+
+POLICIES: dict[str, type[Policy]] = {
+    "first-fit": Policy,
+    "best-fit": BestFit,
+    "spread": Spread,
+    "topology": TopologyAware,
+    "fgd": FragmentationGradientDescent,
+}
+
+AUTO_BY_KIND: dict[JobKind, str] = {
+    JobKind.TRAINING: "topology",
+    JobKind.INFERENCE: "spread",
+    JobKind.DEV: "best-fit",
+    JobKind.BATCH: "fgd",
+}

@@ -1,0 +1,186 @@
+"""The scheduler's cluster snapshot as NumPy arrays, and how grants change it.
+
+Nodes are rows, devices are columns padded to the widest node, so every filter and scorer is a
+vector operation over all devices at once. The snapshot is rebuilt from the state of record
+(nodes + live allocations) and updated in place as a cycle places jobs.
+"""
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from gpupool.model import Node, SharingMode, SpecError
+from gpupool.scheduler.types import DeviceGrant, Placement
+from gpupool.sharing import SharePolicy, table_for
+
+MODE_CODES = {SharingMode.WHOLE: 0, SharingMode.MIG: 1, SharingMode.SHARE: 2}
+NO_DEVICE = -1
+
+
+def row_count(mask: np.ndarray) -> np.ndarray:
+    """True entries per row of a C-contiguous (N, 8k) bool array, via byte popcount."""
+    words = np.ascontiguousarray(mask).view(np.uint64)
+    counts = np.bitwise_count(words)
+    return counts.sum(axis=1) if counts.shape[1] > 1 else counts[:, 0]
+
+
+def row_any(mask: np.ndarray) -> np.ndarray:
+    """Whether each row of a C-contiguous (N, 8k) bool array has a True entry."""
+    words = np.ascontiguousarray(mask).view(np.uint64)
+    return (words != 0).any(axis=1) if words.shape[1] > 1 else words[:, 0] != 0
+
+
+class ClusterState:
+    """Free and used capacity of every node and device; mutable, owned by one cycle."""
+
+    def __init__(self, nodes: Sequence[Node], share: SharePolicy | None = None):
+        self.share = share or SharePolicy()
+        self.nodes: list[Node] = list(nodes)
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise SpecError("cluster: duplicate node names", field="nodes")
+        self.index: dict[str, int] = {name: i for i, name in enumerate(names)}
+        n = len(self.nodes)
+        widest = max((len(node.devices) for node in self.nodes), default=0) or 1
+        g = -(-widest // 8) * 8  # a multiple of 8, so row_any/row_count can use uint64 views
+        self.width = g
+        self.models: list[str] = sorted({d.model for node in nodes for d in node.devices})
+        model_code = {m: i for i, m in enumerate(self.models)}
+        self.vendors: list[str] = sorted({str(d.vendor) for node in nodes for d in node.devices})
+        vendor_code = {v: i for i, v in enumerate(self.vendors)}
+
+        vendor_of = {d.model: vendor_code[str(d.vendor)] for node in nodes for d in node.devices}
+        self.model_vendor = np.array([vendor_of[m] for m in self.models] + [NO_DEVICE])
+
+        self.cpu_cap = np.array([x.cpu_millis for x in self.nodes], dtype=np.int64)
+        self.mem_cap = np.array([x.memory_mib for x in self.nodes], dtype=np.int64)
+        self.cpu_free = self.cpu_cap.copy()
+        self.mem_free = self.mem_cap.copy()
+
+        self.exists = np.zeros((n, g), dtype=bool)
+        self.model = np.full((n, g), NO_DEVICE, dtype=np.int16)
+        self.vendor = np.full((n, g), NO_DEVICE, dtype=np.int16)
+        self.mode = np.full((n, g), NO_DEVICE, dtype=np.int8)
+        self.healthy = np.zeros((n, g), dtype=bool)
+        self.island = np.full((n, g), NO_DEVICE, dtype=np.int16)
+        self.dev_mem = np.zeros((n, g), dtype=np.int64)
+        self.grantable_mem = np.zeros((n, g), dtype=np.int64)  # share mode: minus headroom
+        self.mem_used = np.zeros((n, g), dtype=np.int64)
+        self.compute_free = np.zeros((n, g), dtype=np.int16)
+        self.sharers = np.zeros((n, g), dtype=np.int16)
+        self.exclusive = np.zeros((n, g), dtype=bool)
+        self.mig_used = np.zeros((n, g), dtype=np.int16)
+        self.column: dict[tuple[int, int], int] = {}  # (node row, device index) -> column
+        self.device_index = np.full((n, g), NO_DEVICE, dtype=np.int32)
+
+        for row, node in enumerate(self.nodes):
+            for col, dev in enumerate(node.devices):
+                self.column[(row, dev.index)] = col
+                self.device_index[row, col] = dev.index
+                self.exists[row, col] = True
+                self.model[row, col] = model_code[dev.model]
+                self.vendor[row, col] = vendor_code[str(dev.vendor)]
+                self.mode[row, col] = MODE_CODES[dev.mode]
+                self.healthy[row, col] = dev.healthy
+                self.island[row, col] = NO_DEVICE if dev.island is None else dev.island
+                self.dev_mem[row, col] = dev.memory_mib
+                self.grantable_mem[row, col] = (
+                    self.share.usable_mib(dev.memory_mib)
+                    if dev.mode is SharingMode.SHARE
+                    else dev.memory_mib
+                )
+                self.compute_free[row, col] = 100
+        self.usable = self.exists & self.healthy
+        self.idle = self.usable & (self.mode != MODE_CODES[SharingMode.MIG])
+        self.pooled = self.usable & (self.mode != MODE_CODES[SharingMode.MIG])  # FGD/bin-pack
+        self.node_compute_cap = (self.pooled * 100).sum(axis=1).astype(np.int64)
+        self.node_compute_free = self.node_compute_cap.copy()
+        self.primary_model = np.where(self.exists[:, 0], self.model[:, 0], NO_DEVICE)
+        self.free_mem = self.grantable_mem.copy()  # grantable device memory not yet granted
+        self.open_share = self.usable & (self.mode == MODE_CODES[SharingMode.SHARE])
+        self.inv_compute_cap = 1.0 / np.maximum(self.node_compute_cap, 1)
+        self.inv_cpu_cap = 1.0 / np.maximum(self.cpu_cap, 1)
+        self.max_islands = int(self.island.max(initial=-1)) + 1
+        self.version = np.zeros(n, dtype=np.int64)
+        self.mig_tables = [table_for(m) for m in self.models]
+        self.placements: dict[str, Placement] = {}
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    def gpu_count(self) -> int:
+        return int(self.exists.sum())
+
+    # -- mutation ------------------------------------------------------------------------
+    def _grant_device(self, row: int, grant: DeviceGrant, sign: int) -> None:
+        col = self.column[(row, grant.device)]
+        self.mem_used[row, col] += sign * grant.mem_mib
+        self.free_mem[row, col] -= sign * grant.mem_mib
+        if grant.mig_profile is not None:
+            table = self.mig_tables[self.model[row, col]]
+            if table is None or grant.mig_start is None:
+                raise SpecError(f"grant: device {grant.device} of {grant.node} has no MIG")
+            mask = table.profile(grant.mig_profile).mask(grant.mig_start)
+            if sign > 0 and int(self.mig_used[row, col]) & mask:
+                raise SpecError(f"grant: MIG position overlap on {grant.node}/{grant.device}")
+            self.mig_used[row, col] ^= mask
+        else:
+            self.compute_free[row, col] -= sign * grant.compute_pct
+            if self.pooled[row, col]:
+                self.node_compute_free[row] -= sign * grant.compute_pct
+            self.sharers[row, col] += sign * (0 if grant.exclusive else 1)
+            if grant.exclusive:
+                self.exclusive[row, col] = sign > 0
+        self.open_share[row, col] = (
+            self.usable[row, col]
+            and self.mode[row, col] == MODE_CODES[SharingMode.SHARE]
+            and not self.exclusive[row, col]
+            and self.sharers[row, col] < self.share.max_sharers
+        )
+        self.idle[row, col] = (
+            self.usable[row, col]
+            and self.mode[row, col] != MODE_CODES[SharingMode.MIG]
+            and not self.exclusive[row, col]
+            and self.sharers[row, col] == 0
+            and self.mem_used[row, col] == 0
+        )
+
+    def apply(self, placement: Placement) -> None:
+        """Record a placement; the caller has checked that it fits."""
+        if placement.job_id in self.placements:
+            raise SpecError(f"job {placement.job_id}: already placed")
+        self._change(placement, +1)
+        self.placements[placement.job_id] = placement
+
+    def release(self, job_id: str) -> Placement:
+        """Give back everything a placed job holds (it finished, or was preempted)."""
+        placement = self.placements.pop(job_id, None)
+        if placement is None:
+            raise SpecError(f"job {job_id}: not placed")
+        self._change(placement, -1)
+        return placement
+
+    def _change(self, placement: Placement, sign: int) -> None:
+        for ng in placement.nodes:
+            row = self.index[ng.node]
+            self.cpu_free[row] -= sign * ng.cpu_millis
+            self.mem_free[row] -= sign * ng.mem_mib
+            for grant in ng.devices:
+                self._grant_device(row, grant, sign)
+            self.version[row] += 1
+
+    def load(self, placements: Iterable[Placement]) -> None:
+        """Rebuild from live allocations (server start, simulator checkpoint)."""
+        for p in placements:
+            self.apply(p)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if anything is over-committed (used by tests)."""
+        assert (self.cpu_free >= 0).all(), "cpu over-committed"
+        assert (self.mem_free >= 0).all(), "memory over-committed"
+        assert (self.compute_free >= 0).all(), "compute over-committed"
+        assert (self.mem_used <= self.grantable_mem).all(), "device memory over-committed"
+        assert (self.sharers <= self.share.max_sharers).all(), "too many sharers"
+        assert not (self.exclusive & (self.sharers > 0)).any(), "exclusive card also shared"

@@ -1,0 +1,54 @@
+"""Results of placement: what a job was granted, or why it was not."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGrant:
+    """One device (or MIG instance) granted to a job. ``compute_pct`` 100 + ``exclusive`` is a
+    whole card; a MIG grant names its profile and start position."""
+
+    node: str
+    device: int
+    compute_pct: int
+    mem_mib: int
+    exclusive: bool = False
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGrant:
+    """CPU and memory a job takes on one node, with the devices it takes there."""
+
+    node: str
+    cpu_millis: int
+    mem_mib: int
+    devices: tuple[DeviceGrant, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    job_id: str
+    nodes: tuple[NodeGrant, ...]
+    policy: str
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.node for n in self.nodes)
+
+    @property
+    def devices(self) -> tuple[DeviceGrant, ...]:
+        return tuple(d for n in self.nodes for d in n.devices)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """A job that fits nowhere now, with the aggregated reason (DESIGN.md invariant 5)."""
+
+    job_id: str
+    reason: str
+    counts: tuple[tuple[str, int], ...] = ()
+
+
+PlacementResult = Placement | Unplaceable
