@@ -60,8 +60,13 @@ def mig_profiles(model: str = typer.Argument(..., help=f"One of {', '.join(TABLE
     out = Table("profile", "id", "compute", "memory", "placements", title=table.model)
     for p in table.profiles:
         starts = ",".join(map(str, p.starts))
-        out.add_row(p.name, str(p.profile_id), f"{p.compute_slices}/{table.compute_slices}",
-                    format_mib(p.memory_mib), f"{{{starts}}}:{p.size}")
+        out.add_row(
+            p.name,
+            str(p.profile_id),
+            f"{p.compute_slices}/{table.compute_slices}",
+            format_mib(p.memory_mib),
+            f"{{{starts}}}:{p.size}",
+        )
     Console().print(out)
 
 

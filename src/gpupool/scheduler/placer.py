@@ -148,7 +148,8 @@ def _grant(
 
 
 def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGrant] | None:
-    """Whole cards over the fewest nodes: nodes with the most free matching cards first.
+    """Whole cards over the fewest nodes: the largest nodes first, then the tightest node that
+    holds the rest (so a whole node is not broken for a remainder).
     CPU and memory are split across nodes in proportion to the cards each one takes."""
     assert fe.dev_ok is not None and fe.units is not None
     units = np.where((state.cpu_free >= ask.cpu) & (state.mem_free >= ask.mem), fe.units, 0).astype(
@@ -156,17 +157,18 @@ def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGran
     )
     if units.sum() < ask.count:
         return None
-    order = np.lexsort((np.arange(state.size), -units))
     pieces: list[NodeGrant] = []
     left = ask.count
-    for row in order.tolist():
-        if left == 0 or units[row] == 0:
-            break
+    while left:
+        # finish on the tightest node that holds the rest, else take the largest node
+        holds = np.flatnonzero(units >= left)
+        row = int(holds[np.argmin(units[holds])]) if holds.size else int(np.argmax(units))
         take = min(left, int(units[row]))
         cols = np.flatnonzero(fe.dev_ok[row])[:take].tolist()
         cpu = -(-ask.cpu * take // ask.count)
         mem = -(-ask.mem * take // ask.count)
         pieces.append(_grant(state, ask, fe, row, cols, cpu, mem))
+        units[row] = 0
         left -= take
     return pieces
 

@@ -129,7 +129,8 @@ class FragmentationGradientDescent(Policy):
 
     Candidates are one representative per distinct node state (identical nodes score the
     same, and the lowest row wins ties) and, for shares, every fitting device on it; the first
-    device with the best ΔF is taken. MIG asks fall back to best-fit packing.
+    device with the best ΔF is taken. MIG, CPU-only and multi-device share asks fall back to
+    best-fit packing.
     """
 
     name = "fgd"
@@ -150,7 +151,8 @@ class FragmentationGradientDescent(Policy):
         return self._model
 
     def choose(self, state, ask, fe):
-        if ask.kind in (SliceKind.MIG, SliceKind.NONE) or not self.workload.counts:
+        multi_share = ask.kind is SliceKind.SHARE and ask.count > 1
+        if ask.kind in (SliceKind.MIG, SliceKind.NONE) or multi_share or not self.workload.counts:
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
         rows = np.flatnonzero(fe.node_ok & model.rep)

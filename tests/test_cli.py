@@ -1,0 +1,64 @@
+"""The CLI as a user runs it: a real process, clear errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+
+def gpupool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_bad_spec_prints_one_clear_line_and_exits_2():
+    out = gpupool("request", "gpu=two,cpu=4")
+    assert out.returncode == 2
+    assert "error: gpu: 'two' is neither a count nor a model name" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_good_spec_is_explained():
+    out = gpupool("request", "gpu_mem=20GiB,cpu=4")
+    assert out.returncode == 0
+    assert "share" in out.stdout and "20GiB" in out.stdout
+
+
+def test_mig_plan_and_impossible_plan():
+    ok = gpupool("mig", "plan", "A100-80G", "3g.40gb=1", "1g.10gb=4")
+    assert ok.returncode == 0
+    assert ok.stdout.split() == ["1g.10gb@0", "1g.10gb@1", "1g.10gb@2", "1g.10gb@3", "3g.40gb@4"]
+    bad = gpupool("mig", "plan", "A100-80G", "3g.40gb=2", "1g.10gb=1")
+    assert bad.returncode == 2 and "no legal layout" in bad.stderr
+    garbled = gpupool("mig", "plan", "A100-80G", "lots")
+    assert garbled.returncode == 2 and "is not PROFILE=COUNT" in garbled.stderr
+
+
+def test_bench_placement_prints_the_documented_json():
+    out = gpupool(
+        "bench", "placement", "--nodes", "20", "--jobs", "200", "--policy", "fgd", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert set(figures) == {
+        "policy",
+        "nodes",
+        "gpus",
+        "jobs",
+        "placed",
+        "placements_per_s",
+        "p50_ms",
+        "p99_ms",
+        "peak_rss_mb",
+    }
+    assert figures["gpus"] == 160 and figures["jobs"] == 200
+    assert 0 < figures["placed"] <= 200
+
+
+def test_bench_rejects_unknown_policy():
+    out = gpupool("bench", "placement", "--nodes", "2", "--jobs", "1", "--policy", "fastest")
+    assert out.returncode == 2 and "policy: 'fastest' is not one of" in out.stderr

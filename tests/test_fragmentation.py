@@ -1,0 +1,95 @@
+import numpy as np
+
+from gpupool.model import SharingMode, job
+from gpupool.scheduler import ClusterState, DeviceGrant, NodeGrant, Placement, Placer
+from gpupool.scheduler.ask import compile_ask
+from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from tests.helpers import node
+
+
+def _share(state, name, dev, pct, cpu=0, job_id=None):
+    row = state.index[name]
+    mem = int(state.grantable_mem[row, dev]) * pct // 100
+    grant = DeviceGrant(name, dev, pct, mem)
+    state.apply(
+        Placement(
+            job_id or f"{name}-{dev}-{pct}-{len(state.placements)}",
+            (NodeGrant(name, cpu, 0, (grant,)),),
+            "test",
+        )
+    )
+
+
+def _model(state, specs_weights):
+    w = Workload()
+    for spec, n in specs_weights:
+        w.observe(compile_ask(state, job("x", spec).request), weight=n)
+    shapes, weights = w.typical()
+    return FragmentationModel(state, shapes, weights)
+
+
+def test_fragmentation_follows_the_paper_definition():
+    state = ClusterState([node("n0", cards=2, cpu=8, mode=SharingMode.SHARE)])
+    _share(state, "n0", 0, 70)  # card 0 keeps 30% free, card 1 is idle
+    # a whole-card shape can use card 1 only: card 0's 30% is fragmented
+    assert _model(state, [("gpu=1", 1)]).cluster_fragmentation() == 30
+    # a 0.5 share fits card 1; card 0's 30% cannot hold it
+    assert _model(state, [("gpu_share=0.5", 1)]).cluster_fragmentation() == 30
+    # a 0.2 share fits both cards: nothing is fragmented
+    assert _model(state, [("gpu_share=0.2", 1)]).cluster_fragmentation() == 0
+    # a 2-card shape cannot run at all: all 130% idle GPU is fragmented
+    assert _model(state, [("gpu=2", 1)]).cluster_fragmentation() == 130
+    # a shape needing more CPU than the node has: all idle GPU is fragmented
+    assert _model(state, [("gpu=1,cpu=16", 1)]).cluster_fragmentation() == 130
+    # CPU-only shapes cannot use GPUs at all
+    assert _model(state, [("cpu=1", 1)]).cluster_fragmentation() == 130
+    # popularity weighs the shapes: 3/4 x 30 + 1/4 x 0
+    mixed = _model(state, [("gpu=1", 3), ("gpu_share=0.2", 1)])
+    assert np.isclose(mixed.cluster_fragmentation(), 22.5)
+
+
+def test_typical_shapes_cover_95_percent_of_the_workload():
+    state = ClusterState([node("n0")])
+    w = Workload(coverage=0.95)
+    for spec, n in [("gpu=1", 60), ("gpu_share=0.5", 30), ("gpu=2", 6), ("gpu=4", 4)]:
+        w.observe(compile_ask(state, job("x", spec).request), weight=n)
+    shapes, weights = w.typical()
+    assert [s.count for s in shapes] == [1, 1, 2]  # 60 + 30 + 6 = 96% >= 95%
+    assert np.isclose(weights.sum(), 1.0)
+
+
+def test_incremental_delta_matches_recomputation():
+    state = ClusterState([node(f"n{i}", cards=4, cpu=16, mode=SharingMode.SHARE) for i in range(3)])
+    _share(state, "n0", 1, 40, cpu=2000)
+    _share(state, "n1", 0, 90, cpu=4000)
+    model = _model(state, [("gpu=1,cpu=2", 5), ("gpu_share=0.5,cpu=1", 4), ("gpu_share=0.2", 2)])
+    before = model.frag.copy()
+    rows = np.array([0, 1, 2])
+    old = np.array([60, 10, 100])
+    delta = model.delta(rows, old, old - 10, 1000, np.ones(3, dtype=np.int64))
+    for row, col, d in zip(rows, (1, 0, 0), delta, strict=True):
+        trial = ClusterState(state.nodes)
+        trial.load(state.placements.values())
+        _share(trial, state.nodes[row].name, col, 10, cpu=1000, job_id="probe")
+        again = FragmentationModel(trial, model_shapes(model, state), model.p)
+        assert np.isclose(again.frag[row] - before[row], d)
+
+
+def model_shapes(model, state):
+    w = Workload()
+    for spec, n in [("gpu=1,cpu=2", 5), ("gpu_share=0.5,cpu=1", 4), ("gpu_share=0.2", 2)]:
+        w.observe(compile_ask(state, job("x", spec).request), weight=n)
+    return w.typical()[0]
+
+
+def test_fgd_fills_a_fragment_instead_of_breaking_an_idle_card():
+    state = ClusterState(
+        [node("n0", cards=2, mode=SharingMode.SHARE), node("n1", cards=2, mode=SharingMode.SHARE)]
+    )
+    _share(state, "n1", 0, 70)  # n1 card 0 keeps a 30% fragment
+    placer = Placer("fgd")
+    placer.observe([job(f"w{i}", "gpu=1") for i in range(8)], state)
+    chosen = placer.place(state, job("small", "gpu_share=0.3"))
+    assert (chosen.node_names, chosen.devices[0].device) == (("n1",), 0)
+    spread = Placer("spread").place(state, job("small", "gpu_share=0.3"))
+    assert spread.node_names == ("n0",)  # the baseline breaks an idle card
