@@ -75,12 +75,21 @@ class FragmentationModel:
         self.cpu_only = self.k == 0
         self.p = weights.astype(np.float64)
         type_ok = np.array([s.models for s in shapes], dtype=bool).reshape(self.m, -1)
-        # per node: may shape m use the node's GPU type? (M columns) padding code -1 -> False
-        self.node_ok = type_ok[:, state.primary_model].T  # (N, M)
+        # Lookup tables per node GPU type (code, +1 for padding) and device free compute
+        # v = 0..100: whether a device holds shape m, and the free compute it leaves
+        # fragmented for m (all of it when m may not use this GPU type).
+        codes = len(state.models) + 1
+        code_ok = type_ok.T.reshape(codes, 1, self.m) if self.m else np.zeros((codes, 1, 0), bool)
+        v = np.arange(101)[None, :, None]
+        self.fit_tab = ((v >= self.r) & code_ok).astype(np.float64)  # (codes, 101, M)
+        self.unfit_tab = v * (1.0 - self.fit_tab)
+        # a shape is satisfied with >= k fitting devices; never for CPU-only or wrong-type
+        never = np.float64(1 << 30)
+        self.k_eff = np.where(code_ok[:, 0, :] & ~self.cpu_only, self.k, never)  # (codes, M)
         n = state.size
         self.total = np.zeros(n, dtype=np.int64)
-        self.sum_unfit = np.zeros((n, self.m), dtype=np.int64)
-        self.fit_count = np.zeros((n, self.m), dtype=np.int64)
+        self.sum_unfit = np.zeros((n, self.m), dtype=np.float64)
+        self.fit_count = np.zeros((n, self.m), dtype=np.float64)
         self.frag = np.zeros(n, dtype=np.float64)
         self.key = np.zeros(n, dtype=np.int64)
         self.rep = np.zeros(n, dtype=bool)  # lowest row of its node state
@@ -99,16 +108,16 @@ class FragmentationModel:
         if rows.size == 0:
             return
         free = self.device_free(rows)  # (R, G)
-        fits = (free[:, :, None] >= self.r[None, None, :]) & self.node_ok[rows][:, None, :]
+        codes = s.primary_model[rows][:, None]
         self.total[rows] = free.sum(axis=1)
-        self.sum_unfit[rows] = (free[:, :, None] * ~fits).sum(axis=1)
-        self.fit_count[rows] = fits.sum(axis=1)
+        self.sum_unfit[rows] = self.unfit_tab[codes, free].sum(axis=1)
+        self.fit_count[rows] = self.fit_tab[codes, free].sum(axis=1)
         self.frag[rows] = self._frag(
             s.cpu_free[rows],
             self.total[rows],
             self.sum_unfit[rows],
             self.fit_count[rows],
-            self.node_ok[rows],
+            self.k_eff[s.primary_model[rows]],
         )
         self._rekey(rows, free)
         self.seen[rows] = s.version[rows]
@@ -116,22 +125,13 @@ class FragmentationModel:
     def _rekey(self, rows: np.ndarray, free: np.ndarray) -> None:
         """Group nodes by full state so identical nodes are scored once. The key covers all
         that feasibility and ΔF read: node CPU/memory and every device's model, mode, health,
-        free compute, free memory and MIG occupancy (devices sorted, as order is irrelevant)."""
+        free compute, free memory and MIG occupancy, in device order."""
         s = self.state
-        cols = zip(
-            s.model[rows].tolist(),
-            s.mode[rows].tolist(),
-            s.usable[rows].tolist(),
-            free.tolist(),
-            s.free_mem[rows].tolist(),
-            s.mig_used[rows].tolist(),
-            s.open_share[rows].tolist(),
-            strict=True,
-        )
         first = self.seen[rows[0]] < 0 and rows.size == s.size
-        for row, parts in zip(rows.tolist(), cols, strict=True):
-            devices = tuple(sorted(zip(*parts, strict=True)))
-            key = hash((int(s.cpu_free[row]), int(s.mem_free[row]), devices))
+        parts = (s.model, s.mode, s.usable, s.free_mem, s.mig_used, s.open_share)
+        for row, free_row in zip(rows.tolist(), free, strict=True):
+            raw = b"".join(a[row].tobytes() for a in parts) + free_row.tobytes()
+            key = hash((int(s.cpu_free[row]), int(s.mem_free[row]), raw))
             if not first:
                 self._leave(row)
             self.key[row] = key
@@ -162,10 +162,9 @@ class FragmentationModel:
                     break
             self.rep[top] = True
 
-    def _frag(self, cpu, total, sum_unfit, fit_count, ok) -> np.ndarray:
-        sat = (cpu[:, None] >= self.c[None, :]) & ok & (fit_count >= self.k[None, :])
-        per_shape = np.where(sat & ~self.cpu_only[None, :], sum_unfit, total[:, None])
-        return per_shape @ self.p
+    def _frag(self, cpu, total, sum_unfit, fit_count, k_eff) -> np.ndarray:
+        sat = (cpu[:, None] >= self.c) & (fit_count >= k_eff)
+        return np.where(sat, sum_unfit, total[:, None]) @ self.p
 
     def cluster_fragmentation(self) -> float:
         """Sum of F_n over the cluster, in percent-of-a-device units."""
@@ -178,20 +177,18 @@ class FragmentationModel:
         """ΔF for candidates: node ``rows[i]`` where one device goes from ``old[i]`` to
         ``new[i]`` free compute (shares), or ``taken[i]`` idle devices go to 0 (whole cards,
         pass old=100, new=0), with ``cpu`` millicores taken."""
-        r = self.r[None, :]
-        ok = self.node_ok[rows]
-        n_dev = taken[:, None]
-        was_fit = (old[:, None] >= r) & ok
-        now_fit = (new[:, None] >= r) & ok
-        d_unfit = n_dev * (new[:, None] * ~now_fit - old[:, None] * ~was_fit)
-        d_count = n_dev * (now_fit.astype(np.int64) - was_fit)
-        total = self.total[rows] - taken * (old - new)
+        codes = self.state.primary_model[rows]
+        d_fit = self.fit_tab[codes, new] - self.fit_tab[codes, old]
+        d_unfit = self.unfit_tab[codes, new] - self.unfit_tab[codes, old]
+        if taken.max(initial=1) > 1:
+            d_fit *= taken[:, None]
+            d_unfit *= taken[:, None]
         after = self._frag(
             self.state.cpu_free[rows] - cpu,
-            total,
+            self.total[rows] - taken * (old - new),
             self.sum_unfit[rows] + d_unfit,
-            self.fit_count[rows] + d_count,
-            ok,
+            self.fit_count[rows] + d_fit,
+            self.k_eff[codes],
         )
         return after - self.frag[rows]
 

@@ -26,9 +26,14 @@ class Policy:
         return np.where(fe.node_ok, 0.0, INF)
 
     def choose(self, state: ClusterState, ask: Ask, fe: Feasibility) -> tuple[int, list[int]]:
-        scores = self.score(state, ask, fe)
-        row = int(np.argmin(scores))
+        row = self.best_row(state, ask, fe)
         return row, self.devices(state, ask, fe, row)
+
+    def best_row(self, state: ClusterState, ask: Ask, fe: Feasibility) -> int:
+        """The feasible node with the lowest score; the first one on ties."""
+        if type(self).score is Policy.score:
+            return int(np.argmax(fe.node_ok))  # first-fit needs no scores
+        return int(np.argmin(self.score(state, ask, fe)))
 
     # -- device choice on one node ---------------------------------------------------------
     def devices(self, state: ClusterState, ask: Ask, fe: Feasibility, row: int) -> list[int]:
@@ -53,9 +58,15 @@ class Policy:
 def _leftover(state: ClusterState, ask: Ask) -> np.ndarray:
     """Fraction of a node's pooled GPU compute plus fraction of its CPU left after the ask."""
     used = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
-    gpu = (state.node_compute_free - used) * state.inv_compute_cap
-    cpu = (state.cpu_free - ask.cpu) * state.inv_cpu_cap
-    return gpu + cpu
+    if not used and not ask.cpu:
+        return state.room.copy()
+    return state.room - (used * state.inv_compute_cap + ask.cpu * state.inv_cpu_cap)
+
+
+def _masked(scores: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """``scores`` (a fresh array) with infeasible nodes set to +inf."""
+    scores[~ok] = INF
+    return scores
 
 
 def _room_left(state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
@@ -73,8 +84,7 @@ class BestFit(Policy):
     name = "best-fit"
 
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
-        base = _room_left(state, ask, fe)
-        return np.where(fe.node_ok, base, INF)
+        return _masked(_room_left(state, ask, fe), fe.node_ok)
 
     def order_devices(self, state, ask, fe, row, cols):
         if ask.kind is SliceKind.SHARE:
@@ -91,8 +101,7 @@ class Spread(Policy):
     pack = False
 
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
-        base = _room_left(state, ask, fe)
-        return np.where(fe.node_ok, -base, INF)
+        return _masked(np.negative(_room_left(state, ask, fe)), fe.node_ok)
 
     def order_devices(self, state, ask, fe, row, cols):
         if ask.kind is SliceKind.SHARE:
@@ -172,6 +181,11 @@ class FragmentationGradientDescent(Policy):
         dev = fe.dev_ok[rows]
         cand_r, cand_c = np.nonzero(dev)
         old = model.device_free(rows)[cand_r, cand_c]
+        if cand_r.size > 1:
+            # devices of one node with the same free compute score the same: keep the first
+            _, first = np.unique(cand_r * 256 + old, return_index=True)
+            first.sort()
+            cand_r, cand_c, old = cand_r[first], cand_c[first], old[first]
         delta = model.delta(
             rows[cand_r], old, old - ask.compute_pct, ask.cpu, np.ones(cand_r.size, dtype=np.int64)
         )

@@ -96,10 +96,12 @@ class ClusterState:
         self.node_compute_cap = (self.pooled * 100).sum(axis=1).astype(np.int64)
         self.node_compute_free = self.node_compute_cap.copy()
         self.primary_model = np.where(self.exists[:, 0], self.model[:, 0], NO_DEVICE)
-        self.free_mem = self.grantable_mem.copy()  # grantable device memory not yet granted
+        self.free_mem = self.grantable_mem.astype(np.int32)  # grantable memory not yet granted
         self.open_share = self.usable & (self.mode == MODE_CODES[SharingMode.SHARE])
         self.inv_compute_cap = 1.0 / np.maximum(self.node_compute_cap, 1)
         self.inv_cpu_cap = 1.0 / np.maximum(self.cpu_cap, 1)
+        self.room = np.zeros(n, dtype=np.float64)  # free GPU fraction + free CPU fraction
+        self._update_room(slice(None))
         self.max_islands = int(self.island.max(initial=-1)) + 1
         self.version = np.zeros(n, dtype=np.int64)
         self.mig_tables = [table_for(m) for m in self.models]
@@ -169,7 +171,14 @@ class ClusterState:
             self.mem_free[row] -= sign * ng.mem_mib
             for grant in ng.devices:
                 self._grant_device(row, grant, sign)
+            self._update_room(row)
             self.version[row] += 1
+
+    def _update_room(self, rows: slice | int) -> None:
+        self.room[rows] = (
+            self.node_compute_free[rows] * self.inv_compute_cap[rows]
+            + self.cpu_free[rows] * self.inv_cpu_cap[rows]
+        )
 
     def load(self, placements: Iterable[Placement]) -> None:
         """Rebuild from live allocations (server start, simulator checkpoint)."""
