@@ -65,7 +65,7 @@ def _leftover(state: ClusterState, ask: Ask) -> np.ndarray:
 
 def _masked(scores: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """``scores`` (a fresh array) with infeasible nodes set to +inf."""
-    scores[~ok] = INF
+    np.putmask(scores, ~ok, INF)
     return scores
 
 

@@ -167,8 +167,10 @@ def _capacity_left(table: MigTable, occupied: int) -> int:
     )
 
 
+@cache
 def choose_start(table: MigTable, occupied: int, profile: MigProfile) -> int | None:
-    """The legal free start that keeps the most room for other instances (lowest on ties)."""
+    """The legal free start that keeps the most room for other instances (lowest on ties).
+    Cached: a table has at most 2^positions occupancy masks."""
     best: tuple[int, int] | None = None
     for start in free_starts(occupied, profile):
         left = _capacity_left(table, occupied | profile.mask(start))
