@@ -34,12 +34,18 @@ class Job:
     gang_size: int = 1
     max_runtime_s: int | None = None
     submit_time: float = 0.0
+    on_preempt: str = "suspend"  # suspend: requeued keeping its place; kill: stopped
 
     def __post_init__(self) -> None:
         if not self.id:
             raise SpecError("job: id must not be empty", field="id")
         if self.gang_size < 1:
             raise SpecError(f"job {self.id}: gang_size must be at least 1", field="gang_size")
+        if self.on_preempt not in ("suspend", "kill"):
+            raise SpecError(
+                f"job {self.id}: on_preempt must be suspend or kill, not {self.on_preempt!r}",
+                field="on_preempt",
+            )
         if self.max_runtime_s is not None and self.max_runtime_s <= 0:
             raise SpecError(f"job {self.id}: max_runtime_s must be positive", field="max_runtime_s")
 

@@ -26,6 +26,7 @@ class Feasibility:
     dev_ok: np.ndarray | None  # (N, G) devices that can take one unit of it
     units: np.ndarray | None  # (N,) units (devices / MIG instances) each node can take
     need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device
+    masked: bool = False  # some nodes were masked out beyond their own state
 
 
 class _Steps:
@@ -44,14 +45,25 @@ class _Steps:
             self.items.append((reason, row_any(dev)))
 
 
-def feasibility(state: ClusterState, ask: Ask) -> Feasibility:
-    """Nodes and devices that can take ``ask`` now."""
-    return _run(state, ask, _Steps(explain=False))
+def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None) -> Feasibility:
+    """Nodes and devices that can take ``ask`` now; ``allowed`` masks nodes out (reservations)."""
+    fe = _run(state, ask, _Steps(explain=False))
+    if allowed is not None:
+        fe.node_ok &= allowed
+        fe.masked = True
+        if fe.units is not None:
+            fe.units = np.where(allowed, fe.units, 0)
+    return fe
 
 
-def explain(state: ClusterState, ask: Ask) -> tuple[str, Counter[str]]:
-    """The aggregated reason why ``ask`` fits nowhere, and per-reason node counts."""
+def explain(
+    state: ClusterState, ask: Ask, allowed: np.ndarray | None = None, masked: str = ""
+) -> tuple[str, Counter[str]]:
+    """The aggregated reason why ``ask`` fits nowhere, and per-reason node counts.
+    Nodes outside ``allowed`` are charged to ``masked`` first."""
     steps = _Steps(explain=True)
+    if allowed is not None:
+        steps.node(masked or "not available to this job", allowed)
     _run(state, ask, steps)
     counts: Counter[str] = Counter()
     remaining = np.ones(state.size, dtype=bool)
@@ -161,4 +173,6 @@ def best_island(state: ClusterState, dev: np.ndarray) -> np.ndarray:
 
 def _fewer(ask: Ask) -> str:
     unit = "MIG slots" if ask.kind is SliceKind.MIG else f"free {ask.what}"
+    if ask.count == 1:
+        return f"no {unit}"
     return f"fewer than {ask.count} {unit}"

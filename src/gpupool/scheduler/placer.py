@@ -20,6 +20,7 @@ from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement, Placement
 from gpupool.sharing import choose_start
 
 POLICY_NAMES = (*POLICIES, "auto")
+Mask = np.ndarray | None
 
 
 def make_policy(name: str, workload: Workload | None = None) -> Policy:
@@ -45,7 +46,7 @@ class Placer:
         self.workload = self.workload or Workload()
         names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
         self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
-        self._asks: dict[tuple[int, ResourceRequest], Ask] = {}
+        self._asks: dict[tuple[int, ResourceRequest], tuple[ClusterState, Ask]] = {}
 
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
         """Teach the fragmentation model the workload mix (e.g. the pending queue)."""
@@ -55,12 +56,12 @@ class Placer:
 
     def ask(self, state: ClusterState, request: ResourceRequest) -> Ask:
         key = (id(state), request)
-        ask = self._asks.get(key)
-        if ask is None:
+        entry = self._asks.get(key)
+        if entry is None or entry[0] is not state:  # ids are reused after a state is freed
             if len(self._asks) > 4096:
                 self._asks.clear()
-            ask = self._asks[key] = compile_ask(state, request)
-        return ask
+            entry = self._asks[key] = (state, compile_ask(state, request))
+        return entry[1]
 
     def policy_for(self, job: Job) -> Policy:
         if self.policy == "auto":
@@ -71,22 +72,28 @@ class Placer:
         return self._policies[self.policy]
 
     # -- one job ---------------------------------------------------------------------------
-    def place(self, state: ClusterState, job: Job) -> PlacementResult:
-        """Decide for ``job``; the snapshot is left as it was."""
-        result = self._place_workers(state, job, apply=False)
-        return result
+    def place(self, state: ClusterState, job: Job, allowed: Mask = None) -> PlacementResult:
+        """Decide for ``job``; the snapshot is left as it was. ``allowed`` (a node mask, with
+        ``allowed_reason``) keeps the job off nodes it may not use, e.g. reserved ones."""
+        return self._place_workers(state, job, allowed, apply=False)
 
-    def place_and_apply(self, state: ClusterState, job: Job) -> PlacementResult:
-        return self._place_workers(state, job, apply=True)
+    def place_and_apply(
+        self, state: ClusterState, job: Job, allowed: Mask = None
+    ) -> PlacementResult:
+        return self._place_workers(state, job, allowed, apply=True)
 
-    def _place_workers(self, state: ClusterState, job: Job, *, apply: bool) -> PlacementResult:
+    allowed_reason: str = "reserved for another tenant"
+
+    def _place_workers(
+        self, state: ClusterState, job: Job, allowed: Mask, *, apply: bool
+    ) -> PlacementResult:
         policy = self.policy_for(job)
         ask = self.ask(state, job.request)
         pieces: list[NodeGrant] = []
         temp_ids: list[str] = []
         try:
             for worker in range(job.gang_size):
-                result = self._place_one(state, ask, policy)
+                result = self._place_one(state, ask, policy, allowed)
                 if isinstance(result, str):
                     prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
                     return Unplaceable(job.id, prefix + result)
@@ -103,8 +110,10 @@ class Placer:
             state.apply(placement)
         return placement
 
-    def _place_one(self, state: ClusterState, ask: Ask, policy: Policy) -> list[NodeGrant] | str:
-        fe = feasibility(state, ask)
+    def _place_one(
+        self, state: ClusterState, ask: Ask, policy: Policy, allowed: Mask
+    ) -> list[NodeGrant] | str:
+        fe = feasibility(state, ask, allowed)
         if fe.node_ok.any():
             row, cols = policy.choose(state, ask, fe)
             return [_grant(state, ask, fe, row, cols, ask.cpu, ask.mem)]
@@ -112,7 +121,7 @@ class Placer:
             spanned = _span_nodes(state, ask, fe)
             if spanned is not None:
                 return spanned
-        reason, _ = explain(state, ask)
+        reason, _ = explain(state, ask, allowed, self.allowed_reason)
         return reason
 
 

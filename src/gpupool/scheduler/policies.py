@@ -164,7 +164,8 @@ class FragmentationGradientDescent(Policy):
         if ask.kind in (SliceKind.MIG, SliceKind.NONE) or multi_share or not self.workload.counts:
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
-        rows = np.flatnonzero(fe.node_ok & model.rep)
+        # identical nodes score the same, unless a mask (reservation) tells them apart
+        rows = np.flatnonzero(fe.node_ok if fe.masked else fe.node_ok & model.rep)
         assert fe.dev_ok is not None
         if ask.kind is SliceKind.WHOLE:
             n = rows.size

@@ -5,6 +5,7 @@ vector operation over all devices at once. The snapshot is rebuilt from the stat
 (nodes + live allocations) and updated in place as a cycle places jobs.
 """
 
+import copy
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -106,6 +107,7 @@ class ClusterState:
         self.version = np.zeros(n, dtype=np.int64)
         self.mig_tables = [table_for(m) for m in self.models]
         self.placements: dict[str, Placement] = {}
+        self.releases = 0  # bumps on every release: capacity may have grown
 
     # -- queries -------------------------------------------------------------------------
     @property
@@ -162,6 +164,7 @@ class ClusterState:
         if placement is None:
             raise SpecError(f"job {job_id}: not placed")
         self._change(placement, -1)
+        self.releases += 1
         return placement
 
     def _change(self, placement: Placement, sign: int) -> None:
@@ -179,6 +182,15 @@ class ClusterState:
             self.node_compute_free[rows] * self.inv_compute_cap[rows]
             + self.cpu_free[rows] * self.inv_cpu_cap[rows]
         )
+
+    def clone(self) -> "ClusterState":
+        """An independent copy for trial decisions (preemption, backfill look-ahead)."""
+        other = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(other, name, value.copy())
+        other.placements = dict(self.placements)
+        return other
 
     def load(self, placements: Iterable[Placement]) -> None:
         """Rebuild from live allocations (server start, simulator checkpoint)."""

@@ -1,0 +1,346 @@
+"""One scheduling cycle: a short list of actions over a snapshot, as Volcano does.
+
+enqueue -> allocate (within guarantee) -> borrow (idle capacity, DRF between borrowers)
+-> preempt (lower priority, same tenant) -> reclaim (owners take back lent capacity)
+-> backfill (jobs that end before the starving head job can start).
+
+``run_cycle`` is pure: (snapshot, running jobs, queue, tenants, now) -> decisions. It owns the
+``ClusterState`` it is given (placements are applied to it) and touches nothing else.
+"""
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpupool.model import Job, SpecError
+from gpupool.scheduler.placer import Placer
+from gpupool.scheduler.preemption import choose_victims
+from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reservations import Reservation, node_mask
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
+from gpupool.scheduler.types import Placement, Unplaceable
+from gpupool.sharing import TABLES
+
+MIG_PERCENT = {
+    p.name: round(100 * p.compute_slices / t.compute_slices)
+    for t in TABLES.values()
+    for p in t.profiles
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    job: Job
+    placement: Placement
+    start_time: float
+    borrowed: bool = False  # admitted above its tenant's guarantee: reclaimable
+
+    @property
+    def expected_end(self) -> float:
+        m = self.job.max_runtime_s
+        return float("inf") if m is None else self.start_time + m
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    job_id: str
+    placement: Placement
+    borrowed: bool
+    action: str  # allocate, borrow, preempt, reclaim or backfill
+    after: tuple[str, ...] = ()  # victims that must stop first
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job_id: str
+    by: str
+    reason: str
+    grace_s: int
+    action: str  # suspend (requeue, keeps its place) or kill
+
+
+@dataclass
+class CycleConfig:
+    """``max_victim_searches`` bounds the trial placements preempt + reclaim may run in one
+    cycle (each clones the snapshot); jobs past the budget wait for the next cycle."""
+
+    policy: str = "auto"
+    queue: QueuePolicy = field(default_factory=QueuePolicy)
+    grace_s: int = 30
+    max_victim_searches: int = 64
+
+
+@dataclass
+class CycleResult:
+    bindings: list[Binding] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # job id -> reason
+
+    @property
+    def admitted(self) -> int:
+        return len(self.bindings)
+
+
+class _Cycle:
+    def __init__(self, state, running, tenants, reservations, now, config, placer):
+        self.state: ClusterState = state
+        self.tree: TenantTree = tenants
+        self.reservations: Sequence[Reservation] = reservations
+        self.now: float = now
+        self.config: CycleConfig = config
+        self.placer: Placer = placer
+        self.q = config.queue
+        self.models = {(n.name, d.index): d.model for n in state.nodes for d in n.devices}
+        self.running: dict[str, RunningJob] = {}
+        for r in running:
+            self.running[r.job.id] = r
+            if r.job.id not in state.placements:
+                state.apply(r.placement)
+            self.tree.charge(r.job.tenant, self.usage(r.placement))
+        self.result = CycleResult()
+        self.failed: dict[tuple, tuple[int, str]] = {}  # (request, gang) -> (releases, reason)
+        self.searches_left = config.max_victim_searches
+
+    def usage(self, placement: Placement) -> Usage:
+        return usage_of(placement, MIG_PERCENT, self.models)
+
+    def mask(self, job: Job):
+        return node_mask(
+            self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
+        )
+
+    def try_place(self, job: Job) -> Placement | str:
+        """Place ``job`` on the snapshot (not applied). Failures are remembered until the
+        snapshot releases capacity, so identical asks behind a refused one cost nothing."""
+        mask, reason = self.mask(job)
+        key = (job.request, job.gang_size)
+        if mask is None:
+            seen = self.failed.get(key)
+            if seen is not None and seen[0] == self.state.releases:
+                return seen[1]
+        self.placer.allowed_reason = reason
+        result = self.placer.place(self.state, job, mask)
+        if isinstance(result, Unplaceable):
+            if mask is None:
+                self.failed[key] = (self.state.releases, result.reason)
+            return result.reason
+        return result
+
+    def bind(
+        self,
+        job: Job,
+        placement: Placement,
+        borrowed: bool,
+        action: str,
+        after: tuple[str, ...] = (),
+    ) -> None:
+        self.state.apply(placement)
+        self.tree.charge(job.tenant, self.usage(placement))
+        self.running[job.id] = RunningJob(job, placement, self.now, borrowed)
+        self.result.bindings.append(Binding(job.id, placement, borrowed, action, after))
+        self.result.pending.pop(job.id, None)
+
+    def evict(self, victim: RunningJob, by: Job, reason: str) -> None:
+        self.state.release(victim.job.id)
+        self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
+        del self.running[victim.job.id]
+        self.result.preemptions.append(
+            Preemption(victim.job.id, by.id, reason, self.config.grace_s, victim.job.on_preempt)
+        )
+
+
+def run_cycle(
+    state: ClusterState,
+    running: Sequence[RunningJob],
+    pending: Sequence[Job],
+    tenants: TenantTree,
+    now: float,
+    reservations: Sequence[Reservation] = (),
+    config: CycleConfig | None = None,
+    placer: Placer | None = None,
+) -> CycleResult:
+    """Decide one cycle. ``tenants`` must carry no usage yet: running jobs are charged here."""
+    config = config or CycleConfig()
+    placer = placer or Placer(config.policy)
+    cy = _Cycle(state, running, tenants, reservations, now, config, placer)
+    queue = enqueue(cy, pending)
+    placer.observe(queue, state)
+    blocked, to_borrow, behind = allocate(cy, queue)
+    blocked += borrow(cy, to_borrow)
+    blocked = preempt(cy, blocked)
+    blocked = reclaim(cy, blocked)
+    backfill(cy, behind, blocked)
+    return cy.result
+
+
+def enqueue(cy: _Cycle, pending: Sequence[Job]) -> list[Job]:
+    """Validate and order the queue; invalid jobs stay pending with the reason."""
+    valid: list[Job] = []
+    for job in pending:
+        try:
+            cy.tree.require(job.tenant)
+            cy.q.class_value(job)
+        except SpecError as exc:
+            cy.result.pending[job.id] = str(exc)
+            continue
+        valid.append(job)
+    return cy.q.order(valid, cy.now)
+
+
+def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[Job]]:
+    """Admit jobs within their tenant's guarantee, in queue order. Once a starving job is
+    blocked, jobs behind it wait for backfill. Returns (blocked, need borrowing, behind)."""
+    blocked: list[Job] = []
+    to_borrow: list[Job] = []
+    behind: list[Job] = []
+    head: Job | None = None
+    for job in queue:
+        if head is not None:
+            behind.append(job)
+            cy.result.pending[job.id] = f"waiting behind {head.id} (starving; backfill only)"
+            continue
+        result = cy.try_place(job)
+        if isinstance(result, str):
+            cy.result.pending[job.id] = result
+            blocked.append(job)
+            if cy.q.starving(job, cy.now):
+                head = job
+            continue
+        ok, borrows, reason = cy.tree.check(job.tenant, cy.usage(result), allow_borrow=False)
+        if ok:
+            cy.bind(job, result, False, "allocate")
+            continue
+        cy.result.pending[job.id] = reason
+        (to_borrow if borrows else blocked).append(job)
+    return blocked, to_borrow, behind
+
+
+def borrow(cy: _Cycle, jobs: list[Job]) -> list[Job]:
+    """Admit jobs on capacity other tenants leave idle; the tenant with the smallest weighted
+    dominant share goes first (DRF), so borrowers share fairly."""
+    capacity = _capacity(cy)
+    queues: dict[str, list[Job]] = {}
+    for job in jobs:
+        queues.setdefault(job.tenant, []).append(job)
+    heap = [(cy.tree.dominant_share(t, capacity), t) for t in queues]
+    heapq.heapify(heap)
+    blocked: list[Job] = []
+    while heap:
+        _, tenant = heapq.heappop(heap)
+        job = queues[tenant].pop(0)
+        result = cy.try_place(job)
+        if isinstance(result, str):
+            cy.result.pending[job.id] = result
+            blocked.append(job)
+        else:
+            ok, _, reason = cy.tree.check(tenant, cy.usage(result))
+            if ok:
+                cy.bind(job, result, True, "borrow")
+            else:
+                cy.result.pending[job.id] = reason
+                blocked.append(job)  # preempting its own lower-priority work may still help
+        if queues[tenant]:
+            heapq.heappush(heap, (cy.tree.dominant_share(tenant, capacity), tenant))
+    return blocked
+
+
+def _capacity(cy: _Cycle) -> dict[str, int]:
+    s = cy.state
+    return {
+        "gpu": int(s.exists.sum()) * 100,
+        "gpu_mem": int(s.dev_mem.sum()),
+        "cpu": int(s.cpu_cap.sum()),
+    }
+
+
+def preempt(cy: _Cycle, blocked: list[Job]) -> list[Job]:
+    """A blocked job takes capacity from lower-priority jobs of its own tenant."""
+    left: list[Job] = []
+    for job in blocked:
+        mine = cy.q.base_priority(job)
+        candidates = [
+            r
+            for r in cy.running.values()
+            if r.job.tenant == job.tenant and cy.q.base_priority(r.job) < mine
+        ]
+        if not _take(cy, job, candidates, "preempt", borrowed_ok=False):
+            left.append(job)
+    return left
+
+
+def reclaim(cy: _Cycle, blocked: list[Job]) -> list[Job]:
+    """A job within its tenant's guarantee takes back capacity lent to other tenants."""
+    left: list[Job] = []
+    for job in blocked:
+        candidates = [r for r in cy.running.values() if r.borrowed and r.job.tenant != job.tenant]
+        if not _take(cy, job, candidates, "reclaim", borrowed_ok=False):
+            left.append(job)
+    return left
+
+
+def _take(
+    cy: _Cycle, job: Job, candidates: list[RunningJob], action: str, *, borrowed_ok: bool
+) -> bool:
+    if not candidates or cy.searches_left <= 0:
+        return False
+    if action == "reclaim" and not within_guarantee_estimate(cy, job):
+        return False
+    cy.searches_left -= 1
+    chosen = choose_victims(cy, job, candidates, within_guarantee=not borrowed_ok)
+    if chosen is None:
+        return False
+    victims, placement = chosen
+    why = (
+        f"preempted by higher-priority {job.id}"
+        if action == "preempt"
+        else f"reclaimed by {job.tenant} for {job.id} (capacity was borrowed)"
+    )
+    for v in victims:
+        cy.evict(v, job, why)
+    cy.bind(job, placement, False, action, tuple(v.job.id for v in victims))
+    return True
+
+
+def within_guarantee_estimate(cy: _Cycle, job: Job) -> bool:
+    """Cheap necessary check before a reclaim search: the job's cards and CPU fit its
+    tenant's guarantee (a share counts its compute percent, MIG and memory-only 1%)."""
+    r = job.request
+    per = r.gpu_share_pct or 1 if r.kind.value in ("share", "mig") else 100
+    need = {"gpu": per * r.gpu_count * job.gang_size, "cpu": r.cpu_millis * job.gang_size}
+    ok, _, _ = cy.tree.check(job.tenant, need, allow_borrow=False)
+    return ok
+
+
+def backfill(cy: _Cycle, behind: list[Job], blocked: list[Job]) -> None:
+    """EASY backfill behind the starving head job: a job may run now only if it declares a
+    maximum run time that ends before the head job's earliest possible start."""
+    heads = [j for j in blocked if cy.q.starving(j, cy.now)]
+    if not heads or not behind:
+        return
+    head = heads[0]
+    shadow = shadow_time(cy, head)
+    for job in behind:
+        if job.max_runtime_s is None or cy.now + job.max_runtime_s > shadow:
+            continue
+        result = cy.try_place(job)
+        if isinstance(result, str):
+            cy.result.pending[job.id] = result
+            continue
+        ok, borrows, reason = cy.tree.check(job.tenant, cy.usage(result))
+        if ok:
+            cy.bind(job, result, borrows, "backfill")
+        else:
+            cy.result.pending[job.id] = reason
+
+
+def shadow_time(cy: _Cycle, head: Job) -> float:
+    """When ``head`` could start if running jobs end at their declared maximum run times."""
+    trial = cy.state.clone()
+    for r in sorted(cy.running.values(), key=lambda r: (r.expected_end, r.job.id)):
+        if r.expected_end == float("inf"):
+            break
+        trial.release(r.job.id)
+        if isinstance(cy.placer.place(trial, head), Placement):
+            return r.expected_end
+    return float("inf")

@@ -1,0 +1,217 @@
+"""Tenants and quotas: guaranteed (nominal) capacity, borrowing and lending limits.
+
+Vocabulary follows Kueue's ClusterQueue/cohort: every tenant may hold a ``Quota`` per resource
+flavour — ``nominal`` is guaranteed, ``borrowing_limit`` caps how far above nominal it may go on
+capacity others leave idle, ``lending_limit`` caps how much of its idle nominal others may
+borrow. All tenants under one root form a cohort that borrows from one another. A quota on an
+inner tenant (organisation, team) caps the usage of its whole subtree at nominal + borrowing.
+
+Flavours: ``gpu`` (any card), ``gpu:MODEL`` (cards of one model), ``gpu_mem`` (MiB of device
+memory), ``cpu`` (millicores). Card flavours count percent of a card (100 = one whole card, a
+50% share = 50, a 3g MIG instance on a 7-slice GPU = 43), so whole cards, shares and MIG draw on
+one quota; ``Quota.cards`` builds them from card counts.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gpupool.model import SpecError
+from gpupool.scheduler.types import Placement
+
+Usage = dict[str, int]
+CARD = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    nominal: int = 0
+    borrowing_limit: int | None = None  # None: may borrow any idle capacity
+    lending_limit: int | None = None  # None: all idle nominal may be lent
+
+    def __post_init__(self) -> None:
+        for name in ("nominal", "borrowing_limit", "lending_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise SpecError(f"quota: {name} must not be negative", field=name)
+
+    @staticmethod
+    def cards(nominal: float, borrowing: float | None = None, lending: float | None = None):
+        """A card-flavour quota from card counts (fractions allowed)."""
+
+        def pct(x: float | None) -> int | None:
+            return None if x is None else round(x * CARD)
+
+        return Quota(pct(nominal) or 0, pct(borrowing), pct(lending))
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    parent: str | None = None
+    quotas: Mapping[str, Quota] = field(default_factory=dict)
+    weight: float = 1.0  # fair-share weight when tenants borrow
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise SpecError("tenant: name must not be empty", field="name")
+        if self.weight <= 0:
+            raise SpecError(f"tenant {self.name}: weight must be positive", field="weight")
+
+
+def flavour_label(flavour: str) -> str:
+    """``gpu:A100-80G`` reads as ``A100-80G`` in reasons."""
+    return flavour.split(":", 1)[1] if flavour.startswith("gpu:") else flavour
+
+
+def fmt_amount(flavour: str, amount: int) -> str:
+    if flavour.startswith("gpu") and flavour != "gpu_mem":
+        cards = amount / CARD
+        return f"{cards:g}"
+    return str(amount)
+
+
+class TenantTree:
+    """The tenant hierarchy with per-tenant usage; admission checks are pure arithmetic."""
+
+    def __init__(self, tenants: Iterable[Tenant]):
+        self.tenants: dict[str, Tenant] = {}
+        for t in tenants:
+            if t.name in self.tenants:
+                raise SpecError(f"tenant {t.name}: defined twice", field="name")
+            self.tenants[t.name] = t
+        for t in self.tenants.values():
+            if t.parent is not None and t.parent not in self.tenants:
+                raise SpecError(f"tenant {t.name}: unknown parent {t.parent!r}", field="parent")
+        self.chain: dict[str, tuple[str, ...]] = {n: self._ancestry(n) for n in self.tenants}
+        self.root = {n: c[-1] for n, c in self.chain.items()}
+        self.usage: dict[str, Usage] = {n: {} for n in self.tenants}  # own jobs only
+        self.subtree: dict[str, Usage] = {n: {} for n in self.tenants}  # own + descendants
+        self.flavours = sorted({f for t in self.tenants.values() for f in t.quotas})
+
+    def _ancestry(self, name: str) -> tuple[str, ...]:
+        seen: list[str] = []
+        current: str | None = name
+        while current is not None:
+            if current in seen:
+                raise SpecError(f"tenant {name}: parent cycle through {current}", field="parent")
+            seen.append(current)
+            current = self.tenants[current].parent
+        return tuple(seen)
+
+    def require(self, name: str) -> None:
+        if name not in self.tenants:
+            raise SpecError(f"tenant: unknown tenant {name!r}", field="tenant")
+
+    # -- accounting ------------------------------------------------------------------------
+    def charge(self, tenant: str, usage: Usage, sign: int = 1) -> None:
+        own = self.usage[tenant]
+        for f, q in usage.items():
+            own[f] = own.get(f, 0) + sign * q
+        for name in self.chain[tenant]:
+            sub = self.subtree[name]
+            for f, q in usage.items():
+                sub[f] = sub.get(f, 0) + sign * q
+
+    def nominal(self, tenant: str, flavour: str) -> int:
+        quota = self.tenants[tenant].quotas.get(flavour)
+        return quota.nominal if quota else 0
+
+    def borrowed(self, tenant: str, flavour: str) -> int:
+        return max(0, self.usage[tenant].get(flavour, 0) - self.nominal(tenant, flavour))
+
+    def idle_lendable(self, tenant: str, flavour: str) -> int:
+        """What ``tenant`` lends of ``flavour`` right now (its unused nominal, capped)."""
+        quota = self.tenants[tenant].quotas.get(flavour)
+        if quota is None:
+            return 0
+        unused = max(0, quota.nominal - self.usage[tenant].get(flavour, 0))
+        return unused if quota.lending_limit is None else min(unused, quota.lending_limit)
+
+    def cohort_free(self, tenant: str, flavour: str) -> int:
+        """Idle lendable capacity in ``tenant``'s cohort not yet borrowed by anyone else."""
+        root = self.root[tenant]
+        members = [n for n in self.tenants if self.root[n] == root]
+        lend = sum(self.idle_lendable(n, flavour) for n in members if n != tenant)
+        taken = sum(self.borrowed(n, flavour) for n in members)  # the asker's own included
+        return max(0, lend - taken)
+
+    def managed(self, flavour: str) -> bool:
+        return flavour in self.flavours
+
+    # -- admission ---------------------------------------------------------------------------
+    def check(
+        self, tenant: str, usage: Usage, *, allow_borrow: bool = True
+    ) -> tuple[bool, bool, str]:
+        """Can ``tenant`` take ``usage`` more? Returns (ok, borrows, reason)."""
+        borrows = False
+        for f, q in sorted(usage.items()):
+            if q <= 0 or not self.managed(f):
+                continue
+            have = self.usage[tenant].get(f, 0)
+            nominal = self.nominal(tenant, f)
+            over = have + q - nominal
+            if over > 0:
+                quota = self.tenants[tenant].quotas.get(f, Quota())
+                limit = quota.borrowing_limit
+                head = (
+                    f"quota: {tenant} {flavour_label(f)} {fmt_amount(f, have)}/"
+                    f"{fmt_amount(f, nominal)} guaranteed"
+                )
+                if not allow_borrow:
+                    return False, True, head
+                if limit is not None and over > limit:
+                    return False, True, f"{head}, borrowing limit {fmt_amount(f, limit)} reached"
+                extra = over - self.borrowed(tenant, f)
+                if extra > self.cohort_free(tenant, f):
+                    return False, True, f"{head}, no idle capacity to borrow in the cohort"
+                borrows = True
+            for parent in self.chain[tenant][1:]:
+                quota = self.tenants[parent].quotas.get(f)
+                if quota is None:
+                    continue
+                cap = quota.nominal + (quota.borrowing_limit or 0)
+                used = self.subtree[parent].get(f, 0)
+                if used + q > cap:
+                    return (
+                        False,
+                        borrows,
+                        (
+                            f"quota: {parent} {flavour_label(f)} {fmt_amount(f, used)}/"
+                            f"{fmt_amount(f, cap)} for its subtree"
+                        ),
+                    )
+        return True, borrows, ""
+
+    def dominant_share(self, tenant: str, capacity: Mapping[str, int]) -> float:
+        """Weighted dominant-resource share of ``tenant`` (DRF), for fair borrowing."""
+        share = 0.0
+        for f, used in self.usage[tenant].items():
+            total = capacity.get(f, 0)
+            if total > 0:
+                share = max(share, used / total)
+        return share / self.tenants[tenant].weight
+
+
+def usage_of(
+    placement: Placement, mig_fraction: Mapping[str, int], models: Mapping[tuple[str, int], str]
+) -> Usage:
+    """Quota usage of a placement: card percent (total and per model), device memory, CPU.
+
+    ``mig_fraction`` maps a MIG profile to its card percent; ``models`` maps (node, device) to
+    the device model.
+    """
+    usage: Usage = {}
+
+    def add(key: str, amount: int) -> None:
+        usage[key] = usage.get(key, 0) + amount
+
+    for ng in placement.nodes:
+        add("cpu", ng.cpu_millis)
+        for d in ng.devices:
+            pct = mig_fraction[d.mig_profile] if d.mig_profile else d.compute_pct
+            if not d.exclusive and not d.mig_profile and pct == 0:
+                pct = 1  # a memory-only share still holds a place on the card
+            add("gpu", pct)
+            add(f"gpu:{models[(d.node, d.device)]}", pct)
+            add("gpu_mem", d.mem_mib)
+    return usage
