@@ -103,7 +103,9 @@ def test_online_inference_preempts_dev_test_never_training_in_guarantee():
     other = jobs("x", 1, "web", priority_class="online-inference", submit_time=11)
     third = run_cycle(ClusterState(nodes), running, other, tenants(), 12)
     assert third.preemptions == [] and third.bindings == []
-    assert third.pending["x00"] == "0/2 nodes: 2 no free gpu"
+    assert third.pending["x00"] == (
+        "quota: web gpu 0/0 guaranteed, no idle capacity to borrow in the cohort"
+    )
 
 
 def test_preemption_takes_the_fewest_lowest_priority_most_recent_victims():

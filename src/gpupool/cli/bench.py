@@ -37,3 +37,27 @@ def placement(
     for key, value in result.items():
         table.add_row(key, str(value))
     Console().print(table)
+
+
+@app.command("cycle")
+@friendly
+def cycle(
+    nodes: int = typer.Option(1000, min=1, help="Servers in the synthetic cluster."),
+    gpus_per_node: int = typer.Option(8, min=1, max=64, help="Cards per server."),
+    pending: int = typer.Option(10000, min=1, help="Jobs waiting when the cycle starts."),
+    tenants: int = typer.Option(100, min=1, help="Teams with equal guarantees."),
+    seed: int = typer.Option(0, help="Seed of the cluster, tenants and job mix."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Time one full scheduling cycle (allocate, borrow, preempt, reclaim, backfill) over a
+    large queue, with half the cluster already running work of a few heavy tenants."""
+    from gpupool.bench.cycle import run_cycle_bench
+
+    result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table("figure", "value", title="scheduling cycle benchmark")
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    Console().print(table)

@@ -92,7 +92,10 @@ class _Cycle:
         self.placer: Placer = placer
         self.q = config.queue
         self.models = {(n.name, d.index): d.model for n in state.nodes for d in n.devices}
+        self._usage: dict[str, tuple[Placement, Usage]] = {}
+        self._estimates: dict[tuple, Usage] = {}
         self.running: dict[str, RunningJob] = {}
+        self.started_before = {r.job.id for r in running}  # only these can be victims
         for r in running:
             self.running[r.job.id] = r
             if r.job.id not in state.placements:
@@ -101,9 +104,26 @@ class _Cycle:
         self.result = CycleResult()
         self.failed: dict[tuple, tuple[int, str]] = {}  # (request, gang) -> (releases, reason)
         self.searches_left = config.max_victim_searches
+        self.victimless: dict[tuple, int] = {}  # victim searches that failed, by ask
+        # quotas on per-model cards or device memory need the placement to be checked
+        self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})
 
     def usage(self, placement: Placement) -> Usage:
-        return usage_of(placement, MIG_PERCENT, self.models)
+        cached = self._usage.get(placement.job_id)
+        if cached is None or cached[0] is not placement:
+            cached = self._usage[placement.job_id] = (
+                placement,
+                usage_of(placement, MIG_PERCENT, self.models),
+            )
+        return cached[1]
+
+    def estimate(self, job: Job) -> Usage:
+        """Usage known before placement: cards (percent) and CPU (see ``estimate_usage``)."""
+        key = (job.request, job.gang_size)
+        usage = self._estimates.get(key)
+        if usage is None:
+            usage = self._estimates[key] = estimate_usage(job)
+        return usage
 
     def mask(self, job: Job):
         return node_mask(
@@ -169,8 +189,8 @@ def run_cycle(
     blocked, to_borrow, behind = allocate(cy, queue)
     blocked += borrow(cy, to_borrow)
     blocked = preempt(cy, blocked)
-    blocked = reclaim(cy, blocked)
-    backfill(cy, behind, blocked)
+    reclaim(cy, blocked)
+    backfill(cy, behind)
     return cy.result
 
 
@@ -188,17 +208,30 @@ def enqueue(cy: _Cycle, pending: Sequence[Job]) -> list[Job]:
     return cy.q.order(valid, cy.now)
 
 
-def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[Job]]:
-    """Admit jobs within their tenant's guarantee, in queue order. Once a starving job is
-    blocked, jobs behind it wait for backfill. Returns (blocked, need borrowing, behind)."""
+def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[tuple[Job, Job]]]:
+    """Admit jobs within their tenant's guarantee, in queue order.
+
+    A starving job that does not fit becomes a head: behind a capacity-blocked head every job
+    waits, behind a quota-blocked one the jobs of its tenant do; the backfill action may
+    still start those that end in time. Returns (blocked, need borrowing, (job, head) behind).
+    """
     blocked: list[Job] = []
     to_borrow: list[Job] = []
-    behind: list[Job] = []
+    behind: list[tuple[Job, Job]] = []
     head: Job | None = None
+    tenant_heads: dict[str, Job] = {}
     for job in queue:
-        if head is not None:
-            behind.append(job)
-            cy.result.pending[job.id] = f"waiting behind {head.id} (starving; backfill only)"
+        first = head or tenant_heads.get(job.tenant)
+        if first is not None:
+            behind.append((job, first))
+            cy.result.pending[job.id] = f"waiting behind {first.id} (starving; backfill only)"
+            continue
+        ok, borrows, reason = cy.tree.check(job.tenant, cy.estimate(job), allow_borrow=False)
+        if not ok:  # over its guarantee whatever the placement: no need to place it now
+            cy.result.pending[job.id] = reason
+            (to_borrow if borrows else blocked).append(job)
+            if cy.q.starving(job, cy.now):
+                tenant_heads[job.tenant] = job
             continue
         result = cy.try_place(job)
         if isinstance(result, str):
@@ -207,7 +240,8 @@ def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[J
             if cy.q.starving(job, cy.now):
                 head = job
             continue
-        ok, borrows, reason = cy.tree.check(job.tenant, cy.usage(result), allow_borrow=False)
+        if cy.exact_after_placement:
+            ok, borrows, reason = cy.tree.check(job.tenant, cy.usage(result), allow_borrow=False)
         if ok:
             cy.bind(job, result, False, "allocate")
             continue
@@ -229,8 +263,12 @@ def borrow(cy: _Cycle, jobs: list[Job]) -> list[Job]:
     while heap:
         _, tenant = heapq.heappop(heap)
         job = queues[tenant].pop(0)
-        result = cy.try_place(job)
-        if isinstance(result, str):
+        ok, _, reason = cy.tree.check(tenant, cy.estimate(job))
+        result = cy.try_place(job) if ok else reason
+        if not ok:
+            cy.result.pending[job.id] = reason
+            blocked.append(job)
+        elif isinstance(result, str):
             cy.result.pending[job.id] = result
             blocked.append(job)
         else:
@@ -256,39 +294,69 @@ def _capacity(cy: _Cycle) -> dict[str, int]:
 
 def preempt(cy: _Cycle, blocked: list[Job]) -> list[Job]:
     """A blocked job takes capacity from lower-priority jobs of its own tenant."""
+    pool = _VictimPool(cy)
     left: list[Job] = []
-    for job in blocked:
+    for i, job in enumerate(blocked):
+        if cy.searches_left <= 0:
+            left.extend(blocked[i:])
+            break
         mine = cy.q.base_priority(job)
-        candidates = [
-            r
-            for r in cy.running.values()
-            if r.job.tenant == job.tenant and cy.q.base_priority(r.job) < mine
-        ]
-        if not _take(cy, job, candidates, "preempt", borrowed_ok=False):
+        candidates = [r for r in pool.of_tenant(job.tenant) if pool.priority[r.job.id] < mine]
+        if not _take(cy, job, candidates, "preempt"):
             left.append(job)
     return left
 
 
 def reclaim(cy: _Cycle, blocked: list[Job]) -> list[Job]:
     """A job within its tenant's guarantee takes back capacity lent to other tenants."""
+    pool = _VictimPool(cy)
     left: list[Job] = []
-    for job in blocked:
-        candidates = [r for r in cy.running.values() if r.borrowed and r.job.tenant != job.tenant]
-        if not _take(cy, job, candidates, "reclaim", borrowed_ok=False):
+    for i, job in enumerate(blocked):
+        if cy.searches_left <= 0:
+            left.extend(blocked[i:])
+            break
+        candidates = [r for r in pool.borrowed() if r.job.tenant != job.tenant]
+        if not _take(cy, job, candidates, "reclaim"):
             left.append(job)
     return left
 
 
-def _take(
-    cy: _Cycle, job: Job, candidates: list[RunningJob], action: str, *, borrowed_ok: bool
-) -> bool:
+class _VictimPool:
+    """Jobs running before this cycle (a job bound in this cycle is never evicted in it),
+    indexed by tenant; evicted ones drop out as the cycle goes."""
+
+    def __init__(self, cy: _Cycle):
+        self.cy = cy
+        self.by_tenant: dict[str, list[RunningJob]] = {}
+        self.lent: list[RunningJob] = []
+        self.priority: dict[str, int] = {}
+        for r in cy.running.values():
+            if r.job.id in cy.started_before:
+                self.priority[r.job.id] = cy.q.base_priority(r.job)
+                self.by_tenant.setdefault(r.job.tenant, []).append(r)
+                if r.borrowed:
+                    self.lent.append(r)
+
+    def of_tenant(self, tenant: str) -> list[RunningJob]:
+        return [r for r in self.by_tenant.get(tenant, ()) if r.job.id in self.cy.running]
+
+    def borrowed(self) -> list[RunningJob]:
+        return [r for r in self.lent if r.job.id in self.cy.running]
+
+
+def _take(cy: _Cycle, job: Job, candidates: list[RunningJob], action: str) -> bool:
     if not candidates or cy.searches_left <= 0:
         return False
-    if action == "reclaim" and not within_guarantee_estimate(cy, job):
+    same = [r for r in candidates if r.job.tenant == job.tenant]
+    if not _guarantee_allows(cy, job, same):
         return False
+    key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
+    if cy.victimless.get(key) == cy.state.releases:
+        return False  # the same ask found no victims and nothing was freed since
     cy.searches_left -= 1
-    chosen = choose_victims(cy, job, candidates, within_guarantee=not borrowed_ok)
+    chosen = choose_victims(cy, job, candidates, within_guarantee=True)
     if chosen is None:
+        cy.victimless[key] = cy.state.releases
         return False
     victims, placement = chosen
     why = (
@@ -302,28 +370,51 @@ def _take(
     return True
 
 
-def within_guarantee_estimate(cy: _Cycle, job: Job) -> bool:
-    """Cheap necessary check before a reclaim search: the job's cards and CPU fit its
-    tenant's guarantee (a share counts its compute percent, MIG and memory-only 1%)."""
-    r = job.request
-    per = r.gpu_share_pct or 1 if r.kind.value in ("share", "mig") else 100
-    need = {"gpu": per * r.gpu_count * job.gang_size, "cpu": r.cpu_millis * job.gang_size}
+def _guarantee_allows(cy: _Cycle, job: Job, own_victims: list[RunningJob]) -> bool:
+    """Cheap necessary check before a victim search: with every own victim gone, the job's
+    cards and CPU fit its tenant's guarantee (a share counts its compute percent, MIG and
+    memory-only shares 1%). Preemption never lifts a job above its guarantee."""
+    need = dict(estimate_usage(job))
+    for v in own_victims:
+        for f, q in cy.usage(v.placement).items():
+            if f in need:
+                need[f] -= q
     ok, _, _ = cy.tree.check(job.tenant, need, allow_borrow=False)
     return ok
 
 
-def backfill(cy: _Cycle, behind: list[Job], blocked: list[Job]) -> None:
-    """EASY backfill behind the starving head job: a job may run now only if it declares a
-    maximum run time that ends before the head job's earliest possible start."""
-    heads = [j for j in blocked if cy.q.starving(j, cy.now)]
-    if not heads or not behind:
-        return
-    head = heads[0]
-    shadow = shadow_time(cy, head)
-    for job in behind:
+def estimate_usage(job: Job) -> Usage:
+    """The card percent and CPU a job takes wherever it lands (device memory and per-model
+    cards depend on the placement and are checked after it)."""
+    r = job.request
+    kind = r.kind.value
+    if kind == "mig":
+        per = MIG_PERCENT.get(r.mig_profile or "", 1)
+    elif kind == "share":
+        per = r.gpu_share_pct or 1
+    else:
+        per = 100
+    usage: Usage = {"cpu": r.cpu_millis * job.gang_size}
+    if r.gpu_count:
+        usage["gpu"] = per * r.gpu_count * job.gang_size
+    return usage
+
+
+def backfill(cy: _Cycle, behind: list[tuple[Job, Job]]) -> None:
+    """EASY backfill behind starving heads: a job may run now only if it declares a maximum
+    run time that ends before its head's earliest possible start."""
+    shadows: dict[str, float] = {}
+    for job, head in behind:
+        if head.id in cy.running:
+            shadow = float("inf")  # the head got its place in a later action
+        elif head.id not in shadows:
+            shadow = shadows[head.id] = shadow_time(cy, head)
+        else:
+            shadow = shadows[head.id]
         if job.max_runtime_s is None or cy.now + job.max_runtime_s > shadow:
             continue
-        result = cy.try_place(job)
+        ok, _, reason = cy.tree.check(job.tenant, cy.estimate(job))
+        result = cy.try_place(job) if ok else reason
         if isinstance(result, str):
             cy.result.pending[job.id] = result
             continue
@@ -335,12 +426,19 @@ def backfill(cy: _Cycle, behind: list[Job], blocked: list[Job]) -> None:
 
 
 def shadow_time(cy: _Cycle, head: Job) -> float:
-    """When ``head`` could start if running jobs end at their declared maximum run times."""
+    """When ``head`` could start if running jobs end at their declared maximum run times:
+    it must fit the cluster and, counting its tenant's ended jobs, its quota."""
     trial = cy.state.clone()
+    need = dict(cy.estimate(head))
     for r in sorted(cy.running.values(), key=lambda r: (r.expected_end, r.job.id)):
         if r.expected_end == float("inf"):
             break
         trial.release(r.job.id)
-        if isinstance(cy.placer.place(trial, head), Placement):
+        if r.job.tenant == head.tenant:
+            for f, q in cy.usage(r.placement).items():
+                if f in need:
+                    need[f] -= q
+        quota_ok, _, _ = cy.tree.check(head.tenant, need)
+        if quota_ok and isinstance(cy.placer.place(trial, head, explain=False), Placement):
             return r.expected_end
     return float("inf")

@@ -46,14 +46,55 @@ class _Steps:
 
 
 def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None) -> Feasibility:
-    """Nodes and devices that can take ``ask`` now; ``allowed`` masks nodes out (reservations)."""
-    fe = _run(state, ask, _Steps(explain=False))
-    if allowed is not None:
-        fe.node_ok &= allowed
-        fe.masked = True
-        if fe.units is not None:
-            fe.units = np.where(allowed, fe.units, 0)
-    return fe
+    """Nodes and devices that can take ``ask`` now; ``allowed`` masks nodes out (reservations).
+
+    Results are cached per ask on the snapshot and refreshed only for the nodes whose version
+    moved since (one node per placement), so repeated asks cost O(changed nodes) here.
+    The returned object is shared with the cache: callers must not modify it.
+    """
+    cache = state.feasibility_cache
+    entry = cache.get(id(ask))
+    if entry is None or entry[0] is not ask:
+        fe = _run(state, ask, _Steps(explain=False))
+        cache[id(ask)] = (ask, fe, state.version.copy())
+    else:
+        _, fe, seen = entry
+        changed = np.flatnonzero(seen != state.version)
+        if changed.size * 4 > state.size:
+            fe = _run(state, ask, _Steps(explain=False))
+            cache[id(ask)] = (ask, fe, state.version.copy())
+        elif changed.size:
+            part = _run(_Rows(state, changed), ask, _Steps(explain=False), changed)
+            fe.node_ok[changed] = part.node_ok
+            if fe.dev_ok is not None and part.dev_ok is not None:
+                fe.dev_ok[changed] = part.dev_ok
+            if fe.units is not None and part.units is not None:
+                fe.units[changed] = part.units
+            if fe.need_mem is not None and part.need_mem is not None:
+                fe.need_mem[changed] = part.need_mem
+            seen[changed] = state.version[changed]
+    if allowed is None:
+        return fe
+    units = None if fe.units is None else np.where(allowed, fe.units, 0)
+    return Feasibility(fe.node_ok & allowed, fe.dev_ok, units, fe.need_mem, masked=True)
+
+
+class _Rows:
+    """The snapshot restricted to some node rows, read through the same attribute names."""
+
+    def __init__(self, state: ClusterState, rows: np.ndarray):
+        self._state = state
+        self._rows = rows
+        self.size = int(rows.size)
+        self.share = state.share
+        self.max_islands = state.max_islands
+
+    def __getattr__(self, name: str):
+        value = getattr(self._state, name)
+        if isinstance(value, np.ndarray):
+            value = value[self._rows]
+            setattr(self, name, value)
+        return value
 
 
 def explain(
@@ -78,14 +119,23 @@ def explain(
     return f"{fit}/{state.size} nodes: {parts}", counts
 
 
-def _run(state: ClusterState, ask: Ask, steps: _Steps) -> Feasibility:
-    cpu_ok = state.cpu_free >= ask.cpu
-    mem_ok = state.mem_free >= ask.mem
-    steps.node("insufficient cpu", cpu_ok)
-    steps.node("insufficient memory", mem_ok)
-    node_ok = cpu_ok & mem_ok
+def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feasibility:
+    """The filters over ``state`` (a snapshot, or ``_Rows`` of one with ``rows`` given)."""
+    static = ask.static_dev if rows is None else ask.static_dev[rows]
+    if steps.explain or (ask.cpu and ask.mem):
+        cpu_ok = state.cpu_free >= ask.cpu
+        mem_ok = state.mem_free >= ask.mem
+        steps.node("insufficient cpu", cpu_ok)
+        steps.node("insufficient memory", mem_ok)
+        node_ok = cpu_ok & mem_ok
+    elif ask.cpu:
+        node_ok = state.cpu_free >= ask.cpu
+    elif ask.mem:
+        node_ok = state.mem_free >= ask.mem
+    else:
+        node_ok = state.usable_node  # nothing but devices asked: every node so far
     if ask.kind is SliceKind.NONE:
-        return Feasibility(node_ok, None, None)
+        return Feasibility(node_ok.copy() if node_ok is state.usable_node else node_ok, None, None)
 
     if steps.explain:
         dev = ask.model_ok[state.model]
@@ -103,12 +153,17 @@ def _run(state: ClusterState, ask: Ask, steps: _Steps) -> Feasibility:
             steps.dev(f"no {ask.what} outside MIG mode", dev)
         dev &= state.healthy
         steps.dev(f"no healthy {ask.what}", dev)
+    elif ask.kind is SliceKind.WHOLE:
+        dev = static & state.idle
+    elif ask.kind is SliceKind.SHARE:
+        dev = static & state.open_share
     else:
-        dev = ask.static_dev.copy()
+        dev = static.copy()
 
     need_mem = None
     if ask.kind is SliceKind.WHOLE:
-        dev &= state.idle
+        if steps.explain:
+            dev &= state.idle
         units = row_count(dev)
         if ask.topology is Topology.NVLINK:
             enough = best_island(state, dev) >= ask.count
@@ -117,8 +172,9 @@ def _run(state: ClusterState, ask: Ask, steps: _Steps) -> Feasibility:
             enough = units >= ask.count
             steps.node(_fewer(ask), enough)
     elif ask.kind is SliceKind.SHARE:
-        dev &= state.open_share
-        steps.dev("max sharers reached", dev)
+        if steps.explain:
+            dev &= state.open_share
+            steps.dev("max sharers reached", dev)
         if ask.mem_mib is None:
             need_mem = state.grantable_mem * ask.compute_pct // 100
             dev &= state.free_mem >= need_mem
@@ -133,7 +189,7 @@ def _run(state: ClusterState, ask: Ask, steps: _Steps) -> Feasibility:
         if ask.count > 1:
             steps.node(_fewer(ask), enough)
         if need_mem is None:
-            need_mem = np.broadcast_to(np.int64(ask.mem_mib), dev.shape)
+            need_mem = np.full(dev.shape, ask.mem_mib, dtype=np.int64)
     else:
         slots = mig_slots(state, ask, dev)
         dev &= slots > 0

@@ -5,6 +5,7 @@
 decisions: nothing here is random and ties go to the lowest node row and device index.
 """
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,8 +52,11 @@ class Placer:
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
         """Teach the fragmentation model the workload mix (e.g. the pending queue)."""
         assert self.workload is not None
+        counts: Counter[ResourceRequest] = Counter()
         for j in jobs:
-            self.workload.observe(self.ask(state, j.request), weight=j.gang_size)
+            counts[j.request] += j.gang_size
+        for request, n in counts.items():
+            self.workload.observe(self.ask(state, request), weight=n)
 
     def ask(self, state: ClusterState, request: ResourceRequest) -> Ask:
         key = (id(state), request)
@@ -72,10 +76,13 @@ class Placer:
         return self._policies[self.policy]
 
     # -- one job ---------------------------------------------------------------------------
-    def place(self, state: ClusterState, job: Job, allowed: Mask = None) -> PlacementResult:
+    def place(
+        self, state: ClusterState, job: Job, allowed: Mask = None, *, explain: bool = True
+    ) -> PlacementResult:
         """Decide for ``job``; the snapshot is left as it was. ``allowed`` (a node mask, with
-        ``allowed_reason``) keeps the job off nodes it may not use, e.g. reserved ones."""
-        return self._place_workers(state, job, allowed, apply=False)
+        ``allowed_reason``) keeps the job off nodes it may not use, e.g. reserved ones.
+        ``explain=False`` skips building the reason of a refusal (trial placements)."""
+        return self._place_workers(state, job, allowed, apply=False, explain=explain)
 
     def place_and_apply(
         self, state: ClusterState, job: Job, allowed: Mask = None
@@ -85,7 +92,7 @@ class Placer:
     allowed_reason: str = "reserved for another tenant"
 
     def _place_workers(
-        self, state: ClusterState, job: Job, allowed: Mask, *, apply: bool
+        self, state: ClusterState, job: Job, allowed: Mask, *, apply: bool, explain: bool = True
     ) -> PlacementResult:
         policy = self.policy_for(job)
         ask = self.ask(state, job.request)
@@ -93,7 +100,7 @@ class Placer:
         temp_ids: list[str] = []
         try:
             for worker in range(job.gang_size):
-                result = self._place_one(state, ask, policy, allowed)
+                result = self._place_one(state, ask, policy, allowed, explain)
                 if isinstance(result, str):
                     prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
                     return Unplaceable(job.id, prefix + result)
@@ -111,7 +118,7 @@ class Placer:
         return placement
 
     def _place_one(
-        self, state: ClusterState, ask: Ask, policy: Policy, allowed: Mask
+        self, state: ClusterState, ask: Ask, policy: Policy, allowed: Mask, explain_: bool
     ) -> list[NodeGrant] | str:
         fe = feasibility(state, ask, allowed)
         if fe.node_ok.any():
@@ -121,6 +128,8 @@ class Placer:
             spanned = _span_nodes(state, ask, fe)
             if spanned is not None:
                 return spanned
+        if not explain_:
+            return "does not fit"
         reason, _ = explain(state, ask, allowed, self.allowed_reason)
         return reason
 

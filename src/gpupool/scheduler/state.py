@@ -92,6 +92,8 @@ class ClusterState:
                 )
                 self.compute_free[row, col] = 100
         self.usable = self.exists & self.healthy
+        self.usable_node = np.ones(n, dtype=bool)  # read-only "all nodes" mask
+        self.usable_node.flags.writeable = False
         self.idle = self.usable & (self.mode != MODE_CODES[SharingMode.MIG])
         self.pooled = self.usable & (self.mode != MODE_CODES[SharingMode.MIG])  # FGD/bin-pack
         self.node_compute_cap = (self.pooled * 100).sum(axis=1).astype(np.int64)
@@ -108,6 +110,7 @@ class ClusterState:
         self.mig_tables = [table_for(m) for m in self.models]
         self.placements: dict[str, Placement] = {}
         self.releases = 0  # bumps on every release: capacity may have grown
+        self.feasibility_cache: dict[int, tuple] = {}  # per ask, see filters.feasibility
 
     # -- queries -------------------------------------------------------------------------
     @property
@@ -190,6 +193,7 @@ class ClusterState:
             if isinstance(value, np.ndarray):
                 setattr(other, name, value.copy())
         other.placements = dict(self.placements)
+        other.feasibility_cache = {}
         return other
 
     def load(self, placements: Iterable[Placement]) -> None:

@@ -87,6 +87,15 @@ class TenantTree:
         self.usage: dict[str, Usage] = {n: {} for n in self.tenants}  # own jobs only
         self.subtree: dict[str, Usage] = {n: {} for n in self.tenants}  # own + descendants
         self.flavours = sorted({f for t in self.tenants.values() for f in t.quotas})
+        self._managed = frozenset(self.flavours)
+        # per cohort (root) and flavour: idle nominal its members lend, and what they borrow
+        self.cohort_lend: dict[str, Usage] = {}
+        self.cohort_borrowed: dict[str, Usage] = {}
+        for n in self.tenants:
+            lend = self.cohort_lend.setdefault(self.root[n], {})
+            self.cohort_borrowed.setdefault(self.root[n], {})
+            for f in self.tenants[n].quotas:
+                lend[f] = lend.get(f, 0) + self.idle_lendable(n, f)
 
     def _ancestry(self, name: str) -> tuple[str, ...]:
         seen: list[str] = []
@@ -105,8 +114,16 @@ class TenantTree:
     # -- accounting ------------------------------------------------------------------------
     def charge(self, tenant: str, usage: Usage, sign: int = 1) -> None:
         own = self.usage[tenant]
+        lend = self.cohort_lend[self.root[tenant]]
+        borrowed = self.cohort_borrowed[self.root[tenant]]
         for f, q in usage.items():
+            if f not in self._managed:
+                own[f] = own.get(f, 0) + sign * q
+                continue
+            lend_before, borrowed_before = self.idle_lendable(tenant, f), self.borrowed(tenant, f)
             own[f] = own.get(f, 0) + sign * q
+            lend[f] = lend.get(f, 0) + self.idle_lendable(tenant, f) - lend_before
+            borrowed[f] = borrowed.get(f, 0) + self.borrowed(tenant, f) - borrowed_before
         for name in self.chain[tenant]:
             sub = self.subtree[name]
             for f, q in usage.items():
@@ -130,13 +147,12 @@ class TenantTree:
     def cohort_free(self, tenant: str, flavour: str) -> int:
         """Idle lendable capacity in ``tenant``'s cohort not yet borrowed by anyone else."""
         root = self.root[tenant]
-        members = [n for n in self.tenants if self.root[n] == root]
-        lend = sum(self.idle_lendable(n, flavour) for n in members if n != tenant)
-        taken = sum(self.borrowed(n, flavour) for n in members)  # the asker's own included
+        lend = self.cohort_lend[root].get(flavour, 0) - self.idle_lendable(tenant, flavour)
+        taken = self.cohort_borrowed[root].get(flavour, 0)  # the asker's own included
         return max(0, lend - taken)
 
     def managed(self, flavour: str) -> bool:
-        return flavour in self.flavours
+        return flavour in self._managed
 
     # -- admission ---------------------------------------------------------------------------
     def check(
@@ -144,8 +160,8 @@ class TenantTree:
     ) -> tuple[bool, bool, str]:
         """Can ``tenant`` take ``usage`` more? Returns (ok, borrows, reason)."""
         borrows = False
-        for f, q in sorted(usage.items()):
-            if q <= 0 or not self.managed(f):
+        for f, q in usage.items():
+            if q <= 0 or f not in self._managed:
                 continue
             have = self.usage[tenant].get(f, 0)
             nominal = self.nominal(tenant, f)
