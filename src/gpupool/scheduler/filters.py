@@ -16,6 +16,7 @@ from gpupool.scheduler.ask import Ask
 from gpupool.scheduler.state import MODE_CODES, ClusterState, row_any, row_count
 from gpupool.sharing import SharingMode
 
+CACHE_MIN_NODES = 2048
 _MIG = MODE_CODES[SharingMode.MIG]
 _SHARE = MODE_CODES[SharingMode.SHARE]
 
@@ -52,6 +53,9 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
     moved since (one node per placement), so repeated asks cost O(changed nodes) here.
     The returned object is shared with the cache: callers must not modify it.
     """
+    if state.size < CACHE_MIN_NODES:  # small snapshots: recomputing is cheaper
+        fe = _run(state, ask, _Steps(explain=False))
+        return fe if allowed is None else _masked(fe, allowed)
     cache = state.feasibility_cache
     entry = cache.get(id(ask))
     if entry is None or entry[0] is not ask:
@@ -73,8 +77,10 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
             if fe.need_mem is not None and part.need_mem is not None:
                 fe.need_mem[changed] = part.need_mem
             seen[changed] = state.version[changed]
-    if allowed is None:
-        return fe
+    return fe if allowed is None else _masked(fe, allowed)
+
+
+def _masked(fe: Feasibility, allowed: np.ndarray) -> Feasibility:
     units = None if fe.units is None else np.where(allowed, fe.units, 0)
     return Feasibility(fe.node_ok & allowed, fe.dev_ok, units, fe.need_mem, masked=True)
 

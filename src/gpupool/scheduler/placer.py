@@ -47,7 +47,7 @@ class Placer:
         self.workload = self.workload or Workload()
         names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
         self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
-        self._asks: dict[tuple[int, ResourceRequest], tuple[ClusterState, Ask]] = {}
+        self._asks: dict[tuple[int, ResourceRequest], tuple[object, Ask]] = {}
 
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
         """Teach the fragmentation model the workload mix (e.g. the pending queue)."""
@@ -59,12 +59,12 @@ class Placer:
             self.workload.observe(self.ask(state, request), weight=n)
 
     def ask(self, state: ClusterState, request: ResourceRequest) -> Ask:
-        key = (id(state), request)
+        key = (id(state.layout), request)
         entry = self._asks.get(key)
-        if entry is None or entry[0] is not state:  # ids are reused after a state is freed
+        if entry is None or entry[0] is not state.layout:  # ids are reused once freed
             if len(self._asks) > 4096:
                 self._asks.clear()
-            entry = self._asks[key] = (state, compile_ask(state, request))
+            entry = self._asks[key] = (state.layout, compile_ask(state, request))
         return entry[1]
 
     def policy_for(self, job: Job) -> Policy:

@@ -16,6 +16,8 @@ from gpupool.sharing import SharePolicy, table_for
 
 MODE_CODES = {SharingMode.WHOLE: 0, SharingMode.MIG: 1, SharingMode.SHARE: 2}
 NO_DEVICE = -1
+_MIG = MODE_CODES[SharingMode.MIG]
+_SHARE = MODE_CODES[SharingMode.SHARE]
 
 
 def row_count(mask: np.ndarray) -> np.ndarray:
@@ -110,6 +112,9 @@ class ClusterState:
         self.mig_tables = [table_for(m) for m in self.models]
         self.placements: dict[str, Placement] = {}
         self.releases = 0  # bumps on every release: capacity may have grown
+        # identifies the static layout (models, modes, health); clones share it, so asks
+        # compiled for a snapshot serve its trial copies too
+        self.layout = object()
         self.feasibility_cache: dict[int, tuple] = {}  # per ask, see filters.feasibility
 
     # -- queries -------------------------------------------------------------------------
@@ -140,17 +145,18 @@ class ClusterState:
             self.sharers[row, col] += sign * (0 if grant.exclusive else 1)
             if grant.exclusive:
                 self.exclusive[row, col] = sign > 0
+        usable = bool(self.usable[row, col])
+        mode = int(self.mode[row, col])
+        exclusive = bool(self.exclusive[row, col])
+        sharers = int(self.sharers[row, col])
         self.open_share[row, col] = (
-            self.usable[row, col]
-            and self.mode[row, col] == MODE_CODES[SharingMode.SHARE]
-            and not self.exclusive[row, col]
-            and self.sharers[row, col] < self.share.max_sharers
+            usable and mode == _SHARE and not exclusive and sharers < self.share.max_sharers
         )
         self.idle[row, col] = (
-            self.usable[row, col]
-            and self.mode[row, col] != MODE_CODES[SharingMode.MIG]
-            and not self.exclusive[row, col]
-            and self.sharers[row, col] == 0
+            usable
+            and mode != _MIG
+            and not exclusive
+            and sharers == 0
             and self.mem_used[row, col] == 0
         )
 

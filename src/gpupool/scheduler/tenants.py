@@ -85,7 +85,8 @@ class TenantTree:
         self.chain: dict[str, tuple[str, ...]] = {n: self._ancestry(n) for n in self.tenants}
         self.root = {n: c[-1] for n, c in self.chain.items()}
         self.usage: dict[str, Usage] = {n: {} for n in self.tenants}  # own jobs only
-        self.subtree: dict[str, Usage] = {n: {} for n in self.tenants}  # own + descendants
+        # own + descendants, for managed flavours
+        self.subtree: dict[str, Usage] = {n: {} for n in self.tenants}
         self.flavours = sorted({f for t in self.tenants.values() for f in t.quotas})
         self._managed = frozenset(self.flavours)
         # per cohort (root) and flavour: idle nominal its members lend, and what they borrow
@@ -124,10 +125,11 @@ class TenantTree:
             own[f] = own.get(f, 0) + sign * q
             lend[f] = lend.get(f, 0) + self.idle_lendable(tenant, f) - lend_before
             borrowed[f] = borrowed.get(f, 0) + self.borrowed(tenant, f) - borrowed_before
-        for name in self.chain[tenant]:
+        for name in self.chain[tenant]:  # subtree totals only matter where a quota exists
             sub = self.subtree[name]
             for f, q in usage.items():
-                sub[f] = sub.get(f, 0) + sign * q
+                if f in self._managed:
+                    sub[f] = sub.get(f, 0) + sign * q
 
     def nominal(self, tenant: str, flavour: str) -> int:
         quota = self.tenants[tenant].quotas.get(flavour)
