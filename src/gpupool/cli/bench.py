@@ -30,13 +30,7 @@ def placement(
     if policy not in POLICY_NAMES:
         raise SpecError(f"policy: {policy!r} is not one of {', '.join(POLICY_NAMES)}")
     result = run_placement_bench(nodes, gpus_per_node, jobs, policy, seed)
-    if as_json:
-        typer.echo(json.dumps(result))
-        return
-    table = Table("figure", "value", title=f"placement benchmark ({policy})")
-    for key, value in result.items():
-        table.add_row(key, str(value))
-    Console().print(table)
+    _emit(result, as_json, f"placement benchmark ({policy})")
 
 
 @app.command("cycle")
@@ -54,10 +48,15 @@ def cycle(
     from gpupool.bench.cycle import run_cycle_bench
 
     result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed)
+    _emit(result, as_json, "scheduling cycle benchmark")
+
+
+def _emit(result: dict[str, object], as_json: bool, title: str) -> None:
+    """One JSON object for machines, or a table for people."""
     if as_json:
         typer.echo(json.dumps(result))
         return
-    table = Table("figure", "value", title="scheduling cycle benchmark")
+    table = Table("figure", "value", title=title)
     for key, value in result.items():
         table.add_row(key, str(value))
     Console().print(table)

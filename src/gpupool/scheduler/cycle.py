@@ -295,28 +295,33 @@ def _capacity(cy: _Cycle) -> dict[str, int]:
 def preempt(cy: _Cycle, blocked: list[Job]) -> list[Job]:
     """A blocked job takes capacity from lower-priority jobs of its own tenant."""
     pool = _VictimPool(cy)
-    left: list[Job] = []
-    for i, job in enumerate(blocked):
-        if cy.searches_left <= 0:
-            left.extend(blocked[i:])
-            break
+
+    def candidates(job: Job) -> list[RunningJob]:
         mine = cy.q.base_priority(job)
-        candidates = [r for r in pool.of_tenant(job.tenant) if pool.priority[r.job.id] < mine]
-        if not _take(cy, job, candidates, "preempt"):
-            left.append(job)
-    return left
+        return [r for r in pool.of_tenant(job.tenant) if pool.priority[r.job.id] < mine]
+
+    return _search_victims(cy, blocked, "preempt", candidates)
 
 
 def reclaim(cy: _Cycle, blocked: list[Job]) -> list[Job]:
     """A job within its tenant's guarantee takes back capacity lent to other tenants."""
     pool = _VictimPool(cy)
+
+    def candidates(job: Job) -> list[RunningJob]:
+        return [r for r in pool.borrowed() if r.job.tenant != job.tenant]
+
+    return _search_victims(cy, blocked, "reclaim", candidates)
+
+
+def _search_victims(cy: _Cycle, blocked: list[Job], action: str, candidates) -> list[Job]:
+    """Try ``action`` for each blocked job while the cycle's search budget lasts; returns the
+    jobs still blocked."""
     left: list[Job] = []
     for i, job in enumerate(blocked):
         if cy.searches_left <= 0:
             left.extend(blocked[i:])
             break
-        candidates = [r for r in pool.borrowed() if r.job.tenant != job.tenant]
-        if not _take(cy, job, candidates, "reclaim"):
+        if not _take(cy, job, candidates(job), action):
             left.append(job)
     return left
 
