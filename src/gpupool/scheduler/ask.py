@@ -7,7 +7,7 @@ import numpy as np
 from gpupool.model import ResourceRequest, SliceKind, SpecError, Topology, model_matches
 from gpupool.model.units import format_mib
 from gpupool.scheduler.state import MODE_CODES, ClusterState
-from gpupool.sharing import MigProfile, SharingMode, models_with_profile
+from gpupool.sharing import MigProfile, SharingMode, free_starts, models_with_profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,8 @@ class Ask:
     model_ok: np.ndarray  # bool per model code of the snapshot
     mig: tuple[MigProfile | None, ...]  # per model code
     static_dev: np.ndarray  # (N, G) devices of the right model, size, mode and health
+    need_mem: np.ndarray | None  # (N, G) shares: memory the ask takes on each device
+    mig_slot_table: np.ndarray | None  # (model code, occupancy mask) -> free legal starts
     what: str  # how the devices are described in reasons, e.g. "A100-80G"
 
     @property
@@ -79,6 +81,20 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
         static &= state.mode == MODE_CODES[SharingMode.SHARE]
     else:
         static &= state.mode != MODE_CODES[SharingMode.MIG]
+    need_mem = None
+    if kind is SliceKind.SHARE:
+        need_mem = (
+            state.grantable_mem * compute // 100
+            if mem is None
+            else np.full(state.grantable_mem.shape, mem, dtype=np.int64)
+        )
+    slot_table = None
+    if kind is SliceKind.MIG:
+        slot_table = np.zeros((len(mig), 1 << 8), dtype=np.int16)
+        for code, profile in enumerate(mig):
+            if profile is not None:
+                for occupied in range(1 << 8):
+                    slot_table[code, occupied] = len(free_starts(occupied, profile))
     return Ask(
         request=request,
         kind=kind,
@@ -92,4 +108,6 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
         mig=tuple(mig),
         what=" ".join(words) or "gpu",
         static_dev=static,
+        need_mem=need_mem,
+        mig_slot_table=slot_table,
     )

@@ -26,7 +26,7 @@ class Feasibility:
     node_ok: np.ndarray  # (N,) nodes that can take the whole ask alone
     dev_ok: np.ndarray | None  # (N, G) devices that can take one unit of it
     units: np.ndarray | None  # (N,) units (devices / MIG instances) each node can take
-    need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device
+    need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device (static)
     masked: bool = False  # some nodes were masked out beyond their own state
 
 
@@ -74,8 +74,6 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
                 fe.dev_ok[changed] = part.dev_ok
             if fe.units is not None and part.units is not None:
                 fe.units[changed] = part.units
-            if fe.need_mem is not None and part.need_mem is not None:
-                fe.need_mem[changed] = part.need_mem
             seen[changed] = state.version[changed]
     return fe if allowed is None else _masked(fe, allowed)
 
@@ -181,8 +179,9 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
         if steps.explain:
             dev &= state.open_share
             steps.dev("max sharers reached", dev)
+        assert ask.need_mem is not None
+        need_mem = ask.need_mem if rows is None else ask.need_mem[rows]
         if ask.mem_mib is None:
-            need_mem = state.grantable_mem * ask.compute_pct // 100
             dev &= state.free_mem >= need_mem
         else:
             dev &= state.free_mem >= ask.mem_mib
@@ -194,8 +193,6 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
         enough = units >= ask.count
         if ask.count > 1:
             steps.node(_fewer(ask), enough)
-        if need_mem is None:
-            need_mem = np.full(dev.shape, ask.mem_mib, dtype=np.int64)
     else:
         slots = mig_slots(state, ask, dev)
         dev &= slots > 0
@@ -207,22 +204,12 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
     return Feasibility(node_ok & enough, dev, units, need_mem)
 
 
-def mig_slots(state: ClusterState, ask: Ask, dev: np.ndarray) -> np.ndarray:
-    """Per device, how many more instances of the ask's profile fit. A profile's legal starts
-    never overlap one another, so the count is the number of free starts."""
-    slots = np.zeros(dev.shape, dtype=np.int16)
-    for code, profile in enumerate(ask.mig):
-        if profile is None:
-            continue
-        of_model = dev & (state.model == code)
-        if not of_model.any():
-            continue
-        used = state.mig_used[of_model]
-        free = np.zeros(used.shape, dtype=np.int16)
-        for start in profile.starts:
-            free += (used & profile.mask(start)) == 0
-        slots[of_model] = free
-    return slots
+def mig_slots(state, ask: Ask, dev: np.ndarray) -> np.ndarray:
+    """Per device of ``dev``, how many more instances of the ask's profile fit: a lookup by
+    (model, occupancy mask). A profile's legal starts never overlap one another, so the count
+    is the number of free starts."""
+    assert ask.mig_slot_table is not None
+    return ask.mig_slot_table[state.model, state.mig_used] * dev
 
 
 def best_island(state: ClusterState, dev: np.ndarray) -> np.ndarray:
