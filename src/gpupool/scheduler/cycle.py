@@ -139,8 +139,7 @@ class _Cycle:
             seen = self.failed.get(key)
             if seen is not None and seen[0] == self.state.releases:
                 return seen[1]
-        self.placer.allowed_reason = reason
-        result = self.placer.place(self.state, job, mask)
+        result = self.placer.place(self.state, job, mask, reason)
         if isinstance(result, Unplaceable):
             if mask is None:
                 self.failed[key] = (self.state.releases, result.reason)

@@ -36,6 +36,7 @@ class Workload:
     def __init__(self, coverage: float = 0.95):
         self.coverage = coverage
         self.counts: Counter[Shape] = Counter()
+        self.version = 0
 
     @staticmethod
     def shape_of(ask: Ask) -> Shape:
@@ -46,6 +47,7 @@ class Workload:
 
     def observe(self, ask: Ask, weight: int = 1) -> None:
         self.counts[self.shape_of(ask)] += weight
+        self.version += 1  # FGD rebuilds its fragmentation terms for the new mix
 
     def typical(self) -> tuple[list[Shape], np.ndarray]:
         total = sum(self.counts.values())

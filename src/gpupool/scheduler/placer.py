@@ -77,22 +77,36 @@ class Placer:
 
     # -- one job ---------------------------------------------------------------------------
     def place(
-        self, state: ClusterState, job: Job, allowed: Mask = None, *, explain: bool = True
+        self,
+        state: ClusterState,
+        job: Job,
+        allowed: Mask = None,
+        masked_reason: str = "not available to this job",
+        *,
+        explain: bool = True,
     ) -> PlacementResult:
-        """Decide for ``job``; the snapshot is left as it was. ``allowed`` (a node mask, with
-        ``allowed_reason``) keeps the job off nodes it may not use, e.g. reserved ones.
-        ``explain=False`` skips building the reason of a refusal (trial placements)."""
-        return self._place_workers(state, job, allowed, apply=False, explain=explain)
+        """Decide for ``job``; the snapshot is left as it was. ``allowed`` (a node mask) keeps
+        the job off nodes it may not use, e.g. reserved ones; refusals charge those nodes to
+        ``masked_reason``. ``explain=False`` skips building the reason of a refusal."""
+        return self._place_workers(state, job, allowed, masked_reason, False, explain)
 
     def place_and_apply(
-        self, state: ClusterState, job: Job, allowed: Mask = None
+        self,
+        state: ClusterState,
+        job: Job,
+        allowed: Mask = None,
+        masked_reason: str = "not available to this job",
     ) -> PlacementResult:
-        return self._place_workers(state, job, allowed, apply=True)
-
-    allowed_reason: str = "reserved for another tenant"
+        return self._place_workers(state, job, allowed, masked_reason, True, True)
 
     def _place_workers(
-        self, state: ClusterState, job: Job, allowed: Mask, *, apply: bool, explain: bool = True
+        self,
+        state: ClusterState,
+        job: Job,
+        allowed: Mask,
+        masked_reason: str,
+        apply: bool,
+        explain: bool,
     ) -> PlacementResult:
         policy = self.policy_for(job)
         ask = self.ask(state, job.request)
@@ -100,7 +114,7 @@ class Placer:
         temp_ids: list[str] = []
         try:
             for worker in range(job.gang_size):
-                result = self._place_one(state, ask, policy, allowed, explain)
+                result = self._place_one(state, ask, policy, allowed, masked_reason, explain)
                 if isinstance(result, str):
                     prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
                     return Unplaceable(job.id, prefix + result)
@@ -118,7 +132,13 @@ class Placer:
         return placement
 
     def _place_one(
-        self, state: ClusterState, ask: Ask, policy: Policy, allowed: Mask, explain_: bool
+        self,
+        state: ClusterState,
+        ask: Ask,
+        policy: Policy,
+        allowed: Mask,
+        masked_reason: str,
+        explain_: bool,
     ) -> list[NodeGrant] | str:
         fe = feasibility(state, ask, allowed)
         if fe.node_ok.any():
@@ -130,7 +150,7 @@ class Placer:
                 return spanned
         if not explain_:
             return "does not fit"
-        reason, _ = explain(state, ask, allowed, self.allowed_reason)
+        reason, _ = explain(state, ask, allowed, masked_reason)
         return reason
 
 

@@ -159,7 +159,7 @@ class FragmentationGradientDescent(Policy):
         self._fallback = BestFit()
 
     def model_for(self, state: ClusterState) -> FragmentationModel:
-        key = (id(state), len(self.workload.counts))
+        key = (id(state), self.workload.version)
         if self._model is None or self._model_key != key or self._model.state is not state:
             shapes, weights = self.workload.typical()
             self._model = FragmentationModel(state, shapes, weights)

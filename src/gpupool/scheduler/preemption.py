@@ -52,8 +52,7 @@ def choose_victims(
 
 def _fits(cy: "_Cycle", trial, job: Job, freed: dict[str, int], within: bool):
     mask, reason = cy.mask(job)
-    cy.placer.allowed_reason = reason
-    result = cy.placer.place(trial, job, mask, explain=False)
+    result = cy.placer.place(trial, job, mask, reason, explain=False)
     if not isinstance(result, Placement):
         return None
     if within:
