@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -193,13 +195,15 @@ def test_fgd_choice_minimises_fragmentation_increase():
         state.apply(Placement(j.id, (NodeGrant(target, 2000, 0, (g,)),), "test"))
         assert state.compute_free[row, col] < 100
     workload = Workload()
-    placer = Placer("fgd", workload)
+    placer = Placer("fgd-exact", workload)
     mix = [job(f"m{i}", s) for i, s in enumerate(["gpu_share=0.5,cpu=2"] * 6 + ["gpu=1,cpu=4"] * 3)]
     placer.observe(mix, state)
     ask = job("x", "gpu_share=0.4,cpu=2")
     chosen = placer.place(state, ask)
+    quantised = Placer("fgd", workload).place(state, ask)
     shapes, weights = workload.typical()
     best = None
+    scored: list[tuple[float, str, int]] = []
     for row in range(state.size):
         for col in range(2):
             if state.compute_free[row, col] < 40:
@@ -214,7 +218,12 @@ def test_fgd_choice_minimises_fragmentation_increase():
             trial.apply(Placement("x", (NodeGrant(name, 2000, 0, (g,)),), "trial"))
             after = FragmentationModel(trial, shapes, weights).cluster_fragmentation()
             delta = after - before
+            scored.append((delta, name, col))
             if best is None or delta < best[0] - 1e-9:
                 best = (delta, name, col)
     assert best is not None
     assert (chosen.node_names[0], chosen.devices[0].device) == (best[1], best[2])
+    # the paper's plugin: integer score int(sigmoid(-ΔF/1 GPU) * 100), first candidate on ties
+    top = max(int(100 / (1 + math.exp(d / 100))) for d, _, _ in scored)
+    first = next((n, c) for d, n, c in scored if int(100 / (1 + math.exp(d / 100))) == top)
+    assert (quantised.node_names[0], quantised.devices[0].device) == first

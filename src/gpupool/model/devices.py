@@ -68,9 +68,10 @@ def canonical_model(name: str) -> str:
 
 
 def model_matches(wanted: str, actual: str) -> bool:
-    """A wanted model matches itself and, as a family, its variants (``A100`` ~ ``A100-80G``)."""
-    w, a = wanted.upper(), actual.upper()
-    return a == w or a.startswith(w + "-")
+    """A wanted model matches itself and, as a family, its variants (``A100`` ~ ``A100-80G``);
+    ``V100M16|V100M32`` lists alternatives (a trace's ``gpu_spec``)."""
+    a = actual.upper()
+    return any(a == w or a.startswith(w + "-") for w in wanted.upper().split("|"))
 
 
 def catalog_entry(model: str) -> DeviceModel | None:

@@ -5,6 +5,7 @@
 ``gpu_share=0.5,gpu_mem=10GiB`` — half the compute of one shared card and 10 GiB of it.
 ``mig=3g.40gb`` — one MIG instance of that profile; ``mig=1g.10gb:2`` two of them.
 ``gpu=8,topology=nvlink`` — eight whole cards on one NVLink island.
+``gpu=V100M16|V100M32:1`` — one card of either model (a trace's ``gpu_spec``).
 ``vendor=ascend`` — restrict any GPU ask to one vendor.
 
 Keys: gpu, gpu_mem, gpu_share, mig, cpu, mem, topology, vendor. See docs/request-grammar.md.
@@ -165,14 +166,15 @@ def _parse_gpu(value: str) -> tuple[str | None, int]:
             token=value,
             field="gpu",
         )
-    if not _MODEL_NAME.match(model.strip()):
+    alternatives = [m.strip() for m in model.split("|")]
+    if not all(_MODEL_NAME.match(m) for m in alternatives):
         raise SpecError(
             f"gpu: {value!r} is neither a count nor a model name "
             "(expected gpu=N, gpu=MODEL or gpu=MODEL:N, e.g. gpu=A100-80G:2)",
             token=value,
             field="gpu",
         )
-    return canonical_model(model), int(count)
+    return "|".join(canonical_model(m) for m in alternatives), int(count)
 
 
 def _enum(cls: type[StrEnum], key: str, value: str) -> Any:

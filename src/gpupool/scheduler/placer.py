@@ -31,8 +31,8 @@ def make_policy(name: str, workload: Workload | None = None) -> Policy:
         raise SpecError(
             f"policy: {name!r} is not one of {', '.join(POLICY_NAMES)}", token=name, field="policy"
         )
-    if name == "fgd":
-        return FragmentationGradientDescent(workload)
+    if name in ("fgd", "fgd-exact"):
+        return FragmentationGradientDescent(workload, quantize=name == "fgd")
     return POLICIES[name]()
 
 

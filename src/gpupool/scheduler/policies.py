@@ -152,8 +152,10 @@ class FragmentationGradientDescent(Policy):
 
     name = "fgd"
 
-    def __init__(self, workload: Workload | None = None):
+    def __init__(self, workload: Workload | None = None, quantize: bool = True):
         self.workload = workload or Workload()
+        self.quantize = quantize
+        self.name = "fgd" if quantize else "fgd-exact"
         self._model: FragmentationModel | None = None
         self._model_key: tuple[int, int] | None = None
         self._fallback = BestFit()
@@ -185,7 +187,7 @@ class FragmentationGradientDescent(Policy):
                 ask.cpu,
                 np.full(n, ask.count, dtype=np.int64),
             )
-            row = int(rows[int(np.argmin(delta))])
+            row = int(rows[self._best(delta)])
             return row, self.devices(state, ask, fe, row)
         dev = fe.dev_ok[rows]
         cand_r, cand_c = np.nonzero(dev)
@@ -198,8 +200,20 @@ class FragmentationGradientDescent(Policy):
         delta = model.delta(
             rows[cand_r], old, old - ask.compute_pct, ask.cpu, np.ones(cand_r.size, dtype=np.int64)
         )
-        best = int(np.argmin(delta))
+        best = self._best(delta)
         return int(rows[cand_r[best]]), [int(cand_c[best])]
+
+    def _best(self, delta: np.ndarray) -> int:
+        """Index of the best candidate; the first one on ties.
+
+        With ``quantize`` the score is the one of the FGD paper's Kubernetes plugin:
+        ``int(sigmoid(-ΔF / 1 GPU) * 100)``, an integer node score, so candidates within a few
+        hundredths of a GPU tie and go to the first node — a packing tie-break that the
+        paper's figures include. Without it, the exact ΔF decides."""
+        if not self.quantize:
+            return int(np.argmin(delta))
+        scores = np.floor(100.0 / (1.0 + np.exp(delta / 100.0)))  # ΔF is in percent of a GPU
+        return int(np.argmax(scores))
 
 
 def _island_pick(state: ClusterState, row: int, cols: list[int], count: int) -> list[int]:
@@ -244,6 +258,7 @@ POLICIES: dict[str, type[Policy]] = {
     "spread": Spread,
     "topology": TopologyAware,
     "fgd": FragmentationGradientDescent,
+    "fgd-exact": FragmentationGradientDescent,  # exact ΔF, without the integer node score
 }
 
 AUTO_BY_KIND: dict[JobKind, str] = {

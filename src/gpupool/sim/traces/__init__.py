@@ -1,0 +1,1 @@
+"""Loaders for real GPU cluster traces."""

@@ -1,0 +1,134 @@
+"""The Alibaba PAI GPU cluster trace (cluster-trace-gpu-v2023, "openb").
+
+Node list columns: ``sn,cpu_milli,memory_mib,gpu,model``. Pod list columns:
+``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,
+deletion_time,scheduled_time``. ``gpu_milli`` is the per-GPU share (1000 = whole GPU) and is
+meaningful for one-GPU pods; ``gpu_spec`` lists allowed GPU types separated by ``|``.
+
+Bad rows (missing or non-numeric fields, negative sizes, shares above a GPU) are reported with
+their line numbers and skipped, or the whole file is rejected with ``strict=True``.
+"""
+
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpupool.model import Device, Node, ResourceRequest, SharingMode, SpecError, Vendor
+from gpupool.model.devices import catalog_entry
+
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+# GPU memory of the trace's models (the trace does not give it; G1-G3 are undisclosed types,
+# and no openb pod asks for GPU memory, so the value only sizes shares' proportional memory).
+MODEL_MEMORY_MIB = {"V100M16": 16384, "V100M32": 32768, "G1": 32768, "G2": 32768, "G3": 32768}
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    request: ResourceRequest
+    gpu_milli_total: int  # num_gpu x gpu_milli: what the pod adds to the arrived workload
+
+
+def _rows(path: Path, columns: Iterable[str]) -> tuple[list[tuple[int, dict[str, str]]], str]:
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise SpecError(f"{path.name}: missing column(s) {', '.join(missing)}", field="header")
+        return [(reader.line_num, row) for row in reader], path.name
+
+
+def _int(row: dict[str, str], key: str) -> int:
+    raw = (row.get(key) or "").strip()
+    if not raw:
+        raise ValueError(f"{key} is empty")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not an integer") from None
+    if value < 0:
+        raise ValueError(f"{key}={value} is negative")
+    return value
+
+
+def load_nodes(path: str | Path, *, strict: bool = False) -> tuple[list[Node], list[RowError]]:
+    """Nodes with their GPUs in ``share`` mode (openb mixes whole-GPU and sharing pods)."""
+    rows, name = _rows(Path(path), NODE_COLUMNS)
+    nodes: list[Node] = []
+    errors: list[RowError] = []
+    for line, row in rows:
+        try:
+            cards = _int(row, "gpu")
+            model = (row.get("model") or "").strip()
+            if cards and not model:
+                raise ValueError("model is empty")
+            entry = catalog_entry(model)
+            memory = MODEL_MEMORY_MIB.get(model) or (entry.memory_mib if entry else 16384)
+            sn = (row.get("sn") or "").strip()
+            devices = tuple(
+                Device(
+                    i, model, Vendor.NVIDIA, memory, uuid=f"GPU-{sn}-{i}", mode=SharingMode.SHARE
+                )
+                for i in range(cards)
+            )
+            nodes.append(Node(sn, _int(row, "cpu_milli"), _int(row, "memory_mib"), devices))
+        except (ValueError, SpecError) as exc:
+            errors.append(RowError(line, str(exc)))
+    _maybe_reject(name, errors, strict)
+    return nodes, errors
+
+
+def load_pods(path: str | Path, *, strict: bool = False) -> tuple[list[Pod], list[RowError]]:
+    rows, name = _rows(Path(path), POD_COLUMNS)
+    pods: list[Pod] = []
+    errors: list[RowError] = []
+    for line, row in rows:
+        try:
+            pods.append(_pod(row))
+        except (ValueError, SpecError) as exc:
+            errors.append(RowError(line, str(exc)))
+    _maybe_reject(name, errors, strict)
+    return pods, errors
+
+
+def _pod(row: dict[str, str]) -> Pod:
+    cpu, mem = _int(row, "cpu_milli"), _int(row, "memory_mib")
+    count, milli = _int(row, "num_gpu"), _int(row, "gpu_milli")
+    spec = (row.get("gpu_spec") or "").strip() or None
+    if milli > 1000:
+        raise ValueError(f"gpu_milli={milli} is more than one GPU")
+    if count == 0:
+        request = ResourceRequest(cpu_millis=cpu, mem_mib=mem)
+        return Pod(row["name"], request, 0)
+    if milli == 0:
+        raise ValueError(f"num_gpu={count} with gpu_milli=0")
+    if milli < 1000:
+        if count != 1:
+            raise ValueError(f"a GPU share (gpu_milli={milli}) with num_gpu={count}")
+        if milli % 10:
+            raise ValueError(f"gpu_milli={milli} is finer than 1% of a GPU")
+        request = ResourceRequest(
+            gpu=1, gpu_model=spec, gpu_share_pct=milli // 10, cpu_millis=cpu, mem_mib=mem
+        )
+    else:
+        request = ResourceRequest(gpu=count, gpu_model=spec, cpu_millis=cpu, mem_mib=mem)
+    return Pod(row["name"], request, count * milli)
+
+
+def _maybe_reject(name: str, errors: list[RowError], strict: bool) -> None:
+    if strict and errors:
+        shown = "; ".join(str(e) for e in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise SpecError(f"{name}: {len(errors)} bad row(s): {shown}{more}")

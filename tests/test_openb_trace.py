@@ -1,0 +1,102 @@
+"""The openb trace loader on the real shared files and on broken copies of them."""
+
+from pathlib import Path
+
+import pytest
+
+from gpupool.model import SliceKind, SpecError
+from gpupool.sim.fgd_protocol import replay, workload_bag
+from gpupool.sim.traces.openb import load_nodes, load_pods
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+NODES = DATA / "openb_node_list_gpu_node.csv"
+PODS = DATA / "openb_pod_list_default.csv"
+needs_trace = pytest.mark.skipif(not NODES.exists(), reason="shared openb trace not present")
+
+
+@needs_trace
+def test_the_default_trace_loads_as_its_readme_counts():
+    nodes, node_errors = load_nodes(NODES)
+    pods, pod_errors = load_pods(PODS)
+    assert (node_errors, pod_errors) == ([], [])
+    assert len(nodes) == 1213 and sum(len(n.devices) for n in nodes) == 6212
+    assert len(pods) == 8152
+    kinds = [p.request.kind for p in pods]
+    assert kinds.count(SliceKind.NONE) == 1088
+    assert kinds.count(SliceKind.SHARE) == 3078
+    assert round(sum(p.gpu_milli_total for p in pods) / 1000) == 6087
+
+
+def test_bad_rows_are_reported_with_line_numbers(tmp_path):
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\n"
+        "ok,1000,1024,1,500,,LS,Running,0,1,0\n"
+        "neg,-5,1024,1,500,,LS,Running,0,1,0\n"
+        "blank,1000,,1,500,,LS,Running,0,1,0\n"
+        "big,1000,1024,1,1500,,LS,Running,0,1,0\n"
+        "shared2,1000,1024,2,500,,LS,Running,0,1,0\n"
+        "typed,1000,1024,1,1000,V100M16|V100M32,LS,Running,0,1,0\n"
+    )
+    loaded, errors = load_pods(pods)
+    assert [p.name for p in loaded] == ["ok", "typed"]
+    assert loaded[1].request.gpu_model == "V100M16|V100M32"
+    assert [str(e) for e in errors] == [
+        "line 3: cpu_milli=-5 is negative",
+        "line 4: memory_mib is empty",
+        "line 5: gpu_milli=1500 is more than one GPU",
+        "line 6: a GPU share (gpu_milli=500) with num_gpu=2",
+    ]
+    with pytest.raises(SpecError, match=r"pods\.csv: 4 bad row"):
+        load_pods(pods, strict=True)
+
+
+def test_missing_columns_are_refused(tmp_path):
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,gpu\nn0,1000,2\n")
+    with pytest.raises(SpecError, match=r"missing column.*memory_mib, model"):
+        load_nodes(nodes)
+
+
+def _small_trace(tmp_path):
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{i},32000,131072,4,T4\n" for i in range(4))
+    )
+    pods = tmp_path / "pods.csv"
+    rows = [
+        "p{i},4000,8192,1,1000,",
+        "s{i},2000,4096,1,500,",
+        "q{i},1000,2048,1,250,",
+        "c{i},8000,8192,0,0,",
+        "m{i},8000,16384,2,1000,",
+    ]
+    body = "".join(r.format(i=i) + ",LS,Running,0,1,0\n" for i in range(4) for r in rows)
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\n" + body
+    )
+    return load_nodes(nodes)[0], load_pods(pods)[0]
+
+
+def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
+    _, pods = _small_trace(tmp_path)
+    capacity = 16 * 1000
+    bag = workload_bag(pods, capacity, seed=42, tune=1.3)
+    assert sum(p.gpu_milli_total for p in bag) >= 1.3 * capacity
+    assert [p.name for p in bag[: len(pods)]] != [p.name for p in pods]  # shuffled
+    assert bag == workload_bag(pods, capacity, seed=42, tune=1.3)  # seeded
+
+
+@pytest.mark.parametrize("policy", ["best-fit", "fgd", "fgd-exact", "first-fit"])
+def test_replay_accounts_for_every_pod(tmp_path, policy):
+    nodes, pods = _small_trace(tmp_path)
+    result = replay(nodes, pods, policy, seed=1, curve_every=1)
+    assert result.pods == len(result.curve)
+    arrived = [a for a, _, _ in result.curve]
+    assert arrived == sorted(arrived) and arrived[-1] >= 1.3
+    assert 0 < result.alloc_ratio_at_100 <= result.alloc_ratio_at_130 <= 1
+    assert result.failed > 0  # 130% of the capacity cannot all fit
+    assert 0 <= result.unallocated_gpus_at_100 <= 16
