@@ -146,8 +146,8 @@ class FragmentationGradientDescent(Policy):
 
     Candidates are one representative per distinct node state (identical nodes score the
     same, and the lowest row wins ties) and, for shares, every fitting device on it; the first
-    device with the best ΔF is taken. MIG, CPU-only and multi-device share asks fall back to
-    best-fit packing.
+    device with the best ΔF is taken. CPU-only asks are scored too (the CPU they take can
+    leave a node's idle GPUs unusable). MIG and multi-device share asks fall back to best-fit.
     """
 
     name = "fgd"
@@ -171,11 +171,15 @@ class FragmentationGradientDescent(Policy):
 
     def choose(self, state, ask, fe):
         multi_share = ask.kind is SliceKind.SHARE and ask.count > 1
-        if ask.kind in (SliceKind.MIG, SliceKind.NONE) or multi_share or not self.workload.counts:
+        if ask.kind is SliceKind.MIG or multi_share or not self.workload.counts:
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
         # identical nodes score the same, unless a mask (reservation) tells them apart
         rows = np.flatnonzero(fe.node_ok if fe.masked else fe.node_ok & model.rep)
+        if ask.kind is SliceKind.NONE:  # CPU only: the CPU it takes can strand idle GPUs
+            zeros = np.zeros(rows.size, dtype=np.int64)
+            delta = model.delta(rows, zeros, zeros, ask.cpu, zeros)
+            return int(rows[self._best(delta)]), []
         assert fe.dev_ok is not None
         if ask.kind is SliceKind.WHOLE:
             n = rows.size

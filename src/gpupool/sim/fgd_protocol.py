@@ -56,7 +56,12 @@ def replay(
     tune: float = 1.3,
     curve_every: int = 50,
 ) -> ReplayResult:
-    state = ClusterState(nodes, PROTOCOL_SHARING)
+    # The paper's simulator renames nodes "<random index>-<name>" with a seeded permutation,
+    # so its "smallest name" tie-break is a random but fixed node order: do the same.
+    order = list(range(len(nodes)))
+    random.Random(seed).shuffle(order)
+    ranked = [nodes[i] for i in sorted(range(len(nodes)), key=lambda i: order[i])]
+    state = ClusterState(ranked, PROTOCOL_SHARING)
     capacity = state.gpu_count() * 1000
     typical = Workload(coverage=0.95)
     placer = Placer(policy, typical)
