@@ -90,7 +90,7 @@ def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
     assert bag == workload_bag(pods, capacity, seed=42, tune=1.3)  # seeded
 
 
-@pytest.mark.parametrize("policy", ["best-fit", "fgd", "fgd-exact", "first-fit"])
+@pytest.mark.parametrize("policy", ["best-fit", "paper-best-fit", "fgd", "fgd-exact", "first-fit"])
 def test_replay_accounts_for_every_pod(tmp_path, policy):
     nodes, pods = _small_trace(tmp_path)
     result = replay(nodes, pods, policy, seed=1, curve_every=1)
@@ -100,3 +100,86 @@ def test_replay_accounts_for_every_pod(tmp_path, policy):
     assert 0 < result.alloc_ratio_at_100 <= result.alloc_ratio_at_130 <= 1
     assert result.failed > 0  # 130% of the capacity cannot all fit
     assert 0 <= result.unallocated_gpus_at_100 <= 16
+
+
+def test_paper_best_fit_compares_absolute_leftovers():
+    from gpupool.model import Node, job, make_devices
+    from gpupool.scheduler import ClusterState, DeviceGrant, NodeGrant, Placement, Placer
+    from gpupool.sim.paper_policies import PaperBestFit
+
+    big = Node("a-big", 64000, 262144, make_devices("T4", 8, node="a-big"))
+    small = Node("b-small", 16000, 65536, make_devices("T4", 2, node="b-small"))
+    state = ClusterState([big, small])
+    taken = [DeviceGrant("a-big", d, 100, 16384, exclusive=True) for d in range(6)]
+    state.apply(Placement("pre", (NodeGrant("a-big", 0, 0, tuple(taken)),), "test"))
+    ask = job("x", "gpu=1")
+    # node fractions: a-big keeps 1/8 GPU + all CPU, b-small 1/2 + all CPU -> a-big
+    assert Placer("best-fit").place(state, ask).node_names == ("a-big",)
+    # absolute amounts: both keep one GPU, b-small keeps 48 fewer cores -> b-small
+    paper = Placer("paper-best-fit", custom={"paper-best-fit": PaperBestFit()})
+    assert paper.place(state, ask).node_names == ("b-small",)
+
+
+def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    _small_trace(tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpupool.cli.main",
+            "simulate",
+            "fgd",
+            "--nodes",
+            str(tmp_path / "nodes.csv"),
+            "--pods",
+            str(tmp_path / "pods.csv"),
+            "--policies",
+            "best-fit,fgd",
+            "--seeds",
+            "1-3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["nodes"], result["gpus"], result["seeds"]) == (4, 16, [1, 2, 3])
+    for name in ("best-fit", "fgd"):
+        row = result["policies"][name]
+        assert {
+            "unallocated_gpus_at_100",
+            "alloc_ratio_at_100",
+            "alloc_ratio_at_130",
+            "frag_amount_at_100",
+            "failed_pods",
+            "curve",
+        } <= set(row)
+        assert len(row["per_seed_unallocated"]) == 3
+        assert row["curve"][-1][0] == 1.3
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpupool.cli.main",
+            "simulate",
+            "fgd",
+            "--nodes",
+            str(tmp_path / "nodes.csv"),
+            "--pods",
+            str(tmp_path / "pods.csv"),
+            "--seeds",
+            "9-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "is not N-M" in bad.stderr and "Traceback" not in bad.stderr

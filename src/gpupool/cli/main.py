@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool import __version__
-from gpupool.cli import bench
+from gpupool.cli import bench, simulate
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
@@ -17,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(bench.app, name="bench")
+app.add_typer(simulate.app, name="simulate")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

@@ -6,7 +6,7 @@ decisions: nothing here is random and ties go to the lowest node row and device 
 """
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,11 +42,16 @@ class Placer:
 
     policy: str = "first-fit"
     workload: Workload | None = None
+    custom: Mapping[str, Policy] | None = None  # extra named policies (e.g. a simulator's)
 
     def __post_init__(self) -> None:
         self.workload = self.workload or Workload()
-        names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
-        self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
+        custom = dict(self.custom or {})
+        if self.policy in custom:
+            self._policies = {self.policy: custom[self.policy]}
+        else:
+            names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
+            self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
         self._asks: dict[tuple[int, ResourceRequest], tuple[object, Ask]] = {}
 
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:

@@ -16,6 +16,7 @@ from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.sharing import SharePolicy
+from gpupool.sim.paper_policies import PAPER_POLICIES
 from gpupool.sim.traces.openb import Pod
 
 # the protocol has no per-card limits but compute: memory follows compute, any number share
@@ -64,7 +65,8 @@ def replay(
     state = ClusterState(ranked, PROTOCOL_SHARING)
     capacity = state.gpu_count() * 1000
     typical = Workload(coverage=0.95)
-    placer = Placer(policy, typical)
+    custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
+    placer = Placer(policy, typical, custom)
     for pod in pods:  # the typical shapes come from the original trace, not the sampled bag
         typical.observe(placer.ask(state, pod.request))
     shapes, weights = typical.typical()
