@@ -90,7 +90,19 @@ def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
     assert bag == workload_bag(pods, capacity, seed=42, tune=1.3)  # seeded
 
 
-@pytest.mark.parametrize("policy", ["best-fit", "paper-best-fit", "fgd", "fgd-exact", "first-fit"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "best-fit",
+        "paper-best-fit",
+        "paper-random",
+        "paper-gpu-packing",
+        "paper-gpu-clustering",
+        "fgd",
+        "fgd-exact",
+        "first-fit",
+    ],
+)
 def test_replay_accounts_for_every_pod(tmp_path, policy):
     nodes, pods = _small_trace(tmp_path)
     result = replay(nodes, pods, policy, seed=1, curve_every=1)
@@ -183,3 +195,24 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
         check=False,
     )
     assert bad.returncode == 2 and "is not N-M" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_paper_gpu_packing_prefers_shared_cards_then_used_nodes():
+    from gpupool.model import Node, SharingMode, job, make_devices
+    from gpupool.scheduler import ClusterState, DeviceGrant, NodeGrant, Placement, Placer
+    from gpupool.sim.paper_policies import PaperGpuPacking
+
+    nodes = [
+        Node(f"n{i}", 64000, 262144, make_devices("T4", 4, mode=SharingMode.SHARE, node=f"n{i}"))
+        for i in range(3)
+    ]
+    state = ClusterState(nodes)
+    # n1 has a card 70% used; n2 one whole card used; n0 idle
+    state.apply(Placement("a", (NodeGrant("n1", 0, 0, (DeviceGrant("n1", 2, 70, 1000),)),), "t"))
+    whole = DeviceGrant("n2", 0, 100, int(state.grantable_mem[2, 0]), exclusive=True)
+    state.apply(Placement("b", (NodeGrant("n2", 0, 0, (whole,)),), "t"))
+    placer = Placer("paper-gpu-packing", custom={"paper-gpu-packing": PaperGpuPacking()})
+    share = placer.place(state, job("s", "gpu_share=0.2"))
+    assert (share.node_names, share.devices[0].device) == (("n1",), 2)  # the shared card
+    card = placer.place(state, job("w", "gpu=1"))
+    assert card.node_names == ("n1",)  # a used node (49) beats an idle one (29), tie -> n1

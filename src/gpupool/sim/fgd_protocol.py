@@ -16,7 +16,7 @@ from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.sharing import SharePolicy
-from gpupool.sim.paper_policies import PAPER_POLICIES
+from gpupool.sim.paper_policies import PAPER_POLICIES, PaperGpuClustering, PaperRandom
 from gpupool.sim.traces.openb import Pod
 
 # the protocol has no per-card limits but compute: memory follows compute, any number share
@@ -66,7 +66,9 @@ def replay(
     capacity = state.gpu_count() * 1000
     typical = Workload(coverage=0.95)
     custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
+    custom["paper-random"] = PaperRandom(seed)
     placer = Placer(policy, typical, custom)
+    recorder = custom.get(policy)
     for pod in pods:  # the typical shapes come from the original trace, not the sampled bag
         typical.observe(placer.ask(state, pod.request))
     shapes, weights = typical.typical()
@@ -82,6 +84,10 @@ def replay(
         result = placer.place_and_apply(state, job)
         if isinstance(result, Placement):
             allocated += pod.gpu_milli_total
+            if isinstance(recorder, PaperGpuClustering):
+                recorder.record(
+                    state, state.index[result.nodes[0].node], placer.ask(state, job.request)
+                )
         else:
             failed += 1
         if at_100 is None and arrived >= capacity:

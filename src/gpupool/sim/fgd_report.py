@@ -13,6 +13,9 @@ from gpupool.sim.traces.openb import Pod
 # simulator's own BestFit (absolute leftovers); gpupool's node-fraction best-fit is kept
 # under "gpupool-best-fit".
 PROTOCOL_POLICIES = {
+    "random": "paper-random",
+    "gpu-clustering": "paper-gpu-clustering",
+    "gpu-packing": "paper-gpu-packing",
     "best-fit": "paper-best-fit",
     "fgd": "fgd",
     "fgd-exact": "fgd-exact",
@@ -21,7 +24,7 @@ PROTOCOL_POLICIES = {
     "spread": "spread",
     "topology": "topology",
 }
-NOT_YET = ("random", "dot-product", "gpu-clustering", "gpu-packing")
+NOT_YET = ("dot-product",)
 GRID = np.round(np.arange(0.0, 1.3001, 0.05), 2)
 
 

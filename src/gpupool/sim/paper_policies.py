@@ -27,4 +27,100 @@ class PaperBestFit(BestFit):
         return np.where(fe.node_ok, -raw, np.inf)  # the engine takes the lowest score
 
 
-PAPER_POLICIES = {"paper-best-fit": PaperBestFit}
+def _fit_left(state, ask, fe) -> np.ndarray:
+    """Per node, the free compute of the tightest device that can take one unit (inf: none)."""
+    assert fe.dev_ok is not None
+    free = np.where(fe.dev_ok, state.compute_free, 10_000).astype(np.int64)
+    return free.min(axis=1)
+
+
+class PaperRandom(BestFit):
+    """A uniformly random feasible node; for shares a random fitting card (seeded)."""
+
+    name = "paper-random"
+
+    def __init__(self, seed: int = 0):
+        import random
+
+        self.rng = random.Random(seed)
+
+    def choose(self, state, ask, fe):
+        rows = np.flatnonzero(fe.node_ok)
+        row = int(rows[self.rng.randrange(rows.size)])
+        if ask.kind is SliceKind.SHARE and ask.count == 1:
+            assert fe.dev_ok is not None
+            cols = np.flatnonzero(fe.dev_ok[row]).tolist()
+            return row, [cols[self.rng.randrange(len(cols))]]
+        return row, self.devices(state, ask, fe, row)
+
+
+class PaperGpuPacking(BestFit):
+    """Shared cards first (fuller is better), then free cards of used nodes, then free nodes:
+    the simulator's GpuPacking score, first node on ties; tightest card for shares."""
+
+    name = "paper-gpu-packing"
+
+    def score(self, state, ask, fe) -> np.ndarray:
+        if ask.kind not in (SliceKind.WHOLE, SliceKind.SHARE):
+            return np.where(fe.node_ok, 0.0, np.inf)  # no GPU asked: every node scores 0
+        pooled = state.pooled
+        fully_free = ((state.compute_free == 100) & pooled).sum(axis=1)
+        cards = pooled.sum(axis=1)
+        if ask.kind is SliceKind.WHOLE:
+            score = np.full(state.size, float(max(50 - ask.count, 33)))  # free cards of a used node
+        else:
+            left = _fit_left(state, ask, fe)
+            score = np.where(left >= 100, 49.0, np.maximum(100 - left // 10, 50))
+        idle = fully_free == cards
+        score = np.where(idle, np.maximum(33 - fully_free, fully_free), score)
+        return np.where(fe.node_ok, -score, np.inf)
+
+
+def affinity_tag(ask) -> str | None:
+    """The GPU affinity the simulator's GpuClustering groups pods by."""
+    if ask.kind is SliceKind.SHARE:
+        return "share-gpu"
+    if ask.kind is SliceKind.WHOLE:
+        return f"{ask.count}-gpu"
+    return None
+
+
+class PaperGpuClustering(BestFit):
+    """Nodes already holding pods of the same GPU affinity first (only that affinity best),
+    then idle nodes, then others; within a band fuller nodes win. Needs ``record`` after
+    every placement (the replay calls it)."""
+
+    name = "paper-gpu-clustering"
+
+    def __init__(self) -> None:
+        self.tags: dict[str, np.ndarray] = {}
+        self.distinct: np.ndarray | None = None
+
+    def record(self, state, row: int, ask) -> None:
+        tag = affinity_tag(ask)
+        if tag is None:
+            return
+        if self.distinct is None:
+            self.distinct = np.zeros(state.size, dtype=np.int64)
+        counts = self.tags.setdefault(tag, np.zeros(state.size, dtype=np.int64))
+        if counts[row] == 0:
+            self.distinct[row] += 1
+        counts[row] += 1
+
+    def score(self, state, ask, fe) -> np.ndarray:
+        tag = affinity_tag(ask)
+        if tag is None:
+            return np.where(fe.node_ok, 0.0, np.inf)
+        distinct = self.distinct if self.distinct is not None else np.zeros(state.size, np.int64)
+        same = self.tags.get(tag, np.zeros(state.size, dtype=np.int64)) > 0
+        left_milli = state.node_compute_free * 10
+        base = 25 * (8000 - left_milli) // 8000
+        band = np.where(same, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
+        return np.where(fe.node_ok, -(base + band).astype(np.float64), np.inf)
+
+
+PAPER_POLICIES = {
+    "paper-best-fit": PaperBestFit,
+    "paper-gpu-packing": PaperGpuPacking,
+    "paper-gpu-clustering": PaperGpuClustering,
+}
