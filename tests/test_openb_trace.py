@@ -96,6 +96,7 @@ def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
         "best-fit",
         "paper-best-fit",
         "paper-random",
+        "paper-dot-product",
         "paper-gpu-packing",
         "paper-gpu-clustering",
         "fgd",
@@ -150,7 +151,7 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
             "--pods",
             str(tmp_path / "pods.csv"),
             "--policies",
-            "best-fit,fgd",
+            "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd",
             "--seeds",
             "1-3",
             "--json",
@@ -163,6 +164,14 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert (result["nodes"], result["gpus"], result["seeds"]) == (4, 16, [1, 2, 3])
+    assert list(result["policies"]) == [
+        "random",
+        "dot-product",
+        "gpu-clustering",
+        "gpu-packing",
+        "best-fit",
+        "fgd",
+    ]
     for name in ("best-fit", "fgd"):
         row = result["policies"][name]
         assert {

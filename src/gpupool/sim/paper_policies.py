@@ -119,7 +119,25 @@ class PaperGpuClustering(BestFit):
         return np.where(fe.node_ok, -(base + band).astype(np.float64), np.inf)
 
 
+class PaperDotProduct(BestFit):
+    """Tetris' dot product as the simulator configures it for the paper (``merge`` GPU
+    dimension, ``max`` normalisation): node free [CPU, GPU total] . pod request, each over
+    [128 cores, 8 GPUs], halved; score ``int(100 (1 - dot))``, higher wins (so the smaller
+    product wins), first node on ties; tightest card for shares."""
+
+    name = "paper-dot-product"
+
+    def score(self, state, ask, fe) -> np.ndarray:
+        gpu = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
+        dot = (state.cpu_free / MAX_SPEC_CPU) * (ask.cpu / MAX_SPEC_CPU) + (
+            state.node_compute_free / MAX_SPEC_GPU
+        ) * (gpu / MAX_SPEC_GPU)
+        raw = np.floor(100.0 * (1.0 - dot / 2.0))
+        return np.where(fe.node_ok, -raw, np.inf)
+
+
 PAPER_POLICIES = {
+    "paper-dot-product": PaperDotProduct,
     "paper-best-fit": PaperBestFit,
     "paper-gpu-packing": PaperGpuPacking,
     "paper-gpu-clustering": PaperGpuClustering,
