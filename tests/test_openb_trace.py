@@ -225,3 +225,38 @@ def test_paper_gpu_packing_prefers_shared_cards_then_used_nodes():
     assert (share.node_names, share.devices[0].device) == (("n1",), 2)  # the shared card
     card = placer.place(state, job("w", "gpu=1"))
     assert card.node_names == ("n1",)  # a used node (49) beats an idle one (29), tie -> n1
+
+
+def test_bench_simulate_reports_runs_and_throughput(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    _small_trace(tmp_path)
+    args = ["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpupool.cli.main",
+            "bench",
+            "simulate",
+            *args,
+            "--policies",
+            "best-fit,fgd",
+            "--seeds",
+            "1-2",
+            "--workers",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert figures["runs"] == 4 and figures["workers"] == 2
+    assert figures["placements"] > 4 * 20  # the bag is topped up past the 20 trace pods
+    assert figures["placements_per_s"] > 0

@@ -1,6 +1,7 @@
 """``gpupool bench ...``: performance figures as JSON (targets live here, not in unit tests)."""
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -49,6 +50,34 @@ def cycle(
 
     result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed)
     _emit(result, as_json, "scheduling cycle benchmark")
+
+
+@app.command("simulate")
+@friendly
+def simulate(
+    nodes: Path = typer.Option(..., help="Node list CSV (openb format)."),
+    pods: Path = typer.Option(..., help="Pod list CSV (openb format)."),
+    policies: str = typer.Option(
+        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd", help="Comma list."
+    ),
+    seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
+    tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload x capacity."),
+    workers: int = typer.Option(0, min=0, help="Processes (0: up to 2, one per core)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Time the FGD protocol replay of every policy x seed, spread over the cores."""
+    from gpupool.bench.simulate import default_workers, run_simulate_bench
+    from gpupool.sim.fgd_report import check_policies, parse_seeds
+
+    for path in (nodes, pods):
+        if not path.is_file():
+            raise SpecError(f"trace: {path} is not a file")
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    check_policies(names)
+    result = run_simulate_bench(
+        nodes, pods, names, parse_seeds(seeds), tune, workers or default_workers()
+    )
+    _emit(result, as_json, "simulation benchmark")
 
 
 def _emit(result: dict[str, object], as_json: bool, title: str) -> None:

@@ -1,0 +1,51 @@
+"""``gpupool bench simulate``: the FGD protocol's six policies x seeds, on both cores."""
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from gpupool.bench.placement import peak_rss_mb
+
+_TRACE: dict[str, object] = {}
+
+
+def _load(nodes: str, pods: str) -> None:
+    from gpupool.sim.traces.openb import load_nodes, load_pods
+
+    _TRACE["nodes"] = load_nodes(nodes)[0]
+    _TRACE["pods"] = load_pods(pods)[0]
+
+
+def _one(task: tuple[str, int, float]) -> tuple[str, int, float, int]:
+    from gpupool.sim.fgd_protocol import replay
+    from gpupool.sim.fgd_report import PROTOCOL_POLICIES
+
+    name, seed, tune = task
+    result = replay(_TRACE["nodes"], _TRACE["pods"], PROTOCOL_POLICIES[name], seed, tune)  # type: ignore[arg-type]
+    return name, seed, result.unallocated_gpus_at_100, result.pods
+
+
+def run_simulate_bench(
+    nodes: Path, pods: Path, policies: list[str], seeds: list[int], tune: float, workers: int
+) -> dict[str, object]:
+    tasks = [(p, s, tune) for p in policies for s in seeds]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=_load, initargs=(str(nodes), str(pods))
+    ) as pool:
+        results = list(pool.map(_one, tasks))
+    seconds = time.perf_counter() - start
+    placements = sum(r[3] for r in results)
+    return {
+        "seconds": round(seconds, 1),
+        "runs": len(results),
+        "placements": placements,
+        "placements_per_s": round(placements / seconds, 1) if seconds else None,
+        "workers": workers,
+        "peak_rss_mb_main": peak_rss_mb(),
+    }
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
