@@ -81,8 +81,9 @@ def replay(
     for i, pod in enumerate(bag):
         arrived += pod.gpu_milli_total
         job = Job(id=f"{i}", request=pod.request)
-        result = placer.place_and_apply(state, job)
+        result = placer.place(state, job, explain=False)  # a refusal's reason is not used
         if isinstance(result, Placement):
+            state.apply(result)
             allocated += pod.gpu_milli_total
             if isinstance(recorder, PaperGpuClustering):
                 recorder.record(
