@@ -69,3 +69,46 @@ def fgd(
             str(row["failed_pods"]),
         )
     Console().print(table)
+
+
+@app.command("roi")
+@friendly
+def roi_command(
+    cards: int = typer.Option(..., help="Cards in the pool today."),
+    model: str = typer.Option("A100-80G", help="Card model (prices from the catalog)."),
+    util_before: float = typer.Option(..., help="Utilisation without pooling, 0-1."),
+    util_after: float = typer.Option(..., help="Utilisation with pooling, 0-1."),
+    platform_cost: float = typer.Option(..., help="One-off platform cost in CNY."),
+    headroom: float = typer.Option(0.0, help="Capacity kept free for virtualisation, 0-1."),
+    price: float = typer.Option(0.0, help="Card-month price in CNY (0: the catalog's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Cards freed by pooling the same work, the monthly saving and the payback time."""
+    from gpupool.billing.catalog import FEN_PER_CNY, monthly_price_fen
+    from gpupool.sim.roi import roi
+
+    price_fen = round(price * FEN_PER_CNY) if price else monthly_price_fen(model)
+    result = roi(
+        cards, util_before, util_after, price_fen, round(platform_cost * FEN_PER_CNY), headroom
+    )
+    if as_json:
+        typer.echo(json.dumps(result.as_dict()))
+        return
+    out = Table("step", "value", title=f"ROI of pooling {cards} x {model}")
+    out.add_row(
+        "busy card-equivalents", f"{cards} x {util_before:g} = {result.busy_card_equivalents:g}"
+    )
+    out.add_row(
+        "cards needed",
+        f"ceil({result.busy_card_equivalents:g} / ({util_after:g} x (1 - {headroom:g})))"
+        f" = {result.cards_needed}",
+    )
+    out.add_row("cards freed", str(result.cards_freed))
+    out.add_row(
+        "monthly saving",
+        f"{result.cards_freed} x ¥{result.price_per_card_month:,.0f}"
+        f" = ¥{result.monthly_saving:,.0f}",
+    )
+    payback = "never" if result.payback_months is None else f"{result.payback_months:g} months"
+    out.add_row("payback", f"¥{result.platform_cost:,.0f} / saving = {payback}")
+    Console().print(out)
