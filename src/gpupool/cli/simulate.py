@@ -112,3 +112,49 @@ def roi_command(
     payback = "never" if result.payback_months is None else f"{result.payback_months:g} months"
     out.add_row("payback", f"¥{result.platform_cost:,.0f} / saving = {payback}")
     Console().print(out)
+
+
+@app.command("scenario")
+@friendly
+def scenario_command(
+    file: Path = typer.Argument(..., help="Scenario YAML (see examples/seed-scenario.yaml)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Replay a team scenario twice — static partition, then pooled with borrowing — and
+    compare utilisation and queue delays per team on the same jobs."""
+    from gpupool.sim.scenario import load_scenario
+    from gpupool.sim.team_replay import compare
+
+    result = compare(load_scenario(file))
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(
+        "mode",
+        "team",
+        "jobs",
+        "started",
+        "p50 wait",
+        "p95 wait",
+        title=f"{result['scenario']}: {result['cards']} cards, {result['jobs']} jobs",
+    )
+    for mode in ("static", "pooled"):
+        row = result[mode]
+        table.add_row(mode, "all", "", "", "", _hours(row["queue_delay_p95_s"]), end_section=False)
+        for team, t in row["tenants"].items():
+            table.add_row(
+                "",
+                team,
+                str(t["jobs"]),
+                str(t["started"]),
+                _hours(t["queue_delay_p50_s"]),
+                _hours(t["queue_delay_p95_s"]),
+            )
+        table.add_row(
+            "", "utilisation", f"{row['gpu_utilization']:.1%}", "", "", "", end_section=True
+        )
+    Console().print(table)
+
+
+def _hours(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.1f} h"

@@ -210,9 +210,11 @@ def enqueue(cy: _Cycle, pending: Sequence[Job]) -> list[Job]:
 def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[tuple[Job, Job]]]:
     """Admit jobs within their tenant's guarantee, in queue order.
 
-    A starving job that does not fit becomes a head: behind a capacity-blocked head every job
-    waits, behind a quota-blocked one the jobs of its tenant do; the backfill action may
-    still start those that end in time. Returns (blocked, need borrowing, (job, head) behind).
+    A starving job that does not fit becomes a head: behind a capacity-blocked head the jobs
+    of its tenant and every job beyond its own tenant's guarantee wait, behind a quota-blocked
+    one the jobs of its tenant do; the backfill action may still start those that end in time.
+    Work of other teams within their guarantee is never held back by another team's head.
+    Returns (blocked, need borrowing, (job, head) behind).
     """
     blocked: list[Job] = []
     to_borrow: list[Job] = []
@@ -220,12 +222,14 @@ def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[t
     head: Job | None = None
     tenant_heads: dict[str, Job] = {}
     for job in queue:
-        first = head or tenant_heads.get(job.tenant)
-        if first is not None:
+        ok, borrows, reason = cy.tree.check(job.tenant, cy.estimate(job), allow_borrow=False)
+        first = tenant_heads.get(job.tenant) or (
+            head if head is not None and (head.tenant == job.tenant or not ok) else None
+        )
+        if first is not None:  # another team's work within its guarantee never waits here
             behind.append((job, first))
             cy.result.pending[job.id] = f"waiting behind {first.id} (starving; backfill only)"
             continue
-        ok, borrows, reason = cy.tree.check(job.tenant, cy.estimate(job), allow_borrow=False)
         if not ok:  # over its guarantee whatever the placement: no need to place it now
             cy.result.pending[job.id] = reason
             (to_borrow if borrows else blocked).append(job)
