@@ -56,7 +56,8 @@ class Scenario(BaseModel):
     seed: int = 1
     cluster: list[NodeGroup] = Field(min_length=1)
     teams: list[TeamSpec] = Field(min_length=1)
-    workloads: list[WorkloadSpec] = Field(min_length=1)
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+    traces: list[str] = Field(default_factory=list, description="job trace files (CSV/JSONL)")
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -67,7 +68,10 @@ def load_scenario(path: str | Path) -> Scenario:
         raise SpecError(f"scenario: {path} does not exist") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"scenario: {path} is not valid YAML: {exc}") from None
-    return parse_scenario(raw, str(path))
+    scenario = parse_scenario(raw, str(path))
+    base = Path(path).parent
+    scenario.traces = [str((base / t).resolve()) for t in scenario.traces]
+    return scenario
 
 
 def parse_scenario(raw: object, where: str = "scenario") -> Scenario:
@@ -81,6 +85,8 @@ def parse_scenario(raw: object, where: str = "scenario") -> Scenario:
         raise SpecError(f"{where}: {loc}: {first['msg']}", field=loc) from None
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
+    if not scenario.workloads and not scenario.traces:
+        raise SpecError(f"{where}: give workloads or traces", field="workloads")
     teams = {t.name for t in scenario.teams}
     for i, w in enumerate(scenario.workloads):
         if w.team not in teams:

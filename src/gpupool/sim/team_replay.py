@@ -10,14 +10,16 @@ left (checkpointing), so both modes do the same work.
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from gpupool.model import Job, JobKind, Node, make_devices, parse_request
+from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import RunningJob, run_cycle
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
+from gpupool.sim.traces.jobs import load_job_trace
 
 HOUR = 3600.0
 CLASS_BY_KIND = {
@@ -81,8 +83,34 @@ def generate_jobs(scenario: Scenario) -> list[SimJob]:
                 break
             if start <= (t / HOUR) % 24 < end:
                 add(t, rng.expovariate(1.0 / (w.duration_hours * HOUR)))
+    jobs.extend(trace_jobs(scenario, len(jobs)))
     jobs.sort(key=lambda j: (j.job.submit_time, j.job.id))
     return jobs
+
+
+def trace_jobs(scenario: Scenario, first_index: int = 0) -> list[SimJob]:
+    """Jobs of the scenario's trace files; rows of unknown teams are refused by name."""
+    teams = {t.name for t in scenario.teams}
+    out: list[SimJob] = []
+    for path in scenario.traces:
+        rows, errors = load_job_trace(path)
+        if errors:
+            shown = "; ".join(str(e) for e in errors[:5])
+            raise SpecError(f"trace {Path(path).name}: {len(errors)} bad row(s): {shown}")
+        for row in rows:
+            if row.tenant not in teams:
+                raise SpecError(f"trace {Path(path).name}: unknown team {row.tenant!r}")
+            job = Job(
+                id=f"t{first_index + len(out):05d}",
+                request=row.request,
+                tenant=row.tenant,
+                kind=row.kind,
+                priority_class=row.priority_class or CLASS_BY_KIND[row.kind],
+                submit_time=row.submit_s,
+                max_runtime_s=max(1, math.ceil(row.duration_s)),
+            )
+            out.append(SimJob(job, row.duration_s))
+    return out
 
 
 @dataclass
