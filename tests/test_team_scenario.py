@@ -115,3 +115,37 @@ def test_cli_json(tmp_path):
     data = json.loads(out.stdout)
     for mode in ("static", "pooled"):
         assert {"gpu_utilization", "queue_delay_p95_s", "tenants"} <= set(data[mode])
+
+
+def test_plan_finds_a_smaller_pool_with_pooling():
+    from gpupool.sim.plan import plan
+
+    scenario = parse_scenario(
+        {
+            **TINY,
+            "cluster": [{"count": 4, "model": "A100-80G", "cards": 2}],
+            "workloads": [
+                {
+                    "team": "busy",
+                    "kind": "training",
+                    "request": "gpu=1",
+                    "arrivals_per_hour": 2,
+                    "hours": [0, 12],
+                    "duration_hours": 1,
+                },
+                {
+                    "team": "idle",
+                    "kind": "dev",
+                    "request": "gpu=1",
+                    "arrivals_per_hour": 2,
+                    "hours": [12, 24],
+                    "duration_hours": 1,
+                },
+            ],
+        }
+    )
+    result = plan(scenario, target_p95_s=3600, max_servers=8)
+    assert result["pooled"]["servers"] is not None and result["static"]["servers"] is not None
+    assert result["pooled"]["cards"] <= result["static"]["cards"]
+    with pytest.raises(SpecError, match="must not be negative"):
+        plan(scenario, target_p95_s=-1)

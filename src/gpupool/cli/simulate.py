@@ -158,3 +158,39 @@ def scenario_command(
 
 def _hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.1f} h"
+
+
+@app.command("plan")
+@friendly
+def plan_command(
+    file: Path = typer.Argument(..., help="Scenario YAML; its first server group is resized."),
+    target_minutes: float = typer.Option(10.0, help="p95 queue delay every team must meet."),
+    max_servers: int = typer.Option(0, min=0, help="Search limit (0: twice the scenario's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The smallest pool (servers of the first group) whose replay meets the p95 queue-delay
+    target for every team, with static partition and with pooling."""
+    from gpupool.sim.plan import plan
+    from gpupool.sim.scenario import load_scenario
+
+    result = plan(load_scenario(file), target_minutes * 60, max_servers or None)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(
+        "mode",
+        "servers",
+        "cards",
+        "utilisation",
+        title=f"{result['scenario']}: p95 wait <= {target_minutes:g} min for every team",
+    )
+    for mode in ("static", "pooled"):
+        row = result[mode]
+        util = row.get("gpu_utilization")
+        table.add_row(
+            mode,
+            str(row["servers"] or row.get("note")),
+            str(row["cards"] or "-"),
+            "-" if util is None else f"{util:.1%}",
+        )
+    Console().print(table)

@@ -119,6 +119,7 @@ class ModeResult:
     card_seconds: float = 0.0
     preemptions: int = 0
     started: dict[str, list[float]] = field(default_factory=dict)  # team -> queue delays
+    waiting: dict[str, list[float]] = field(default_factory=dict)  # never started: wait so far
     submitted: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
 
@@ -126,11 +127,12 @@ class ModeResult:
         teams: dict[str, object] = {}
         every: list[float] = []
         for team, n in sorted(self.submitted.items()):
-            delays = self.started.get(team, [])
+            started = self.started.get(team, [])
+            delays = started + self.waiting.get(team, [])  # unstarted jobs count what they waited
             every += delays
             teams[team] = {
                 "jobs": n,
-                "started": len(delays),
+                "started": len(started),
                 "finished": self.finished.get(team, 0),
                 "queue_delay_p50_s": _pct(delays, 50),
                 "queue_delay_p95_s": _pct(delays, 95),
@@ -195,6 +197,9 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeRes
             result.card_seconds += cards * used
             left[rid] -= step
         now += tick
+    for job in pending:
+        if job.id not in started:
+            result.waiting.setdefault(job.tenant, []).append(horizon - job.submit_time)
     return result
 
 
