@@ -260,3 +260,46 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     assert figures["runs"] == 4 and figures["workers"] == 2
     assert figures["placements"] > 4 * 20  # the bag is topped up past the 20 trace pods
     assert figures["placements_per_s"] > 0
+
+
+def test_html_report_and_csv_are_self_contained(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    _small_trace(tmp_path)
+    report, curves = tmp_path / "r.html", tmp_path / "c.csv"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpupool.cli.main",
+            "simulate",
+            "fgd",
+            "--nodes",
+            str(tmp_path / "nodes.csv"),
+            "--pods",
+            str(tmp_path / "pods.csv"),
+            "--policies",
+            "best-fit,fgd",
+            "--seeds",
+            "1-2",
+            "--report",
+            str(report),
+            "--csv",
+            str(curves),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    html = report.read_text()
+    assert html.count("<svg") == 2 and html.count("<polyline") == 4
+    assert "<script" not in html and not re.search(r"(src|href)=", html)
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)  # nothing to fetch
+    lines = curves.read_text().splitlines()
+    assert lines[0] == "policy,arrived,alloc_ratio,frag_amount"
+    assert len(lines) == 1 + 2 * 27  # two policies x the 0..130% grid in 5% steps

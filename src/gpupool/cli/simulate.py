@@ -23,6 +23,8 @@ def fgd(
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
+    report: Path | None = typer.Option(None, help="Write a self-contained HTML report here."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Write the curves as CSV here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The FGD paper's protocol (ATC'23): shuffled bag of pods topped up to TUNE x capacity,
@@ -43,13 +45,16 @@ def fgd(
         err_console.print(f"skipped {e}")
     if as_json:
         result = run_fgd_protocol(node_list, pod_list, names, seed_list, tune)
+    else:
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("replaying", total=len(names) * len(seed_list))
+            result = run_fgd_protocol(
+                node_list, pod_list, names, seed_list, tune, lambda: bar.advance(task)
+            )
+    _outputs(result, report, csv_out)
+    if as_json:
         typer.echo(json.dumps(result))
         return
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("replaying", total=len(names) * len(seed_list))
-        result = run_fgd_protocol(
-            node_list, pod_list, names, seed_list, tune, lambda: bar.advance(task)
-        )
     table = Table(
         "policy",
         "unallocated GPUs at 100%",
@@ -194,3 +199,13 @@ def plan_command(
             "-" if util is None else f"{util:.1%}",
         )
     Console().print(table)
+
+
+def _outputs(result: dict, report: Path | None, csv_out: Path | None) -> None:
+    from gpupool.sim.report import fgd_curves_csv, fgd_report_html, write
+
+    if report is not None:
+        write(report, fgd_report_html(result))
+        err_console.print(f"report written to {report}")
+    if csv_out is not None:
+        write(csv_out, fgd_curves_csv(result))
