@@ -7,6 +7,7 @@ import numpy as np
 
 from gpupool.model import SliceKind
 from gpupool.scheduler.policies import BestFit
+from gpupool.scheduler.state import row_count
 
 MAX_SPEC_CPU = 128_000  # millicores: the simulator's normalisation constants
 MAX_SPEC_GPU = 800  # percent of a GPU: the simulator's 8,000 milli-GPU (8 GPUs)
@@ -64,8 +65,8 @@ class PaperGpuPacking(BestFit):
         if ask.kind not in (SliceKind.WHOLE, SliceKind.SHARE):
             return np.where(fe.node_ok, 0.0, np.inf)  # no GPU asked: every node scores 0
         pooled = state.pooled
-        fully_free = ((state.compute_free == 100) & pooled).sum(axis=1)
-        cards = pooled.sum(axis=1)
+        fully_free = row_count((state.compute_free == 100) & pooled)
+        cards = row_count(pooled)
         if ask.kind is SliceKind.WHOLE:
             score = np.full(state.size, float(max(50 - ask.count, 33)))  # free cards of a used node
         else:
