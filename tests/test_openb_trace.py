@@ -1,5 +1,7 @@
 """The openb trace loader on the real shared files and on broken copies of them."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,19 @@ from gpupool.sim.traces.openb import load_nodes, load_pods
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
 NODES = DATA / "openb_node_list_gpu_node.csv"
 PODS = DATA / "openb_pod_list_default.csv"
+
+
+def gpupool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user does, in a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
 needs_trace = pytest.mark.skipif(not NODES.exists(), reason="shared openb trace not present")
 
 
@@ -135,31 +150,20 @@ def test_paper_best_fit_compares_absolute_leftovers():
 
 def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
     import json
-    import subprocess
-    import sys
 
     _small_trace(tmp_path)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "simulate",
-            "fgd",
-            "--nodes",
-            str(tmp_path / "nodes.csv"),
-            "--pods",
-            str(tmp_path / "pods.csv"),
-            "--policies",
-            "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd",
-            "--seeds",
-            "1-3",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    out = gpupool(
+        "simulate",
+        "fgd",
+        "--nodes",
+        str(tmp_path / "nodes.csv"),
+        "--pods",
+        str(tmp_path / "pods.csv"),
+        "--policies",
+        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd",
+        "--seeds",
+        "1-3",
+        "--json",
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -184,24 +188,15 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
         } <= set(row)
         assert len(row["per_seed_unallocated"]) == 3
         assert row["curve"][-1][0] == 1.3
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "simulate",
-            "fgd",
-            "--nodes",
-            str(tmp_path / "nodes.csv"),
-            "--pods",
-            str(tmp_path / "pods.csv"),
-            "--seeds",
-            "9-1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    bad = gpupool(
+        "simulate",
+        "fgd",
+        "--nodes",
+        str(tmp_path / "nodes.csv"),
+        "--pods",
+        str(tmp_path / "pods.csv"),
+        "--seeds",
+        "9-1",
     )
     assert bad.returncode == 2 and "is not N-M" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -229,31 +224,20 @@ def test_paper_gpu_packing_prefers_shared_cards_then_used_nodes():
 
 def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     import json
-    import subprocess
-    import sys
 
     _small_trace(tmp_path)
     args = ["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "bench",
-            "simulate",
-            *args,
-            "--policies",
-            "best-fit,fgd",
-            "--seeds",
-            "1-2",
-            "--workers",
-            "2",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    out = gpupool(
+        "bench",
+        "simulate",
+        *args,
+        "--policies",
+        "best-fit,fgd",
+        "--seeds",
+        "1-2",
+        "--workers",
+        "2",
+        "--json",
     )
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
@@ -264,36 +248,25 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
 
 def test_html_report_and_csv_are_self_contained(tmp_path):
     import re
-    import subprocess
-    import sys
 
     _small_trace(tmp_path)
     report, curves = tmp_path / "r.html", tmp_path / "c.csv"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "simulate",
-            "fgd",
-            "--nodes",
-            str(tmp_path / "nodes.csv"),
-            "--pods",
-            str(tmp_path / "pods.csv"),
-            "--policies",
-            "best-fit,fgd",
-            "--seeds",
-            "1-2",
-            "--report",
-            str(report),
-            "--csv",
-            str(curves),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    out = gpupool(
+        "simulate",
+        "fgd",
+        "--nodes",
+        str(tmp_path / "nodes.csv"),
+        "--pods",
+        str(tmp_path / "pods.csv"),
+        "--policies",
+        "best-fit,fgd",
+        "--seeds",
+        "1-2",
+        "--report",
+        str(report),
+        "--csv",
+        str(curves),
+        "--json",
     )
     assert out.returncode == 0, out.stderr
     html = report.read_text()

@@ -20,6 +20,7 @@ from gpupool.scheduler.cycle import RunningJob, run_cycle
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
 from gpupool.sim.traces.jobs import load_job_trace
+from gpupool.sim.traces.rows import bad_rows_error
 
 HOUR = 3600.0
 CLASS_BY_KIND = {
@@ -95,8 +96,7 @@ def trace_jobs(scenario: Scenario, first_index: int = 0) -> list[SimJob]:
     for path in scenario.traces:
         rows, errors = load_job_trace(path)
         if errors:
-            shown = "; ".join(str(e) for e in errors[:5])
-            raise SpecError(f"trace {Path(path).name}: {len(errors)} bad row(s): {shown}")
+            raise bad_rows_error(f"trace {Path(path).name}", errors)
         for row in rows:
             if row.tenant not in teams:
                 raise SpecError(f"trace {Path(path).name}: unknown team {row.tenant!r}")

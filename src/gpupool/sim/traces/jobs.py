@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gpupool.model import JobKind, ResourceRequest, SpecError, parse_request
-from gpupool.sim.traces.openb import RowError
+from gpupool.sim.traces.rows import RowError, bad_rows_error
 
 REQUIRED = ("submit_time", "duration", "tenant", "request")
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
@@ -121,6 +121,5 @@ def load_job_trace(
             )
         )
     if strict and errors:
-        shown = "; ".join(str(e) for e in errors[:5])
-        raise SpecError(f"{file.name}: {len(errors)} bad row(s): {shown}")
+        raise bad_rows_error(file.name, errors)
     return sorted(jobs, key=lambda j: j.submit_s), sorted(errors, key=lambda e: e.line)

@@ -16,21 +16,13 @@ from pathlib import Path
 
 from gpupool.model import Device, Node, ResourceRequest, SharingMode, SpecError, Vendor
 from gpupool.model.devices import catalog_entry
+from gpupool.sim.traces.rows import RowError, bad_rows_error
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
 # GPU memory of the trace's models (the trace does not give it; G1-G3 are undisclosed types,
 # and no openb pod asks for GPU memory, so the value only sizes shares' proportional memory).
 MODEL_MEMORY_MIB = {"V100M16": 16384, "V100M32": 32768, "G1": 32768, "G2": 32768, "G3": 32768}
-
-
-@dataclass(frozen=True, slots=True)
-class RowError:
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +121,4 @@ def _pod(row: dict[str, str]) -> Pod:
 
 def _maybe_reject(name: str, errors: list[RowError], strict: bool) -> None:
     if strict and errors:
-        shown = "; ".join(str(e) for e in errors[:5])
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise SpecError(f"{name}: {len(errors)} bad row(s): {shown}{more}")
+        raise bad_rows_error(name, errors)
