@@ -149,3 +149,38 @@ def test_plan_finds_a_smaller_pool_with_pooling():
     assert result["pooled"]["cards"] <= result["static"]["cards"]
     with pytest.raises(SpecError, match="must not be negative"):
         plan(scenario, target_p95_s=-1)
+
+
+def test_scenario_report_and_csv(tmp_path):
+    import re
+
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    report, series = tmp_path / "r.html", tmp_path / "s.csv"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpupool.cli.main",
+            "simulate",
+            "scenario",
+            str(path),
+            "--report",
+            str(report),
+            "--csv",
+            str(series),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    html = report.read_text()
+    assert html.count("<polyline") == 2 and "<script" not in html
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)
+    rows = series.read_text().splitlines()
+    ticks = 24 * 60 // TINY["tick_minutes"]
+    assert rows[0] == "mode,hour,cards_in_use" and len(rows) == 1 + 2 * ticks

@@ -123,14 +123,22 @@ def roi_command(
 @friendly
 def scenario_command(
     file: Path = typer.Argument(..., help="Scenario YAML (see examples/seed-scenario.yaml)."),
+    report: Path | None = typer.Option(None, help="Write a self-contained HTML report here."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Write cards in use over time."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Replay a team scenario twice — static partition, then pooled with borrowing — and
     compare utilisation and queue delays per team on the same jobs."""
+    from gpupool.sim.report import scenario_csv, scenario_report_html, write
     from gpupool.sim.scenario import load_scenario
     from gpupool.sim.team_replay import compare
 
     result = compare(load_scenario(file))
+    if report is not None:
+        write(report, scenario_report_html(result))
+        err_console.print(f"report written to {report}")
+    if csv_out is not None:
+        write(csv_out, scenario_csv(result))
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -73,3 +73,70 @@ def fgd_curves_csv(result: dict) -> str:
 
 def write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
+
+
+def scenario_report_html(result: dict) -> str:
+    cards = result["cards"]
+    series = [
+        (mode, [(h, used / cards) for h, used in result[mode]["cards_in_use"]])
+        for mode in ("static", "pooled")
+    ]
+    rows = []
+    for mode in ("static", "pooled"):
+        for team, t in result[mode]["tenants"].items():
+            rows.append(
+                [
+                    mode,
+                    team,
+                    t["jobs"],
+                    t["started"],
+                    t["finished"],
+                    t["queue_delay_p50_s"],
+                    t["queue_delay_p95_s"],
+                ]
+            )
+    summary = [
+        [
+            mode,
+            f"{result[mode]['gpu_utilization']:.1%}",
+            result[mode]["queue_delay_p95_s"],
+            result[mode]["preemptions"],
+        ]
+        for mode in ("static", "pooled")
+    ]
+    return _ENV.get_template("report.html.j2").render(
+        title=f"Static partition vs pooled: {result['scenario']}",
+        subtitle=f"{cards} cards, {result['jobs']} jobs, the same jobs in both modes",
+        charts=[line_chart("GPU utilisation over time", series, "hour", "cards in use / cards")],
+        tables=[
+            {
+                "title": "Summary",
+                "header": ["mode", "utilisation", "p95 wait (s)", "preemptions"],
+                "rows": summary,
+            },
+            {
+                "title": "Per team",
+                "header": [
+                    "mode",
+                    "team",
+                    "jobs",
+                    "started",
+                    "finished",
+                    "p50 wait (s)",
+                    "p95 wait (s)",
+                ],
+                "rows": rows,
+            },
+        ],
+        version=__version__,
+    )
+
+
+def scenario_csv(result: dict) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["mode", "hour", "cards_in_use"])
+    for mode in ("static", "pooled"):
+        for hour, used in result[mode]["cards_in_use"]:
+            writer.writerow([mode, hour, used])
+    return out.getvalue()

@@ -120,6 +120,7 @@ class ModeResult:
     preemptions: int = 0
     started: dict[str, list[float]] = field(default_factory=dict)  # team -> queue delays
     waiting: dict[str, list[float]] = field(default_factory=dict)  # never started: wait so far
+    busy: list[tuple[float, float]] = field(default_factory=list)  # (hour, cards in use)
     submitted: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
 
@@ -139,6 +140,7 @@ class ModeResult:
             }
         return {
             "gpu_utilization": round(self.card_seconds / (cards * horizon), 4),
+            "cards_in_use": self.busy,
             "queue_delay_p95_s": _pct(every, 95),
             "preemptions": self.preemptions,
             "tenants": teams,
@@ -191,11 +193,14 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeRes
         requeued = [running_job for running_job in by_id.values() if running_job.id not in bound]
         pending = [j for j in requeued if j.id not in running]
         step = min(tick, horizon - now)
+        in_use = 0.0
         for rid, r in running.items():
             cards = sum(CARD if d.exclusive else d.compute_pct for d in r.placement.devices) / CARD
             used = min(step, left[rid])
             result.card_seconds += cards * used
+            in_use += cards
             left[rid] -= step
+        result.busy.append((round(now / HOUR, 3), round(in_use, 2)))
         now += tick
     for job in pending:
         if job.id not in started:
