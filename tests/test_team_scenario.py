@@ -184,3 +184,51 @@ def test_scenario_report_and_csv(tmp_path):
     rows = series.read_text().splitlines()
     ticks = 24 * 60 // TINY["tick_minutes"]
     assert rows[0] == "mode,hour,cards_in_use" and len(rows) == 1 + 2 * ticks
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    busy_rate=st.floats(0.5, 8),
+    share=st.sampled_from(["gpu=1", "gpu=2", "gpu_share=0.5", "gpu=4"]),
+    guarantee=st.integers(0, 8),
+)
+def test_replays_never_exceed_the_pool_and_account_for_every_job(seed, busy_rate, share, guarantee):
+    scenario = parse_scenario(
+        {
+            **TINY,
+            "days": 0.5,
+            "seed": seed,
+            "teams": [
+                {"name": "busy", "guarantee": guarantee},
+                {"name": "idle", "guarantee": 8 - guarantee},
+            ],
+            "workloads": [
+                {
+                    "team": "busy",
+                    "kind": "training",
+                    "request": share,
+                    "arrivals_per_hour": busy_rate,
+                    "duration_hours": 2,
+                },
+                {
+                    "team": "idle",
+                    "kind": "dev",
+                    "request": "gpu=1",
+                    "arrivals_per_hour": 1,
+                    "duration_hours": 1,
+                },
+            ],
+        }
+    )
+    result = compare(scenario)
+    for mode in ("static", "pooled"):
+        assert all(used <= 8 + 1e-9 for _, used in result[mode]["cards_in_use"])
+        assert 0 <= result[mode]["gpu_utilization"] <= 1
+    jobs = generate_jobs(scenario)  # every generated job is accounted for in both modes
+    for mode in ("static", "pooled"):
+        counted = sum(t["jobs"] for t in result[mode]["tenants"].values())
+        assert counted == len(jobs)

@@ -202,6 +202,9 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeRes
             left[rid] -= step
         result.busy.append((round(now / HOUR, 3), round(in_use, 2)))
         now += tick
+    for sj in upcoming[next_job:]:  # arrived after the last cycle: submitted, never started
+        pending.append(sj.job)
+        result.submitted[sj.job.tenant] = result.submitted.get(sj.job.tenant, 0) + 1
     for job in pending:
         if job.id not in started:
             result.waiting.setdefault(job.tenant, []).append(horizon - job.submit_time)
