@@ -1,4 +1,7 @@
-"""Small hand-made clusters and an independent, loop-based fit oracle for tests."""
+"""Small hand-made clusters, an independent loop-based fit oracle, and a CLI runner."""
+
+import subprocess
+import sys
 
 from gpupool.model import (
     Node,
@@ -86,3 +89,14 @@ def fits_on(state: ClusterState, row: int, r: ResourceRequest) -> bool:
     if r.kind is SliceKind.WHOLE and r.topology is Topology.NVLINK:
         return max(islands.values(), default=0) >= r.gpu
     return units >= r.gpu
+
+
+def gpupool(*args: str, timeout: int = 180) -> "subprocess.CompletedProcess[str]":
+    """Run the CLI as a user does: a real process, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,18 +1,8 @@
 """The CLI as a user runs it: a real process, clear errors with exit code 2."""
 
 import json
-import subprocess
-import sys
 
-
-def gpupool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpupool.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.helpers import gpupool
 
 
 def test_bad_spec_prints_one_clear_line_and_exits_2():

@@ -1,7 +1,5 @@
 """The openb trace loader on the real shared files and on broken copies of them."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,21 +7,11 @@ import pytest
 from gpupool.model import SliceKind, SpecError
 from gpupool.sim.fgd_protocol import replay, workload_bag
 from gpupool.sim.traces.openb import load_nodes, load_pods
+from tests.helpers import gpupool
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
 NODES = DATA / "openb_node_list_gpu_node.csv"
 PODS = DATA / "openb_pod_list_default.csv"
-
-
-def gpupool(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the CLI as a user does, in a real process."""
-    return subprocess.run(
-        [sys.executable, "-m", "gpupool.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 needs_trace = pytest.mark.skipif(not NODES.exists(), reason="shared openb trace not present")

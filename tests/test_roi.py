@@ -1,12 +1,11 @@
 import json
-import subprocess
-import sys
 
 import pytest
 
 from gpupool.billing.catalog import monthly_price_fen
 from gpupool.model import SpecError
 from gpupool.sim.roi import roi
+from tests.helpers import gpupool
 
 
 def test_the_seeds_q3_case_done_honestly():
@@ -44,9 +43,6 @@ def test_bad_input_is_refused(args, needle):
 
 def test_cli_json_and_unknown_price():
     base = [
-        sys.executable,
-        "-m",
-        "gpupool.cli.main",
         "simulate",
         "roi",
         "--cards",
@@ -58,13 +54,7 @@ def test_cli_json_and_unknown_price():
         "--platform-cost",
         "150000",
     ]
-    out = subprocess.run(
-        [*base, "--model", "A100-80G", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = gpupool(*base, "--model", "A100-80G", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert (data["monthly_saving"], data["payback_months"], data["currency"]) == (
@@ -72,7 +62,5 @@ def test_cli_json_and_unknown_price():
         2.14,
         "CNY",
     )
-    bad = subprocess.run(
-        [*base, "--model", "H100-80G"], capture_output=True, text=True, timeout=60, check=False
-    )
+    bad = gpupool(*base, "--model", "H100-80G")
     assert bad.returncode == 2 and "no monthly price for H100-80G" in bad.stderr

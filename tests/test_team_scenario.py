@@ -1,8 +1,6 @@
 """Team scenarios: the YAML format, and static partition versus pooling on the same jobs."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from gpupool.model import SpecError
 from gpupool.sim.scenario import load_scenario, parse_scenario
 from gpupool.sim.team_replay import compare, generate_jobs
+from tests.helpers import gpupool
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "seed-scenario.yaml"
 
@@ -104,13 +103,7 @@ def test_cli_json(tmp_path):
 
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(TINY))
-    out = subprocess.run(
-        [sys.executable, "-m", "gpupool.cli.main", "simulate", "scenario", str(path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = gpupool("simulate", "scenario", str(path), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     for mode in ("static", "pooled"):
@@ -159,24 +152,7 @@ def test_scenario_report_and_csv(tmp_path):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(TINY))
     report, series = tmp_path / "r.html", tmp_path / "s.csv"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "simulate",
-            "scenario",
-            str(path),
-            "--report",
-            str(report),
-            "--csv",
-            str(series),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = gpupool("simulate", "scenario", str(path), "--report", str(report), "--csv", str(series))
     assert out.returncode == 0, out.stderr
     html = report.read_text()
     assert html.count("<polyline") == 2 and "<script" not in html
