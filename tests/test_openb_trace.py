@@ -84,6 +84,10 @@ def _small_trace(tmp_path):
     return load_nodes(nodes)[0], load_pods(pods)[0]
 
 
+def _trace_args(tmp_path) -> list[str]:
+    return ["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
+
+
 def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
     _, pods = _small_trace(tmp_path)
     capacity = 16 * 1000
@@ -143,10 +147,7 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
     out = gpupool(
         "simulate",
         "fgd",
-        "--nodes",
-        str(tmp_path / "nodes.csv"),
-        "--pods",
-        str(tmp_path / "pods.csv"),
+        *_trace_args(tmp_path),
         "--policies",
         "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd",
         "--seeds",
@@ -179,10 +180,7 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
     bad = gpupool(
         "simulate",
         "fgd",
-        "--nodes",
-        str(tmp_path / "nodes.csv"),
-        "--pods",
-        str(tmp_path / "pods.csv"),
+        *_trace_args(tmp_path),
         "--seeds",
         "9-1",
     )
@@ -214,7 +212,7 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     import json
 
     _small_trace(tmp_path)
-    args = ["--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
+    args = _trace_args(tmp_path)
     out = gpupool(
         "bench",
         "simulate",
@@ -242,10 +240,7 @@ def test_html_report_and_csv_are_self_contained(tmp_path):
     out = gpupool(
         "simulate",
         "fgd",
-        "--nodes",
-        str(tmp_path / "nodes.csv"),
-        "--pods",
-        str(tmp_path / "pods.csv"),
+        *_trace_args(tmp_path),
         "--policies",
         "best-fit,fgd",
         "--seeds",
