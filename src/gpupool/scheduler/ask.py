@@ -32,9 +32,11 @@ class Ask:
         return self.request.topology
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """(cpu, device count, per-device compute %) — the task shape FGD reasons about."""
-        return (self.cpu, self.count, self.compute_pct)
+    def pooled_pct(self) -> int:
+        """Compute percent the ask takes from whole/shared cards (0 for MIG and CPU-only)."""
+        if self.kind in (SliceKind.WHOLE, SliceKind.SHARE):
+            return self.compute_pct * self.count
+        return 0
 
 
 def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:

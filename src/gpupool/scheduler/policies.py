@@ -70,13 +70,13 @@ def _share_order(state: ClusterState, row: int, cols: list[int], *, tight: bool)
 
 def _leftover(state: ClusterState, ask: Ask) -> np.ndarray:
     """Fraction of a node's pooled GPU compute plus fraction of its CPU left after the ask."""
-    used = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
+    used = ask.pooled_pct
     if not used and not ask.cpu:
         return state.room.copy()
     return state.room - (used * state.inv_compute_cap + ask.cpu * state.inv_cpu_cap)
 
 
-def _masked(scores: np.ndarray, ok: np.ndarray) -> np.ndarray:
+def masked(scores: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """``scores`` (a fresh array) with infeasible nodes set to +inf."""
     np.putmask(scores, ~ok, INF)
     return scores
@@ -97,7 +97,7 @@ class BestFit(Policy):
     name = "best-fit"
 
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
-        return _masked(_room_left(state, ask, fe), fe.node_ok)
+        return masked(_room_left(state, ask, fe), fe.node_ok)
 
     def order_devices(self, state, ask, fe, row, cols):
         if ask.kind is SliceKind.SHARE:
@@ -112,7 +112,7 @@ class Spread(Policy):
     pack = False
 
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
-        return _masked(np.negative(_room_left(state, ask, fe)), fe.node_ok)
+        return masked(np.negative(_room_left(state, ask, fe)), fe.node_ok)
 
     def order_devices(self, state, ask, fe, row, cols):
         if ask.kind is SliceKind.SHARE:

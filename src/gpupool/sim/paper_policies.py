@@ -6,7 +6,7 @@ them, so protocol replays compare with its published figures. They plug into the
 import numpy as np
 
 from gpupool.model import SliceKind
-from gpupool.scheduler.policies import BestFit
+from gpupool.scheduler.policies import BestFit, Policy, masked
 from gpupool.scheduler.state import row_count
 
 MAX_SPEC_CPU = 128_000  # millicores: the simulator's normalisation constants
@@ -21,11 +21,11 @@ class PaperBestFit(BestFit):
     name = "paper-best-fit"
 
     def score(self, state, ask, fe) -> np.ndarray:
-        used = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
+        used = ask.pooled_pct
         cpu_left = (state.cpu_free - ask.cpu) / MAX_SPEC_CPU
         gpu_left = (state.node_compute_free - used) / MAX_SPEC_GPU
         raw = np.floor((1.0 - 0.5 * cpu_left - 0.5 * gpu_left) * 100.0)
-        return np.where(fe.node_ok, -raw, np.inf)  # the engine takes the lowest score
+        return masked(-raw, fe.node_ok)  # the engine takes the lowest score
 
 
 def _fit_left(state, ask, fe) -> np.ndarray:
@@ -63,7 +63,7 @@ class PaperGpuPacking(BestFit):
 
     def score(self, state, ask, fe) -> np.ndarray:
         if ask.kind not in (SliceKind.WHOLE, SliceKind.SHARE):
-            return np.where(fe.node_ok, 0.0, np.inf)  # no GPU asked: every node scores 0
+            return Policy.score(self, state, ask, fe)  # no GPU asked: every node scores 0
         pooled = state.pooled
         fully_free = row_count((state.compute_free == 100) & pooled)
         cards = row_count(pooled)
@@ -74,7 +74,7 @@ class PaperGpuPacking(BestFit):
             score = np.where(left >= 100, 49.0, np.maximum(100 - left // 10, 50))
         idle = fully_free == cards
         score = np.where(idle, np.maximum(33 - fully_free, fully_free), score)
-        return np.where(fe.node_ok, -score, np.inf)
+        return masked(-score, fe.node_ok)
 
 
 def affinity_tag(ask) -> str | None:
@@ -111,13 +111,13 @@ class PaperGpuClustering(BestFit):
     def score(self, state, ask, fe) -> np.ndarray:
         tag = affinity_tag(ask)
         if tag is None:
-            return np.where(fe.node_ok, 0.0, np.inf)
+            return Policy.score(self, state, ask, fe)
         distinct = self.distinct if self.distinct is not None else np.zeros(state.size, np.int64)
         same = self.tags.get(tag, np.zeros(state.size, dtype=np.int64)) > 0
         left_milli = state.node_compute_free * 10
         base = 25 * (8000 - left_milli) // 8000
         band = np.where(same, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
-        return np.where(fe.node_ok, -(base + band).astype(np.float64), np.inf)
+        return masked(-(base + band).astype(np.float64), fe.node_ok)
 
 
 class PaperDotProduct(BestFit):
@@ -129,12 +129,12 @@ class PaperDotProduct(BestFit):
     name = "paper-dot-product"
 
     def score(self, state, ask, fe) -> np.ndarray:
-        gpu = ask.compute_pct * ask.count if ask.kind in (SliceKind.WHOLE, SliceKind.SHARE) else 0
+        gpu = ask.pooled_pct
         dot = (state.cpu_free / MAX_SPEC_CPU) * (ask.cpu / MAX_SPEC_CPU) + (
             state.node_compute_free / MAX_SPEC_GPU
         ) * (gpu / MAX_SPEC_GPU)
         raw = np.floor(100.0 * (1.0 - dot / 2.0))
-        return np.where(fe.node_ok, -raw, np.inf)
+        return masked(-raw, fe.node_ok)
 
 
 PAPER_POLICIES = {

@@ -182,16 +182,13 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeRes
             pending_job = victim.job
             by_id[pending_job.id] = pending_job
             result.preemptions += 1
-        bound = set()
         for b in cycle.bindings:
             job = by_id[b.job_id]
             running[job.id] = RunningJob(job, b.placement, now, b.borrowed)
-            bound.add(job.id)
             if job.id not in started:
                 started[job.id] = now
                 result.started.setdefault(job.tenant, []).append(now - job.submit_time)
-        requeued = [running_job for running_job in by_id.values() if running_job.id not in bound]
-        pending = [j for j in requeued if j.id not in running]
+        pending = [j for j in by_id.values() if j.id not in running]  # incl. preempted ones
         step = min(tick, horizon - now)
         in_use = 0.0
         for rid, r in running.items():
