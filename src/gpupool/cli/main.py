@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool import __version__
-from gpupool.cli import bench, simulate
+from gpupool.cli import bench, client, server, simulate
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
@@ -18,6 +18,14 @@ app = typer.Typer(
 )
 app.add_typer(bench.app, name="bench")
 app.add_typer(simulate.app, name="simulate")
+app.add_typer(server.admin_app, name="admin")
+app.command("server")(server.server)
+app.command("login")(client.login)
+app.add_typer(client.job_app, name="job")
+app.add_typer(client.quota_app, name="quota")
+app.command("nodes")(client.nodes)
+app.command("queue")(client.queue)
+app.command("tenants")(client.tenants)
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

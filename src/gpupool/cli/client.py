@@ -1,0 +1,301 @@
+"""Client commands against a running server: login, jobs, nodes, queue, tenants, quotas.
+Rich tables for people, ``--json`` for programs; errors are one line and exit code 2."""
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.errors import err_console
+from gpupool.client import ApiClient, ClientError, save_credentials
+from gpupool.model import SpecError, parse_request
+
+P = ParamSpec("P")
+R = TypeVar("R")
+job_app = typer.Typer(help="Submit, list, inspect and cancel jobs.")
+quota_app = typer.Typer(help="Tenant quotas.")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except (ClientError, SpecError) as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+
+
+def client_command(fn: Callable[P, R]) -> Callable[P, R]:
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _errors():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _print(data: Any, as_json: bool, table: Callable[[Any], Table]) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        Console().print(table(data))
+
+
+def _ago(t: float | None) -> str:
+    if t is None:
+        return ""
+    s = max(0.0, time.time() - t)
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+
+
+def login(
+    server: str = typer.Option("http://127.0.0.1:8080", help="Server URL"),
+    token: str = typer.Option(..., prompt=True, hide_input=True, help="API token"),
+) -> None:
+    """Check a token against the server and save both for later commands (mode 0600)."""
+    with _errors(), ApiClient(server, token) as api:
+        status = api.get("/api/v1/status")
+        path = save_credentials(server, token)
+    typer.echo(f"logged in to {server} (gpupool {status['version']}); saved to {path}")
+
+
+@job_app.command("submit")
+@client_command
+def job_submit(
+    command: list[str] = typer.Argument(None, help="The command to run, after --"),
+    tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
+    gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
+    gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
+    gpu_share: str = typer.Option(None, help="Compute share of one card, e.g. 0.5"),
+    mig: str = typer.Option(None, help="A MIG profile, e.g. 1g.10gb"),
+    cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
+    mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
+    request: str = typer.Option(None, help="A whole request string instead of the flags above"),
+    name: str = typer.Option("", help="A name to recognise the job by"),
+    kind: str = typer.Option("batch", help="training, inference, dev or batch"),
+    priority_class: str = typer.Option("training", help="Priority class"),
+    gang: int = typer.Option(1, help="Workers that must start together"),
+    max_runtime: int = typer.Option(None, help="Maximum run time in seconds"),
+    key: str = typer.Option(None, help="Idempotency key: resubmitting it returns the same job"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Submit a job: gpupool job submit --tenant algo --gpu 2 -- python train.py"""
+    parts = [
+        f"{k}={v}"
+        for k, v in (
+            ("gpu", gpu),
+            ("gpu_mem", gpu_mem),
+            ("gpu_share", gpu_share),
+            ("mig", mig),
+            ("cpu", cpu),
+            ("mem", mem),
+        )
+        if v is not None
+    ]
+    if request and parts:
+        raise SpecError("give either --request or the resource flags, not both")
+    spec = request or ",".join(parts) or "cpu=1"
+    parse_request(spec)  # a clear local error before any network call
+    body = {
+        "request": spec,
+        "tenant": tenant,
+        "name": name,
+        "kind": kind,
+        "priority_class": priority_class,
+        "gang_size": gang,
+        "max_runtime_s": max_runtime,
+        "command": list(command or []),
+        "idempotency_key": key,
+    }
+    with ApiClient.from_env() as api:
+        job = api.post("/api/v1/jobs", {k: v for k, v in body.items() if v is not None})
+    if as_json:
+        typer.echo(json.dumps(job, indent=2))
+    else:
+        typer.echo(f"job {job['id']} {job['state']}: {job['request']} for {job['tenant']}")
+
+
+def _jobs_table(page: dict[str, Any]) -> Table:
+    t = Table("id", "tenant", "name", "request", "state", "age", "reason", title="jobs")
+    for j in page["items"]:
+        age = _ago(j["submit_time"])
+        t.add_row(str(j["id"]), j["tenant"], j["name"], j["request"], j["state"], age, j["reason"])
+    t.caption = f"{len(page['items'])} of {page['total']}"
+    return t
+
+
+@job_app.command("list")
+@client_command
+def job_list(
+    state: str = typer.Option(None, help="Only jobs in this state"),
+    tenant: str = typer.Option(None, help="Only this tenant's jobs"),
+    limit: int = typer.Option(50, help="How many"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """List jobs you may see, newest first."""
+    with ApiClient.from_env() as api:
+        page = api.get("/api/v1/jobs", state=state, tenant=tenant, limit=limit)
+    _print(page, as_json, _jobs_table)
+
+
+@job_app.command("show")
+@client_command
+def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
+    """One job with its allocation and its state history."""
+    with ApiClient.from_env() as api:
+        job = api.get(f"/api/v1/jobs/{job_id}")
+        job["events"] = api.get(f"/api/v1/jobs/{job_id}/events")
+
+    def table(j: dict[str, Any]) -> Table:
+        t = Table("field", "value", title=f"job {j['id']}")
+        for k in ("tenant", "name", "request", "kind", "priority_class", "state", "reason"):
+            t.add_row(k, str(j[k]))
+        if j["allocation"]:
+            for n in j["allocation"]["nodes"]:
+                devs = ",".join(str(d["device"]) for d in n["devices"]) or "-"
+                t.add_row("node", f"{n['node']} devices {devs}")
+        for e in j["events"]:
+            t.add_row(
+                "event", f"{_ago(e['time'])} ago {e['from_state']} -> {e['to_state']} {e['reason']}"
+            )
+        return t
+
+    _print(job, as_json, table)
+
+
+@job_app.command("cancel")
+@client_command
+def job_cancel(job_id: int, as_json: bool = JSON_OPT) -> None:
+    """Cancel a job (its devices are released at once)."""
+    with ApiClient.from_env() as api:
+        job = api.post(f"/api/v1/jobs/{job_id}/cancel")
+    if as_json:
+        typer.echo(json.dumps(job, indent=2))
+    else:
+        typer.echo(f"job {job['id']} {job['state']}")
+
+
+@job_app.command("logs")
+@client_command
+def job_logs(job_id: int) -> None:
+    """Print a job's captured output."""
+    with ApiClient.from_env() as api:
+        logs = api.get(f"/api/v1/jobs/{job_id}/logs")
+    for chunk in logs["chunks"]:
+        typer.echo(chunk["text"], nl=False)
+
+
+@client_command
+def nodes(as_json: bool = JSON_OPT, limit: int = typer.Option(1000, help="How many")) -> None:
+    """Nodes with their devices and state."""
+    with ApiClient.from_env() as api:
+        page = api.get("/api/v1/nodes", limit=limit)
+
+    def table(p: dict[str, Any]) -> Table:
+        t = Table("node", "pool", "state", "cpu", "memory", "devices", "heartbeat", title="nodes")
+        for n in p["items"]:
+            models: dict[str, int] = {}
+            for d in n["devices"]:
+                models[d["model"]] = models.get(d["model"], 0) + 1
+            devs = ", ".join(f"{c}x {m}" for m, c in models.items()) or "-"
+            state = n["state"] + ("" if n["schedulable"] else " (cordoned)")
+            t.add_row(
+                n["name"],
+                n["pool"],
+                state,
+                f"{n['cpu_millis'] / 1000:g}",
+                f"{n['memory_mib'] // 1024} GiB",
+                devs,
+                _ago(n["heartbeat_at"]) + " ago",
+            )
+        t.caption = f"{len(p['items'])} of {p['total']}"
+        return t
+
+    _print(page, as_json, table)
+
+
+@client_command
+def queue(
+    tenant: str = typer.Option(None, help="Only this tenant"),
+    limit: int = typer.Option(100, help="How many"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Pending jobs in queue order, each with the reason it waits."""
+    with ApiClient.from_env() as api:
+        page = api.get("/api/v1/queue", tenant=tenant, limit=limit)
+
+    def table(p: dict[str, Any]) -> Table:
+        t = Table("id", "tenant", "class", "request", "waited", "reason", title="queue")
+        for q in p["items"]:
+            t.add_row(
+                str(q["id"]),
+                q["tenant"],
+                q["priority_class"],
+                q["request"],
+                f"{q['waited_s']:.0f}s",
+                q["reason"],
+            )
+        t.caption = f"{len(p['items'])} of {p['total']} pending"
+        return t
+
+    _print(page, as_json, table)
+
+
+@client_command
+def tenants(as_json: bool = JSON_OPT) -> None:
+    """Tenants you may see, with quotas and what they use now."""
+    with ApiClient.from_env() as api:
+        page = api.get("/api/v1/tenants", limit=1000)
+
+    def table(p: dict[str, Any]) -> Table:
+        t = Table("tenant", "parent", "flavour", "used", "guaranteed", "borrow limit", "lend limit")
+        for ten in p["items"]:
+            quotas = ten["quotas"] or [None]
+            for q in quotas:
+                if q is None:
+                    t.add_row(ten["name"], ten["parent"] or "", "-", "", "", "", "")
+                    continue
+                t.add_row(
+                    ten["name"],
+                    ten["parent"] or "",
+                    q["flavour"],
+                    f"{q['used']:g}",
+                    f"{q['nominal']:g}",
+                    "any" if q["borrowing_limit"] is None else f"{q['borrowing_limit']:g}",
+                    "all" if q["lending_limit"] is None else f"{q['lending_limit']:g}",
+                )
+        return t
+
+    _print(page, as_json, table)
+
+
+@quota_app.command("set")
+@client_command
+def quota_set(
+    tenant: str = typer.Argument(..., help="Tenant name"),
+    flavour: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
+    nominal: float = typer.Option(..., help="Guaranteed amount (cards, MiB or cores)"),
+    borrowing_limit: float = typer.Option(None, help="How far above the guarantee it may go"),
+    lending_limit: float = typer.Option(None, help="How much idle guarantee it lends"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Set a tenant's quota, e.g. gpupool quota set algo gpu --nominal 20 --borrowing-limit 10"""
+    body = {
+        "flavour": flavour,
+        "nominal": nominal,
+        "borrowing_limit": borrowing_limit,
+        "lending_limit": lending_limit,
+    }
+    with ApiClient.from_env() as api:
+        out = api.put(f"/api/v1/tenants/{tenant}/quotas/{flavour}", body)
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo(f"{tenant} {flavour}: nominal {nominal:g}")

@@ -1,0 +1,89 @@
+"""``gpupool server`` and ``gpupool admin``: run the control plane, first-time setup."""
+
+import signal
+from pathlib import Path
+
+import typer
+
+from gpupool.cli.errors import friendly, user_errors
+from gpupool.model import SpecError
+from gpupool.server.settings import Settings, load_settings
+
+admin_app = typer.Typer(help="Administration without a running server (first setup).")
+token_app = typer.Typer(help="API tokens.")
+admin_app.add_typer(token_app, name="token")
+
+
+def _settings(
+    data_dir: Path | None, database_url: str | None, config: Path | None, **more: object
+) -> Settings:
+    try:
+        return load_settings(config, data_dir=data_dir, database_url=database_url, **more)
+    except SpecError:
+        raise
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        raise SpecError(f"settings: {exc}".replace("\n", " ")) from None
+
+
+def serve(settings: Settings) -> None:
+    """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way)."""
+    import uvicorn
+
+    from gpupool.server.app import create_app
+    from gpupool.server.logs import configure
+
+    configure(settings.log_level, settings.log_json)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    uvicorn.Server(config).run()
+
+
+def server(
+    data_dir: Path = typer.Option(None, help="Where the SQLite database lives [default: data]"),
+    host: str = typer.Option(None, help="Address to listen on [default: 127.0.0.1]"),
+    port: int = typer.Option(None, help="Port [default: 8080]"),
+    config: Path = typer.Option(None, help="A TOML or YAML settings file"),
+    database_url: str = typer.Option(
+        None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... [default: SQLite]"
+    ),
+    policy: str = typer.Option(None, help="Placement policy [default: auto]"),
+) -> None:
+    """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
+    with user_errors():
+        settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    serve(settings)
+
+
+@token_app.command("create")
+@friendly
+def token_create(
+    name: str = typer.Option(..., help="User name for the token"),
+    role: str = typer.Option("admin", help="admin, tenant-admin, member, viewer, finance, agent"),
+    tenant: str = typer.Option(None, help="Tenant of a tenant-admin, member or viewer"),
+    node: str = typer.Option(None, help="Node scope of an agent token ('*' for every node)"),
+    data_dir: Path = typer.Option(None, help="The server's data directory"),
+    database_url: str = typer.Option(None, help="SQLAlchemy URL instead of SQLite"),
+    config: Path = typer.Option(None, help="A TOML or YAML settings file"),
+) -> None:
+    """Create a user (if new) and print a new token as the last word (shown only now)."""
+    from gpupool.server.auth import create_user_token
+    from gpupool.server.db.engine import Database
+
+    settings = _settings(data_dir, database_url, config)
+    db = Database(settings.db_url)
+    try:
+        db.migrate()
+        with db.write() as s:
+            token = create_user_token(s, name, role, tenant, node)
+    finally:
+        db.dispose()
+    typer.echo(f"token for {name} ({role}): {token}")

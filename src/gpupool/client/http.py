@@ -1,0 +1,108 @@
+"""``ApiClient``: httpx with the bearer token, and errors a person can read."""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
+class ClientError(Exception):
+    """A failed call, with the HTTP status (0 when the server could not be reached)."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("GPUPOOL_CONFIG_DIR") or Path.home() / ".config" / "gpupool")
+
+
+def save_credentials(server: str, token: str) -> Path:
+    path = config_dir() / "client.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"server": server, "token": token}, f)
+    return path
+
+
+def load_credentials() -> tuple[str, str | None]:
+    """Server URL and token: ``GPUPOOL_SERVER`` / ``GPUPOOL_TOKEN``, else what ``gpupool
+    login`` saved, else the default local server without a token."""
+    saved: dict[str, str] = {}
+    path = config_dir() / "client.json"
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise ClientError(f"{path} is not readable JSON; run gpupool login again") from None
+    server = os.environ.get("GPUPOOL_SERVER") or saved.get("server") or DEFAULT_SERVER
+    token = os.environ.get("GPUPOOL_TOKEN") or saved.get("token")
+    return server.rstrip("/"), token
+
+
+def _explain(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:200] or resp.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])
+    return str(body)[:200]
+
+
+class ApiClient:
+    def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server = server.rstrip("/")
+        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    @classmethod
+    def from_env(cls) -> "ApiClient":
+        server, token = load_credentials()
+        return cls(server, token)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "ApiClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self.http.request(method, path, **kwargs)
+        except httpx.ConnectError:
+            raise ClientError(f"cannot reach the gpupool server at {self.server}") from None
+        except httpx.TimeoutException:
+            raise ClientError(f"the gpupool server at {self.server} did not answer") from None
+        except httpx.HTTPError as exc:
+            raise ClientError(f"request to {self.server} failed: {exc}") from None
+        if resp.status_code == 401:
+            raise ClientError(f"401 not logged in: {_explain(resp)} (gpupool login)", 401)
+        if resp.status_code >= 400:
+            raise ClientError(f"{resp.status_code} {_explain(resp)}", resp.status_code)
+        if resp.status_code == 204 or not resp.content:
+            return None
+        if resp.headers.get("content-type", "").startswith("application/json"):
+            return resp.json()
+        return resp.text
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.call("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        return self.call("POST", path, json=body, **kwargs)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.call("PUT", path, json=body)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)

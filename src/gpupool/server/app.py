@@ -1,0 +1,68 @@
+"""The FastAPI application: routes, error handlers, middleware, and the scheduler loop's
+lifetime (started after migrations, stopped on shutdown)."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gpupool import __version__
+from gpupool.server import errors
+from gpupool.server.db.engine import Database
+from gpupool.server.deps import ServerContext
+from gpupool.server.loop import SchedulerLoop
+from gpupool.server.metrics import Metrics
+from gpupool.server.middleware import AuditAndMetrics
+from gpupool.server.routes import admin, allocations, jobs, nodes, tenants, usage
+from gpupool.server.settings import Settings
+
+
+def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
+    """Build the app. ``run_scheduler=False`` serves the API only (tests drive cycles)."""
+    db = Database(settings.db_url)
+    metrics = Metrics(db)
+    loop = SchedulerLoop(db, settings, metrics)
+    ctx = ServerContext(settings, db, metrics, loop)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db.migrate()
+        if run_scheduler:
+            loop.start()
+        app.state.ready = True
+        try:
+            yield
+        finally:
+            app.state.ready = False
+            loop.stop()
+            db.dispose()
+
+    app = FastAPI(
+        title="gpupool",
+        version=__version__,
+        description="GPU compute pooling: nodes, tenants and quotas, jobs, allocations, usage.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    app.state.ready = False
+    errors.install(app)
+    for module in (jobs, nodes, allocations, tenants, usage, admin):
+        app.include_router(module.router)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> PlainTextResponse:
+        """200 once migrations ran and the server is ready."""
+        if not app.state.ready:
+            return PlainTextResponse("starting", status_code=503)
+        return PlainTextResponse("ok")
+
+    @app.get("/metrics", tags=["health"], include_in_schema=False)
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(
+            generate_latest(metrics.registry).decode(), media_type=CONTENT_TYPE_LATEST
+        )
+
+    app.add_middleware(AuditAndMetrics, db=db, metrics=metrics)
+    return app

@@ -1,0 +1,135 @@
+"""API tokens and roles. A token is random, shown once, stored only as its SHA-256 (a
+256-bit random secret needs no slow hash: there is nothing to brute-force)."""
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.model import SpecError
+from gpupool.server.db.tables import TenantRow, TokenRow, UserRow
+
+TOKEN_PREFIX = "gp_"
+
+
+class Role(StrEnum):
+    ADMIN = "admin"  # everything
+    TENANT_ADMIN = "tenant-admin"  # its subtree: quotas, users, jobs
+    MEMBER = "member"  # submits and manages its own tenant's jobs
+    VIEWER = "viewer"  # reads its subtree
+    FINANCE = "finance"  # reads usage (and invoices) of its subtree, or of all without a tenant
+    AGENT = "agent"  # one node's registration, heartbeats and allocations
+
+
+HUMAN_ROLES = tuple(r for r in Role if r is not Role.AGENT)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the user, its role, and the tenants it may see (None: all)."""
+
+    user: str
+    role: Role
+    tenant: str | None
+    node: str | None
+    visible: frozenset[str] | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role is Role.ADMIN
+
+    def sees(self, tenant: str) -> bool:
+        return self.visible is None or tenant in self.visible
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def subtree(session: Session, root: str) -> frozenset[str]:
+    """``root`` and every tenant below it."""
+    children: dict[str | None, list[str]] = {}
+    for name, parent in session.execute(select(TenantRow.name, TenantRow.parent)):
+        children.setdefault(parent, []).append(name)
+    out, stack = {root}, [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in out:
+                out.add(child)
+                stack.append(child)
+    return frozenset(out)
+
+
+def validate_user(role: str, tenant: str | None, node: str | None) -> Role:
+    """Which combinations of role, tenant and node scope make sense."""
+    try:
+        r = Role(role)
+    except ValueError:
+        raise SpecError(
+            f"role: {role!r} is not one of {', '.join(Role)}", field="role", token=role
+        ) from None
+    if r in (Role.TENANT_ADMIN, Role.MEMBER, Role.VIEWER) and not tenant:
+        raise SpecError(f"role {r}: a tenant is required", field="tenant")
+    if r is Role.ADMIN and tenant:
+        raise SpecError("role admin: takes no tenant (admins see every tenant)", field="tenant")
+    if r is Role.AGENT and tenant:
+        raise SpecError("role agent: takes no tenant", field="tenant")
+    if r is not Role.AGENT and node:
+        raise SpecError(f"role {r}: only agents have a node scope", field="node")
+    return r
+
+
+def create_user_token(
+    session: Session,
+    name: str,
+    role: str,
+    tenant: str | None = None,
+    node: str | None = None,
+) -> str:
+    """Create (or reuse) user ``name`` and give it a new token; returns the token."""
+    r = validate_user(role, tenant, node)
+    if tenant is not None and session.get(TenantRow, tenant) is None:
+        raise SpecError(f"tenant: unknown tenant {tenant!r}", field="tenant")
+    user = session.get(UserRow, name)
+    now = time.time()
+    if user is None:
+        session.add(UserRow(name=name, role=r, tenant=tenant, node=node, created_at=now))
+        session.flush()  # the token row refers to it
+    elif (user.role, user.tenant, user.node) != (r, tenant, node):
+        raise SpecError(
+            f"user {name}: exists as {user.role} of {user.tenant or 'all tenants'}",
+            field="name",
+        )
+    token = new_token()
+    session.add(
+        TokenRow(user=name, token_hash=token_hash(token), prefix=token[:10], created_at=now)
+    )
+    session.flush()
+    return token
+
+
+def principal_for(session: Session, token: str) -> Principal | None:
+    """The principal a bearer token stands for, or None if unknown or revoked."""
+    row = session.execute(
+        select(UserRow)
+        .join(TokenRow, TokenRow.user == UserRow.name)
+        .where(TokenRow.token_hash == token_hash(token), TokenRow.revoked.is_(False))
+    ).scalar_one_or_none()
+    if row is None:
+        return None
+    role = Role(row.role)
+    if role is Role.ADMIN or (role is Role.FINANCE and row.tenant is None):
+        visible = None
+    elif row.tenant is None:
+        visible = frozenset()
+    else:
+        visible = subtree(session, row.tenant)
+    return Principal(row.name, role, row.tenant, row.node, visible)

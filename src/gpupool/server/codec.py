@@ -1,0 +1,132 @@
+"""Conversions between database rows, API bodies and the engine's vocabulary."""
+
+from typing import Any
+
+from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, canonical_model
+from gpupool.model.devices import catalog_entry
+from gpupool.scheduler.tenants import CARD, Quota
+from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
+from gpupool.server.db.tables import DeviceRow, NodeRow
+
+
+def placement_to_json(p: Placement) -> dict[str, Any]:
+    return {
+        "policy": p.policy,
+        "nodes": [
+            {
+                "node": n.node,
+                "cpu_millis": n.cpu_millis,
+                "mem_mib": n.mem_mib,
+                "devices": [
+                    {
+                        "device": d.device,
+                        "compute_pct": d.compute_pct,
+                        "mem_mib": d.mem_mib,
+                        "exclusive": d.exclusive,
+                        "mig_profile": d.mig_profile,
+                        "mig_start": d.mig_start,
+                    }
+                    for d in n.devices
+                ],
+            }
+            for n in p.nodes
+        ],
+    }
+
+
+def placement_from_json(job_id: str, data: dict[str, Any]) -> Placement:
+    nodes = tuple(
+        NodeGrant(
+            node=n["node"],
+            cpu_millis=n["cpu_millis"],
+            mem_mib=n["mem_mib"],
+            devices=tuple(DeviceGrant(node=n["node"], **d) for d in n["devices"]),
+        )
+        for n in data["nodes"]
+    )
+    return Placement(job_id=job_id, nodes=nodes, policy=data.get("policy", ""))
+
+
+def device_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """Fill a registered device's vendor and memory from the catalog when not given."""
+    model = canonical_model(d["model"])
+    entry = catalog_entry(model)
+    vendor = d.get("vendor") or (entry.vendor.value if entry else None)
+    memory = d.get("memory_mib") or (entry.memory_mib if entry else None)
+    if vendor is None or memory is None:
+        raise SpecError(
+            f"device {d['index']}: model {d['model']!r} is not in the catalog; "
+            "give vendor and memory_mib",
+            field="devices",
+        )
+    out = {**d, "model": model, "vendor": vendor, "memory_mib": memory}
+    if out.get("mode") == "mig" and not (entry and entry.mig_capable):
+        raise SpecError(f"device {d['index']}: {model} does not support MIG", field="devices")
+    return out
+
+
+def node_from_rows(node: NodeRow, devices: list[DeviceRow]) -> Node:
+    return Node(
+        name=node.name,
+        cpu_millis=node.cpu_millis,
+        memory_mib=node.memory_mib,
+        devices=tuple(
+            Device(
+                index=d.index,
+                model=d.model,
+                vendor=Vendor(d.vendor),
+                memory_mib=d.memory_mib,
+                uuid=d.uuid,
+                healthy=d.healthy,
+                mode=SharingMode(d.mode),
+                island=d.island,
+                pcie_switch=d.pcie_switch,
+            )
+            for d in sorted(devices, key=lambda d: d.index)
+        ),
+        labels=dict(node.labels or {}),
+        pool=node.pool,
+    )
+
+
+def _is_card(flavour: str) -> bool:
+    return flavour == "gpu" or flavour.startswith("gpu:")
+
+
+def check_flavour(flavour: str) -> str:
+    if flavour in ("gpu", "gpu_mem", "cpu"):
+        return flavour
+    if flavour.startswith("gpu:") and len(flavour) > 4:
+        return "gpu:" + canonical_model(flavour[4:])
+    raise SpecError(
+        f"quota: flavour {flavour!r} is not gpu, gpu:MODEL, gpu_mem or cpu",
+        field="flavour",
+        token=flavour,
+    )
+
+
+def quota_to_engine(flavour: str, value: float | None) -> int | None:
+    """Natural units (cards, MiB, cores) to engine units (card-percent, MiB, millicores)."""
+    if value is None:
+        return None
+    if _is_card(flavour):
+        return round(value * CARD)
+    if flavour == "cpu":
+        return round(value * 1000)
+    if value != int(value):
+        raise SpecError(f"quota {flavour}: MiB must be a whole number", field="nominal")
+    return int(value)
+
+
+def quota_from_engine(flavour: str, value: int | None) -> float | None:
+    if value is None:
+        return None
+    if _is_card(flavour):
+        return value / CARD
+    if flavour == "cpu":
+        return value / 1000
+    return float(value)
+
+
+def engine_quota(nominal: int, borrowing: int | None, lending: int | None) -> Quota:
+    return Quota(nominal, borrowing, lending)

@@ -1,0 +1,111 @@
+"""Commit one cycle's decisions in one transaction, fenced by the leader's epoch.
+
+Each decision is re-checked against the row it changes: a job cancelled while the cycle ran
+is not admitted, a victim that already ended is not preempted again. Skipping a decision only
+leaves capacity unused until the next cycle; it can never double-allocate a device, because
+only the leader writes allocations and the cycle saw every live one.
+"""
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gpupool.scheduler.cycle import CycleResult
+from gpupool.server.codec import placement_to_json
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow, Meta
+from gpupool.server.lifecycle import active_allocation, move, release
+
+ACTOR = "scheduler"
+
+
+class LostLeadership(Exception):
+    """Another process took the scheduler lead; this cycle's decisions were not written."""
+
+
+@dataclass
+class CommitSummary:
+    admitted: list[tuple[int, float]] = field(default_factory=list)  # (job id, waited s)
+    preempted: int = 0
+    skipped: int = 0
+    generation: int = 0
+
+
+def commit_cycle(
+    session: Session,
+    result: CycleResult,
+    epoch: int,
+    allocation_of: dict[str, int],
+    old_reasons: dict[str, str],
+    now: float,
+) -> CommitSummary:
+    changed = [
+        (int(jid), reason)
+        for jid, reason in result.pending.items()
+        if old_reasons.get(jid) is not None and old_reasons[jid] != reason
+    ]
+    if not (result.bindings or result.preemptions or changed):
+        return CommitSummary()
+    fenced = session.execute(
+        update(Meta)
+        .where(Meta.id == 1, Meta.leader_epoch == epoch)
+        .values(generation=Meta.generation + 1)
+    )
+    if fenced.rowcount != 1:
+        raise LostLeadership(f"epoch {epoch} is no longer the leader's")
+    generation = session.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
+    out = CommitSummary(generation=generation)
+    ids = sorted(
+        {int(p.job_id) for p in result.preemptions} | {int(b.job_id) for b in result.bindings}
+    )
+    jobs = {
+        j.id: j
+        for j in session.execute(
+            select(JobRow).where(JobRow.id.in_(ids)).order_by(JobRow.id).with_for_update()
+        ).scalars()
+    }
+    for p in result.preemptions:
+        job = jobs.get(int(p.job_id))
+        alloc = active_allocation(session, int(p.job_id)) if job else None
+        if job is None or alloc is None or alloc.id != allocation_of.get(p.job_id):
+            out.skipped += 1
+            continue
+        reason = f"preempted by job {p.by}: {p.reason}"
+        move(session, job, "preempted", now, reason, ACTOR)
+        release(session, alloc, now, reason)
+        if p.action == "kill":
+            move(session, job, "failed", now, f"{reason} (on_preempt=kill)", ACTOR)
+        else:
+            move(session, job, "pending", now, f"{reason}; requeued", ACTOR)
+        out.preempted += 1
+    for b in result.bindings:
+        job = jobs.get(int(b.job_id))
+        if job is None or job.state != "pending":
+            out.skipped += 1
+            continue
+        waited = now - job.queued_at
+        alloc = AllocationRow(
+            job_id=job.id,
+            tenant=job.tenant,
+            generation=generation,
+            state="active",
+            placement=placement_to_json(b.placement),
+            borrowed=b.borrowed,
+            action=b.action,
+            after=[allocation_of[v] for v in b.after if v in allocation_of],
+            created_at=now,
+        )
+        session.add(alloc)
+        session.flush()
+        for name in dict.fromkeys(b.placement.node_names):
+            session.add(AllocationNodeRow(allocation_id=alloc.id, node=name))
+        how = "borrowing idle capacity" if b.borrowed else "within guarantee"
+        move(session, job, "admitted", now, f"{b.action}: {how}", ACTOR)
+        out.admitted.append((job.id, waited))
+    for jid, reason in changed:
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id == jid, JobRow.state == "pending")
+            .values(reason=reason[:2000])
+        )
+    return out

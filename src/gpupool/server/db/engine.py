@@ -1,0 +1,90 @@
+"""Engines, sessions and migrations.
+
+SQLite runs in WAL mode with ``synchronous=NORMAL`` (a committed transaction survives a killed
+process; only a power cut can lose the last few) and two engines on one file: writers begin
+with ``BEGIN IMMEDIATE`` so concurrent read-modify-write transactions queue on the busy
+timeout instead of failing to upgrade, readers begin deferred and never block writers.
+PostgreSQL uses one engine at READ COMMITTED; state changes are conditional updates.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def _sqlite_engine(url: str, immediate: bool) -> Engine:
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=20
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    """Sessions for the state of record. ``write()`` commits on success, rolls back on error."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        if self.is_sqlite:
+            path = url.removeprefix("sqlite:///")
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(url, immediate=True)
+            self.read_engine = _sqlite_engine(url, immediate=False)
+        else:
+            self.engine = create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+            self.read_engine = self.engine
+        self._write = sessionmaker(self.engine, expire_on_commit=False)
+        self._read = sessionmaker(self.read_engine, expire_on_commit=False)
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        with self._write() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._read() as session, session.begin():
+            yield session
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (from empty, or from an older one)."""
+        with self.engine.connect() as conn:
+            cfg = alembic_config(self.url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            conn.commit()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg

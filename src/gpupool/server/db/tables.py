@@ -1,0 +1,247 @@
+"""Tables of the state of record. Times are epoch seconds (float), quantities integers in the
+engine's units (MiB, millicores, card-percent), never money (DESIGN.md invariants 2 and 6)."""
+
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets BIGINT
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Meta(Base):
+    """One row: the allocation generation counter and the scheduler leader's epoch (fencing)."""
+
+    __tablename__ = "scheduler_meta"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
+    leader_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    leader_name: Mapped[str] = mapped_column(String(200), default="")
+    leader_since: Mapped[float] = mapped_column(Float, default=0.0)
+    nodes_version: Mapped[int] = mapped_column(BigInteger, default=0)  # bumped on node changes
+
+
+class Pool(Base):
+    __tablename__ = "pools"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    sharing: Mapped[str] = mapped_column(String(20), default="whole")
+    policy: Mapped[str] = mapped_column(String(20), default="auto")
+    description: Mapped[str] = mapped_column(Text, default="")
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    pool: Mapped[str] = mapped_column(String(100), default="default")
+    cpu_millis: Mapped[int] = mapped_column(BigInteger)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    state: Mapped[str] = mapped_column(String(20), default="ready")  # ready, lost, fenced
+    schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
+    registered_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+
+
+class DeviceRow(Base):
+    __tablename__ = "devices"
+    node: Mapped[str] = mapped_column(
+        ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True
+    )
+    index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(100))
+    vendor: Mapped[str] = mapped_column(String(20))
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+    uuid: Mapped[str] = mapped_column(String(200), default="")
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+    mode: Mapped[str] = mapped_column(String(10), default="whole")
+    island: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pcie_switch: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    telemetry: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(
+        ForeignKey("tenants.name", ondelete="RESTRICT"), nullable=True
+    )
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class QuotaRow(Base):
+    __tablename__ = "quotas"
+    tenant: Mapped[str] = mapped_column(
+        ForeignKey("tenants.name", ondelete="CASCADE"), primary_key=True
+    )
+    flavour: Mapped[str] = mapped_column(String(120), primary_key=True)
+    nominal: Mapped[int] = mapped_column(BigInteger)
+    borrowing_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    lending_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class PriorityClassRow(Base):
+    __tablename__ = "priority_classes"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str] = mapped_column(Text, default="")
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    role: Mapped[str] = mapped_column(String(20))
+    tenant: Mapped[str | None] = mapped_column(
+        ForeignKey("tenants.name", ondelete="RESTRICT"), nullable=True
+    )
+    node: Mapped[str | None] = mapped_column(String(200), nullable=True)  # agent scope
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TokenRow(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user: Mapped[str] = mapped_column(ForeignKey("users.name", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # shown in listings, not secret
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_key"),
+        Index("ix_jobs_state_tenant", "state", "tenant"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"))
+    name: Mapped[str] = mapped_column(String(200), default="")
+    request: Mapped[str] = mapped_column(Text)  # canonical request grammar
+    kind: Mapped[str] = mapped_column(String(20))
+    priority_class: Mapped[str] = mapped_column(String(100))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    gang_size: Mapped[int] = mapped_column(Integer, default=1)
+    max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    on_preempt: Mapped[str] = mapped_column(String(10), default="suspend")
+    on_lost: Mapped[str] = mapped_column(String(10), default="requeue")
+    command: Mapped[list[Any]] = mapped_column(default=list)
+    image: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    submitted_by: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20), default="pending")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    submit_time: Mapped[float] = mapped_column(Float)
+    queued_at: Mapped[float] = mapped_column(Float)  # last time it entered pending
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class JobEventRow(Base):
+    __tablename__ = "job_events"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    time: Mapped[float] = mapped_column(Float)
+    from_state: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(100), default="")
+
+
+class JobLogRow(Base):
+    __tablename__ = "job_logs"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    time: Mapped[float] = mapped_column(Float)
+    stream: Mapped[str] = mapped_column(String(10))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class AllocationRow(Base):
+    """A job's grant. ``generation`` is bumped by every cycle commit that touches it; agents
+    must echo it back (fencing). ``after`` lists allocations that must stop first (victims)."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (Index("ix_allocations_state", "state"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    generation: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(20), default="active")  # active, released
+    placement: Mapped[dict[str, Any]] = mapped_column()
+    borrowed: Mapped[bool] = mapped_column(Boolean, default=False)
+    action: Mapped[str] = mapped_column(String(20))
+    after: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[float] = mapped_column(Float)
+    released_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    release_reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class AllocationNodeRow(Base):
+    """Which nodes an allocation touches, so an agent can find its work by index."""
+
+    __tablename__ = "allocation_nodes"
+    allocation_id: Mapped[int] = mapped_column(
+        ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
+    )
+    node: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
+
+
+class ReservationRow(Base):
+    __tablename__ = "reservations"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="CASCADE"))
+    nodes: Mapped[list[Any]] = mapped_column()
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(100))
+
+
+class UsageRow(Base):
+    """Metered quantities of one allocation on one device model (invariant 6: no prices)."""
+
+    __tablename__ = "usage_records"
+    __table_args__ = (Index("ix_usage_tenant_end", "tenant", "end"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    job_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    allocation_id: Mapped[int] = mapped_column(BigInteger)
+    model: Mapped[str] = mapped_column(String(100))  # device model, or "cpu" for CPU-only
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    devices: Mapped[int] = mapped_column(Integer)
+    device_seconds: Mapped[int] = mapped_column(BigInteger)
+    compute_pct_seconds: Mapped[int] = mapped_column(BigInteger)
+    mem_mib_seconds: Mapped[int] = mapped_column(BigInteger)
+    cpu_milli_seconds: Mapped[int] = mapped_column(BigInteger)
+
+
+class AuditRow(Base):
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    actor: Mapped[str] = mapped_column(String(100))
+    role: Mapped[str] = mapped_column(String(20))
+    action: Mapped[str] = mapped_column(String(200))
+    target: Mapped[str] = mapped_column(String(500))
+    result: Mapped[int] = mapped_column(Integer)
+    client: Mapped[str] = mapped_column(String(100))
+    detail: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,91 @@
+"""What every route needs: the server context, the caller, and role checks."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from gpupool.server.auth import Principal, Role, principal_for
+from gpupool.server.db.engine import Database
+from gpupool.server.errors import ApiError, forbidden
+from gpupool.server.loop import SchedulerLoop
+from gpupool.server.metrics import Metrics
+from gpupool.server.settings import Settings
+
+bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
+
+
+@dataclass
+class ServerContext:
+    settings: Settings
+    db: Database
+    metrics: Metrics
+    loop: SchedulerLoop
+
+
+def context(request: Request) -> ServerContext:
+    return request.app.state.ctx
+
+
+def caller(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    if creds is None or not creds.credentials:
+        raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
+    ctx: ServerContext = request.app.state.ctx
+    with ctx.db.read() as s:
+        who = principal_for(s, creds.credentials)
+    if who is None:
+        raise ApiError(401, "unknown or revoked token")
+    request.state.principal = who
+    return who
+
+
+Ctx = Annotated[ServerContext, Depends(context)]
+Caller = Annotated[Principal, Depends(caller)]
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=10**9, description="items to skip")]
+
+
+def require(who: Principal, roles: Iterable[Role], doing: str) -> None:
+    allowed = tuple(roles)
+    if who.role not in allowed:
+        names = ", ".join(str(r) for r in allowed)
+        raise forbidden(f"{doing} needs role {names}; {who.user} is {who.role}")
+
+
+def human(who: Principal) -> None:
+    if who.role is Role.AGENT:
+        raise forbidden("agent tokens only reach node endpoints")
+
+
+def may_manage(who: Principal, tenant: str, doing: str) -> None:
+    """Admins anywhere; tenant-admins in their subtree; members in their own tenant."""
+    if who.is_admin:
+        return
+    if who.role is Role.TENANT_ADMIN and who.sees(tenant):
+        return
+    if who.role is Role.MEMBER and who.tenant == tenant:
+        return
+    raise forbidden(f"{who.user} ({who.role}) may not {doing} for tenant {tenant}")
+
+
+def may_administer(who: Principal, tenant: str, doing: str) -> None:
+    """Admins anywhere; tenant-admins strictly below their own tenant (never their own)."""
+    if who.is_admin:
+        return
+    if who.role is Role.TENANT_ADMIN and who.sees(tenant) and tenant != who.tenant:
+        return
+    raise forbidden(f"{who.user} ({who.role}) may not {doing} for tenant {tenant}")
+
+
+def agent_for(who: Principal, node: str) -> None:
+    """Admins, or the agent whose token is scoped to ``node`` (or to every node)."""
+    if who.is_admin:
+        return
+    if who.role is Role.AGENT and who.node in (node, "*"):
+        return
+    raise forbidden(f"{who.user} may not act for node {node}")

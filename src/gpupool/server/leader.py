@@ -1,0 +1,97 @@
+"""Who runs the scheduler. One process holds the lead: on PostgreSQL a session advisory lock
+(released by the database the moment the holder's connection dies), on SQLite an exclusive
+file lock next to the database (released by the kernel when the holder dies). Taking the lead
+bumps ``leader_epoch``; every cycle commit is fenced on it (see ``commit.py``)."""
+
+import contextlib
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, select, text, update
+from sqlalchemy.pool import NullPool
+
+from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import Meta
+
+ADVISORY_KEY = 0x6770_7570  # "gpup"
+
+
+class Leadership:
+    def __init__(self, db: Database, name: str | None = None):
+        self.db = db
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.epoch: int | None = None
+        self._file: int | None = None
+        self._conn = None
+
+    @property
+    def held(self) -> bool:
+        return self.epoch is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lead if nobody holds it; returns whether this process now leads."""
+        if self.held:
+            return self.check()
+        got = self._lock_sqlite() if self.db.is_sqlite else self._lock_postgres()
+        if not got:
+            return False
+        with self.db.write() as s:
+            s.execute(
+                update(Meta)
+                .where(Meta.id == 1)
+                .values(
+                    leader_epoch=Meta.leader_epoch + 1,
+                    leader_name=self.name,
+                    leader_since=time.time(),
+                )
+            )
+            self.epoch = s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
+        return True
+
+    def check(self) -> bool:
+        """Whether the lock is still ours (a PostgreSQL connection can drop)."""
+        if not self.held:
+            return False
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT 1"))
+                self._conn.commit()
+            except Exception:
+                self.release()
+                return False
+        return True
+
+    def release(self) -> None:
+        self.epoch = None
+        if self._file is not None:
+            os.close(self._file)  # closing drops the flock
+            self._file = None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def _lock_sqlite(self) -> bool:
+        path = Path(self.db.url.removeprefix("sqlite:///") + ".leader")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._file = fd
+        return True
+
+    def _lock_postgres(self) -> bool:
+        engine = create_engine(self.db.url, poolclass=NullPool)
+        conn = engine.connect()
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY}).scalar()
+        conn.commit()
+        if not got:
+            conn.close()
+            return False
+        self._conn = conn
+        return True

@@ -1,0 +1,112 @@
+"""The job state machine and the writes that go with a transition: an event row for every
+change, and usage records when an allocation is released (metering, invariant 6)."""
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.tables import (
+    AllocationRow,
+    DeviceRow,
+    JobEventRow,
+    JobRow,
+    Meta,
+    UsageRow,
+)
+from gpupool.server.metering import meter
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"admitted", "cancelled", "failed"}),
+    "admitted": frozenset({"running", "preempted", "lost", "succeeded", "failed", "cancelled"}),
+    "running": frozenset({"preempted", "lost", "succeeded", "failed", "cancelled"}),
+    "preempted": frozenset({"pending", "failed", "cancelled"}),
+    "lost": frozenset({"pending", "failed", "cancelled"}),
+    "succeeded": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+}
+TERMINAL = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+HOLDING = ("admitted", "running")  # states that hold an active allocation
+
+
+class TransitionError(Exception):
+    """A transition the state machine does not allow (the API answers 409)."""
+
+
+def move(session: Session, job: JobRow, to: str, now: float, reason: str, actor: str) -> None:
+    """Move ``job`` (loaded in this transaction) to ``to`` and record the event."""
+    if to not in TRANSITIONS[job.state]:
+        raise TransitionError(f"job {job.id}: cannot go from {job.state} to {to}")
+    session.add(
+        JobEventRow(
+            job_id=job.id, time=now, from_state=job.state, to_state=to, reason=reason, actor=actor
+        )
+    )
+    job.state = to
+    job.reason = reason
+    if to == "pending":
+        job.queued_at = now
+    elif to == "running" and job.started_at is None:
+        job.started_at = now
+    elif to in TERMINAL:
+        job.finished_at = now
+
+
+def active_allocation(session: Session, job_id: int) -> AllocationRow | None:
+    return session.execute(
+        select(AllocationRow)
+        .where(AllocationRow.job_id == job_id, AllocationRow.state == "active")
+        .with_for_update()
+    ).scalar_one_or_none()
+
+
+def release(session: Session, alloc: AllocationRow, now: float, reason: str) -> None:
+    """End an allocation and meter what it held, one usage record per device model."""
+    alloc.state = "released"
+    alloc.released_at = now
+    alloc.release_reason = reason
+    seconds = max(0, round(now - alloc.created_at))
+    for record in meter(alloc.placement, device_models(session, alloc.placement), seconds):
+        session.add(
+            UsageRow(
+                tenant=alloc.tenant,
+                job_id=alloc.job_id,
+                allocation_id=alloc.id,
+                start=alloc.created_at,
+                end=now,
+                **record,
+            )
+        )
+
+
+def device_models(session: Session, placement: dict) -> dict[tuple[str, int], str]:
+    """Model of every device a placement touches."""
+    keys = {(n["node"], d["device"]) for n in placement["nodes"] for d in n["devices"]}
+    if not keys:
+        return {}
+    rows = session.execute(
+        select(DeviceRow.node, DeviceRow.index, DeviceRow.model).where(
+            DeviceRow.node.in_({k[0] for k in keys})
+        )
+    )
+    return {(n, i): m for n, i, m in rows if (n, i) in keys}
+
+
+def bump_generation(session: Session) -> int:
+    """Next allocation generation (one counter for the whole installation)."""
+    session.execute(update(Meta).where(Meta.id == 1).values(generation=Meta.generation + 1))
+    return session.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
+
+
+def bump_nodes_version(session: Session) -> None:
+    session.execute(update(Meta).where(Meta.id == 1).values(nodes_version=Meta.nodes_version + 1))
+
+
+def finish(
+    session: Session, job: JobRow, to: str, now: float, reason: str, actor: str
+) -> AllocationRow | None:
+    """Move a job to a terminal (or requeue) state, releasing its allocation if it holds one."""
+    alloc = active_allocation(session, job.id) if job.state in HOLDING else None
+    move(session, job, to, now, reason, actor)
+    if alloc is not None:
+        release(session, alloc, now, reason)
+    return alloc

@@ -1,0 +1,119 @@
+"""The scheduler loop: the one place that joins the pure engine to the database.
+
+A thread in the server process. It takes the lead when it can, then runs a cycle whenever
+something changed (an API call wakes it) and at least every ``cycle_interval_s``: read the
+snapshot, decide with ``run_cycle``, commit every decision in one fenced transaction.
+"""
+
+import logging
+import threading
+import time
+
+from gpupool.scheduler import Placer
+from gpupool.scheduler.cycle import CycleConfig, run_cycle
+from gpupool.server.commit import LostLeadership, commit_cycle
+from gpupool.server.db.engine import Database
+from gpupool.server.leader import Leadership
+from gpupool.server.metrics import Metrics
+from gpupool.server.settings import Settings
+from gpupool.server.snapshot import SnapshotBuilder
+
+log = logging.getLogger("gpupool.scheduler")
+
+
+class SchedulerLoop:
+    def __init__(self, db: Database, settings: Settings, metrics: Metrics):
+        self.db = db
+        self.settings = settings
+        self.metrics = metrics
+        self.leadership = Leadership(db)
+        self.snapshots = SnapshotBuilder()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cycles = 0
+        self.last_error = ""
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leadership.held
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gpupool-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.leadership.release()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.leadership.try_acquire():
+                self._stop.wait(self.settings.leader_poll_s)
+                continue
+            if self.snapshots.base is None:
+                log.info("took the scheduler lead", extra={"epoch": self.leadership.epoch})
+            self._wake.clear()
+            try:
+                self.run_once()
+                self.last_error = ""
+            except LostLeadership as exc:
+                log.warning("lost the scheduler lead: %s", exc)
+                self.leadership.release()
+                self.snapshots = SnapshotBuilder()
+            except Exception as exc:  # keep scheduling; the next cycle rebuilds the snapshot
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("scheduling cycle failed")
+                self.snapshots = SnapshotBuilder()
+                self._stop.wait(self.settings.leader_poll_s)
+            self._wake.wait(self.settings.cycle_interval_s)
+
+    def run_once(self, now: float | None = None) -> None:
+        """One cycle: snapshot, decide, commit (also called directly by tests)."""
+        started = time.perf_counter()
+        now = time.time() if now is None else now
+        epoch = self.leadership.epoch
+        if epoch is None:
+            raise LostLeadership("not the leader")
+        with self.db.read() as s:
+            inputs = self.snapshots.build(s)
+        config = CycleConfig(
+            policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
+        )
+        result = run_cycle(
+            inputs.state,
+            inputs.running,
+            inputs.pending,
+            inputs.tenants,
+            now,
+            inputs.reservations,
+            config,
+            Placer(self.settings.policy),
+        )
+        result.pending.update(inputs.invalid)
+        tenants = {j.id: j.tenant for j in inputs.pending}
+        with self.db.write() as s:
+            summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
+        for job_id, waited in summary.admitted:
+            tenant = tenants.get(str(job_id), "")
+            self.metrics.queue_wait.labels(tenant).observe(max(0.0, waited))
+            self.metrics.admissions.labels(tenant).inc()
+        self.metrics.preemptions.inc(summary.preempted)
+        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        self.cycles += 1
+        if summary.admitted or summary.preempted:
+            log.info(
+                "cycle",
+                extra={
+                    "admitted": len(summary.admitted),
+                    "preempted": summary.preempted,
+                    "pending": len(result.pending),
+                    "generation": summary.generation,
+                },
+            )

@@ -1,0 +1,119 @@
+"""Prometheus metrics: one registry per server (no module-level state). Pool, tenant and
+device figures are read from the database at scrape time; device telemetry uses the DCGM
+exporter's metric names so existing Grafana dashboards work."""
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, NodeRow
+
+DCGM = (
+    ("util_pct", "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+    ("mem_used_mib", "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+    ("temp_c", "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."),
+    ("power_w", "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+)
+
+
+class Metrics:
+    def __init__(self, db: Database):
+        self.registry = CollectorRegistry()
+        self.api_latency = Histogram(
+            "gpupool_api_request_seconds",
+            "API request latency.",
+            ["method", "route", "status"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
+        self.cycle_seconds = Histogram(
+            "gpupool_scheduler_cycle_seconds",
+            "Duration of one scheduling cycle (decide + commit).",
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+        )
+        self.queue_wait = Histogram(
+            "gpupool_queue_wait_seconds",
+            "Time from entering the queue to admission.",
+            ["tenant"],
+            registry=self.registry,
+            buckets=(0.1, 0.5, 1, 5, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600),
+        )
+        self.admissions = Counter(
+            "gpupool_admissions", "Jobs admitted.", ["tenant"], registry=self.registry
+        )
+        self.preemptions = Counter("gpupool_preemptions", "Jobs preempted.", registry=self.registry)
+        self.registry.register(StateCollector(db))
+
+
+class StateCollector(Collector):
+    def __init__(self, db: Database):
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        with self.db.read() as s:
+            devices = s.execute(
+                select(DeviceRow, NodeRow.pool).join(NodeRow, NodeRow.name == DeviceRow.node)
+            ).all()
+            allocs = s.execute(
+                select(AllocationRow.tenant, AllocationRow.placement).where(
+                    AllocationRow.state == "active"
+                )
+            ).all()
+            queue = s.execute(
+                select(JobRow.tenant, func.count())
+                .where(JobRow.state == "pending")
+                .group_by(JobRow.tenant)
+            ).all()
+        pool_of = {}
+        total: dict[str, int] = defaultdict(int)
+        for d, pool in devices:
+            pool_of[(d.node, d.index)] = pool
+            total[pool] += 1
+        used_pct: dict[str, int] = defaultdict(int)
+        tenant_pct: dict[str, int] = defaultdict(int)
+        tenants_on: dict[tuple[str, int], set[str]] = defaultdict(set)
+        for tenant, placement in allocs:
+            for n in placement["nodes"]:
+                for g in n["devices"]:
+                    key = (n["node"], g["device"])
+                    pct = 100 if g["exclusive"] else g["compute_pct"]
+                    used_pct[pool_of.get(key, "unknown")] += pct
+                    tenant_pct[tenant] += pct
+                    tenants_on[key].add(tenant)
+        alloc = GaugeMetricFamily(
+            "gpupool_pool_gpus_allocated", "GPUs allocated (card equivalents).", labels=["pool"]
+        )
+        free = GaugeMetricFamily(
+            "gpupool_pool_gpus_free", "GPUs not allocated (card equivalents).", labels=["pool"]
+        )
+        for pool, n in sorted(total.items()):
+            alloc.add_metric([pool], used_pct[pool] / 100)
+            free.add_metric([pool], n - used_pct[pool] / 100)
+        yield alloc
+        yield free
+        per_tenant = GaugeMetricFamily(
+            "gpupool_tenant_gpus_allocated", "GPUs allocated per tenant.", labels=["tenant"]
+        )
+        for tenant, pct in sorted(tenant_pct.items()):
+            per_tenant.add_metric([tenant], pct / 100)
+        yield per_tenant
+        q = GaugeMetricFamily("gpupool_queue_length", "Pending jobs.", labels=["tenant"])
+        for tenant, n in sorted(queue):
+            q.add_metric([tenant], n)
+        yield q
+        labels = ["gpu", "UUID", "modelName", "Hostname", "node", "tenant"]
+        families = {key: GaugeMetricFamily(name, doc, labels=labels) for key, name, doc in DCGM}
+        for d, _pool in devices:
+            tel = d.telemetry or {}
+            tenant = ",".join(sorted(tenants_on.get((d.node, d.index), ())))
+            values = [str(d.index), d.uuid, d.model, d.node, d.node, tenant]
+            for key, family in families.items():
+                if tel.get(key) is not None:
+                    family.add_metric(values, float(tel[key]))
+        yield from families.values()

@@ -1,0 +1,69 @@
+"""ASGI middleware: API latency metrics and the audit log of every mutating call."""
+
+import logging
+import time
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import AuditRow
+from gpupool.server.metrics import Metrics
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+log = logging.getLogger("gpupool.audit")
+
+
+class AuditAndMetrics:
+    def __init__(self, app: ASGIApp, db: Database, metrics: Metrics):
+        self.app = app
+        self.db = db
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        audited = scope["method"] in MUTATING and scope["path"].startswith("/api/")
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if audited:  # recorded before the caller hears the answer
+                    await anyio.to_thread.run_sync(self._audit, scope, status)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self.metrics.api_latency.labels(scope["method"], template, str(status)).observe(
+                time.perf_counter() - started
+            )
+
+    def _audit(self, scope: Scope, status: int) -> None:
+        state = scope.get("state") or {}
+        who = state.get("principal")
+        target = scope["path"]
+        if state.get("audit_target"):
+            target = f"{target} -> {state['audit_target']}"
+        client = scope.get("client") or ("", 0)
+        row = AuditRow(
+            time=time.time(),
+            actor=who.user if who else "anonymous",
+            role=str(who.role) if who else "",
+            action=f"{scope['method']} {getattr(scope.get('route'), 'path', scope['path'])}",
+            target=target[:500],
+            result=status,
+            client=str(client[0])[:100],
+            detail=str(state.get("audit_detail", ""))[:2000],
+        )
+        try:
+            with self.db.write() as s:
+                s.add(row)
+        except Exception:
+            log.exception("could not write the audit record for %s", row.action)

@@ -1,0 +1,1 @@
+"""REST routes under ``/api/v1``, one module per resource."""

@@ -1,0 +1,100 @@
+"""Allocations: listing, and the agent's fenced status reports and log uploads."""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from gpupool.server.auth import Principal, Role
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobLogRow, JobRow
+from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
+from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.lifecycle import finish, move
+from gpupool.server.routes.views import allocation_out, page
+from gpupool.server.schemas import AllocationOut, JobStatusIn, LogChunkIn, Page
+
+router = APIRouter(prefix="/api/v1", tags=["allocations"])
+
+
+@router.get("/allocations", response_model=Page[AllocationOut])
+def list_allocations(
+    ctx: Ctx,
+    who: Caller,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    state: Annotated[str | None, Query(max_length=20)] = None,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    node: Annotated[str | None, Query(max_length=200)] = None,
+) -> Page[AllocationOut]:
+    human(who)
+    q = select(AllocationRow).order_by(AllocationRow.id.desc())
+    if who.visible is not None:
+        q = q.where(AllocationRow.tenant.in_(who.visible))
+    if state is not None:
+        q = q.where(AllocationRow.state == state)
+    if tenant is not None:
+        q = q.where(AllocationRow.tenant == tenant)
+    if node is not None:
+        q = q.join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id).where(
+            AllocationNodeRow.node == node
+        )
+    with ctx.db.read() as s:
+        rows, total = page(s, q, limit, offset)
+        return Page(
+            items=[allocation_out(a) for a in rows], total=total, limit=limit, offset=offset
+        )
+
+
+def _agent_may(who: Principal, alloc: AllocationRow) -> None:
+    """Admins, or an agent of a node the allocation touches."""
+    nodes = {n["node"] for n in alloc.placement["nodes"]}
+    if who.is_admin or (who.role is Role.AGENT and (who.node == "*" or who.node in nodes)):
+        return
+    raise forbidden(f"{who.user} may not act for allocation {alloc.id}")
+
+
+@router.post("/allocations/{alloc_id}/status", response_model=AllocationOut)
+def report_status(alloc_id: int, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
+    """An agent reports that an allocation's job started or ended. The ``generation`` must be
+    the allocation's and the allocation still live: a stale order is refused with 409."""
+    now = time.time()
+    with ctx.db.write() as s:
+        alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
+        if alloc is None:
+            raise not_found(f"allocation {alloc_id}")
+        _agent_may(who, alloc)
+        if alloc.state != "active" or alloc.generation != body.generation:
+            raise ApiError(
+                409,
+                f"stale: allocation {alloc_id} is {alloc.state} at generation "
+                f"{alloc.generation}, report was for generation {body.generation}",
+                "generation",
+            )
+        job = s.get(JobRow, alloc.job_id, with_for_update=True)
+        assert job is not None
+        actor = who.user
+        if body.state == "running":
+            if job.state == "admitted":
+                move(s, job, "running", now, body.reason or "started", actor)
+        else:
+            job.exit_code = body.exit_code
+            why = body.reason or (
+                f"exit code {body.exit_code}" if body.exit_code is not None else body.state
+            )
+            finish(s, job, body.state, now, why, actor)
+        out = allocation_out(alloc)
+    if body.state != "running":
+        ctx.loop.wake()
+    return out
+
+
+@router.post("/allocations/{alloc_id}/logs", status_code=204)
+def upload_logs(alloc_id: int, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
+    """Append a chunk of a job's stdout or stderr (agents)."""
+    with ctx.db.write() as s:
+        alloc = s.get(AllocationRow, alloc_id)
+        if alloc is None:
+            raise not_found(f"allocation {alloc_id}")
+        _agent_may(who, alloc)
+        s.add(JobLogRow(job_id=alloc.job_id, time=time.time(), stream=body.stream, text=body.text))

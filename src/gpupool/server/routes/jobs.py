@@ -1,0 +1,255 @@
+"""Jobs: submit (idempotent), list, get, cancel, events, logs, and the queue view."""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpupool.model import SpecError, parse_request
+from gpupool.server.auth import Principal
+from gpupool.server.db.tables import (
+    AllocationRow,
+    JobEventRow,
+    JobLogRow,
+    JobRow,
+    PriorityClassRow,
+    TenantRow,
+)
+from gpupool.server.deps import Caller, Ctx, Limit, Offset, human, may_manage
+from gpupool.server.errors import ApiError, not_found
+from gpupool.server.lifecycle import TERMINAL, finish
+from gpupool.server.routes.views import job_out, page
+from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
+
+router = APIRouter(prefix="/api/v1", tags=["jobs"])
+# what must match for a repeated idempotency key to count as the same submission
+SAME = ("request", "name", "kind", "priority_class", "priority", "gang_size", "max_runtime_s")
+
+
+def visible_job(s: Session, who: Principal, job_id: int, *, lock: bool = False) -> JobRow:
+    q = select(JobRow).where(JobRow.id == job_id)
+    job = s.execute(q.with_for_update() if lock else q).scalar_one_or_none()
+    if job is None or not who.sees(job.tenant):
+        raise not_found(f"job {job_id}")  # another tenant's job does not exist for you
+    return job
+
+
+def _validated(s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
+    tenant = body.tenant or who.tenant
+    if tenant is None:
+        raise ApiError(422, "tenant: required (your token has no tenant)", "tenant")
+    if s.get(TenantRow, tenant) is None:
+        raise ApiError(422, f"tenant: unknown tenant {tenant!r}", "tenant")
+    may_manage(who, tenant, "submit jobs")
+    try:
+        request = parse_request(body.request)
+    except SpecError as exc:
+        raise ApiError(422, f"request: {exc}", "request") from None
+    if s.get(PriorityClassRow, body.priority_class) is None:
+        raise ApiError(
+            422, f"priority_class: unknown class {body.priority_class!r}", "priority_class"
+        )
+    return tenant, request.to_spec()
+
+
+def _existing(s: Session, tenant: str, key: str, body: JobIn, spec: str) -> JobRow | None:
+    job = s.execute(
+        select(JobRow).where(JobRow.tenant == tenant, JobRow.idempotency_key == key)
+    ).scalar_one_or_none()
+    if job is None:
+        return None
+    wanted = {**body.model_dump(include=set(SAME)), "request": spec}
+    if any(getattr(job, k) != v for k, v in wanted.items()):
+        raise ApiError(
+            409,
+            f"idempotency_key {key!r} was used for a different job ({job.id})",
+            "idempotency_key",
+        )
+    return job
+
+
+@router.post("/jobs", status_code=201, response_model=JobOut)
+def submit(
+    body: JobIn,
+    ctx: Ctx,
+    who: Caller,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JobOut:
+    """Submit a job. A repeated ``idempotency_key`` (body or header) returns the first job."""
+    human(who)
+    key = body.idempotency_key or idempotency_key
+    now = time.time()
+    try:
+        with ctx.db.write() as s:
+            tenant, spec = _validated(s, who, body)
+            if key is not None and (old := _existing(s, tenant, key, body, spec)) is not None:
+                response.status_code = 200
+                return job_out(old)
+            job = JobRow(
+                **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
+                tenant=tenant,
+                request=spec,
+                idempotency_key=key,
+                submitted_by=who.user,
+                state="pending",
+                reason="queued",
+                submit_time=now,
+                queued_at=now,
+            )
+            s.add(job)
+            s.flush()
+            s.add(JobEventRow(job_id=job.id, time=now, to_state="pending", actor=who.user))
+            out = job_out(job)
+    except IntegrityError:
+        if key is None:
+            raise
+        with ctx.db.read() as s:  # a concurrent submission with the same key won the race
+            tenant, spec = _validated(s, who, body)
+            old = _existing(s, tenant, key, body, spec)
+        if old is None:
+            raise
+        response.status_code = 200
+        return job_out(old)
+    request.state.audit_target = f"job {out.id}"
+    ctx.loop.wake()
+    return out
+
+
+@router.get("/jobs", response_model=Page[JobOut])
+def list_jobs(
+    ctx: Ctx,
+    who: Caller,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    state: Annotated[str | None, Query(max_length=20)] = None,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    kind: Annotated[str | None, Query(max_length=20)] = None,
+) -> Page[JobOut]:
+    human(who)
+    q = select(JobRow).order_by(JobRow.id.desc())
+    if who.visible is not None:
+        q = q.where(JobRow.tenant.in_(who.visible))
+    for column, value in ((JobRow.state, state), (JobRow.tenant, tenant), (JobRow.kind, kind)):
+        if value is not None:
+            q = q.where(column == value)
+    with ctx.db.read() as s:
+        jobs, total = page(s, q, limit, offset)
+        allocs = _active_allocations(s, [j.id for j in jobs])
+    return Page(
+        items=[job_out(j, allocs.get(j.id)) for j in jobs], total=total, limit=limit, offset=offset
+    )
+
+
+def _active_allocations(s: Session, job_ids: list[int]) -> dict[int, AllocationRow]:
+    if not job_ids:
+        return {}
+    rows = s.execute(
+        select(AllocationRow).where(
+            AllocationRow.job_id.in_(job_ids), AllocationRow.state == "active"
+        )
+    ).scalars()
+    return {a.job_id: a for a in rows}
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: int, ctx: Ctx, who: Caller) -> JobOut:
+    human(who)
+    with ctx.db.read() as s:
+        job = visible_job(s, who, job_id)
+        return job_out(job, _active_allocations(s, [job.id]).get(job.id))
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+def cancel(job_id: int, ctx: Ctx, who: Caller, request: Request) -> JobOut:
+    """Cancel a job; its allocation (if any) is released and metered now."""
+    human(who)
+    now = time.time()
+    with ctx.db.write() as s:
+        job = visible_job(s, who, job_id, lock=True)
+        may_manage(who, job.tenant, "cancel jobs")
+        if job.state in TERMINAL:
+            raise ApiError(409, f"job {job_id} already {job.state}", "state")
+        finish(s, job, "cancelled", now, f"cancelled by {who.user}", who.user)
+        out = job_out(job)
+    request.state.audit_target = f"job {job_id}"
+    ctx.loop.wake()
+    return out
+
+
+@router.get("/jobs/{job_id}/events", response_model=list[JobEventOut])
+def events(job_id: int, ctx: Ctx, who: Caller) -> list[JobEventOut]:
+    human(who)
+    with ctx.db.read() as s:
+        visible_job(s, who, job_id)
+        rows = s.execute(
+            select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.id)
+        ).scalars()
+        return [JobEventOut.model_validate(r, from_attributes=True) for r in rows]
+
+
+@router.get("/jobs/{job_id}/logs")
+def logs(
+    job_id: int,
+    ctx: Ctx,
+    who: Caller,
+    after: Annotated[int, Query(ge=0, description="return chunks after this id")] = 0,
+    limit: Limit = 1000,
+) -> dict[str, object]:
+    """Log chunks the agent uploaded, oldest first; pass the last ``id`` as ``after`` to
+    follow."""
+    human(who)
+    with ctx.db.read() as s:
+        job = visible_job(s, who, job_id)
+        rows = s.execute(
+            select(JobLogRow)
+            .where(JobLogRow.job_id == job_id, JobLogRow.id > after)
+            .order_by(JobLogRow.id)
+            .limit(limit)
+        ).scalars()
+        chunks = [{"id": r.id, "time": r.time, "stream": r.stream, "text": r.text} for r in rows]
+        return {"job_id": job_id, "state": job.state, "chunks": chunks}
+
+
+@router.get("/queue", response_model=Page[QueueEntry])
+def queue(
+    ctx: Ctx,
+    who: Caller,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+) -> Page[QueueEntry]:
+    """Pending jobs in queue order (priority class, then age), each with why it waits."""
+    human(who)
+    q = (
+        select(JobRow)
+        .join(PriorityClassRow, PriorityClassRow.name == JobRow.priority_class)
+        .where(JobRow.state == "pending")
+        .order_by(
+            PriorityClassRow.value.desc(), JobRow.priority.desc(), JobRow.submit_time, JobRow.id
+        )
+    )
+    if who.visible is not None:
+        q = q.where(JobRow.tenant.in_(who.visible))
+    if tenant is not None:
+        q = q.where(JobRow.tenant == tenant)
+    now = time.time()
+    with ctx.db.read() as s:
+        jobs, total = page(s, q, limit, offset)
+    items = [
+        QueueEntry(
+            id=j.id,
+            tenant=j.tenant,
+            name=j.name,
+            request=j.request,
+            priority_class=j.priority_class,
+            waited_s=round(now - j.queued_at, 3),
+            reason=j.reason,
+        )
+        for j in jobs
+    ]
+    return Page(items=items, total=total, limit=limit, offset=offset)

@@ -1,0 +1,258 @@
+"""Nodes and their devices: registration and heartbeats (agents), listing, cordoning."""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from gpupool.server.auth import Role
+from gpupool.server.codec import device_fields
+from gpupool.server.db.tables import (
+    AllocationNodeRow,
+    AllocationRow,
+    DeviceRow,
+    NodeRow,
+    Pool,
+)
+from gpupool.server.deps import Caller, Ctx, Limit, Offset, agent_for, require
+from gpupool.server.errors import ApiError, not_found
+from gpupool.server.lifecycle import bump_nodes_version
+from gpupool.server.routes.views import allocation_out, page
+from gpupool.server.schemas import (
+    AllocationOut,
+    DeviceOut,
+    HeartbeatIn,
+    NodeIn,
+    NodeOut,
+    NodePatch,
+    Page,
+)
+
+router = APIRouter(prefix="/api/v1", tags=["nodes"])
+TOPOLOGY = ("model", "vendor", "memory_mib", "uuid", "healthy", "mode", "island", "pcie_switch")
+
+
+def _devices(s: Session, names: list[str]) -> dict[str, list[DeviceRow]]:
+    out: dict[str, list[DeviceRow]] = {n: [] for n in names}
+    if names:
+        q = select(DeviceRow).where(DeviceRow.node.in_(names)).order_by(DeviceRow.index)
+        for d in s.execute(q).scalars():
+            out[d.node].append(d)
+    return out
+
+
+def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
+    return NodeOut(
+        name=n.name,
+        pool=n.pool,
+        cpu_millis=n.cpu_millis,
+        memory_mib=n.memory_mib,
+        labels=dict(n.labels or {}),
+        state=n.state,
+        schedulable=n.schedulable,
+        registered_at=n.registered_at,
+        heartbeat_at=n.heartbeat_at,
+        devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
+    )
+
+
+def _held_devices(s: Session, node: str) -> set[int]:
+    held: set[int] = set()
+    for (placement,) in s.execute(
+        select(AllocationRow.placement)
+        .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+        .where(AllocationNodeRow.node == node, AllocationRow.state == "active")
+    ):
+        for n in placement["nodes"]:
+            if n["node"] == node:
+                held.update(d["device"] for d in n["devices"])
+    return held
+
+
+def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
+    """Insert or update a node and its devices; the scheduler's snapshot is rebuilt only if
+    capacity, devices or topology changed."""
+    if s.get(Pool, body.pool) is None:
+        raise ApiError(422, f"pool: unknown pool {body.pool!r}", "pool")
+    indexes = [d.index for d in body.devices]
+    if len(set(indexes)) != len(indexes):
+        raise ApiError(422, "devices: duplicate device index", "devices")
+    wanted = {d.index: device_fields(d.model_dump()) for d in body.devices}
+    node = s.get(NodeRow, body.name, with_for_update=True)
+    changed = node is None
+    if node is None:
+        node = NodeRow(
+            name=body.name,
+            pool=body.pool,
+            cpu_millis=body.cpu_millis,
+            memory_mib=body.memory_mib,
+            labels=body.labels,
+            registered_at=now,
+            heartbeat_at=now,
+        )
+        s.add(node)
+    else:
+        before = (node.pool, node.cpu_millis, node.memory_mib, node.labels)
+        node.pool, node.cpu_millis, node.memory_mib = body.pool, body.cpu_millis, body.memory_mib
+        node.labels = body.labels
+        node.heartbeat_at = now
+        changed = before != (node.pool, node.cpu_millis, node.memory_mib, node.labels)
+    s.flush()
+    current = {d.index: d for d in _devices(s, [body.name])[body.name]}
+    held = _held_devices(s, body.name)
+    for index, d in current.items():
+        if index in wanted:
+            continue
+        if index in held:  # gone from the inventory while a job holds it: keep it, unhealthy
+            if d.healthy:
+                d.healthy = False
+                changed = True
+            continue
+        s.delete(d)
+        changed = True
+    for index, fields in wanted.items():
+        row = current.get(index)
+        if row is None:
+            s.add(DeviceRow(node=body.name, **fields))
+            changed = True
+        elif any(getattr(row, k) != fields[k] for k in TOPOLOGY):
+            for k in TOPOLOGY:
+                setattr(row, k, fields[k])
+            changed = True
+    if changed:
+        bump_nodes_version(s)
+    return node
+
+
+@router.post("/nodes", response_model=NodeOut)
+def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> NodeOut:
+    """Register a node or update its inventory (idempotent). Agents may only register their
+    own node."""
+    agent_for(who, body.name)
+    with ctx.db.write() as s:
+        node = register_node(s, body, time.time())
+        s.flush()
+        out = node_out(node, _devices(s, [node.name])[node.name])
+    request.state.audit_target = f"node {body.name}"
+    ctx.loop.wake()
+    return out
+
+
+@router.get("/nodes", response_model=Page[NodeOut])
+def list_nodes(
+    ctx: Ctx,
+    who: Caller,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    pool: Annotated[str | None, Query(max_length=100)] = None,
+    state: Annotated[str | None, Query(max_length=20)] = None,
+) -> Page[NodeOut]:
+    q = select(NodeRow).order_by(NodeRow.name)
+    if pool is not None:
+        q = q.where(NodeRow.pool == pool)
+    if state is not None:
+        q = q.where(NodeRow.state == state)
+    if who.role is Role.AGENT and who.node != "*":
+        q = q.where(NodeRow.name == who.node)
+    with ctx.db.read() as s:
+        nodes, total = page(s, q, limit, offset)
+        devices = _devices(s, [n.name for n in nodes])
+    items = [node_out(n, devices[n.name]) for n in nodes]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/nodes/{name}", response_model=NodeOut)
+def get_node(name: str, ctx: Ctx, who: Caller) -> NodeOut:
+    if who.role is Role.AGENT:
+        agent_for(who, name)
+    with ctx.db.read() as s:
+        node = s.get(NodeRow, name)
+        if node is None:
+            raise not_found(f"node {name}")
+        return node_out(node, _devices(s, [name])[name])
+
+
+@router.patch("/nodes/{name}", response_model=NodeOut)
+def patch_node(name: str, body: NodePatch, ctx: Ctx, who: Caller) -> NodeOut:
+    """Cordon (``schedulable: false``) or uncordon a node, move it to a pool, relabel it."""
+    require(who, (Role.ADMIN,), "changing a node")
+    with ctx.db.write() as s:
+        node = s.get(NodeRow, name, with_for_update=True)
+        if node is None:
+            raise not_found(f"node {name}")
+        if body.pool is not None and s.get(Pool, body.pool) is None:
+            raise ApiError(422, f"pool: unknown pool {body.pool!r}", "pool")
+        for field in ("schedulable", "pool", "labels"):
+            value = getattr(body, field)
+            if value is not None:
+                setattr(node, field, value)
+        bump_nodes_version(s)
+        out = node_out(node, _devices(s, [name])[name])
+    ctx.loop.wake()
+    return out
+
+
+@router.delete("/nodes/{name}", status_code=204)
+def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
+    require(who, (Role.ADMIN,), "removing a node")
+    with ctx.db.write() as s:
+        if s.get(NodeRow, name) is None:
+            raise not_found(f"node {name}")
+        live = s.execute(
+            select(AllocationRow.id)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
+            .limit(1)
+        ).first()
+        if live is not None:
+            raise ApiError(409, f"node {name} still holds live allocations; cordon and drain it")
+        s.execute(delete(DeviceRow).where(DeviceRow.node == name))
+        s.execute(delete(NodeRow).where(NodeRow.name == name))
+        bump_nodes_version(s)
+    ctx.loop.wake()
+
+
+@router.post("/nodes/{name}/heartbeat", response_model=NodeOut)
+def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> NodeOut:
+    """Telemetry per device; a change of health reaches the scheduler's next cycle."""
+    agent_for(who, name)
+    now = time.time()
+    with ctx.db.write() as s:
+        node = s.get(NodeRow, name, with_for_update=True)
+        if node is None:
+            raise not_found(f"node {name}")
+        node.heartbeat_at = now
+        devices = {d.index: d for d in _devices(s, [name])[name]}
+        health_changed = False
+        for t in body.devices:
+            d = devices.get(t.index)
+            if d is None:
+                raise ApiError(422, f"devices: node {name} has no device {t.index}", "devices")
+            d.telemetry = t.model_dump(exclude={"index"}) | {"time": now}
+            if d.healthy != t.healthy:
+                d.healthy = t.healthy
+                health_changed = True
+        if health_changed:
+            bump_nodes_version(s)
+        out = node_out(node, list(devices.values()))
+    if health_changed:
+        ctx.loop.wake()
+    return out
+
+
+@router.get("/nodes/{name}/allocations", response_model=list[AllocationOut])
+def node_allocations(name: str, ctx: Ctx, who: Caller) -> list[AllocationOut]:
+    """The allocations a node's agent must run now (its desired state)."""
+    agent_for(who, name)
+    with ctx.db.read() as s:
+        if s.get(NodeRow, name) is None:
+            raise not_found(f"node {name}")
+        rows = s.execute(
+            select(AllocationRow)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
+            .order_by(AllocationRow.id)
+        ).scalars()
+        return [allocation_out(a) for a in rows]

@@ -1,0 +1,88 @@
+"""Usage records (metered quantities) and a per-tenant, per-model summary that includes what
+live allocations have used so far."""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import func, select
+
+from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
+from gpupool.server.lifecycle import device_models
+from gpupool.server.metering import meter
+from gpupool.server.routes.views import page
+from gpupool.server.schemas import Page, UsageOut
+
+router = APIRouter(prefix="/api/v1", tags=["usage"])
+Since = Annotated[float | None, Query(ge=0, description="epoch seconds")]
+QUANTITIES = ("device_seconds", "compute_pct_seconds", "mem_mib_seconds", "cpu_milli_seconds")
+
+
+@router.get("/usage", response_model=Page[UsageOut])
+def list_usage(
+    ctx: Ctx,
+    who: Caller,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    since: Since = None,
+    until: Since = None,
+) -> Page[UsageOut]:
+    """Usage records of released allocations, newest first, within the caller's tenants."""
+    human(who)
+    q = select(UsageRow).order_by(UsageRow.id.desc())
+    if who.visible is not None:
+        q = q.where(UsageRow.tenant.in_(who.visible))
+    if tenant is not None:
+        q = q.where(UsageRow.tenant == tenant)
+    if since is not None:
+        q = q.where(UsageRow.end >= since)
+    if until is not None:
+        q = q.where(UsageRow.end < until)
+    with ctx.db.read() as s:
+        rows, total = page(s, q, limit, offset)
+        items = [UsageOut.model_validate(r, from_attributes=True) for r in rows]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/usage/summary")
+def usage_summary(
+    ctx: Ctx, who: Caller, since: Since = None, until: Since = None
+) -> dict[str, object]:
+    """Totals per tenant and device model: released allocations (records ending in the
+    window) plus live allocations metered up to now."""
+    human(who)
+    now = time.time()
+    totals: dict[tuple[str, str], dict[str, int]] = {}
+
+    def add(tenant: str, model: str, values: dict[str, int]) -> None:
+        acc = totals.setdefault((tenant, model), dict.fromkeys(QUANTITIES, 0))
+        for k in QUANTITIES:
+            acc[k] += int(values[k])
+
+    q = select(
+        UsageRow.tenant, UsageRow.model, *(func.sum(getattr(UsageRow, k)) for k in QUANTITIES)
+    ).group_by(UsageRow.tenant, UsageRow.model)
+    if since is not None:
+        q = q.where(UsageRow.end >= since)
+    if until is not None:
+        q = q.where(UsageRow.end < until)
+    with ctx.db.read() as s:
+        for tenant, model, *sums in s.execute(q):
+            if who.sees(tenant):
+                add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
+        if until is None or until > now:
+            live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
+            for a in live.scalars():
+                if not who.sees(a.tenant):
+                    continue
+                start = max(a.created_at, since or 0.0)
+                seconds = max(0, round(now - start))
+                for rec in meter(a.placement, device_models(s, a.placement), seconds):
+                    add(a.tenant, rec["model"], rec)
+    return {
+        "since": since,
+        "until": until,
+        "items": [{"tenant": t, "model": m, **v} for (t, m), v in sorted(totals.items())],
+    }

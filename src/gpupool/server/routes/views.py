@@ -1,0 +1,63 @@
+"""Rows to response bodies, and the paging helper every list shares."""
+
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.tables import AllocationRow, JobRow
+from gpupool.server.schemas import AllocationOut, JobOut
+
+API = "/api/v1"
+
+
+def page(session: Session, query: Select[Any], limit: int, offset: int) -> tuple[list[Any], int]:
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+    items = list(session.execute(query.limit(limit).offset(offset)).scalars())
+    return items, total
+
+
+def allocation_out(a: AllocationRow) -> AllocationOut:
+    return AllocationOut(
+        id=a.id,
+        job_id=a.job_id,
+        tenant=a.tenant,
+        generation=a.generation,
+        state=a.state,
+        borrowed=a.borrowed,
+        action=a.action,
+        after=list(a.after or []),
+        nodes=a.placement["nodes"],
+        created_at=a.created_at,
+        released_at=a.released_at,
+        release_reason=a.release_reason,
+    )
+
+
+def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
+    return JobOut(
+        id=j.id,
+        tenant=j.tenant,
+        name=j.name,
+        request=j.request,
+        kind=j.kind,
+        priority_class=j.priority_class,
+        priority=j.priority,
+        gang_size=j.gang_size,
+        max_runtime_s=j.max_runtime_s,
+        on_preempt=j.on_preempt,
+        on_lost=j.on_lost,
+        command=list(j.command or []),
+        image=j.image,
+        state=j.state,
+        reason=j.reason,
+        submitted_by=j.submitted_by,
+        submit_time=j.submit_time,
+        started_at=j.started_at,
+        finished_at=j.finished_at,
+        exit_code=j.exit_code,
+        idempotency_key=j.idempotency_key,
+        allocation=allocation_out(alloc) if alloc is not None else None,
+        logs_url=f"{API}/jobs/{j.id}/logs",
+        events_url=f"{API}/jobs/{j.id}/events",
+    )

@@ -1,0 +1,340 @@
+"""Request and response bodies of the REST API (pydantic 2). Quantities follow the request
+grammar's units: cards for ``gpu`` quotas, MiB for memory, millicores for node CPU."""
+
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+NodeName = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+]
+T = TypeVar("T")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+# -- nodes ------------------------------------------------------------------------------------
+class DeviceIn(Strict):
+    index: int = Field(ge=0, le=1023)
+    model: str = Field(min_length=1, max_length=100)
+    vendor: Literal["nvidia", "ascend", "cambricon", "hygon"] | None = None
+    memory_mib: int | None = Field(None, gt=0, le=16 * 1024 * 1024)
+    uuid: str = Field("", max_length=200)
+    healthy: bool = True
+    mode: Literal["whole", "mig", "share"] = "whole"
+    island: int | None = Field(None, ge=0, le=1023)
+    pcie_switch: int | None = Field(None, ge=0, le=1023)
+
+
+class NodeIn(Strict):
+    name: NodeName
+    cpu_millis: int = Field(gt=0, le=10**8)
+    memory_mib: int = Field(gt=0, le=10**10)
+    devices: list[DeviceIn] = Field(default_factory=list, max_length=1024)
+    labels: dict[str, str] = Field(default_factory=dict)
+    pool: Name = "default"
+
+
+class DeviceOut(BaseModel):
+    index: int
+    model: str
+    vendor: str
+    memory_mib: int
+    uuid: str
+    healthy: bool
+    mode: str
+    island: int | None
+    pcie_switch: int | None
+    telemetry: dict[str, Any]
+
+
+class NodeOut(BaseModel):
+    name: str
+    pool: str
+    cpu_millis: int
+    memory_mib: int
+    labels: dict[str, str]
+    state: str
+    schedulable: bool
+    registered_at: float
+    heartbeat_at: float
+    devices: list[DeviceOut]
+
+
+class NodePatch(Strict):
+    schedulable: bool | None = None
+    pool: Name | None = None
+    labels: dict[str, str] | None = None
+
+
+class Telemetry(Strict):
+    index: int = Field(ge=0, le=1023)
+    util_pct: float | None = Field(None, ge=0, le=100)
+    mem_used_mib: int | None = Field(None, ge=0)
+    temp_c: float | None = Field(None, ge=-50, le=200)
+    power_w: float | None = Field(None, ge=0, le=10000)
+    healthy: bool = True
+    ecc_errors: int | None = Field(None, ge=0)
+    xid: int | None = Field(None, ge=0)
+
+
+class HeartbeatIn(Strict):
+    devices: list[Telemetry] = Field(default_factory=list, max_length=1024)
+
+
+# -- pools, tenants, quotas, classes ----------------------------------------------------------
+class PoolIn(Strict):
+    name: Name
+    sharing: Literal["whole", "mig", "share", "hybrid"] = "whole"
+    policy: str = "auto"
+    description: str = Field("", max_length=2000)
+
+
+class PoolOut(BaseModel):
+    name: str
+    sharing: str
+    policy: str
+    description: str
+
+
+class TenantIn(Strict):
+    name: Name
+    parent: Name | None = None
+    weight: float = Field(1.0, gt=0, le=1000)
+
+
+class TenantOut(BaseModel):
+    name: str
+    parent: str | None
+    weight: float
+    quotas: list["QuotaOut"]
+
+
+class QuotaIn(Strict):
+    """``gpu`` / ``gpu:MODEL`` in cards (fractions allowed), ``gpu_mem`` in MiB, ``cpu`` in
+    cores. ``borrowing_limit`` null: may borrow any idle capacity; ``lending_limit`` null: lends
+    all its idle guarantee."""
+
+    flavour: str = Field(min_length=1, max_length=120)
+    nominal: float = Field(ge=0, le=10**9)
+    borrowing_limit: float | None = Field(None, ge=0, le=10**9)
+    lending_limit: float | None = Field(None, ge=0, le=10**9)
+
+
+class QuotaOut(BaseModel):
+    flavour: str
+    nominal: float
+    borrowing_limit: float | None
+    lending_limit: float | None
+    used: float | None = None
+
+
+class PriorityClassIn(Strict):
+    name: Name
+    value: int = Field(ge=0, le=10**6)
+    description: str = Field("", max_length=2000)
+
+
+class PriorityClassOut(BaseModel):
+    name: str
+    value: int
+    description: str
+
+
+# -- users and tokens -------------------------------------------------------------------------
+class UserIn(Strict):
+    name: Name
+    role: Literal["admin", "tenant-admin", "member", "viewer", "finance", "agent"]
+    tenant: Name | None = None
+    node: NodeName | None = None
+
+
+class UserOut(BaseModel):
+    name: str
+    role: str
+    tenant: str | None
+    node: str | None
+
+
+class TokenOut(BaseModel):
+    user: str
+    token: str  # shown once
+    prefix: str
+
+
+class TokenInfo(BaseModel):
+    id: int
+    user: str
+    prefix: str
+    created_at: float
+    revoked: bool
+
+
+# -- jobs -------------------------------------------------------------------------------------
+class JobIn(Strict):
+    request: str = Field(min_length=1, max_length=500, examples=["gpu=A100-80G:1,cpu=4"])
+    tenant: Name | None = None  # defaults to the caller's tenant
+    name: str = Field("", max_length=200)
+    kind: Literal["training", "inference", "dev", "batch"] = "batch"
+    priority_class: Name = "training"
+    priority: int = Field(0, ge=-1000, le=1000)
+    gang_size: int = Field(1, ge=1, le=1024)
+    max_runtime_s: int | None = Field(None, gt=0, le=366 * 86400)
+    on_preempt: Literal["suspend", "kill"] = "suspend"
+    on_lost: Literal["requeue", "fail"] = "requeue"
+    command: list[Annotated[str, StringConstraints(max_length=10000)]] = Field(
+        default_factory=list, max_length=1000
+    )
+    image: str | None = Field(None, max_length=500)
+    env: dict[str, Annotated[str, StringConstraints(max_length=10000)]] = Field(
+        default_factory=dict
+    )
+    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+
+
+class DeviceGrantOut(BaseModel):
+    device: int
+    compute_pct: int
+    mem_mib: int
+    exclusive: bool
+    mig_profile: str | None
+    mig_start: int | None
+
+
+class NodeGrantOut(BaseModel):
+    node: str
+    cpu_millis: int
+    mem_mib: int
+    devices: list[DeviceGrantOut]
+
+
+class AllocationOut(BaseModel):
+    id: int
+    job_id: int
+    tenant: str
+    generation: int
+    state: str
+    borrowed: bool
+    action: str
+    after: list[int]
+    nodes: list[NodeGrantOut]
+    created_at: float
+    released_at: float | None
+    release_reason: str
+
+
+class JobOut(BaseModel):
+    id: int
+    tenant: str
+    name: str
+    request: str
+    kind: str
+    priority_class: str
+    priority: int
+    gang_size: int
+    max_runtime_s: int | None
+    on_preempt: str
+    on_lost: str
+    command: list[str]
+    image: str | None
+    state: str
+    reason: str
+    submitted_by: str
+    submit_time: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    idempotency_key: str | None
+    allocation: AllocationOut | None = None
+    logs_url: str
+    events_url: str
+
+
+class JobEventOut(BaseModel):
+    time: float
+    from_state: str | None
+    to_state: str
+    reason: str
+    actor: str
+
+
+class LogChunkIn(Strict):
+    stream: Literal["stdout", "stderr"] = "stdout"
+    text: str = Field(max_length=1_000_000)
+
+
+class JobStatusIn(Strict):
+    """An agent's report on one allocation; ``generation`` must be the allocation's current."""
+
+    generation: int = Field(ge=0)
+    state: Literal["running", "succeeded", "failed"]
+    exit_code: int | None = None
+    reason: str = Field("", max_length=2000)
+
+
+# -- reservations, usage, audit ---------------------------------------------------------------
+class ReservationIn(Strict):
+    tenant: Name
+    nodes: list[NodeName] = Field(min_length=1, max_length=10000)
+    start: float = Field(ge=0)
+    end: float = Field(ge=0)
+
+
+class ReservationOut(BaseModel):
+    id: int
+    tenant: str
+    nodes: list[str]
+    start: float
+    end: float
+    created_by: str
+
+
+class UsageOut(BaseModel):
+    id: int
+    tenant: str
+    job_id: int
+    allocation_id: int
+    model: str
+    start: float
+    end: float
+    devices: int
+    device_seconds: int
+    compute_pct_seconds: int
+    mem_mib_seconds: int
+    cpu_milli_seconds: int
+
+
+class AuditOut(BaseModel):
+    id: int
+    time: float
+    actor: str
+    role: str
+    action: str
+    target: str
+    result: int
+    client: str
+
+
+class QueueEntry(BaseModel):
+    id: int
+    tenant: str
+    name: str
+    request: str
+    priority_class: str
+    waited_s: float
+    reason: str
+
+
+TenantOut.model_rebuild()

@@ -1,0 +1,191 @@
+"""Build the engine's inputs from the state of record.
+
+The node part of the snapshot is rebuilt only when ``nodes_version`` changes; live
+allocations are diffed against the previous cycle (apply the new, release the gone), so a
+cycle's cost follows what changed, not the size of the cluster.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.model import Job, JobKind, Node, ResourceRequest, SpecError, parse_request
+from gpupool.scheduler import ClusterState
+from gpupool.scheduler.cycle import RunningJob
+from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reservations import Reservation
+from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
+from gpupool.server.codec import node_from_rows, placement_from_json
+from gpupool.server.db.tables import (
+    AllocationRow,
+    DeviceRow,
+    JobRow,
+    Meta,
+    NodeRow,
+    PriorityClassRow,
+    QuotaRow,
+    ReservationRow,
+    TenantRow,
+)
+
+
+@lru_cache(maxsize=4096)
+def cached_request(spec: str) -> ResourceRequest:
+    return parse_request(spec)
+
+
+@dataclass
+class CycleInputs:
+    state: ClusterState
+    running: list[RunningJob]
+    pending: list[Job]
+    reasons: dict[str, str]  # pending job id -> reason stored now
+    allocation_of: dict[str, int]  # running job id -> allocation id
+    tenants: TenantTree
+    queue: QueuePolicy
+    reservations: list[Reservation]
+    invalid: dict[str, str]  # pending jobs the engine cannot read: id -> why
+
+
+def _job(row, request: ResourceRequest) -> Job:
+    return Job(
+        id=str(row.id),
+        request=request,
+        tenant=row.tenant,
+        kind=JobKind(row.kind),
+        priority_class=row.priority_class,
+        priority=row.priority,
+        gang_size=row.gang_size,
+        max_runtime_s=row.max_runtime_s,
+        submit_time=row.submit_time,
+        on_preempt=row.on_preempt,
+    )
+
+
+class SnapshotBuilder:
+    """Keeps the node snapshot and live placements between cycles of one leader."""
+
+    def __init__(self) -> None:
+        self.nodes_version = -1
+        self.base: ClusterState | None = None
+        self.live: dict[int, RunningJob] = {}  # allocation id -> its job, applied to base
+        self.closed: set[str] = set()  # nodes that take no new work
+
+    def _nodes(self, session: Session) -> list[Node]:
+        devices: dict[str, list[DeviceRow]] = {}
+        for d in session.execute(select(DeviceRow)).scalars():
+            devices.setdefault(d.node, []).append(d)
+        held = _held_on_nodes(session)
+        nodes: list[Node] = []
+        self.closed = set()
+        for row in session.execute(select(NodeRow).order_by(NodeRow.name)).scalars():
+            node = node_from_rows(row, devices.get(row.name, []))
+            if row.state != "ready" or not row.schedulable:
+                node = _closed(node, held.get(row.name, (0, 0)))
+                self.closed.add(row.name)
+            nodes.append(node)
+        return nodes
+
+    def build(self, session: Session) -> CycleInputs:
+        version = session.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar_one()
+        current = dict(
+            session.execute(
+                select(AllocationRow.id, AllocationRow.job_id).where(
+                    AllocationRow.state == "active"
+                )
+            ).all()
+        )
+        gone = [a for a in self.live if a not in current]
+        # a closed node's capacity is sized to what it holds: a release there must rebuild it
+        reopen = any(set(self.live[a].placement.node_names) & self.closed for a in gone)
+        if version != self.nodes_version or self.base is None or reopen:
+            self.base = ClusterState(self._nodes(session))
+            self.nodes_version = version
+            self.live = {}
+            gone = []
+        state = self.base
+        for alloc_id in gone:
+            state.release(self.live.pop(alloc_id).job.id)
+        new = [a for a in current if a not in self.live]
+        for start in range(0, len(new), 500):
+            chunk = new[start : start + 500]
+            for alloc, job_row in session.execute(
+                select(AllocationRow, JobRow)
+                .join(JobRow, JobRow.id == AllocationRow.job_id)
+                .where(AllocationRow.id.in_(chunk))
+            ):
+                key = str(job_row.id)
+                placement = placement_from_json(key, alloc.placement)
+                state.apply(placement)
+                job = _job(job_row, cached_request(job_row.request))
+                self.live[alloc.id] = RunningJob(job, placement, alloc.created_at, alloc.borrowed)
+        running = [self.live[a] for a in current]
+        allocation_of = {str(job_id): a for a, job_id in current.items()}
+        pending: list[Job] = []
+        reasons: dict[str, str] = {}
+        invalid: dict[str, str] = {}
+        for row in session.execute(select(JobRow).where(JobRow.state == "pending")).scalars():
+            try:
+                pending.append(_job(row, cached_request(row.request)))
+            except SpecError as exc:
+                invalid[str(row.id)] = str(exc)
+            reasons[str(row.id)] = row.reason
+        return CycleInputs(
+            state=state.clone(),
+            running=running,
+            pending=pending,
+            reasons=reasons,
+            allocation_of=allocation_of,
+            tenants=tenant_tree(session),
+            queue=queue_policy(session),
+            reservations=reservations(session),
+            invalid=invalid,
+        )
+
+
+def _held_on_nodes(session: Session) -> dict[str, tuple[int, int]]:
+    """CPU and memory held by live allocations, per node."""
+    held: dict[str, tuple[int, int]] = {}
+    for (placement,) in session.execute(
+        select(AllocationRow.placement).where(AllocationRow.state == "active")
+    ):
+        for n in placement["nodes"]:
+            cpu, mem = held.get(n["node"], (0, 0))
+            held[n["node"]] = (cpu + n["cpu_millis"], mem + n["mem_mib"])
+    return held
+
+
+def _closed(node: Node, held: tuple[int, int]) -> Node:
+    """A node that takes no new work (lost, fenced or cordoned): its devices count as
+    unhealthy and its free CPU and memory as zero, so live grants still fit and nothing new
+    does."""
+    from dataclasses import replace
+
+    devices = tuple(replace(d, healthy=False) for d in node.devices)
+    return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices)
+
+
+def tenant_tree(session: Session) -> TenantTree:
+    quotas: dict[str, dict[str, Quota]] = {}
+    for q in session.execute(select(QuotaRow)).scalars():
+        quotas.setdefault(q.tenant, {})[q.flavour] = Quota(
+            q.nominal, q.borrowing_limit, q.lending_limit
+        )
+    return TenantTree(
+        Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)
+        for t in session.execute(select(TenantRow)).scalars()
+    )
+
+
+def queue_policy(session: Session) -> QueuePolicy:
+    classes = {c.name: c.value for c in session.execute(select(PriorityClassRow)).scalars()}
+    return QueuePolicy(classes=classes)
+
+
+def reservations(session: Session) -> list[Reservation]:
+    return [
+        Reservation(f"r-{r.id}", r.tenant, tuple(r.nodes), r.start, r.end)
+        for r in session.execute(select(ReservationRow)).scalars()
+    ]
