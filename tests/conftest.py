@@ -1,6 +1,11 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from gpupool.server.settings import Settings
+from tests.support.live import live_server
+from tests.support.postgres import PostgresServer
 
 # Bounded by default so the suite stays fast; HYPOTHESIS_PROFILE=deep runs many more examples.
 settings.register_profile(
@@ -10,3 +15,32 @@ settings.register_profile(
     "deep", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    server = PostgresServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'gpupool.db'}"
+    return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture
+def server(database_url, tmp_path):
+    settings = Settings(data_dir=tmp_path, database_url=database_url, log_json=False)
+    with live_server(settings) as live:
+        yield live
+
+
+@pytest.fixture
+def sqlite_server(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False)
+    with live_server(settings) as live:
+        yield live

@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gpupool.model import SpecError, parse_request
+from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
     AllocationRow,
@@ -48,6 +49,13 @@ def _validated(s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
         request = parse_request(body.request)
     except SpecError as exc:
         raise ApiError(422, f"request: {exc}", "request") from None
+    if request.mig_profile is not None and request.mig_profile not in MIG_PERCENT:
+        known = ", ".join(sorted(MIG_PERCENT))
+        raise ApiError(
+            422,
+            f"request: no GPU has MIG profile {request.mig_profile} (known: {known})",
+            "request",
+        )
     if s.get(PriorityClassRow, body.priority_class) is None:
         raise ApiError(
             422, f"priority_class: unknown class {body.priority_class!r}", "priority_class"

@@ -1,0 +1,1 @@
+"""Test support: a throwaway PostgreSQL server and a live gpupool server on loopback."""

@@ -1,0 +1,44 @@
+"""Set up tenants, quotas and nodes through the API, as an operator would."""
+
+import httpx
+
+
+def node_body(name: str, model: str = "A100-80G", cards: int = 4, **extra: object) -> dict:
+    return {
+        "name": name,
+        "cpu_millis": 64000,
+        "memory_mib": 512 * 1024,
+        "devices": [
+            {"index": i, "model": model, "uuid": f"GPU-{name}-{i}", "island": 0}
+            for i in range(cards)
+        ],
+        **extra,
+    }
+
+
+def ok(resp: httpx.Response, status: int = 200) -> dict:
+    assert resp.status_code == status, resp.text
+    return resp.json() if resp.content else {}
+
+
+def seed_cluster(
+    admin: httpx.Client,
+    nodes: int = 2,
+    cards: int = 4,
+    tenants: dict[str, float] | None = None,
+) -> None:
+    """``nodes`` servers of ``cards`` A100-80G each; tenants with their guaranteed cards."""
+    tenants = {"algo": 4, "infer": 2, "dev": 2} if tenants is None else tenants
+    for i in range(nodes):
+        ok(admin.post("/api/v1/nodes", json=node_body(f"n{i}", cards=cards)))
+    for name, cards_ in tenants.items():
+        ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
+        quota = {"flavour": "gpu", "nominal": cards_}
+        ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
+
+
+def submit(client: httpx.Client, request: str, tenant: str | None = None, **extra) -> dict:
+    body = {"request": request, **extra}
+    if tenant is not None:
+        body["tenant"] = tenant
+    return ok(client.post("/api/v1/jobs", json=body), 201)

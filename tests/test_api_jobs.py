@@ -1,0 +1,184 @@
+"""Jobs through the real API on both database backends: lifecycle, idempotency, bad input."""
+
+from tests.support.cluster import ok, seed_cluster, submit
+
+
+def test_submit_admit_run_finish_is_recorded_and_metered(server):
+    admin = server.admin()
+    seed_cluster(admin)
+    job = submit(admin, "gpu=A100-80G:2,cpu=4", "algo", name="train", kind="training")
+    assert job["state"] == "pending" and job["request"] == "gpu=A100-80G:2,cpu=4000m"
+    server.cycle()
+    job = ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+    assert job["state"] == "admitted", job["reason"]
+    alloc = job["allocation"]
+    devices = [d for n in alloc["nodes"] for d in n["devices"]]
+    assert len(devices) == 2 and all(d["exclusive"] for d in devices)
+    agent = server.client(server.token("agent-n", "agent", node="*"))
+    status = {"generation": alloc["generation"], "state": "running"}
+    ok(agent.post(f"/api/v1/allocations/{alloc['id']}/status", json=status))
+    done = {"generation": alloc["generation"], "state": "succeeded", "exit_code": 0}
+    ok(agent.post(f"/api/v1/allocations/{alloc['id']}/status", json=done))
+    job = ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+    assert job["state"] == "succeeded" and job["exit_code"] == 0 and job["allocation"] is None
+    events = ok(admin.get(job["events_url"]))
+    assert [e["to_state"] for e in events] == ["pending", "admitted", "running", "succeeded"]
+    usage = ok(admin.get("/api/v1/usage", params={"tenant": "algo"}))["items"]
+    assert len(usage) == 1 and usage[0]["model"] == "A100-80G" and usage[0]["devices"] == 2
+    assert usage[0]["compute_pct_seconds"] == 2 * 100 * round(usage[0]["end"] - usage[0]["start"])
+
+
+def test_stale_generation_is_refused(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1)
+    job = submit(admin, "gpu=1", "algo")
+    server.cycle()
+    alloc = ok(admin.get(f"/api/v1/jobs/{job['id']}"))["allocation"]
+    agent = server.client(server.token("agent-n0", "agent", node="n0"))
+    stale = {"generation": alloc["generation"] - 1, "state": "running"}
+    r = agent.post(f"/api/v1/allocations/{alloc['id']}/status", json=stale)
+    assert r.status_code == 409 and r.json()["field"] == "generation"
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    late = {"generation": alloc["generation"], "state": "succeeded"}
+    r = agent.post(f"/api/v1/allocations/{alloc['id']}/status", json=late)
+    assert r.status_code == 409 and "released" in r.json()["detail"]
+    other = server.client(server.token("agent-n1", "agent", node="n1"))
+    r = other.post(f"/api/v1/allocations/{alloc['id']}/status", json=late)
+    assert r.status_code == 403
+
+
+def test_idempotent_submission(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1)
+    first = submit(admin, "gpu=1", "algo", idempotency_key="k-1")
+    again = admin.post(
+        "/api/v1/jobs",
+        json={"request": "gpu=1", "tenant": "algo"},
+        headers={"Idempotency-Key": "k-1"},
+    )
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    clash = admin.post(
+        "/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo", "idempotency_key": "k-1"}
+    )
+    assert clash.status_code == 409 and clash.json()["field"] == "idempotency_key"
+    other_tenant = submit(admin, "gpu=1", "dev", idempotency_key="k-1")  # keys are per tenant
+    assert other_tenant["id"] != first["id"]
+    assert ok(admin.get("/api/v1/jobs"))["total"] == 2
+
+
+def test_cancel_pending_and_terminal(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1)
+    job = submit(admin, "gpu=1", "algo")
+    assert ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))["state"] == "cancelled"
+    r = admin.post(f"/api/v1/jobs/{job['id']}/cancel")
+    assert r.status_code == 409 and "already cancelled" in r.json()["detail"]
+    server.cycle()
+    assert ok(admin.get(f"/api/v1/jobs/{job['id']}"))["state"] == "cancelled"
+
+
+def test_pending_jobs_carry_their_reason_and_queue_order(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    big = submit(admin, "gpu=8", "algo")
+    dev = submit(admin, "gpu=1", "algo", priority_class="dev-test")
+    hi = submit(admin, "gpu=1", "algo", priority_class="online-inference")
+    server.cycle()
+    queue = ok(admin.get("/api/v1/queue"))
+    assert [q["id"] for q in queue["items"]] == [big["id"]]
+    assert queue["items"][0]["reason"].startswith("quota: algo gpu")
+    for j in (dev, hi):
+        assert ok(admin.get(f"/api/v1/jobs/{j['id']}"))["state"] == "admitted"
+
+
+def test_list_filters_and_pages(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1)
+    ids = [submit(admin, "cpu=1", "algo")["id"] for _ in range(5)]
+    submit(admin, "cpu=1", "dev")
+    page = ok(admin.get("/api/v1/jobs", params={"tenant": "algo", "limit": 2, "offset": 1}))
+    assert page["total"] == 5 and [j["id"] for j in page["items"]] == ids[::-1][1:3]
+    assert ok(admin.get("/api/v1/jobs", params={"state": "running"}))["total"] == 0
+
+
+def test_bad_input_gets_4xx_naming_the_field(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1)
+    cases = [
+        ({"request": "gpu=two", "tenant": "algo"}, "request"),
+        ({"request": "gpu=1", "tenant": "nobody"}, "tenant"),
+        ({"request": "gpu=1", "tenant": "algo", "priority_class": "vip"}, "priority_class"),
+        ({"tenant": "algo"}, "request"),
+        ({"request": "gpu=1", "tenant": "algo", "gang_size": 0}, "gang_size"),
+        ({"request": "gpu=1", "tenant": "algo", "surprise": 1}, "surprise"),
+        ({"request": "gpu=1", "tenant": "algo", "command": "not a list"}, "command"),
+        ({"request": "mig=9g.99gb", "tenant": "algo"}, "request"),
+    ]
+    for body, field in cases:
+        r = admin.post("/api/v1/jobs", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["field"] == field, (body, r.json())
+    r = admin.post(
+        "/api/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422 and r.json()["detail"]
+    assert admin.get("/api/v1/jobs/999").status_code == 404
+    assert admin.get("/api/v1/jobs/abc").status_code == 422
+    assert ok(admin.get("/api/v1/jobs"))["total"] == 0  # nothing half-written
+
+
+def test_bad_node_registration(server):
+    admin = server.admin()
+    bad = [
+        ({"name": "n", "cpu_millis": -1, "memory_mib": 1}, "cpu_millis"),
+        ({"name": "n", "cpu_millis": 1, "memory_mib": 1, "pool": "nope"}, "pool"),
+        (
+            {
+                "name": "n",
+                "cpu_millis": 1,
+                "memory_mib": 1,
+                "devices": [{"index": 0, "model": "Mystery9000"}],
+            },
+            "devices",
+        ),
+        (
+            {
+                "name": "n",
+                "cpu_millis": 1,
+                "memory_mib": 1,
+                "devices": [{"index": 0, "model": "T4", "mode": "mig"}],
+            },
+            "devices",
+        ),
+        (
+            {
+                "name": "n",
+                "cpu_millis": 1,
+                "memory_mib": 1,
+                "devices": [{"index": 0, "model": "T4"}, {"index": 0, "model": "T4"}],
+            },
+            "devices",
+        ),
+        ({"name": "bad name!", "cpu_millis": 1, "memory_mib": 1}, "name"),
+    ]
+    for body, field in bad:
+        r = admin.post("/api/v1/nodes", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["field"] == field, (body, r.json())
+    assert ok(admin.get("/api/v1/nodes"))["total"] == 0
+
+
+def test_cordoned_node_takes_no_new_work(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=2, cards=2, tenants={"algo": 4})
+    ok(admin.patch("/api/v1/nodes/n0", json={"schedulable": False}))
+    jobs = [submit(admin, "gpu=1", "algo") for _ in range(3)]
+    server.cycle()
+    states = [ok(admin.get(f"/api/v1/jobs/{j['id']}")) for j in jobs]
+    placed = [j for j in states if j["state"] == "admitted"]
+    assert len(placed) == 2
+    assert {n["node"] for j in placed for n in j["allocation"]["nodes"]} == {"n1"}
+    cpu_only = submit(admin, "cpu=1", "algo")
+    server.cycle()
+    j = ok(admin.get(f"/api/v1/jobs/{cpu_only['id']}"))
+    assert [n["node"] for n in j["allocation"]["nodes"]] == ["n1"]
