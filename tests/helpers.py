@@ -1,5 +1,6 @@
 """Small hand-made clusters, an independent loop-based fit oracle, and a CLI runner."""
 
+import os
 import subprocess
 import sys
 
@@ -91,7 +92,9 @@ def fits_on(state: ClusterState, row: int, r: ResourceRequest) -> bool:
     return units >= r.gpu
 
 
-def gpupool(*args: str, timeout: int = 180) -> "subprocess.CompletedProcess[str]":
+def gpupool(
+    *args: str, timeout: int = 180, env: dict[str, str] | None = None, stdin: str | None = None
+) -> "subprocess.CompletedProcess[str]":
     """Run the CLI as a user does: a real process, output captured."""
     return subprocess.run(
         [sys.executable, "-m", "gpupool.cli.main", *args],
@@ -99,4 +102,6 @@ def gpupool(*args: str, timeout: int = 180) -> "subprocess.CompletedProcess[str]
         text=True,
         timeout=timeout,
         check=False,
+        env=None if env is None else {**os.environ, **env},
+        input=stdin,
     )

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpupool.server.auth import Principal, Role, principal_for
@@ -48,6 +48,8 @@ Ctx = Annotated[ServerContext, Depends(context)]
 Caller = Annotated[Principal, Depends(caller)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10**9, description="items to skip")]
+MAX_ID = 2**62  # fits a signed 64-bit column on every backend
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 def require(who: Principal, roles: Iterable[Role], doing: str) -> None:

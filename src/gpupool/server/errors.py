@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpupool.model import SpecError
@@ -59,6 +59,11 @@ def install(app: FastAPI) -> None:
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         text = str(exc.orig).splitlines()[0] if exc.orig else "constraint violated"
         return JSONResponse(_body(f"conflict with existing data: {text}"), 409)
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        text = str(exc.orig).splitlines()[0] if exc.orig else "value out of range"
+        return JSONResponse(_body(f"a value does not fit: {text}"), 422)
 
     @app.exception_handler(OperationalError)
     async def _busy(_: Request, exc: OperationalError) -> JSONResponse:

@@ -278,9 +278,9 @@ class LogChunkIn(Strict):
 class JobStatusIn(Strict):
     """An agent's report on one allocation; ``generation`` must be the allocation's current."""
 
-    generation: int = Field(ge=0)
+    generation: int = Field(ge=0, le=2**62)
     state: Literal["running", "succeeded", "failed"]
-    exit_code: int | None = None
+    exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     reason: str = Field("", max_length=2000)
 
 
@@ -288,8 +288,8 @@ class JobStatusIn(Strict):
 class ReservationIn(Strict):
     tenant: Name
     nodes: list[NodeName] = Field(min_length=1, max_length=10000)
-    start: float = Field(ge=0)
-    end: float = Field(ge=0)
+    start: float = Field(ge=0, le=1e11)  # epoch seconds
+    end: float = Field(ge=0, le=1e11)
 
 
 class ReservationOut(BaseModel):

@@ -20,7 +20,7 @@ from gpupool.server.db.tables import (
     TokenRow,
     UserRow,
 )
-from gpupool.server.deps import Caller, Ctx, Limit, Offset, human, may_administer, require
+from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human, may_administer, require
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.routes.views import page
 from gpupool.server.schemas import (
@@ -176,7 +176,7 @@ def list_tokens(ctx: Ctx, who: Caller) -> list[TokenInfo]:
 
 
 @router.delete("/tokens/{token_id}", status_code=204)
-def revoke_token(token_id: int, ctx: Ctx, who: Caller) -> None:
+def revoke_token(token_id: Id, ctx: Ctx, who: Caller) -> None:
     with ctx.db.write() as s:
         t = s.get(TokenRow, token_id)
         if t is None or (not who.is_admin and t.user != who.user):
@@ -226,7 +226,7 @@ def list_reservations(ctx: Ctx, who: Caller) -> list[ReservationOut]:
 
 
 @router.delete("/reservations/{res_id}", status_code=204)
-def delete_reservation(res_id: int, ctx: Ctx, who: Caller) -> None:
+def delete_reservation(res_id: Id, ctx: Ctx, who: Caller) -> None:
     human(who)
     with ctx.db.write() as s:
         r = s.get(ReservationRow, res_id)

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from gpupool.server.auth import Principal, Role
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobLogRow, JobRow
-from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
+from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, move
 from gpupool.server.routes.views import allocation_out, page
@@ -55,7 +55,7 @@ def _agent_may(who: Principal, alloc: AllocationRow) -> None:
 
 
 @router.post("/allocations/{alloc_id}/status", response_model=AllocationOut)
-def report_status(alloc_id: int, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
+def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
     """An agent reports that an allocation's job started or ended. The ``generation`` must be
     the allocation's and the allocation still live: a stale order is refused with 409."""
     now = time.time()
@@ -90,7 +90,7 @@ def report_status(alloc_id: int, body: JobStatusIn, ctx: Ctx, who: Caller) -> Al
 
 
 @router.post("/allocations/{alloc_id}/logs", status_code=204)
-def upload_logs(alloc_id: int, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
+def upload_logs(alloc_id: Id, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
     """Append a chunk of a job's stdout or stderr (agents)."""
     with ctx.db.write() as s:
         alloc = s.get(AllocationRow, alloc_id)

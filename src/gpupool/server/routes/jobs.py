@@ -19,7 +19,7 @@ from gpupool.server.db.tables import (
     PriorityClassRow,
     TenantRow,
 )
-from gpupool.server.deps import Caller, Ctx, Limit, Offset, human, may_manage
+from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human, may_manage
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.routes.views import job_out, page
@@ -165,7 +165,7 @@ def _active_allocations(s: Session, job_ids: list[int]) -> dict[int, AllocationR
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: int, ctx: Ctx, who: Caller) -> JobOut:
+def get_job(job_id: Id, ctx: Ctx, who: Caller) -> JobOut:
     human(who)
     with ctx.db.read() as s:
         job = visible_job(s, who, job_id)
@@ -173,7 +173,7 @@ def get_job(job_id: int, ctx: Ctx, who: Caller) -> JobOut:
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut)
-def cancel(job_id: int, ctx: Ctx, who: Caller, request: Request) -> JobOut:
+def cancel(job_id: Id, ctx: Ctx, who: Caller, request: Request) -> JobOut:
     """Cancel a job; its allocation (if any) is released and metered now."""
     human(who)
     now = time.time()
@@ -190,7 +190,7 @@ def cancel(job_id: int, ctx: Ctx, who: Caller, request: Request) -> JobOut:
 
 
 @router.get("/jobs/{job_id}/events", response_model=list[JobEventOut])
-def events(job_id: int, ctx: Ctx, who: Caller) -> list[JobEventOut]:
+def events(job_id: Id, ctx: Ctx, who: Caller) -> list[JobEventOut]:
     human(who)
     with ctx.db.read() as s:
         visible_job(s, who, job_id)
@@ -202,10 +202,10 @@ def events(job_id: int, ctx: Ctx, who: Caller) -> list[JobEventOut]:
 
 @router.get("/jobs/{job_id}/logs")
 def logs(
-    job_id: int,
+    job_id: Id,
     ctx: Ctx,
     who: Caller,
-    after: Annotated[int, Query(ge=0, description="return chunks after this id")] = 0,
+    after: Annotated[int, Query(ge=0, le=2**62, description="return chunks after this id")] = 0,
     limit: Limit = 1000,
 ) -> dict[str, object]:
     """Log chunks the agent uploaded, oldest first; pass the last ``id`` as ``after`` to

@@ -15,7 +15,7 @@ from gpupool.server.routes.views import page
 from gpupool.server.schemas import Page, UsageOut
 
 router = APIRouter(prefix="/api/v1", tags=["usage"])
-Since = Annotated[float | None, Query(ge=0, description="epoch seconds")]
+Since = Annotated[float | None, Query(ge=0, le=1e11, description="epoch seconds")]
 QUANTITIES = ("device_seconds", "compute_pct_seconds", "mem_mib_seconds", "cpu_milli_seconds")
 
 

@@ -1,0 +1,120 @@
+"""The CLI client against a live server: login, jobs, nodes, queue, tenants, quotas; clear
+errors (connection refused, 401, 403, 422) with exit code 2 and no traceback."""
+
+import json
+import stat
+
+from tests.helpers import gpupool
+from tests.support.cluster import seed_cluster
+from tests.support.postgres import free_port
+
+
+def test_cli_round_trip(sqlite_server, tmp_path):
+    seed_cluster(sqlite_server.admin(), nodes=1, tenants={"algo": 2})
+    env = {"GPUPOOL_CONFIG_DIR": str(tmp_path / "cfg")}
+    r = gpupool(
+        "login", "--server", sqlite_server.url, "--token", sqlite_server.admin_token, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    saved = tmp_path / "cfg" / "client.json"
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    r = gpupool(
+        "job",
+        "submit",
+        "--tenant",
+        "algo",
+        "--gpu",
+        "1",
+        "--cpu",
+        "2",
+        "--name",
+        "train",
+        "--key",
+        "once",
+        "--json",
+        "--",
+        "python",
+        "-c",
+        "print(1)",
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)
+    assert job["command"] == ["python", "-c", "print(1)"] and job["request"] == "gpu=1,cpu=2000m"
+    again = gpupool(
+        "job",
+        "submit",
+        "--tenant",
+        "algo",
+        "--gpu",
+        "1",
+        "--cpu",
+        "2",
+        "--name",
+        "train",
+        "--key",
+        "once",
+        "--json",
+        env=env,
+    )
+    assert json.loads(again.stdout)["id"] == job["id"]
+    sqlite_server.cycle()
+    listed = json.loads(gpupool("job", "list", "--json", env=env).stdout)
+    assert [j["state"] for j in listed["items"]] == ["admitted"]
+    assert "admitted" in gpupool("job", "show", str(job["id"]), env=env).stdout
+    big = json.loads(
+        gpupool("job", "submit", "--tenant", "algo", "--gpu", "8", "--json", env=env).stdout
+    )
+    sqlite_server.cycle()
+    queue = json.loads(gpupool("queue", "--json", env=env).stdout)["items"]
+    assert [q["id"] for q in queue] == [big["id"]] and queue[0]["reason"]
+    nodes = json.loads(gpupool("nodes", "--json", env=env).stdout)["items"]
+    assert [n["name"] for n in nodes] == ["n0"] and len(nodes[0]["devices"]) == 4
+    r = gpupool("quota", "set", "algo", "gpu", "--nominal", "3", "--borrowing-limit", "1", env=env)
+    assert r.returncode == 0, r.stderr
+    tenants = json.loads(gpupool("tenants", "--json", env=env).stdout)["items"]
+    q = tenants[0]["quotas"][0]
+    assert (q["nominal"], q["borrowing_limit"], q["used"]) == (3.0, 1.0, 1.0)
+    assert "cancelled" in gpupool("job", "cancel", str(job["id"]), env=env).stdout
+    assert "algo" in gpupool("tenants", env=env).stdout  # the table form renders
+
+
+def test_cli_errors_are_one_line_exit_2(sqlite_server, tmp_path):
+    seed_cluster(sqlite_server.admin(), nodes=1, tenants={"algo": 2})
+    viewer = sqlite_server.token("vic", "viewer", "algo")
+    base = {"GPUPOOL_CONFIG_DIR": str(tmp_path / "none"), "GPUPOOL_SERVER": sqlite_server.url}
+    cases = [
+        ({"GPUPOOL_SERVER": f"http://127.0.0.1:{free_port()}"}, ["nodes"], "cannot reach"),
+        ({"GPUPOOL_TOKEN": "gp_wrong"}, ["job", "list"], "401"),
+        ({"GPUPOOL_TOKEN": viewer}, ["job", "submit", "--gpu", "1"], "403"),
+        (
+            {"GPUPOOL_TOKEN": sqlite_server.admin_token},
+            ["job", "submit", "--tenant", "algo", "--request", "gpu=1", "--kind", "party"],
+            "422",
+        ),
+        ({"GPUPOOL_TOKEN": sqlite_server.admin_token}, ["job", "submit", "--gpu", "two"], "gpu"),
+        ({"GPUPOOL_TOKEN": sqlite_server.admin_token}, ["job", "cancel", "99"], "404"),
+    ]
+    for extra, args, expected in cases:
+        r = gpupool(*args, env={**base, **extra})
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert expected in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_admin_token_create_prints_the_token_last(tmp_path):
+    r = gpupool("admin", "token", "create", "--name", "ops", "--data-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.split()[-1]
+    assert token.startswith("gp_") and len(token) > 40
+    r = gpupool(
+        "admin", "token", "create", "--name", "m", "--role", "member", "--data-dir", str(tmp_path)
+    )
+    assert r.returncode == 2 and "tenant is required" in r.stderr
+    r = gpupool(
+        "admin", "token", "create", "--name", "m", "--role", "boss", "--data-dir", str(tmp_path)
+    )
+    assert r.returncode == 2 and "role" in r.stderr and "Traceback" not in r.stderr
+    r = gpupool("server", "--data-dir", str(tmp_path), "--policy", "nonsense")
+    assert r.returncode == 2 and "policy" in r.stderr and "Traceback" not in r.stderr
+    r = gpupool("server", "--config", str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "missing.toml" in r.stderr
