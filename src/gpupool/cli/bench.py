@@ -34,6 +34,28 @@ def placement(
     _emit(result, as_json, f"placement benchmark ({policy})")
 
 
+@app.command("api")
+@friendly
+def api(
+    nodes: int = typer.Option(1000, min=1, help="Simulated servers registered in the database."),
+    gpus_per_node: int = typer.Option(8, min=1, max=64, help="Cards per server."),
+    submits: int = typer.Option(5000, min=1, help="Jobs submitted over HTTP."),
+    concurrency: int = typer.Option(32, min=1, max=1024, help="Submissions in flight."),
+    database_url: str = typer.Option(
+        "", help="PostgreSQL URL to measure that backend instead of SQLite."
+    ),
+    seed: int = typer.Option(0, help="Seed of the job mix."),
+    workers: int = typer.Option(1, min=1, max=64, help="The server's API worker processes."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Start a server process on loopback, submit jobs from concurrent clients, and report
+    submissions per second and submit-to-placed latency (server clock)."""
+    from gpupool.bench.api import run_api_bench
+
+    result = run_api_bench(nodes, gpus_per_node, submits, concurrency, database_url, seed, workers)
+    _emit(result, as_json, f"api benchmark ({result['backend']})")
+
+
 @app.command("cycle")
 @friendly
 def cycle(

@@ -25,14 +25,29 @@ def _settings(
         raise SpecError(f"settings: {exc}".replace("\n", " ")) from None
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, workers: int = 1) -> None:
     """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way)."""
+    import os
+
     import uvicorn
 
     from gpupool.server.app import create_app
     from gpupool.server.logs import configure
 
     configure(settings.log_level, settings.log_json)
+    if workers > 1:
+        for name, value in settings.model_dump(mode="json").items():
+            os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
+        uvicorn.run(
+            "gpupool.server.app:app_from_environment",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            log_level="warning",
+            access_log=False,
+        )
+        return
     app = create_app(settings)
     config = uvicorn.Config(
         app,
@@ -54,13 +69,16 @@ def server(
         None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... [default: SQLite]"
     ),
     policy: str = typer.Option(None, help="Placement policy [default: auto]"),
+    workers: int = typer.Option(
+        1, min=1, max=64, help="API worker processes (one of them leads the scheduler)"
+    ),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     with user_errors():
         settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    serve(settings)
+    serve(settings, workers)
 
 
 @token_app.command("create")

@@ -66,3 +66,14 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
 
     app.add_middleware(AuditAndMetrics, db=db, metrics=metrics)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """Factory for API worker processes (``gpupool server --workers N``): settings come from
+    the ``GPUPOOL_`` variables the parent exported. Every worker runs a scheduler loop; one
+    holds the lead, the others stand by."""
+    from gpupool.server.logs import configure
+
+    settings = Settings()
+    configure(settings.log_level, settings.log_json)
+    return create_app(settings)

@@ -1,14 +1,18 @@
 """What every route needs: the server context, the caller, and role checks."""
 
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
 
-from gpupool.server.auth import Principal, Role, principal_for
+from gpupool.server.auth import Principal, Role, principal_for, token_hash
+from gpupool.server.cache import TtlCache
 from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import AuditRow
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
@@ -23,6 +27,12 @@ class ServerContext:
     db: Database
     metrics: Metrics
     loop: SchedulerLoop
+    principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
+    names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
+
+    def forget_principals(self) -> None:
+        """After a change of tokens or of the tenant tree."""
+        self.principals.clear()
 
 
 def context(request: Request) -> ServerContext:
@@ -36,10 +46,14 @@ def caller(
     if creds is None or not creds.credentials:
         raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
     ctx: ServerContext = request.app.state.ctx
-    with ctx.db.read() as s:
-        who = principal_for(s, creds.credentials)
+    key = token_hash(creds.credentials)
+    who = ctx.principals.get(key)
     if who is None:
-        raise ApiError(401, "unknown or revoked token")
+        with ctx.db.read() as s:
+            who = principal_for(s, creds.credentials)
+        if who is None:
+            raise ApiError(401, "unknown or revoked token")
+        ctx.principals.put(key, who)
     request.state.principal = who
     return who
 
@@ -50,6 +64,26 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10**9, description="items to skip")]
 MAX_ID = 2**62  # fits a signed 64-bit column on every backend
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def audit_here(s: Session, request: Request, who: Principal, target: str, status: int) -> None:
+    """Write the audit record inside the handler's own transaction (hot paths), so the
+    middleware does not need a second one."""
+    client = request.client.host if request.client else ""
+    route = getattr(request.scope.get("route"), "path", request.url.path)
+    s.add(
+        AuditRow(
+            time=time.time(),
+            actor=who.user,
+            role=str(who.role),
+            action=f"{request.method} {route}",
+            target=f"{request.url.path} -> {target}"[:500],
+            result=status,
+            client=client[:100],
+            detail="",
+        )
+    )
+    request.state.audited = True
 
 
 def require(who: Principal, roles: Iterable[Role], doing: str) -> None:

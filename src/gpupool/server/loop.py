@@ -9,10 +9,13 @@ import logging
 import threading
 import time
 
+from sqlalchemy import func, select
+
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, run_cycle
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import JobEventRow
 from gpupool.server.leader import Leadership
 from gpupool.server.metrics import Metrics
 from gpupool.server.settings import Settings
@@ -32,6 +35,7 @@ class SchedulerLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cycles = 0
+        self._seen_event = 0
         self.last_error = ""
 
     @property
@@ -60,6 +64,7 @@ class SchedulerLoop:
             if self.snapshots.base is None:
                 log.info("took the scheduler lead", extra={"epoch": self.leadership.epoch})
             self._wake.clear()
+            started = time.perf_counter()
             try:
                 self.run_once()
                 self.last_error = ""
@@ -72,7 +77,29 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed")
                 self.snapshots = SnapshotBuilder()
                 self._stop.wait(self.settings.leader_poll_s)
-            self._wake.wait(self.settings.cycle_interval_s)
+            # a burst of submissions is decided in a few batches, not one cycle per request:
+            # leave the API at least as much time as the last cycle took
+            self._stop.wait(max(self.settings.cycle_min_gap_s, time.perf_counter() - started))
+            self._wait_for_change()
+
+    def _latest_event(self) -> int:
+        with self.db.read() as s:
+            return s.execute(select(func.max(JobEventRow.id))).scalar() or 0
+
+    def _wait_for_change(self) -> None:
+        """Until this process wakes us, another process (an API worker, a second server)
+        records a job event, or ``cycle_interval_s`` passes."""
+        deadline = time.monotonic() + self.settings.cycle_interval_s
+        poll = max(0.05, 2 * self.settings.cycle_min_gap_s)
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wake.wait(min(poll, left)):
+                return
+            try:
+                if self._latest_event() != self._seen_event:
+                    return
+            except Exception:  # the database is away: the cycle will say so
+                return
 
     def run_once(self, now: float | None = None) -> None:
         """One cycle: snapshot, decide, commit (also called directly by tests)."""
@@ -81,6 +108,7 @@ class SchedulerLoop:
         epoch = self.leadership.epoch
         if epoch is None:
             raise LostLeadership("not the leader")
+        self._seen_event = self._latest_event()
         with self.db.read() as s:
             inputs = self.snapshots.build(s)
         config = CycleConfig(
@@ -97,6 +125,7 @@ class SchedulerLoop:
             Placer(self.settings.policy),
         )
         result.pending.update(inputs.invalid)
+        decided = time.perf_counter()
         tenants = {j.id: j.tenant for j in inputs.pending}
         with self.db.write() as s:
             summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
@@ -115,5 +144,7 @@ class SchedulerLoop:
                     "preempted": summary.preempted,
                     "pending": len(result.pending),
                     "generation": summary.generation,
+                    "decide_s": round(decided - started, 4),
+                    "commit_s": round(time.perf_counter() - decided, 4),
                 },
             )

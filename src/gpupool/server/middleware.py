@@ -32,7 +32,8 @@ class AuditAndMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if audited:  # recorded before the caller hears the answer
+                if audited and not (scope.get("state") or {}).get("audited"):
+                    # recorded before the caller hears the answer
                     await anyio.to_thread.run_sync(self._audit, scope, status)
             await send(message)
 

@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     policy: str = "auto"
-    cycle_interval_s: float = Field(2.0, gt=0, le=300)
+    cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
+    cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
     grace_s: int = Field(30, ge=0)
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     leader_poll_s: float = Field(1.0, gt=0, le=10)

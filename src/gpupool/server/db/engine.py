@@ -7,8 +7,9 @@ timeout instead of failing to upgrade, readers begin deferred and never block wr
 PostgreSQL uses one engine at READ COMMITTED; state changes are conditional updates.
 """
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from alembic import command
@@ -56,12 +57,17 @@ class Database:
         else:
             self.engine = create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
             self.read_engine = self.engine
+        self._writer: AbstractContextManager[object] = (
+            threading.Lock() if self.is_sqlite else nullcontext()
+        )
         self._write = sessionmaker(self.engine, expire_on_commit=False)
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write() as session, session.begin():
+        # SQLite has one writer at a time; queueing this process's writers on a lock is much
+        # faster than letting them poll SQLite's busy handler (which sleeps up to 100 ms).
+        with self._writer, self._write() as session, session.begin():
             yield session
 
     @contextmanager

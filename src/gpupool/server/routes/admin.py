@@ -182,6 +182,7 @@ def revoke_token(token_id: Id, ctx: Ctx, who: Caller) -> None:
         if t is None or (not who.is_admin and t.user != who.user):
             raise not_found(f"token {token_id}")
         t.revoked = True
+    ctx.forget_principals()
 
 
 # -- reservations -----------------------------------------------------------------------------

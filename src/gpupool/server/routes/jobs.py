@@ -4,7 +4,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,17 @@ from gpupool.server.db.tables import (
     PriorityClassRow,
     TenantRow,
 )
-from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human, may_manage
+from gpupool.server.deps import (
+    Caller,
+    Ctx,
+    Id,
+    Limit,
+    Offset,
+    ServerContext,
+    audit_here,
+    human,
+    may_manage,
+)
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.routes.views import job_out, page
@@ -38,11 +48,22 @@ def visible_job(s: Session, who: Principal, job_id: int, *, lock: bool = False) 
     return job
 
 
-def _validated(s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
+def _exists(ctx: ServerContext, s: Session, table: type, name: str) -> bool:
+    """Whether a tenant or priority class exists; hits are cached for a few seconds."""
+    key = (table.__tablename__, name)
+    if ctx.names.get(key):
+        return True
+    if s.get(table, name) is None:
+        return False
+    ctx.names.put(key, True)
+    return True
+
+
+def _validated(ctx: ServerContext, s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
     tenant = body.tenant or who.tenant
     if tenant is None:
         raise ApiError(422, "tenant: required (your token has no tenant)", "tenant")
-    if s.get(TenantRow, tenant) is None:
+    if not _exists(ctx, s, TenantRow, tenant):
         raise ApiError(422, f"tenant: unknown tenant {tenant!r}", "tenant")
     may_manage(who, tenant, "submit jobs")
     try:
@@ -56,7 +77,7 @@ def _validated(s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
             f"request: no GPU has MIG profile {request.mig_profile} (known: {known})",
             "request",
         )
-    if s.get(PriorityClassRow, body.priority_class) is None:
+    if not _exists(ctx, s, PriorityClassRow, body.priority_class):
         raise ApiError(
             422, f"priority_class: unknown class {body.priority_class!r}", "priority_class"
         )
@@ -94,36 +115,48 @@ def submit(
     now = time.time()
     try:
         with ctx.db.write() as s:
-            tenant, spec = _validated(s, who, body)
+            tenant, spec = _validated(ctx, s, who, body)
             if key is not None and (old := _existing(s, tenant, key, body, spec)) is not None:
                 response.status_code = 200
                 return job_out(old)
-            job = JobRow(
+            fields = {
                 **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
-                tenant=tenant,
-                request=spec,
-                idempotency_key=key,
-                submitted_by=who.user,
-                state="pending",
-                reason="queued",
-                submit_time=now,
-                queued_at=now,
+                "tenant": tenant,
+                "request": spec,
+                "idempotency_key": key,
+                "submitted_by": who.user,
+                "state": "pending",
+                "reason": "queued",
+                "submit_time": now,
+                "queued_at": now,
+                "started_at": None,
+                "finished_at": None,
+                "exit_code": None,
+            }
+            job_id = s.execute(insert(JobRow).returning(JobRow.id), fields).scalar_one()
+            s.execute(
+                insert(JobEventRow),
+                {
+                    "job_id": job_id,
+                    "time": now,
+                    "from_state": None,
+                    "to_state": "pending",
+                    "reason": "",
+                    "actor": who.user,
+                },
             )
-            s.add(job)
-            s.flush()
-            s.add(JobEventRow(job_id=job.id, time=now, to_state="pending", actor=who.user))
-            out = job_out(job)
+            audit_here(s, request, who, f"job {job_id}", 201)
+            out = job_out(JobRow(id=job_id, **fields))
     except IntegrityError:
         if key is None:
             raise
         with ctx.db.read() as s:  # a concurrent submission with the same key won the race
-            tenant, spec = _validated(s, who, body)
+            tenant, spec = _validated(ctx, s, who, body)
             old = _existing(s, tenant, key, body, spec)
         if old is None:
             raise
         response.status_code = 200
         return job_out(old)
-    request.state.audit_target = f"job {out.id}"
     ctx.loop.wake()
     return out
 

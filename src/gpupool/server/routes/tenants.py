@@ -85,6 +85,7 @@ def create_tenant(body: TenantIn, ctx: Ctx, who: Caller, request: Request) -> Te
         s.flush()
         out = tenant_out(s, row)
     request.state.audit_target = f"tenant {body.name}"
+    ctx.forget_principals()  # subtrees grew
     return out
 
 
@@ -125,6 +126,8 @@ def delete_tenant(name: str, ctx: Ctx, who: Caller) -> None:
             raise ApiError(409, f"tenant {name} has jobs; it is kept for their history")
         s.execute(delete(QuotaRow).where(QuotaRow.tenant == name))
         s.delete(t)
+    ctx.forget_principals()
+    ctx.names.clear()
 
 
 @router.put("/tenants/{name}/quotas/{flavour}", response_model=TenantOut)
