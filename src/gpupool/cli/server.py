@@ -1,5 +1,6 @@
 """``gpupool server`` and ``gpupool admin``: run the control plane, first-time setup."""
 
+import contextlib
 import signal
 from pathlib import Path
 
@@ -35,18 +36,20 @@ def serve(settings: Settings, workers: int = 1) -> None:
     from gpupool.server.logs import configure
 
     configure(settings.log_level, settings.log_json)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     if workers > 1:
         for name, value in settings.model_dump(mode="json").items():
             os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
-        uvicorn.run(
-            "gpupool.server.app:app_from_environment",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=workers,
-            log_level="warning",
-            access_log=False,
-        )
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.run(
+                "gpupool.server.app:app_from_environment",
+                factory=True,
+                host=settings.host,
+                port=settings.port,
+                workers=workers,
+                log_level="warning",
+                access_log=False,
+            )
         return
     app = create_app(settings)
     config = uvicorn.Config(
@@ -57,7 +60,10 @@ def serve(settings: Settings, workers: int = 1) -> None:
         access_log=False,
         lifespan="on",
     )
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the stop signal after a clean shutdown
+        pass
 
 
 def server(
@@ -77,8 +83,37 @@ def server(
     with user_errors():
         settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     serve(settings, workers)
+
+
+def up(
+    data_dir: Path = typer.Option(Path("gpupool-data"), help="Where the SQLite database lives"),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on"),
+    port: int = typer.Option(8080, help="Port"),
+    config: Path = typer.Option(None, help="A TOML or YAML settings file"),
+) -> None:
+    """Start gpupool on SQLite with the seed's example cluster (10 simulated servers x 4
+    A100-80G; teams algorithm 20, inference 10, devtest 10 cards) and print the API URL and an
+    admin token (also in DATA_DIR/admin-token). Runs until Ctrl-C or SIGTERM."""
+    from gpupool.server.bootstrap import admin_token, seed_example
+    from gpupool.server.db.engine import Database
+
+    with user_errors():
+        settings = _settings(data_dir, None, config, host=host, port=port)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.db_url)
+    try:
+        db.migrate()
+        seed_example(db)
+        token = admin_token(db, settings.data_dir / "admin-token")
+    finally:
+        db.dispose()
+    url = f"http://{settings.host}:{settings.port}"
+    typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)")
+    typer.echo(f"database: {settings.db_url}")
+    typer.echo(f"admin token (also in {settings.data_dir / 'admin-token'}): {token}")
+    typer.echo(f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)")
+    serve(settings)
 
 
 @token_app.command("create")
