@@ -60,10 +60,9 @@ def serve(settings: Settings, workers: int = 1) -> None:
         access_log=False,
         lifespan="on",
     )
-    try:
+    # uvicorn re-raises the stop signal after a clean shutdown
+    with contextlib.suppress(KeyboardInterrupt):
         uvicorn.Server(config).run()
-    except KeyboardInterrupt:  # uvicorn re-raises the stop signal after a clean shutdown
-        pass
 
 
 def server(
