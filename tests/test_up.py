@@ -8,6 +8,7 @@ import time
 
 import httpx
 
+from gpupool.client import wait_until_healthy
 from tests.support.postgres import free_port
 
 
@@ -23,16 +24,8 @@ def _start(data_dir, port):
         str(port),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "gpupool up did not become ready"
-        time.sleep(0.1)
+    wait_until_healthy(f"http://127.0.0.1:{port}", lambda: proc.poll() is None)
+    return proc
 
 
 def test_up_serves_the_seed_cluster_and_stops_cleanly(tmp_path):

@@ -4,12 +4,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
+from gpupool.client import wait_until_healthy
 from tests.support.postgres import free_port
 
 
@@ -48,17 +46,7 @@ class ServerProcess:
         return server
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("server did not become ready")
+        wait_until_healthy(self.url, lambda: self.proc.poll() is None, timeout)
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 from sqlalchemy import select
 
+from gpupool.client import ClientError, wait_until_healthy
 from gpupool.model import SpecError, make_devices
 from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
@@ -152,16 +152,10 @@ def run_api_bench(
         log = (data_dir / "server.log").open("w")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SpecError(f"bench: the server did not start (see {data_dir}/server.log)")
-            time.sleep(0.1)
+        try:
+            wait_until_healthy(url, lambda: proc.poll() is None)
+        except ClientError as exc:
+            raise SpecError(f"bench: {exc} (see {data_dir}/server.log)") from None
         started = time.perf_counter()
         latencies = _load(port, token, submits, concurrency, seed)
         elapsed = time.perf_counter() - started

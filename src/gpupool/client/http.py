@@ -2,6 +2,8 @@
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,20 @@ class ApiClient:
 
     def delete(self, path: str) -> Any:
         return self.call("DELETE", path)
+
+
+def wait_until_healthy(url: str, alive: Callable[[], bool], timeout: float = 60) -> None:
+    """Poll ``url``/healthz until it answers 200; ``alive`` says whether the server process
+    still runs (a dead one fails at once instead of after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive():
+            raise ClientError(f"the server at {url} exited before it was ready")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise ClientError(f"the server at {url} was not ready within {timeout:g} s")
+        time.sleep(0.1)

@@ -11,7 +11,7 @@ from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobLogRow
 from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, move
-from gpupool.server.routes.views import allocation_out, page
+from gpupool.server.routes.views import allocation_out, page, scoped
 from gpupool.server.schemas import AllocationOut, JobStatusIn, LogChunkIn, Page
 
 router = APIRouter(prefix="/api/v1", tags=["allocations"])
@@ -28,13 +28,12 @@ def list_allocations(
     node: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[AllocationOut]:
     human(who)
-    q = select(AllocationRow).order_by(AllocationRow.id.desc())
-    if who.visible is not None:
-        q = q.where(AllocationRow.tenant.in_(who.visible))
-    if state is not None:
-        q = q.where(AllocationRow.state == state)
-    if tenant is not None:
-        q = q.where(AllocationRow.tenant == tenant)
+    q = scoped(
+        select(AllocationRow).order_by(AllocationRow.id.desc()),
+        AllocationRow.tenant,
+        who,
+        {AllocationRow.state: state, AllocationRow.tenant: tenant},
+    )
     if node is not None:
         q = q.join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id).where(
             AllocationNodeRow.node == node

@@ -32,7 +32,7 @@ from gpupool.server.deps import (
 )
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import TERMINAL, finish
-from gpupool.server.routes.views import job_out, page
+from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
@@ -172,12 +172,12 @@ def list_jobs(
     kind: Annotated[str | None, Query(max_length=20)] = None,
 ) -> Page[JobOut]:
     human(who)
-    q = select(JobRow).order_by(JobRow.id.desc())
-    if who.visible is not None:
-        q = q.where(JobRow.tenant.in_(who.visible))
-    for column, value in ((JobRow.state, state), (JobRow.tenant, tenant), (JobRow.kind, kind)):
-        if value is not None:
-            q = q.where(column == value)
+    q = scoped(
+        select(JobRow).order_by(JobRow.id.desc()),
+        JobRow.tenant,
+        who,
+        {JobRow.state: state, JobRow.tenant: tenant, JobRow.kind: kind},
+    )
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)
         allocs = _active_allocations(s, [j.id for j in jobs])
@@ -274,10 +274,7 @@ def queue(
             PriorityClassRow.value.desc(), JobRow.priority.desc(), JobRow.submit_time, JobRow.id
         )
     )
-    if who.visible is not None:
-        q = q.where(JobRow.tenant.in_(who.visible))
-    if tenant is not None:
-        q = q.where(JobRow.tenant == tenant)
+    q = scoped(q, JobRow.tenant, who, {JobRow.tenant: tenant})
     now = time.time()
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)

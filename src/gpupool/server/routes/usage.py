@@ -11,7 +11,7 @@ from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
 from gpupool.server.lifecycle import device_models
 from gpupool.server.metering import meter
-from gpupool.server.routes.views import page
+from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
 
 router = APIRouter(prefix="/api/v1", tags=["usage"])
@@ -31,11 +31,12 @@ def list_usage(
 ) -> Page[UsageOut]:
     """Usage records of released allocations, newest first, within the caller's tenants."""
     human(who)
-    q = select(UsageRow).order_by(UsageRow.id.desc())
-    if who.visible is not None:
-        q = q.where(UsageRow.tenant.in_(who.visible))
-    if tenant is not None:
-        q = q.where(UsageRow.tenant == tenant)
+    q = scoped(
+        select(UsageRow).order_by(UsageRow.id.desc()),
+        UsageRow.tenant,
+        who,
+        {UsageRow.tenant: tenant},
+    )
     if since is not None:
         q = q.where(UsageRow.end >= since)
     if until is not None:

@@ -5,10 +5,24 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, JobRow
 from gpupool.server.schemas import AllocationOut, JobOut
 
 API = "/api/v1"
+
+
+def scoped(
+    query: Select[Any], tenant_column: Any, who: Principal, filters: dict[Any, Any]
+) -> Select[Any]:
+    """Only rows of tenants the caller sees, and rows whose columns equal the given filters
+    (``None`` filters are ignored)."""
+    if who.visible is not None:
+        query = query.where(tenant_column.in_(who.visible))
+    for column, value in filters.items():
+        if value is not None:
+            query = query.where(column == value)
+    return query
 
 
 def page(session: Session, query: Select[Any], limit: int, offset: int) -> tuple[list[Any], int]:
