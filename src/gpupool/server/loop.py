@@ -108,27 +108,28 @@ class SchedulerLoop:
         epoch = self.leadership.epoch
         if epoch is None:
             raise LostLeadership("not the leader")
-        self._seen_event = self._latest_event()
-        with self.db.read() as s:
-            inputs = self.snapshots.build(s)
-        config = CycleConfig(
-            policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
-        )
-        result = run_cycle(
-            inputs.state,
-            inputs.running,
-            inputs.pending,
-            inputs.tenants,
-            now,
-            inputs.reservations,
-            config,
-            Placer(self.settings.policy),
-        )
-        result.pending.update(inputs.invalid)
-        decided = time.perf_counter()
+        with self.db.exclusive():
+            self._seen_event = self._latest_event()
+            with self.db.read() as s:
+                inputs = self.snapshots.build(s)
+            config = CycleConfig(
+                policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
+            )
+            result = run_cycle(
+                inputs.state,
+                inputs.running,
+                inputs.pending,
+                inputs.tenants,
+                now,
+                inputs.reservations,
+                config,
+                Placer(self.settings.policy),
+            )
+            result.pending.update(inputs.invalid)
+            decided = time.perf_counter()
+            with self.db.write() as s:
+                summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
-        with self.db.write() as s:
-            summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")
             self.metrics.queue_wait.labels(tenant).observe(max(0.0, waited))

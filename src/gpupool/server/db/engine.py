@@ -58,7 +58,7 @@ class Database:
             self.engine = create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
             self.read_engine = self.engine
         self._writer: AbstractContextManager[object] = (
-            threading.Lock() if self.is_sqlite else nullcontext()
+            threading.RLock() if self.is_sqlite else nullcontext()
         )
         self._write = sessionmaker(self.engine, expire_on_commit=False)
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
@@ -69,6 +69,11 @@ class Database:
         # faster than letting them poll SQLite's busy handler (which sleeps up to 100 ms).
         with self._writer, self._write() as session, session.begin():
             yield session
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        """Hold off this process's writers (SQLite): the scheduler decides a cycle without 32
+        request threads competing for the interpreter, then commits. No-op on PostgreSQL."""
+        return self._writer
 
     @contextmanager
     def read(self) -> Iterator[Session]:
