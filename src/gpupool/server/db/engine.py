@@ -9,7 +9,7 @@ PostgreSQL uses one engine at READ COMMITTED; state changes are conditional upda
 
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -57,22 +57,23 @@ class Database:
         else:
             self.engine = create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
             self.read_engine = self.engine
-        self._writer: AbstractContextManager[object] = (
-            threading.RLock() if self.is_sqlite else nullcontext()
-        )
+        # one writer at a time in this process (see ``write`` and ``exclusive``)
+        self._writer: AbstractContextManager[object] = threading.RLock()
         self._write = sessionmaker(self.engine, expire_on_commit=False)
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
 
     @contextmanager
     def write(self) -> Iterator[Session]:
         # SQLite has one writer at a time; queueing this process's writers on a lock is much
-        # faster than letting them poll SQLite's busy handler (which sleeps up to 100 ms).
+        # faster than letting them poll SQLite's busy handler (which sleeps up to 100 ms). On
+        # PostgreSQL the lock serialises only this process's writers (other processes still
+        # write concurrently); see ``exclusive`` for why that pays.
         with self._writer, self._write() as session, session.begin():
             yield session
 
     def exclusive(self) -> AbstractContextManager[object]:
-        """Hold off this process's writers (SQLite): the scheduler decides a cycle without 32
-        request threads competing for the interpreter, then commits. No-op on PostgreSQL."""
+        """Hold off this process's writers: the scheduler decides a cycle without dozens of
+        request threads competing for the interpreter, then commits."""
         return self._writer
 
     @contextmanager
