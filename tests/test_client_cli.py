@@ -4,9 +4,9 @@ errors (connection refused, 401, 403, 422) with exit code 2 and no traceback."""
 import json
 import stat
 
+from gpupool.server.process import free_port
 from tests.helpers import gpupool
 from tests.support.cluster import seed_cluster
-from tests.support.postgres import free_port
 
 
 def test_cli_round_trip(sqlite_server, tmp_path):

@@ -9,7 +9,7 @@ import time
 import httpx
 
 from gpupool.client import wait_until_healthy
-from tests.support.postgres import free_port
+from gpupool.server.process import free_port
 
 
 def _start(data_dir, port):

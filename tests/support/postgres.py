@@ -5,17 +5,12 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gpupool.server.process import free_port
 
 
 def _binary(name: str) -> str:

@@ -1,14 +1,11 @@
 """``gpupool server`` as a real child process, for kill -9 and fail-over tests."""
 
-import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpupool.client import wait_until_healthy
-from tests.support.postgres import free_port
+from gpupool.server.process import free_port, start_server
 
 
 @dataclass
@@ -22,31 +19,12 @@ class ServerProcess:
     ) -> "ServerProcess":
         port = free_port()
         env = {
-            **os.environ,
             "GPUPOOL_CYCLE_INTERVAL_S": str(cycle_s),
             "GPUPOOL_LEADER_POLL_S": "0.5",
             "GPUPOOL_LOG_JSON": "true",
         }
-        if database_url:
-            env["GPUPOOL_DATABASE_URL"] = database_url
-        cmd = [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "server",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            str(port),
-        ]
-        log = open(data_dir / f"server-{port}.log", "w")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        server = cls(proc, f"http://127.0.0.1:{port}")
-        server.wait_ready()
-        return server
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        wait_until_healthy(self.url, lambda: self.proc.poll() is None, timeout)
+        proc = start_server(data_dir, port, database_url=database_url, env=env)
+        return cls(proc, f"http://127.0.0.1:{port}")
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -7,7 +7,6 @@ import queue
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -17,11 +16,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from gpupool.client import ClientError, wait_until_healthy
+from gpupool.client import ClientError
 from gpupool.model import SpecError, make_devices
 from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import DeviceRow, JobEventRow, JobRow, NodeRow, TenantRow
+from gpupool.server.process import free_port, start_server
 
 MIX = (("gpu=1", 6), ("gpu=2", 2), ("gpu_share=0.5,gpu_mem=10GiB", 2))
 
@@ -65,14 +65,6 @@ def _seed(db: Database, nodes: int, gpus_per_node: int) -> str:
                     )
                 )
         return create_user_token(s, "bench", "admin")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _load(port: int, token: str, submits: int, concurrency: int, seed: int) -> list[float]:
@@ -136,26 +128,17 @@ def run_api_bench(
     try:
         db.migrate()
         token = _seed(db, nodes, gpus_per_node)
-        port = _free_port()
-        env_args = ["--database-url", database_url] if database_url else []
-        cmd = [
-            sys.executable,
-            "-m",
-            "gpupool.cli.main",
-            "server",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            str(port),
-            *env_args,
-        ]
-        log = (data_dir / "server.log").open("w")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        port = free_port()
         try:
-            wait_until_healthy(url, lambda: proc.poll() is None)
+            proc = start_server(
+                data_dir,
+                port,
+                database_url=database_url,
+                workers=workers,
+                log_path=data_dir / "server.log",
+            )
         except ClientError as exc:
-            raise SpecError(f"bench: {exc} (see {data_dir}/server.log)") from None
+            raise SpecError(f"bench: {exc}") from None
         started = time.perf_counter()
         latencies = _load(port, token, submits, concurrency, seed)
         elapsed = time.perf_counter() - started

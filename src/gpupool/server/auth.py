@@ -25,9 +25,6 @@ class Role(StrEnum):
     AGENT = "agent"  # one node's registration, heartbeats and allocations
 
 
-HUMAN_ROLES = tuple(r for r in Role if r is not Role.AGENT)
-
-
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling: the user, its role, and the tenants it may see (None: all)."""

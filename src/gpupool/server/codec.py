@@ -4,7 +4,7 @@ from typing import Any
 
 from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, canonical_model
 from gpupool.model.devices import catalog_entry
-from gpupool.scheduler.tenants import CARD, Quota
+from gpupool.scheduler.tenants import CARD
 from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
 from gpupool.server.db.tables import DeviceRow, NodeRow
 
@@ -126,7 +126,3 @@ def quota_from_engine(flavour: str, value: int | None) -> float | None:
     if flavour == "cpu":
         return value / 1000
     return float(value)
-
-
-def engine_quota(nominal: int, borrowing: int | None, lending: int | None) -> Quota:
-    return Quota(nominal, borrowing, lending)

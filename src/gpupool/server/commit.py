@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from gpupool.scheduler.cycle import CycleResult
+from gpupool.scheduler.cycle import Binding, CycleResult
 from gpupool.server.codec import placement_to_json
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
@@ -93,7 +93,15 @@ def commit_cycle(
     return out
 
 
-def _admit(session, bindings, jobs, allocation_of, generation, now, out) -> None:  # type: ignore[no-untyped-def]
+def _admit(
+    session: Session,
+    bindings: list[Binding],
+    jobs: dict[int, JobRow],
+    allocation_of: dict[str, int],
+    generation: int,
+    now: float,
+    out: CommitSummary,
+) -> None:
     """Admit many jobs with a few bulk statements (one ORM flush per job was most of a
     cycle's cost)."""
     rows = [

@@ -1,6 +1,5 @@
 """What every route needs: the server context, the caller, and role checks."""
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -12,10 +11,10 @@ from sqlalchemy.orm import Session
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import AuditRow
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
+from gpupool.server.middleware import audit_row
 from gpupool.server.settings import Settings
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
@@ -66,23 +65,11 @@ MAX_ID = 2**62  # fits a signed 64-bit column on every backend
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-def audit_here(s: Session, request: Request, who: Principal, target: str, status: int) -> None:
+def audit_here(s: Session, request: Request, target: str, status: int) -> None:
     """Write the audit record inside the handler's own transaction (hot paths), so the
     middleware does not need a second one."""
-    client = request.client.host if request.client else ""
-    route = getattr(request.scope.get("route"), "path", request.url.path)
-    s.add(
-        AuditRow(
-            time=time.time(),
-            actor=who.user,
-            role=str(who.role),
-            action=f"{request.method} {route}",
-            target=f"{request.url.path} -> {target}"[:500],
-            result=status,
-            client=client[:100],
-            detail="",
-        )
-    )
+    request.state.audit_target = target
+    s.add(audit_row(request.scope, status))
     request.state.audited = True
 
 

@@ -91,12 +91,6 @@ def device_models(session: Session, placement: dict) -> dict[tuple[str, int], st
     return {(n, i): m for n, i, m in rows if (n, i) in keys}
 
 
-def bump_generation(session: Session) -> int:
-    """Next allocation generation (one counter for the whole installation)."""
-    session.execute(update(Meta).where(Meta.id == 1).values(generation=Meta.generation + 1))
-    return session.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
-
-
 def bump_nodes_version(session: Session) -> None:
     session.execute(update(Meta).where(Meta.id == 1).values(nodes_version=Meta.nodes_version + 1))
 

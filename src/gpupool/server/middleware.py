@@ -14,6 +14,27 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 log = logging.getLogger("gpupool.audit")
 
 
+def audit_row(scope: Scope, status: int) -> AuditRow:
+    """The audit record of a call: the caller (set by authentication), method and route, the
+    path with the target a handler named, the HTTP result and the client address."""
+    state = scope.get("state") or {}
+    who = state.get("principal")
+    target = scope["path"]
+    if state.get("audit_target"):
+        target = f"{target} -> {state['audit_target']}"
+    client = scope.get("client") or ("", 0)
+    return AuditRow(
+        time=time.time(),
+        actor=who.user if who else "anonymous",
+        role=str(who.role) if who else "",
+        action=f"{scope['method']} {getattr(scope.get('route'), 'path', scope['path'])}",
+        target=target[:500],
+        result=status,
+        client=str(client[0])[:100],
+        detail="",
+    )
+
+
 class AuditAndMetrics:
     def __init__(self, app: ASGIApp, db: Database, metrics: Metrics):
         self.app = app
@@ -34,7 +55,7 @@ class AuditAndMetrics:
                 status = message["status"]
                 if audited and not (scope.get("state") or {}).get("audited"):
                     # recorded before the caller hears the answer
-                    await anyio.to_thread.run_sync(self._audit, scope, status)
+                    await anyio.to_thread.run_sync(self._write_audit, scope, status)
             await send(message)
 
         try:
@@ -46,23 +67,8 @@ class AuditAndMetrics:
                 time.perf_counter() - started
             )
 
-    def _audit(self, scope: Scope, status: int) -> None:
-        state = scope.get("state") or {}
-        who = state.get("principal")
-        target = scope["path"]
-        if state.get("audit_target"):
-            target = f"{target} -> {state['audit_target']}"
-        client = scope.get("client") or ("", 0)
-        row = AuditRow(
-            time=time.time(),
-            actor=who.user if who else "anonymous",
-            role=str(who.role) if who else "",
-            action=f"{scope['method']} {getattr(scope.get('route'), 'path', scope['path'])}",
-            target=target[:500],
-            result=status,
-            client=str(client[0])[:100],
-            detail=str(state.get("audit_detail", ""))[:2000],
-        )
+    def _write_audit(self, scope: Scope, status: int) -> None:
+        row = audit_row(scope, status)
         try:
             with self.db.write() as s:
                 s.add(row)

@@ -30,7 +30,6 @@ class Settings(BaseSettings):
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
     grace_s: int = Field(30, ge=0)
-    heartbeat_timeout_s: float = Field(30.0, gt=0)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     log_level: str = "info"
     log_json: bool = True
@@ -47,10 +46,6 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'gpupool.db').resolve()}"
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.db_url.startswith("sqlite")
 
     @classmethod
     def settings_customise_sources(

@@ -5,7 +5,7 @@ allocations are diffed against the previous cycle (apply the new, release the go
 cycle's cost follows what changed, not the size of the cluster.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from sqlalchemy import select
@@ -77,12 +77,13 @@ class SnapshotBuilder:
         devices: dict[str, list[DeviceRow]] = {}
         for d in session.execute(select(DeviceRow)).scalars():
             devices.setdefault(d.node, []).append(d)
-        held = _held_on_nodes(session)
+        held: dict[str, tuple[int, int]] | None = None  # read only if a node is closed
         nodes: list[Node] = []
         self.closed = set()
         for row in session.execute(select(NodeRow).order_by(NodeRow.name)).scalars():
             node = node_from_rows(row, devices.get(row.name, []))
             if row.state != "ready" or not row.schedulable:
+                held = _held_on_nodes(session) if held is None else held
                 node = _closed(node, held.get(row.name, (0, 0)))
                 self.closed.add(row.name)
             nodes.append(node)
@@ -161,8 +162,6 @@ def _closed(node: Node, held: tuple[int, int]) -> Node:
     """A node that takes no new work (lost, fenced or cordoned): its devices count as
     unhealthy and its free CPU and memory as zero, so live grants still fit and nothing new
     does."""
-    from dataclasses import replace
-
     devices = tuple(replace(d, healthy=False) for d in node.devices)
     return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices)
 

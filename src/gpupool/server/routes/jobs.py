@@ -145,7 +145,7 @@ def submit(
                     "actor": who.user,
                 },
             )
-            audit_here(s, request, who, f"job {job_id}", 201)
+            audit_here(s, request, f"job {job_id}", 201)
             out = job_out(JobRow(id=job_id, **fields))
     except IntegrityError:
         if key is None:
