@@ -1,0 +1,203 @@
+"""NVIDIA through NVML (``nvidia-ml-py``): devices, UUIDs, memory, MIG instances with their
+placements, NVLink islands, telemetry and per-process memory.
+
+The ``nvml`` module is injected so the tests can drive this code with a stand-in built from a
+recorded ``nvidia-smi -q -x`` dump; production passes the real ``pynvml``.
+"""
+
+from types import ModuleType
+from typing import Any
+
+from gpupool.devices.base import (
+    BackendUnavailable,
+    DeviceInfo,
+    DeviceTelemetry,
+    DiscoveryError,
+    GpuProcess,
+    MigInstance,
+)
+from gpupool.devices.naming import model_name
+from gpupool.model import SharingMode, Vendor
+from gpupool.sharing.mig import table_for
+
+MIB = 1024 * 1024
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def load_pynvml() -> ModuleType:
+    try:
+        import pynvml
+    except ImportError:
+        raise BackendUnavailable("nvidia: nvidia-ml-py is not installed") from None
+    return pynvml
+
+
+class NvmlBackend:
+    name = "nvidia"
+
+    def __init__(self, nvml: ModuleType | None = None):
+        self._nvml = nvml
+        self._ready = False
+
+    @property
+    def nvml(self) -> Any:
+        if self._nvml is None:
+            self._nvml = load_pynvml()
+        if not self._ready:
+            try:
+                self._nvml.nvmlInit()
+            except self._nvml.NVMLError as exc:  # no driver / library on this machine
+                raise BackendUnavailable(f"nvidia: NVML cannot start ({exc})") from None
+            self._ready = True
+        return self._nvml
+
+    def _handles(self) -> list[Any]:
+        nv = self.nvml
+        return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+
+    def discover(self) -> list[DeviceInfo]:
+        nv = self.nvml
+        try:
+            handles = self._handles()
+            devices = [self._device(i, h) for i, h in enumerate(handles)]
+        except nv.NVMLError as exc:
+            raise DiscoveryError(f"nvidia: NVML failed during discovery: {exc}") from None
+        return _islands(nv, handles, devices)
+
+    def _device(self, index: int, h: Any) -> DeviceInfo:
+        nv = self.nvml
+        product = _text(nv.nvmlDeviceGetName(h))
+        memory = nv.nvmlDeviceGetMemoryInfo(h).total // MIB
+        model = model_name(Vendor.NVIDIA, product, memory)
+        mig: tuple[MigInstance, ...] = ()
+        mode = SharingMode.WHOLE
+        try:
+            current, _pending = nv.nvmlDeviceGetMigMode(h)
+        except nv.NVMLError:  # not a MIG-capable card
+            current = 0
+        if current == nv.NVML_DEVICE_MIG_ENABLE:
+            mode = SharingMode.MIG
+            mig = self._mig_instances(h, model)
+        return DeviceInfo(
+            vendor=Vendor.NVIDIA,
+            local_index=index,
+            model=model,
+            memory_mib=memory,
+            uuid=_text(nv.nvmlDeviceGetUUID(h)),
+            product=product,
+            mode=mode,
+            mig=mig,
+            bus_id=_text(nv.nvmlDeviceGetPciInfo(h).busId),
+        )
+
+    def _mig_instances(self, h: Any, model: str) -> tuple[MigInstance, ...]:
+        nv = self.nvml
+        table = table_for(model)
+        names = {p.profile_id: p.name for p in table.profiles} if table else {}
+        out = []
+        for j in range(nv.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+            except nv.NVMLError:  # an empty slot
+                continue
+            gi = nv.nvmlDeviceGetGpuInstanceById(h, nv.nvmlDeviceGetGpuInstanceId(mig))
+            info = nv.nvmlGpuInstanceGetInfo(gi)
+            memory = nv.nvmlDeviceGetMemoryInfo(mig).total // MIB
+            profile = names.get(info.profileId, f"profile-{info.profileId}")
+            out.append(
+                MigInstance(profile, info.placement.start, _text(nv.nvmlDeviceGetUUID(mig)), memory)
+            )
+        return tuple(out)
+
+    def telemetry(self) -> list[DeviceTelemetry]:
+        nv = self.nvml
+        out = []
+        for i, h in enumerate(self._handles()):
+            out.append(
+                DeviceTelemetry(
+                    local_index=i,
+                    util_pct=_maybe(nv, lambda h=h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+                    mem_used_mib=_maybe(nv, lambda h=h: nv.nvmlDeviceGetMemoryInfo(h).used // MIB),
+                    temp_c=_maybe(nv, lambda h=h: nv.nvmlDeviceGetTemperature(h, 0)),
+                    power_w=_maybe(nv, lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000),
+                    ecc_errors=_maybe(
+                        nv,
+                        lambda h=h: nv.nvmlDeviceGetTotalEccErrors(
+                            h, 1, 0
+                        ),  # uncorrected, volatile
+                    ),
+                )
+            )
+        return [
+            t if not t.ecc_errors else DeviceTelemetry(**{**_fields(t), "healthy": False})
+            for t in out
+        ]
+
+    def processes(self) -> list[GpuProcess]:
+        """Compute processes per GPU and per MIG instance (a MIG process is reported on its
+        instance, whose UUID is what the workload was granted)."""
+        nv = self.nvml
+        out: list[GpuProcess] = []
+        for h in self._handles():
+            targets = [h]
+            try:
+                if nv.nvmlDeviceGetMigMode(h)[0] == nv.NVML_DEVICE_MIG_ENABLE:
+                    targets = []
+                    for j in range(nv.nvmlDeviceGetMaxMigDeviceCount(h)):
+                        try:
+                            targets.append(nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j))
+                        except nv.NVMLError:
+                            continue
+            except nv.NVMLError:
+                pass
+            for t in targets:
+                uuid = _text(nv.nvmlDeviceGetUUID(t))
+                for p in nv.nvmlDeviceGetComputeRunningProcesses(t):
+                    used = p.usedGpuMemory or 0
+                    out.append(GpuProcess(uuid, int(p.pid), int(used) // MIB))
+        return out
+
+
+def _fields(t: DeviceTelemetry) -> dict[str, Any]:
+    return {k: getattr(t, k) for k in t.__slots__}
+
+
+def _maybe(nv: Any, read: Any) -> Any:
+    try:
+        return read()
+    except nv.NVMLError:
+        return None
+
+
+def _islands(nv: Any, handles: list[Any], devices: list[DeviceInfo]) -> list[DeviceInfo]:
+    """Cards joined by NVLink form an island (connected components over active links)."""
+    parent = list(range(len(devices)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    by_bus = {d.bus_id.upper(): i for i, d in enumerate(devices)}
+    linked = False
+    for i, h in enumerate(handles):
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                if nv.nvmlDeviceGetNvLinkState(h, link) != 1:
+                    continue
+                peer = _text(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId).upper()
+            except nv.NVMLError:
+                break
+            j = by_bus.get(peer)
+            if j is not None:
+                parent[root(i)] = root(j)
+                linked = True
+    if not linked:
+        return devices
+    from dataclasses import replace
+
+    return [replace(d, island=root(i)) for i, d in enumerate(devices)]

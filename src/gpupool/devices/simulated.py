@@ -1,0 +1,184 @@
+"""A simulated node from a spec (``4xA100-80G``, ``2xA100-80G,2xT4``) or a YAML file: models,
+memory, topology, MIG instances, and synthetic telemetry that follows the load the agent
+reports. What ``gpupool up`` runs on, and what a machine without accelerators can test with.
+
+YAML format (``examples/devices-simulated.yaml``)::
+
+    seed: 7
+    devices:
+      - {model: A100-80G, count: 4, island: 0}
+      - model: A100-80G
+        mig: [{profile: 3g.40gb, start: 4}, {profile: 2g.20gb, start: 0}]
+      - {model: T4, count: 2, memory_mib: 15360}
+"""
+
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpupool.devices.base import (
+    DeviceInfo,
+    DeviceTelemetry,
+    DiscoveryError,
+    GpuProcess,
+    MigInstance,
+)
+from gpupool.model import SharingMode, SpecError, Vendor, canonical_model
+from gpupool.model.devices import catalog_entry
+from gpupool.sharing.mig import table_for
+
+
+class _Mig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    profile: str
+    start: int = Field(ge=0, le=7)
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(min_length=1)
+    count: int = Field(1, ge=1, le=64)
+    vendor: Vendor | None = None
+    memory_mib: int | None = Field(None, gt=0)
+    island: int | None = Field(None, ge=0)
+    mode: SharingMode = SharingMode.WHOLE
+    mig: list[_Mig] = Field(default_factory=list)
+    healthy: bool = True
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0
+    devices: list[_Group] = Field(min_length=1, max_length=64)
+
+
+def parse_spec(spec: str) -> _File:
+    """``4xA100-80G`` or ``2xA100-80G,2xT4`` (count defaults to 1)."""
+    groups = []
+    for part in spec.split(","):
+        count, sep, model = part.strip().partition("x")
+        if not sep or not count.isdigit():
+            count, model = "1", part.strip()
+        if not model:
+            raise SpecError(f"simulated devices: {part!r} is not COUNTxMODEL", token=part)
+        groups.append({"model": model, "count": int(count), "island": 0})
+    return _validated({"devices": groups}, f"simulated:{spec}")
+
+
+def load_file(path: Path) -> _File:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"simulated devices: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"simulated devices: {path} is not YAML: {exc}") from None
+    return _validated(data, str(path))
+
+
+def _validated(data: Any, where: str) -> _File:
+    try:
+        return _File.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise SpecError(f"simulated devices {where}: {loc}: {first['msg']}", field=loc) from None
+
+
+class SimulatedBackend:
+    name = "simulated"
+
+    def __init__(self, config: _File, node: str = "sim"):
+        self.node = node
+        self._rng = random.Random(config.seed)
+        self._devices = self._build(config)
+        self.load: dict[int, float] = {}  # local index -> granted fraction, set by the agent
+        self.unhealthy: set[int] = set()  # tests and demos can fail a card
+
+    def _build(self, config: _File) -> list[DeviceInfo]:
+        out: list[DeviceInfo] = []
+        for group in config.devices:
+            model = canonical_model(group.model)
+            entry = catalog_entry(model)
+            vendor = group.vendor or (entry.vendor if entry else None)
+            memory = group.memory_mib or (entry.memory_mib if entry else None)
+            if vendor is None or memory is None:
+                raise SpecError(
+                    f"simulated devices: {model} is not in the catalog; give vendor and memory_mib"
+                )
+            table = table_for(model)
+            if group.mig and table is None:
+                raise SpecError(f"simulated devices: {model} has no MIG")
+            for _ in range(group.count):
+                i = len(out)
+                mig = tuple(
+                    MigInstance(
+                        m.profile,
+                        m.start,
+                        f"MIG-sim-{self.node}-{i}-{m.profile}-{m.start}",
+                        table.profile(m.profile).memory_mib,  # type: ignore[union-attr]
+                    )
+                    for m in group.mig
+                )
+                mode = SharingMode.MIG if mig else group.mode
+                out.append(
+                    DeviceInfo(
+                        vendor=Vendor(vendor),
+                        local_index=i,
+                        model=model,
+                        memory_mib=memory,
+                        uuid=f"GPU-sim-{self.node}-{i}",
+                        product=f"Simulated {model}",
+                        healthy=group.healthy,
+                        mode=mode,
+                        mig=mig,
+                        island=group.island,
+                    )
+                )
+        return out
+
+    def discover(self) -> list[DeviceInfo]:
+        return list(self._devices)
+
+    def telemetry(self) -> list[DeviceTelemetry]:
+        """Busy cards run at 60-95% and fill most of their granted memory; idle cards idle."""
+        wave = 0.5 + 0.5 * math.sin(time.time() / 60)
+        out = []
+        for d in self._devices:
+            load = min(1.0, self.load.get(d.local_index, 0.0))
+            util = round(load * (60 + 35 * wave) + self._rng.uniform(0, 2), 1) if load else 0.0
+            healthy = d.healthy and d.local_index not in self.unhealthy
+            out.append(
+                DeviceTelemetry(
+                    local_index=d.local_index,
+                    util_pct=min(100.0, util),
+                    mem_used_mib=int(d.memory_mib * load * 0.8) if load else 3,
+                    temp_c=round(32 + util * 0.4, 1),
+                    power_w=round(60 + util * 3.4, 1),
+                    healthy=healthy,
+                    ecc_errors=0 if healthy else 1,
+                )
+            )
+        return out
+
+    def processes(self) -> list[GpuProcess]:
+        return []
+
+
+def simulated_backend(spec: str, node: str) -> SimulatedBackend:
+    """``simulated:4xA100-80G`` or a YAML file path."""
+    if spec.startswith("simulated:"):
+        return SimulatedBackend(parse_spec(spec.removeprefix("simulated:")), node)
+    return SimulatedBackend(load_file(Path(spec)), node)
+
+
+def check(spec: str) -> None:
+    """Raise ``SpecError`` if a simulated spec cannot be built."""
+    try:
+        simulated_backend(spec, "check").discover()
+    except DiscoveryError as exc:
+        raise SpecError(str(exc)) from None

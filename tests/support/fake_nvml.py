@@ -1,0 +1,143 @@
+"""A stand-in for ``pynvml`` whose answers come from a recorded ``nvidia-smi -q -x`` dump
+(NVML and nvidia-smi read the same driver state). Only what the XML lacks is filled in, and
+named here: MIG placements (first legal start of each instance's profile, in order) and
+NVML's GPU-instance profile ids (from our MIG table)."""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from gpupool.devices.nvidia_smi import SmiReport
+from gpupool.sharing.mig import free_starts, table_for
+
+MIB = 1024 * 1024
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):
+    pass
+
+
+@dataclass
+class _Mig:
+    uuid: str
+    gi: int
+    profile_id: int
+    start: int
+    memory_mib: int
+    processes: list = field(default_factory=list)
+
+
+@dataclass
+class _Gpu:
+    name: str
+    uuid: str
+    bus: str
+    total_mib: int
+    used_mib: int
+    mig_on: bool
+    util: float | None
+    temp: float | None
+    power_w: float | None
+    ecc: int | None
+    migs: list[_Mig]
+    processes: list = field(default_factory=list)
+    links: dict[int, str] = field(default_factory=dict)
+
+
+class FakeNvml:
+    NVMLError = NVMLError
+    NVML_DEVICE_MIG_ENABLE = 1
+    NVML_NVLINK_MAX_LINKS = 4
+
+    def __init__(self, report: SmiReport | None = None, *, missing: bool = False):
+        self.missing = missing
+        self.gpus: list[_Gpu] = []
+        for d, t in zip(report.devices, report.telemetry, strict=True) if report else ():
+            table = table_for(d.model)
+            migs, occupied = [], 0
+            for n, inst in enumerate(d.mig):
+                profile = table.profile(inst.profile)
+                start = free_starts(occupied, profile)[0]
+                occupied |= profile.mask(start)
+                uuid = inst.uuid or f"MIG-{d.uuid[4:]}-{n}"
+                migs.append(_Mig(uuid, 3 + n, profile.profile_id, start, inst.memory_mib))
+            self.gpus.append(
+                _Gpu(d.product, d.uuid, d.bus_id, d.memory_mib, t.mem_used_mib or 0,
+                     bool(d.mig), t.util_pct, t.temp_c, t.power_w, t.ecc_errors, migs)
+            )  # fmt: skip
+
+    def nvmlInit(self) -> None:
+        if self.missing:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> _Gpu:
+        return self.gpus[i]
+
+    def nvmlDeviceGetName(self, h: _Gpu) -> str:
+        return h.name
+
+    def nvmlDeviceGetUUID(self, h: _Gpu | _Mig) -> str:
+        return h.uuid
+
+    def nvmlDeviceGetMemoryInfo(self, h: _Gpu | _Mig) -> SimpleNamespace:
+        if isinstance(h, _Mig):
+            return SimpleNamespace(total=h.memory_mib * MIB, used=0)
+        return SimpleNamespace(total=h.total_mib * MIB, used=h.used_mib * MIB)
+
+    def nvmlDeviceGetPciInfo(self, h: _Gpu) -> SimpleNamespace:
+        return SimpleNamespace(busId=h.bus.encode())
+
+    def nvmlDeviceGetMigMode(self, h: _Gpu) -> tuple[int, int]:
+        return (1, 1) if h.mig_on else (0, 0)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: _Gpu) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: _Gpu, j: int) -> _Mig:
+        if j >= len(h.migs):
+            raise NVMLError_NotSupported("Not Found")
+        return h.migs[j]
+
+    def nvmlDeviceGetGpuInstanceId(self, m: _Mig) -> int:
+        return m.gi
+
+    def nvmlDeviceGetGpuInstanceById(self, h: _Gpu, gi: int) -> _Mig:
+        return next(m for m in h.migs if m.gi == gi)
+
+    def nvmlGpuInstanceGetInfo(self, m: _Mig) -> SimpleNamespace:
+        return SimpleNamespace(profileId=m.profile_id, placement=SimpleNamespace(start=m.start))
+
+    def nvmlDeviceGetUtilizationRates(self, h: _Gpu) -> SimpleNamespace:
+        if h.util is None:
+            raise NVMLError_NotSupported("Not Supported")  # e.g. MIG mode
+        return SimpleNamespace(gpu=h.util)
+
+    def nvmlDeviceGetTemperature(self, h: _Gpu, sensor: int) -> float:
+        return h.temp
+
+    def nvmlDeviceGetPowerUsage(self, h: _Gpu) -> int:
+        return int(h.power_w * 1000)
+
+    def nvmlDeviceGetTotalEccErrors(self, h: _Gpu, kind: int, counter: int) -> int:
+        return h.ecc or 0
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: _Gpu | _Mig) -> list:
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mib * MIB) for pid, mib in h.processes]
+
+    def nvmlDeviceGetNvLinkState(self, h: _Gpu, link: int) -> int:
+        if not h.links:
+            raise NVMLError_NotSupported("Not Supported")
+        return 1 if link in h.links else 0
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: _Gpu, link: int) -> SimpleNamespace:
+        return SimpleNamespace(busId=h.links[link])
