@@ -22,6 +22,7 @@ class ServerProcess:
             "GPUPOOL_CYCLE_INTERVAL_S": str(cycle_s),
             "GPUPOOL_LEADER_POLL_S": "0.5",
             "GPUPOOL_LOG_JSON": "true",
+            "GPUPOOL_HEARTBEAT_TIMEOUT_S": "3600",  # these tests run no agents
         }
         proc = start_server(data_dir, port, database_url=database_url, env=env)
         return cls(proc, f"http://127.0.0.1:{port}")

@@ -135,6 +135,7 @@ def run_api_bench(
                 port,
                 database_url=database_url,
                 workers=workers,
+                env={"GPUPOOL_HEARTBEAT_TIMEOUT_S": "86400"},  # the bench's nodes have no agent
                 log_path=data_dir / "server.log",
             )
         except ClientError as exc:

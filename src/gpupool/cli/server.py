@@ -90,29 +90,68 @@ def up(
     host: str = typer.Option("127.0.0.1", help="Address to listen on"),
     port: int = typer.Option(8080, help="Port"),
     config: Path = typer.Option(None, help="A TOML or YAML settings file"),
+    devices: str = typer.Option(
+        "simulated:4xA100-80G",
+        help="Devices of each embedded agent: simulated:NxMODEL, a YAML file, or 'auto' for "
+        "one agent on this machine's real accelerators",
+    ),
+    nodes: int = typer.Option(10, min=1, max=1000, help="Simulated servers (embedded agents)"),
+    demo: bool = typer.Option(False, help="Also submit a realistic mix of jobs"),
 ) -> None:
-    """Start gpupool on SQLite with the seed's example cluster (10 simulated servers x 4
-    A100-80G; teams algorithm 20, inference 10, devtest 10 cards) and print the API URL and an
-    admin token (also in DATA_DIR/admin-token). Runs until Ctrl-C or SIGTERM."""
-    from gpupool.server.bootstrap import admin_token, seed_example
+    """Start gpupool on SQLite with the seed's example cluster: embedded agents for 10
+    simulated servers x 4 A100-80G, teams algorithm 20, inference 10, devtest 10 cards. Prints
+    the API URL and an admin token (also in DATA_DIR/admin-token). Runs until Ctrl-C or
+    SIGTERM; workloads are real processes, stopped on the way out."""
+    import socket
+    import threading
+
+    from gpupool.agent.embedded import EmbeddedAgents
+    from gpupool.client.demo import submit_demo
+    from gpupool.devices.simulated import check
+    from gpupool.server.bootstrap import saved_token, seed_example
     from gpupool.server.db.engine import Database
 
     with user_errors():
         settings = _settings(data_dir, None, config, host=host, port=port)
+        if devices != "auto":
+            check(devices)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_url)
     try:
         db.migrate()
         seed_example(db)
-        token = admin_token(db, settings.data_dir / "admin-token")
+        token = saved_token(db, settings.data_dir / "admin-token")
+        agent_token = saved_token(
+            db, settings.data_dir / "agent-token", "embedded-agents", "agent", "*"
+        )
     finally:
         db.dispose()
+    connect = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{settings.host}:{settings.port}"
+    names = (
+        {socket.gethostname(): "auto"}
+        if devices == "auto"
+        else {f"node-{i:02d}": devices for i in range(1, nodes + 1)}
+    )
+    agents = EmbeddedAgents(
+        f"http://{connect}:{settings.port}", agent_token, settings.data_dir / "agents", names
+    )
     typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)")
     typer.echo(f"database: {settings.db_url}")
+    typer.echo(f"agents: {len(names)} node(s), devices {devices}")
     typer.echo(f"admin token (also in {settings.data_dir / 'admin-token'}): {token}")
     typer.echo(f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)")
-    serve(settings)
+    agents.start()
+    if demo:
+        threading.Thread(
+            target=submit_demo,
+            args=(f"http://{connect}:{settings.port}", token, len(names)),
+            daemon=True,
+        ).start()
+    try:
+        serve(settings)
+    finally:
+        agents.stop()
 
 
 @token_app.command("create")

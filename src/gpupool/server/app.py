@@ -15,7 +15,7 @@ from gpupool.server.deps import ServerContext
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.middleware import AuditAndMetrics
-from gpupool.server.routes import admin, allocations, jobs, nodes, tenants, usage
+from gpupool.server.routes import admin, agents, allocations, jobs, nodes, tenants, usage
 from gpupool.server.settings import Settings
 
 
@@ -48,7 +48,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    for module in (jobs, nodes, allocations, tenants, usage, admin):
+    for module in (jobs, nodes, agents, allocations, tenants, usage, admin):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["health"])

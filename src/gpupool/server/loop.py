@@ -17,6 +17,7 @@ from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow
 from gpupool.server.leader import Leadership
+from gpupool.server.liveness import NotLeader, any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
@@ -66,9 +67,10 @@ class SchedulerLoop:
             self._wake.clear()
             started = time.perf_counter()
             try:
+                self.check_liveness()
                 self.run_once()
                 self.last_error = ""
-            except LostLeadership as exc:
+            except (LostLeadership, NotLeader) as exc:
                 log.warning("lost the scheduler lead: %s", exc)
                 self.leadership.release()
                 self.snapshots = SnapshotBuilder()
@@ -100,6 +102,22 @@ class SchedulerLoop:
                     return
             except Exception:  # the database is away: the cycle will say so
                 return
+
+    def check_liveness(self, now: float | None = None) -> list[str]:
+        """Mark nodes lost that stopped heartbeating; their jobs are requeued or failed."""
+        now = time.time() if now is None else now
+        epoch = self.leadership.epoch
+        if epoch is None:
+            raise LostLeadership("not the leader")
+        timeout = self.settings.heartbeat_timeout_s
+        with self.db.read() as s:  # the common case writes nothing
+            if not any_silent(s, now, timeout):
+                return []
+        with self.db.write() as s:
+            lost = mark_lost_nodes(s, now, timeout, epoch)
+        if lost:
+            log.warning("nodes lost", extra={"nodes": lost})
+        return lost
 
     def run_once(self, now: float | None = None) -> None:
         """One cycle: snapshot, decide, commit (also called directly by tests)."""

@@ -235,6 +235,35 @@ class AllocationOut(BaseModel):
     release_reason: str
 
 
+class OrderOut(AllocationOut):
+    """An allocation as its node's agent must run it: with the job's command and settings."""
+
+    job_name: str
+    job_state: str
+    command: list[str]
+    env: dict[str, str]
+    image: str | None
+    max_runtime_s: int | None
+
+
+class OrdersOut(BaseModel):
+    """A node's desired state. ``generation`` is the scheduler's commit counter when it was
+    read: an agent ignores an answer older than one it has already acted on."""
+
+    generation: int
+    node_state: str
+    orders: list[OrderOut]
+
+
+class ReconcileIn(Strict):
+    running: list[int] = Field(default_factory=list, max_length=100_000)
+
+
+class ReconcileOut(BaseModel):
+    stop: list[int]
+    state: str
+
+
 class JobOut(BaseModel):
     id: int
     tenant: str

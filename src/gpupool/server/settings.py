@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
     grace_s: int = Field(30, ge=0)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
+    # a node silent this long is lost: its jobs are requeued (or failed, per job)
+    heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)
     log_level: str = "info"
     log_json: bool = True
 

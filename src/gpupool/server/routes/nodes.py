@@ -19,6 +19,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, agent_for, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import bump_nodes_version
+from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
     AllocationOut,
@@ -97,8 +98,8 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
         before = (node.pool, node.cpu_millis, node.memory_mib, node.labels)
         node.pool, node.cpu_millis, node.memory_mib = body.pool, body.cpu_millis, body.memory_mib
         node.labels = body.labels
-        node.heartbeat_at = now
-        changed = before != (node.pool, node.cpu_millis, node.memory_mib, node.labels)
+        fenced = heard_from(s, node, now)
+        changed = fenced or before != (node.pool, node.cpu_millis, node.memory_mib, node.labels)
     s.flush()
     current = {d.index: d for d in _devices(s, [body.name])[body.name]}
     held = _held_devices(s, body.name)
@@ -216,16 +217,16 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
 
 @router.post("/nodes/{name}/heartbeat", response_model=NodeOut)
 def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> NodeOut:
-    """Telemetry per device; a change of health reaches the scheduler's next cycle."""
+    """Telemetry per device; a change of health reaches the scheduler's next cycle. A lost
+    node that heartbeats again is fenced until its agent reconciles."""
     agent_for(who, name)
     now = time.time()
     with ctx.db.write() as s:
         node = s.get(NodeRow, name, with_for_update=True)
         if node is None:
             raise not_found(f"node {name}")
-        node.heartbeat_at = now
+        health_changed = heard_from(s, node, now)
         devices = {d.index: d for d in _devices(s, [name])[name]}
-        health_changed = False
         for t in body.devices:
             d = devices.get(t.index)
             if d is None:

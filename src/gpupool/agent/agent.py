@@ -1,0 +1,369 @@
+"""The node agent: registers its node, heartbeats telemetry, and makes the node's workloads
+match the server's orders (start what is granted, stop what is not, report how each ended).
+
+Restart-safe: every workload it starts is recorded on disk with its process-group id, so an
+agent that crashed or restarted adopts what still runs, reports what ended meanwhile, stops
+what the server no longer wants, and only then (reconcile) takes new work.
+"""
+
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpupool.agent import processes as proc
+from gpupool.agent.api import AgentApi, AgentApiError
+from gpupool.agent.node import registration, telemetry
+from gpupool.agent.state import Record, Store
+from gpupool.agent.watchdog import Watched, over_limit
+from gpupool.devices import Located, discover
+from gpupool.model import SpecError
+from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+
+log = logging.getLogger("gpupool.agent")
+HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
+KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH")
+LOG_CHUNK = 64 * 1024
+
+
+@dataclass
+class AgentConfig:
+    server: str
+    token: str
+    name: str
+    devices: str = "auto"
+    state_dir: Path = Path("gpupool-agent")
+    heartbeat_s: float = 5.0
+    sync_s: float = 1.0
+    grace_s: float = 10.0
+    cpu_millis: int | None = None
+    memory_mib: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    pool: str = "default"
+    hami_core: str | None = None  # libvgpu.so; found in the usual places when None
+    stop_workloads_on_exit: bool = False  # embedded agents (gpupool up) stop theirs
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, located: list[Located] | None = None, errors=()):
+        self.config = config
+        self.name = config.name
+        self.api = AgentApi(config.server, config.token, config.name)
+        self.store = Store(config.state_dir)
+        if located is None:
+            located, inventory = discover(config.devices, config.name)
+            errors = inventory.errors
+        self.located = located
+        self.errors = list(errors)
+        self.local = {
+            loc.index: LocalDevice(
+                loc.device.vendor,
+                loc.device.local_index,
+                loc.device.uuid,
+                tuple((m.profile, m.start, m.uuid) for m in loc.device.mig),
+            )
+            for loc in located
+        }
+        self.hami_core = config.hami_core or next(
+            (p for p in HAMI_CORE_PATHS if Path(p).is_file()), None
+        )
+        self.records: dict[int, Record] = {}
+        self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
+        self.seen_generation = -1
+        self.state = "unregistered"
+        self._next_heartbeat = 0.0
+        self.refused: list[str] = []  # stale orders refused, for the tests and the logs
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Register, adopt what still runs from an earlier life, and reconcile."""
+        body = registration(
+            self.name,
+            self.located,
+            cpu_millis=self.config.cpu_millis,
+            memory_mib=self.config.memory_mib,
+            labels=self.config.labels,
+            pool=self.config.pool,
+            errors=self.errors,
+        )
+        self.state = self.api.register(body)["state"]
+        self.records = self.store.load_all()
+        self.reconcile()
+
+    def run(self, stop: threading.Event) -> None:
+        """Until ``stop`` is set: heartbeat every ``heartbeat_s``, sync every ``sync_s``.
+        The server being away is logged and retried, never fatal."""
+        started = False
+        while not stop.is_set():
+            try:
+                if not started:
+                    self.start()
+                    started = True
+                if time.monotonic() >= self._next_heartbeat:
+                    self.heartbeat()
+                self.sync()
+            except AgentApiError as exc:
+                log.warning("agent %s: %s", self.name, exc)
+            stop.wait(self.config.sync_s)
+        if self.config.stop_workloads_on_exit:
+            self.stop_all()
+        self.api.close()
+
+    def stop_all(self) -> None:
+        for rec in self.records.values():
+            proc.signal_group(rec.pid, proc.TERM)
+        deadline = time.monotonic() + self.config.grace_s
+        while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
+            time.sleep(0.05)
+        for rec in self.records.values():
+            if self._running(rec):
+                proc.signal_group(rec.pid, proc.KILL)
+
+    # -- talking to the server ------------------------------------------------------------
+    def heartbeat(self) -> None:
+        self._next_heartbeat = time.monotonic() + self.config.heartbeat_s
+        self._publish_load()
+        node = self.api.heartbeat(telemetry(self.located))
+        self.state = node["state"]
+        if self.state == "fenced":
+            self.reconcile()
+
+    def reconcile(self) -> None:
+        """Tell the server what runs here; stop what it no longer wants. A fenced node is
+        ready again once nothing stale is left."""
+        for _ in range(3):
+            running = sorted(a for a, r in self.records.items() if not r.released)
+            answer = self.api.reconcile(running)
+            self.state = answer["state"]
+            for alloc_id in answer["stop"]:
+                self._begin_stop(self.records[alloc_id], "released while the node was away")
+                self.records[alloc_id].released = True
+                self.store.save(self.records[alloc_id])
+            if not answer["stop"]:
+                return
+
+    def sync(self) -> None:
+        answer = self.api.orders()
+        if answer["generation"] < self.seen_generation:
+            self.refused.append(f"orders at generation {answer['generation']}")
+            log.warning(
+                "agent %s: refused orders at generation %s, already acted on %s",
+                self.name,
+                answer["generation"],
+                self.seen_generation,
+            )
+            return
+        self.seen_generation = answer["generation"]
+        self.state = answer["node_state"]
+        if self.state == "fenced":
+            self.reconcile()
+            return
+        desired = {o["id"]: o for o in answer["orders"]}
+        for alloc_id, rec in self.records.items():
+            if alloc_id not in desired and not rec.released:
+                rec.released = True
+                self._begin_stop(rec, "allocation released by the server")
+        self._enforce_limits(desired)
+        self._harvest()
+        for alloc_id, order in desired.items():
+            if alloc_id not in self.records:
+                self._start(order)
+        self._upload_logs()
+
+    # -- workloads ------------------------------------------------------------------------
+    def _grants(self, order: dict[str, Any]) -> list[Grant]:
+        return [Grant(**d) for n in order["nodes"] if n["node"] == self.name for d in n["devices"]]
+
+    def _start(self, order: dict[str, Any]) -> None:
+        alloc_id, generation = order["id"], order["generation"]
+        if order["job_state"] not in ("admitted", "running"):
+            return
+        if any(a in self.records for a in order["after"]):
+            return  # the victims it preempted still run here: wait for them to stop
+        if order["job_state"] == "running":
+            # the server thinks it runs here but we never started it (state dir lost)
+            self._refuse(order, "the agent has no record of this workload")
+            return
+        why = self._unrunnable(order)
+        grants = self._grants(order)
+        try:
+            env = self._environment(order, grants)
+        except SpecError as exc:
+            why = why or str(exc)
+        if why:
+            self.api.report(alloc_id, generation, "failed", reason=why)
+            return
+        workdir = self.store.dir(alloc_id)
+        child = proc.launch(workdir, self._argv(order, env), env)
+        ticks = proc.start_ticks(child.pid) or 0
+        rec = Record(
+            alloc_id=alloc_id,
+            job_id=order["job_id"],
+            generation=generation,
+            pid=child.pid,
+            ticks=ticks,
+            started_at=time.time(),
+            max_runtime_s=order["max_runtime_s"],
+            limits_mib=self._limits(grants),
+            load={g.device: g.compute_pct / 100 for g in grants},
+        )
+        self.records[alloc_id] = rec
+        self.children[alloc_id] = child
+        self.store.save(rec)
+        if not self.api.report(alloc_id, generation, "running", reason=f"started on {self.name}"):
+            self.refused.append(f"allocation {alloc_id} generation {generation}")
+            rec.released = True
+            self._begin_stop(rec, "stale order refused by the server")
+
+    def _refuse(self, order: dict[str, Any], why: str) -> None:
+        self.api.report(order["id"], order["generation"], "failed", reason=why)
+
+    def _unrunnable(self, order: dict[str, Any]) -> str:
+        if not order["command"]:
+            return "job has no command to run"
+        if order["image"] and self._container_runtime() is None:
+            return f"image {order['image']}: neither docker nor podman is installed on {self.name}"
+        return ""
+
+    @staticmethod
+    def _container_runtime() -> str | None:
+        return next((r for r in ("docker", "podman") if shutil.which(r)), None)
+
+    def _argv(self, order: dict[str, Any], env: dict[str, str]) -> list[str]:
+        if not order["image"]:
+            return list(order["command"])
+        runtime = self._container_runtime()
+        assert runtime is not None
+        argv = [runtime, "run", "--rm", "--name", f"gpupool-alloc-{order['id']}"]
+        for key in sorted(env):
+            if key not in KEEP_ENV:
+                argv += ["-e", f"{key}={env[key]}"]
+        if env.get("NVIDIA_VISIBLE_DEVICES") not in (None, "", "void"):
+            argv += ["--gpus", f"device={env['NVIDIA_VISIBLE_DEVICES']}"]
+        return [*argv, order["image"], *order["command"]]
+
+    def _environment(self, order: dict[str, Any], grants: list[Grant]) -> dict[str, str]:
+        env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
+        env.update(order["env"])
+        env.update(slice_env(grants, self.local, self.hami_core))
+        env.update(
+            {
+                "GPUPOOL_JOB_ID": str(order["job_id"]),
+                "GPUPOOL_ALLOCATION_ID": str(order["id"]),
+                "GPUPOOL_GENERATION": str(order["generation"]),
+                "GPUPOOL_TENANT": order["tenant"],
+                "GPUPOOL_NODE": self.name,
+            }
+        )
+        return env
+
+    def _limits(self, grants: list[Grant]) -> dict[str, int]:
+        out = {}
+        for g in grants:
+            dev = self.local[g.device]
+            uuid = next(
+                (u for p, s, u in dev.mig if p == g.mig_profile and s in (None, g.mig_start)),
+                dev.uuid,
+            )
+            out[uuid] = out.get(uuid, 0) + g.mem_mib
+        return out
+
+    def _running(self, rec: Record) -> bool:
+        child = self.children.get(rec.alloc_id)
+        if child is not None:
+            return child.poll() is None
+        return proc.alive(rec.pid, rec.ticks)
+
+    def _begin_stop(self, rec: Record, reason: str) -> None:
+        if rec.stop_sent_at is None:
+            rec.stop_reason = rec.stop_reason or reason
+            rec.stop_sent_at = time.time()
+            proc.signal_group(rec.pid, proc.TERM)
+            self.store.save(rec)
+
+    def _enforce_limits(self, desired: dict[int, dict[str, Any]]) -> None:
+        """Max runtime, the grace period of a stop, and the memory watchdog."""
+        now = time.time()
+        for rec in self.records.values():
+            if rec.max_runtime_s and now - rec.started_at > rec.max_runtime_s:
+                self._begin_stop(rec, f"max runtime {rec.max_runtime_s} s exceeded")
+            if rec.stop_sent_at and not rec.killed and now - rec.stop_sent_at > self.config.grace_s:
+                proc.signal_group(rec.pid, proc.KILL)
+                rec.killed = True
+                self.store.save(rec)
+        watched = [
+            Watched(r.alloc_id, frozenset(proc.group_pids(r.pid)), r.limits_mib)
+            for r in self.records.values()
+            if r.stop_sent_at is None
+        ]
+        if not watched:
+            return
+        for violation in over_limit(watched, self._gpu_processes()):
+            rec = self.records[violation.key]
+            log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
+            self._begin_stop(rec, violation.reason)
+
+    def _gpu_processes(self) -> list:
+        seen, out = set(), []
+        for loc in self.located:
+            if id(loc.backend) in seen:
+                continue
+            seen.add(id(loc.backend))
+            try:
+                out.extend(loc.backend.processes())
+            except Exception as exc:  # no per-process data this round
+                log.debug("processes: %s", exc)
+        return out
+
+    def _harvest(self) -> None:
+        """Report workloads that ended and forget them once the server knows."""
+        for alloc_id, rec in list(self.records.items()):
+            if self._running(rec):
+                continue
+            self.children.pop(alloc_id, None)
+            self._upload_logs(rec)
+            if not rec.released:
+                code = proc.exit_code(self.store.dir(alloc_id))
+                if rec.stop_reason:
+                    state, reason = "failed", rec.stop_reason
+                elif code is None:
+                    state, reason = "failed", "workload vanished without an exit status"
+                else:
+                    state = "succeeded" if code == 0 else "failed"
+                    reason = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+                self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason)
+            del self.records[alloc_id]
+            self.store.remove(alloc_id)
+
+    def _upload_logs(self, only: Record | None = None) -> None:
+        for rec in [only] if only else list(self.records.values()):
+            changed = False
+            for stream in ("stdout", "stderr"):
+                path = self.store.dir(rec.alloc_id) / stream
+                try:
+                    with path.open("rb") as f:
+                        f.seek(rec.offsets[stream])
+                        data = f.read(LOG_CHUNK)
+                except OSError:
+                    continue
+                if data:
+                    self.api.logs(rec.alloc_id, stream, data.decode("utf-8", "replace"))
+                    rec.offsets[stream] += len(data)
+                    changed = True
+            if changed and rec.alloc_id in self.records:
+                self.store.save(rec)
+
+    def _publish_load(self) -> None:
+        """Simulated devices show telemetry that follows what runs on them."""
+        load: dict[int, float] = {}
+        for rec in self.records.values():
+            for index, share in rec.load.items():
+                load[index] = load.get(index, 0.0) + share
+        for loc in self.located:
+            if hasattr(loc.backend, "load"):
+                loc.backend.load[loc.device.local_index] = load.get(loc.index, 0.0)

@@ -1,0 +1,68 @@
+"""The agent's side of the REST API: a thin client that turns transport problems into
+``AgentApiError`` so the agent's loop retries instead of dying."""
+
+from typing import Any
+
+import httpx
+
+
+class AgentApiError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class AgentApi:
+    def __init__(self, server: str, token: str, node: str, timeout_s: float = 10):
+        self.node = node
+        self.http = httpx.Client(
+            base_url=server.rstrip("/") + "/api/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            resp = self.http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise AgentApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        if resp.status_code >= 300:
+            try:
+                detail = resp.json().get("detail", resp.text)
+            except ValueError:
+                detail = resp.text
+            raise AgentApiError(f"{method} {path}: {resp.status_code} {detail}", resp.status_code)
+        return resp.json() if resp.content else None
+
+    def register(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/nodes", body)
+
+    def heartbeat(self, devices: list[dict[str, Any]]) -> dict[str, Any]:
+        return self._call("POST", f"/nodes/{self.node}/heartbeat", {"devices": devices})
+
+    def orders(self) -> dict[str, Any]:
+        return self._call("GET", f"/nodes/{self.node}/orders")
+
+    def reconcile(self, running: list[int]) -> dict[str, Any]:
+        return self._call("POST", f"/nodes/{self.node}/reconcile", {"running": running})
+
+    def report(self, alloc_id: int, generation: int, state: str, **extra: Any) -> bool:
+        """Report a workload's state; False when the server refuses it as stale (409)."""
+        body = {"generation": generation, "state": state, **extra}
+        try:
+            self._call("POST", f"/allocations/{alloc_id}/status", body)
+        except AgentApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    def logs(self, alloc_id: int, stream: str, text: str) -> None:
+        try:
+            self._call("POST", f"/allocations/{alloc_id}/logs", {"stream": stream, "text": text})
+        except AgentApiError as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,58 @@
+"""What the agent remembers across restarts: one directory per allocation it started, holding
+``record.json`` (ids, generation, the shim's pid and start time, log offsets, why it is being
+stopped) next to the workload's ``stdout``, ``stderr`` and ``exit`` files."""
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Record:
+    alloc_id: int
+    job_id: int
+    generation: int
+    pid: int  # the shim's pid, also the workload's process-group id
+    ticks: int  # the shim's start time, so a reused pid is not mistaken for it
+    started_at: float
+    max_runtime_s: int | None = None
+    limits_mib: dict[str, int] = field(default_factory=dict)  # device UUID -> granted MiB
+    load: dict[int, float] = field(default_factory=dict)  # device index -> share of it
+    stop_reason: str = ""  # why the agent stops it (watchdog, max runtime, released)
+    stop_sent_at: float | None = None
+    killed: bool = False
+    released: bool = False  # the server no longer wants it: nothing left to report
+    offsets: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = root / "workloads"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def dir(self, alloc_id: int) -> Path:
+        return self.root / str(alloc_id)
+
+    def save(self, rec: Record) -> None:
+        path = self.dir(rec.alloc_id) / "record.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(rec)))
+        os.replace(tmp, path)
+
+    def load_all(self) -> dict[int, Record]:
+        out = {}
+        for path in sorted(self.root.glob("*/record.json")):
+            try:
+                data = json.loads(path.read_text())
+                data["load"] = {int(k): v for k, v in data.get("load", {}).items()}
+                rec = Record(**data)
+            except (OSError, ValueError, TypeError):
+                continue  # a record cut short by a crash before its process was started
+            out[rec.alloc_id] = rec
+        return out
+
+    def remove(self, alloc_id: int) -> None:
+        shutil.rmtree(self.dir(alloc_id), ignore_errors=True)

@@ -1,0 +1,115 @@
+"""``gpupool agent`` (run the node agent) and ``gpupool devices`` (show what discovery finds)."""
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.errors import friendly
+from gpupool.model import SpecError
+
+DEVICES_HELP = "auto (NVIDIA, Ascend, Cambricon, Hygon), simulated:4xA100-80G, or a YAML file"
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(f"label {item!r} is not KEY=VALUE", field="label")
+        out[key] = value
+    return out
+
+
+@friendly
+def agent(
+    server: str = typer.Option(..., help="The server's URL, e.g. http://10.0.0.1:8080"),
+    token: str = typer.Option(
+        None, envvar="GPUPOOL_AGENT_TOKEN", help="An agent token (role agent)"
+    ),
+    name: str = typer.Option(None, help="Node name [default: this host's name]"),
+    devices: str = typer.Option("auto", help=DEVICES_HELP),
+    state_dir: Path = typer.Option(
+        Path("gpupool-agent"), help="Where running workloads are recorded (restart safety)"
+    ),
+    heartbeat: float = typer.Option(5.0, min=0.2, help="Seconds between heartbeats"),
+    grace: float = typer.Option(10.0, min=0, help="Seconds between SIGTERM and SIGKILL"),
+    label: list[str] = typer.Option([], help="KEY=VALUE node label (repeatable)"),
+    pool: str = typer.Option("default", help="The pool this node joins"),
+) -> None:
+    """Run the node agent: register this node, heartbeat telemetry, run its workloads.
+    Stopping the agent leaves workloads running; a restarted agent adopts them."""
+    from gpupool.agent import Agent, AgentConfig
+    from gpupool.server.logs import configure
+
+    if not token:
+        raise SpecError("agent: give --token or set GPUPOOL_AGENT_TOKEN")
+    configure("info", True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = AgentConfig(
+        server=server,
+        token=token,
+        name=name or socket.gethostname(),
+        devices=devices,
+        state_dir=state_dir,
+        heartbeat_s=heartbeat,
+        grace_s=grace,
+        labels=_labels(label),
+        pool=pool,
+    )
+    worker = Agent(config)
+    for problem in worker.errors:
+        typer.echo(f"warning: {problem}", err=True)
+    typer.echo(f"agent {config.name}: {len(worker.located)} device(s), server {server}")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        worker.run(stop)
+
+
+@friendly
+def devices(
+    spec: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+) -> None:
+    """Show the accelerators discovery finds on this machine (and what it could not read)."""
+    from gpupool.devices import discover
+
+    located, inventory = discover(spec, socket.gethostname())
+    if as_json:
+        rows = [
+            {
+                "index": loc.index,
+                "backend": loc.backend.name,
+                "vendor": loc.device.vendor.value,
+                "local_index": loc.device.local_index,
+                "model": loc.device.model,
+                "product": loc.device.product,
+                "memory_mib": loc.device.memory_mib,
+                "uuid": loc.device.uuid,
+                "mode": loc.device.mode.value,
+                "mig": [[m.profile, m.start, m.uuid] for m in loc.device.mig],
+                "healthy": loc.device.healthy,
+            }
+            for loc in located
+        ]
+        typer.echo(json.dumps({"devices": rows, "errors": inventory.errors}, indent=2))
+        return
+    table = Table("#", "backend", "model", "memory MiB", "mode", "uuid", title=os.uname().nodename)
+    for loc in located:
+        d = loc.device
+        mode = d.mode.value + (f" ({len(d.mig)} instances)" if d.mig else "")
+        table.add_row(str(loc.index), loc.backend.name, d.model, str(d.memory_mib), mode, d.uuid)
+    Console().print(table)
+    for problem in inventory.errors:
+        typer.echo(f"warning: {problem}", err=True)
+    if not located:
+        typer.echo("no accelerator found (try --devices simulated:4xA100-80G)")

@@ -1,0 +1,82 @@
+"""Lost nodes (DESIGN.md invariant 4): a node whose agent has not heartbeated for
+``heartbeat_timeout_s`` is marked ``lost``; the jobs it held are requeued or failed by their
+``on_lost`` policy, and its allocations released. A node that comes back is ``fenced`` (no new
+work) until its agent has reconciled: stopped everything the server no longer wants there."""
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow, Meta, NodeRow
+from gpupool.server.lifecycle import bump_nodes_version, move, release
+
+ACTOR = "scheduler"
+
+
+class NotLeader(Exception):
+    pass
+
+
+def _silent(now: float, timeout_s: float):
+    return select(NodeRow).where(NodeRow.state != "lost", NodeRow.heartbeat_at < now - timeout_s)
+
+
+def any_silent(session: Session, now: float, timeout_s: float) -> bool:
+    return session.execute(_silent(now, timeout_s).limit(1)).first() is not None
+
+
+def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) -> list[str]:
+    """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked."""
+    leader = session.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
+    if leader != epoch:
+        raise NotLeader(f"epoch {epoch} is no longer the leader's")
+    silent = list(
+        session.execute(_silent(now, timeout_s).order_by(NodeRow.name).with_for_update()).scalars()
+    )
+    for node in silent:
+        node.state = "lost"
+        reason = f"node {node.name} lost: no heartbeat for {now - node.heartbeat_at:.0f} s"
+        allocations = session.execute(
+            select(AllocationRow)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .where(AllocationNodeRow.node == node.name, AllocationRow.state == "active")
+            .order_by(AllocationRow.id)
+            .with_for_update()
+        ).scalars()
+        for alloc in list(allocations):
+            job = session.get(JobRow, alloc.job_id, with_for_update=True)
+            assert job is not None
+            move(session, job, "lost", now, reason, ACTOR)
+            release(session, alloc, now, reason)
+            if job.on_lost == "fail":
+                move(session, job, "failed", now, f"{reason} (on_lost=fail)", ACTOR)
+            else:
+                move(session, job, "pending", now, f"{reason}; requeued", ACTOR)
+    if silent:
+        bump_nodes_version(session)
+    return [n.name for n in silent]
+
+
+def heard_from(session: Session, node: NodeRow, now: float) -> bool:
+    """Record a sign of life; a lost node becomes fenced. True if its state changed."""
+    node.heartbeat_at = now
+    if node.state == "lost":
+        node.state = "fenced"
+        return True
+    return False
+
+
+def reconcile(session: Session, node: NodeRow, running: set[int]) -> list[int]:
+    """The allocations among ``running`` the agent must stop (released, or not this node's).
+    When there are none, a fenced node is ready again."""
+    live = set(
+        session.execute(
+            select(AllocationRow.id)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .where(AllocationNodeRow.node == node.name, AllocationRow.state == "active")
+        ).scalars()
+    )
+    stop = sorted(running - live)
+    if not stop and node.state == "fenced":
+        node.state = "ready"
+        bump_nodes_version(session)
+    return stop

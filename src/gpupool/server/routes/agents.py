@@ -1,0 +1,64 @@
+"""What agents call besides registration and heartbeats: their node's desired state (orders)
+and reconciliation after a restart or a lost period."""
+
+import time
+
+from fastapi import APIRouter
+from sqlalchemy import select
+
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow, Meta, NodeRow
+from gpupool.server.deps import Caller, Ctx, agent_for
+from gpupool.server.errors import not_found
+from gpupool.server.liveness import heard_from, reconcile
+from gpupool.server.routes.views import allocation_out
+from gpupool.server.schemas import OrderOut, OrdersOut, ReconcileIn, ReconcileOut
+
+router = APIRouter(prefix="/api/v1", tags=["agents"])
+
+
+@router.get("/nodes/{name}/orders", response_model=OrdersOut)
+def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
+    """The allocations this node must run now, with their jobs' commands."""
+    agent_for(who, name)
+    with ctx.db.read() as s:
+        node = s.get(NodeRow, name)
+        if node is None:
+            raise not_found(f"node {name}")
+        generation = s.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
+        rows = s.execute(
+            select(AllocationRow, JobRow)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .join(JobRow, JobRow.id == AllocationRow.job_id)
+            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
+            .order_by(AllocationRow.id)
+        ).all()
+        out = [
+            OrderOut(
+                **allocation_out(a).model_dump(),
+                job_name=j.name,
+                job_state=j.state,
+                command=list(j.command or []),
+                env=dict(j.env or {}),
+                image=j.image,
+                max_runtime_s=j.max_runtime_s,
+            )
+            for a, j in rows
+        ]
+        return OrdersOut(generation=generation, node_state=node.state, orders=out)
+
+
+@router.post("/nodes/{name}/reconcile", response_model=ReconcileOut)
+def reconcile_node(name: str, body: ReconcileIn, ctx: Ctx, who: Caller) -> ReconcileOut:
+    """The agent lists the allocations it still runs; the answer lists those it must stop.
+    A fenced node whose list holds nothing stale is ready for new work again."""
+    agent_for(who, name)
+    with ctx.db.write() as s:
+        node = s.get(NodeRow, name, with_for_update=True)
+        if node is None:
+            raise not_found(f"node {name}")
+        heard_from(s, node, time.time())
+        stop = reconcile(s, node, set(body.running))
+        state = node.state
+    if state == "ready":
+        ctx.loop.wake()
+    return ReconcileOut(stop=stop, state=state)
