@@ -1,5 +1,6 @@
-"""``gpupool up``: the quick start's main job, as a real process."""
+"""``gpupool up``: the quick start's main job, as a real process with its embedded agents."""
 
+import json
 import signal
 import stat
 import subprocess
@@ -8,29 +9,31 @@ import time
 
 import httpx
 
+from gpupool.agent import processes as proc
 from gpupool.client import wait_until_healthy
+from gpupool.client.demo import demo_jobs
 from gpupool.server.process import free_port
+from tests.support.agents import wait_for
 
 
-def _start(data_dir, port):
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpupool.cli.main",
-        "up",
-        "--data-dir",
-        str(data_dir),
-        "--port",
-        str(port),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until_healthy(f"http://127.0.0.1:{port}", lambda: proc.poll() is None)
-    return proc
+def _start(data_dir, port, *extra):
+    cmd = [sys.executable, "-m", "gpupool.cli.main", "up", "--data-dir", str(data_dir)]
+    cmd += ["--port", str(port), *extra]
+    proc_ = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until_healthy(f"http://127.0.0.1:{port}", lambda: proc_.poll() is None)
+    return proc_
 
 
-def test_up_serves_the_seed_cluster_and_stops_cleanly(tmp_path):
+def _workload_groups(data_dir) -> set[int]:
+    return {
+        json.loads(p.read_text())["pid"]
+        for p in (data_dir / "agents").glob("*/workloads/*/record.json")
+    }
+
+
+def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
     port = free_port()
-    proc = _start(tmp_path, port)
+    up = _start(tmp_path, port, "--demo")
     try:
         token_file = tmp_path / "admin-token"
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
@@ -38,33 +41,43 @@ def test_up_serves_the_seed_cluster_and_stops_cleanly(tmp_path):
         c = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
         )
-        nodes = c.get("/api/v1/nodes").json()
-        assert nodes["total"] == 10
+        nodes = wait_for(
+            "10 agents",
+            lambda: (
+                (n := c.get("/api/v1/nodes", params={"state": "ready"}).json())["total"] == 10 and n
+            ),
+            30,
+        )
         assert all(len(n["devices"]) == 4 for n in nodes["items"])
         assert {d["model"] for n in nodes["items"] for d in n["devices"]} == {"A100-80G"}
         tenants = {t["name"]: t for t in c.get("/api/v1/tenants").json()["items"]}
         guarantees = {n: t["quotas"][0]["nominal"] for n, t in tenants.items() if t["quotas"]}
         assert guarantees == {"algorithm": 20.0, "inference": 10.0, "devtest": 10.0}
-        job = c.post("/api/v1/jobs", json={"request": "gpu=4", "tenant": "algorithm"}).json()
-        deadline = time.monotonic() + 10
-        while c.get(f"/api/v1/jobs/{job['id']}").json()["state"] != "admitted":
-            assert time.monotonic() < deadline, "the scheduler loop did not place the job"
-            time.sleep(0.1)
+
+        def busy() -> bool:  # the pool is busy within a minute: most cards run a real job
+            running = c.get("/api/v1/jobs", params={"state": "running", "limit": 500}).json()
+            return running["total"] >= 15
+
+        wait_for("a busy pool", busy, 60)
+        groups = _workload_groups(tmp_path)
+        assert len(groups) >= 15 and all(proc.start_ticks(g) for g in groups)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+        up.send_signal(signal.SIGTERM)
+        out, err = up.communicate(timeout=60)
+    assert up.returncode == 0, err
     assert token in out and f"http://127.0.0.1:{port}" in out
     assert "Traceback" not in err
-    # a second start on the same data keeps everything and the same token
-    proc = _start(tmp_path, port)
+    assert not any(proc.start_ticks(g) for g in groups)  # workloads stopped on the way out
+    # a second start on the same data keeps everything, the same token, and submits no dupes
+    up = _start(tmp_path, port, "--demo")
     try:
+        time.sleep(3)
         c = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
         )
         assert c.get("/api/v1/nodes").json()["total"] == 10
-        assert c.get("/api/v1/jobs").json()["total"] == 1
+        assert c.get("/api/v1/jobs").json()["total"] == len(demo_jobs())
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
-    assert proc.returncode == 0
+        up.send_signal(signal.SIGINT)
+        up.communicate(timeout=60)
+    assert up.returncode == 0

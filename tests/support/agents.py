@@ -1,0 +1,74 @@
+"""Agents for the tests: in a thread of the test process, or as a real ``gpupool agent``
+process that can be killed with SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from gpupool.agent import Agent, AgentConfig
+
+FAST = {"sync_s": 0.1, "heartbeat_s": 0.3, "grace_s": 2.0}
+
+
+@contextmanager
+def agent_thread(agent: Agent) -> Iterator[Agent]:
+    stop = threading.Event()
+    t = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        yield agent
+    finally:
+        stop.set()
+        t.join(timeout=30)
+
+
+def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Agent:
+    config = {"devices": "simulated:2xA100-80G", **FAST, **extra}
+    return Agent(AgentConfig(server=url, token=token, name=name, state_dir=state_dir, **config))
+
+
+def agent_process(url: str, token: str, name: str, state_dir: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "gpupool.cli.main", "agent", "--server", url, "--name", name]
+    cmd += ["--devices", "simulated:2xA100-80G", "--state-dir", str(state_dir)]
+    cmd += ["--heartbeat", "0.3", "--grace", "2"]
+    log = (state_dir.parent / f"{name}-agent.log").open("a")
+    return subprocess.Popen(
+        cmd, env={**os.environ, "GPUPOOL_AGENT_TOKEN": token}, stdout=log, stderr=log
+    )
+
+
+def kill9(p: subprocess.Popen) -> None:
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 20) -> object:
+    """Poll ``check`` until it returns something truthy (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def job_state(client: httpx.Client, job_id: int) -> dict:
+    return client.get(f"/api/v1/jobs/{job_id}").json()
+
+
+def in_state(client: httpx.Client, job_id: int, *states: str) -> Callable[[], dict | None]:
+    def check() -> dict | None:
+        job = job_state(client, job_id)
+        return job if job["state"] in states else None
+
+    return check

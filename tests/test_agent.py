@@ -1,0 +1,224 @@
+"""The node agent against a real server on loopback: jobs run as real processes with their
+slice's environment, end with their exit code, stop when cancelled, survive an agent restart
+without a duplicate, are requeued when their node is lost, and stale orders are refused."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from gpupool.agent import processes as proc
+from gpupool.devices.base import GpuProcess
+from gpupool.server.settings import Settings
+from tests.support.agents import (
+    agent_process,
+    agent_thread,
+    in_state,
+    job_state,
+    kill9,
+    make_agent,
+    wait_for,
+)
+from tests.support.cluster import ok, submit
+from tests.support.live import live_server
+
+PY = sys.executable
+SLEEP = [PY, "-c", "import time; print('working', flush=True); time.sleep(300)"]
+
+
+def _settings(tmp_path, database_url="", timeout=2.0) -> Settings:
+    return Settings(
+        data_dir=tmp_path,
+        database_url=database_url,
+        log_json=False,
+        cycle_interval_s=0.2,
+        heartbeat_timeout_s=timeout,
+    )
+
+
+@pytest.fixture
+def live(tmp_path):
+    with live_server(_settings(tmp_path), run_scheduler=True) as srv:
+        _tenant(srv)
+        yield srv
+
+
+def _tenant(srv, cards=4):
+    admin = srv.admin()
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": cards}))
+
+
+def _node_state(admin, name):
+    return admin.get(f"/api/v1/nodes/{name}").json()["state"]
+
+
+def test_job_runs_with_its_slice_and_reports_exit_code_and_logs(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+        wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+        code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['GPUPOOL_JOB_ID'])"
+        good = submit(admin, "gpu=2", "algo", command=[PY, "-c", code])
+        bad = submit(admin, "gpu=1", "algo", command=[PY, "-c", "raise SystemExit(3)"])
+        done = wait_for("job end", in_state(admin, good["id"], "succeeded", "failed"))
+        assert done["state"] == "succeeded" and done["exit_code"] == 0
+        failed = wait_for("job end", in_state(admin, bad["id"], "succeeded", "failed"))
+        assert failed["state"] == "failed" and failed["exit_code"] == 3
+    logs = admin.get(f"/api/v1/jobs/{good['id']}/logs").json()["chunks"]
+    assert "".join(c["text"] for c in logs) == f"GPU-sim-n1-0,GPU-sim-n1-1 {good['id']}\n"
+    events = [e["to_state"] for e in admin.get(f"/api/v1/jobs/{good['id']}/events").json()]
+    assert events == ["pending", "admitted", "running", "succeeded"]
+    node = admin.get("/api/v1/nodes/n1").json()
+    assert node["devices"][0]["telemetry"]["temp_c"] > 0  # heartbeats carried telemetry
+
+
+def test_cancel_stops_the_process_group(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a")
+    with agent_thread(agent):
+        job = submit(admin, "gpu=1", "algo", command=SLEEP)
+        wait_for("running", in_state(admin, job["id"], "running"))
+        (rec,) = agent.records.values()
+        # the shim and the workload
+        wait_for("workload", lambda: len(proc.group_pids(rec.pid)) == 2)
+        pids = proc.group_pids(rec.pid)
+        ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+        wait_for("workload stopped", lambda: not any(proc.start_ticks(p) for p in pids), 10)
+        assert job_state(admin, job["id"])["state"] == "cancelled"
+        wait_for("record dropped", lambda: not agent.records)
+
+
+def test_job_without_command_or_missing_runtime_fails_clearly(live, tmp_path, monkeypatch):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    monkeypatch.setenv("PATH", "/nonexistent")  # neither docker nor podman
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+        empty = submit(admin, "gpu=1", "algo")
+        image = submit(admin, "gpu=1", "algo", command=["true"], image="pytorch:2")
+        a = wait_for("failed", in_state(admin, empty["id"], "failed"))
+        b = wait_for("failed", in_state(admin, image["id"], "failed"))
+    assert a["reason"] == "job has no command to run"
+    assert "neither docker nor podman" in b["reason"]
+
+
+def test_restarted_agent_adopts_its_workloads_without_a_duplicate(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    script = "import time; print('begin', flush=True); time.sleep(1.5); print('end', flush=True)"
+    first = make_agent(live.url, token, "n1", tmp_path / "a")
+    with agent_thread(first):
+        job = submit(admin, "gpu=1", "algo", command=[PY, "-c", script])
+        wait_for("running", in_state(admin, job["id"], "running"))
+        (rec,) = first.records.values()
+    # the first agent is gone; its workload still runs
+    assert proc.alive(rec.pid, rec.ticks)
+    second = make_agent(live.url, token, "n1", tmp_path / "a")
+    with agent_thread(second):
+        done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"))
+    assert done["state"] == "succeeded"
+    text = "".join(c["text"] for c in admin.get(f"/api/v1/jobs/{job['id']}/logs").json()["chunks"])
+    assert text == "begin\nend\n"  # one run, logs neither lost nor repeated
+    allocations = admin.get("/api/v1/allocations", params={"tenant": "algo"}).json()["items"]
+    assert len(allocations) == 1
+
+
+def test_stale_orders_are_refused(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a")
+    agent.start()
+    job = submit(admin, "gpu=1", "algo", command=SLEEP)
+    order = wait_for("order", lambda: agent.api.orders()["orders"])[0]
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    agent._start(order)  # the order was read before the cancel: the server refuses it
+    assert agent.refused == [f"allocation {order['id']} generation {order['generation']}"]
+    (rec,) = agent.records.values()
+    wait_for("stopped", lambda: not proc.alive(rec.pid, rec.ticks), 10)
+    # an answer older than one already acted on is not applied
+    agent.seen_generation = 10**9
+    agent.sync()
+    assert agent.refused[-1].startswith("orders at generation")
+    agent.api.close()
+
+
+def test_memory_watchdog_stops_a_job_over_its_grant(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a")
+    backend = agent.located[0].backend
+
+    def fake_nvml_processes():  # NVML would list the workload's pid with its memory
+        return [
+            GpuProcess(r.limits_mib and next(iter(r.limits_mib)), pid, 90_000)
+            for r in agent.records.values()
+            for pid in proc.group_pids(r.pid)
+        ]
+
+    backend.processes = fake_nvml_processes
+    with agent_thread(agent):
+        job = submit(admin, "gpu=1", "algo", command=SLEEP)
+        done = wait_for("stopped", in_state(admin, job["id"], "failed"), 15)
+    assert done["reason"].startswith("device memory: used")
+    assert "granted 81920 MiB" in done["reason"]
+
+
+@pytest.mark.parametrize("on_lost, after", [("requeue", "pending"), ("fail", "failed")])
+def test_killed_agent_node_lost_jobs_requeued_and_fenced_until_reconciled(
+    on_lost, after, database_url, tmp_path
+):
+    with live_server(_settings(tmp_path, database_url), run_scheduler=True) as live:
+        _tenant(live)
+        admin = live.admin()
+        token = live.token("agent-n1", "agent", node="n1")
+        state_dir = tmp_path / "agent-n1"
+        agent = agent_process(live.url, token, "n1", state_dir)
+        try:
+            wait_for("node", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+            jobs = [
+                submit(admin, "gpu=1", "algo", command=SLEEP, on_lost=on_lost)["id"]
+                for _ in range(2)
+            ]
+            for job in jobs:
+                wait_for("running", in_state(admin, job, "running"))
+            orphans = _workload_pids(state_dir)
+            killed_at = time.monotonic()
+            kill9(agent)
+            for job in jobs:
+                wait_for("requeue", in_state(admin, job, after), 30)
+                events = admin.get(f"/api/v1/jobs/{job}/events").json()
+                assert [e["to_state"] for e in events[-2:]] == ["lost", after]
+                assert events[-2]["reason"].startswith("node n1 lost: no heartbeat for")
+            took = time.monotonic() - killed_at
+            assert took < 2.0 + 10, took  # timeout 2 s plus a few cycles
+            assert _node_state(admin, "n1") == "lost"
+            # the orphaned workloads still run until the agent comes back, which stops them
+            assert all(proc.start_ticks(p) for p in orphans)
+            agent = agent_process(live.url, token, "n1", state_dir)
+            wait_for("orphans stopped", lambda: not any(map(proc.start_ticks, orphans)), 20)
+            wait_for("ready", lambda: _node_state(admin, "n1") == "ready", 20)
+            if after == "pending":  # placed again, and each run once
+                for job in jobs:
+                    wait_for("rerun", in_state(admin, job, "running"), 20)
+                active = {"tenant": "algo", "state": "active"}
+                assert admin.get("/api/v1/allocations", params=active).json()["total"] == 2
+        finally:
+            kill9(agent)
+            for pid in _all_workloads(state_dir):
+                proc.signal_group(pid, proc.KILL)
+
+
+def _workload_pids(state_dir) -> set[int]:
+    """Every process of every workload the agent recorded (shims and commands)."""
+    pids: set[int] = set()
+    for pgid in _all_workloads(state_dir):
+        pids |= proc.group_pids(pgid)
+    return pids
+
+
+def _all_workloads(state_dir) -> list[int]:
+    return [
+        json.loads(p.read_text())["pid"] for p in (state_dir / "workloads").glob("*/record.json")
+    ]
