@@ -144,25 +144,47 @@ def test_stale_orders_are_refused(live, tmp_path):
     agent.api.close()
 
 
-def test_memory_watchdog_stops_a_job_over_its_grant(live, tmp_path):
+def test_shares_get_their_limits_and_the_watchdog_stops_only_the_one_over_its_grant(live, tmp_path):
+    """Two fractional shares of one card; NVML (faked at its process list, with the real pids
+    of the workloads) reports the second one using more memory than granted."""
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
-    agent = make_agent(live.url, token, "n1", tmp_path / "a")
-    backend = agent.located[0].backend
+    agent = make_agent(
+        live.url, token, "n1", tmp_path / "a", devices="simulated:1xA100-80G", share=True
+    )
+    over: set[int] = set()
 
-    def fake_nvml_processes():  # NVML would list the workload's pid with its memory
+    def fake_nvml_processes():
         return [
-            GpuProcess(r.limits_mib and next(iter(r.limits_mib)), pid, 90_000)
-            for r in agent.records.values()
-            for pid in proc.group_pids(r.pid)
+            GpuProcess(uuid, pid, 12_000 if r.job_id in over else 5_000)
+            for r in list(agent.records.values())
+            for uuid in r.limits_mib
+            for pid in proc.group_pids(r.pid) - {r.pid}  # the command, not the shim
         ]
 
-    backend.processes = fake_nvml_processes
+    agent.located[0].backend.processes = fake_nvml_processes
+    show = (
+        "import os, time; e = os.environ; print(e['CUDA_VISIBLE_DEVICES'], "
+        "e['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'], e['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'], "
+        "flush=True); time.sleep(300)"
+    )
+
+    def log_of(job_id: int) -> str:
+        chunks = admin.get(f"/api/v1/jobs/{job_id}/logs").json()["chunks"]
+        return "".join(c["text"] for c in chunks)
+
     with agent_thread(agent):
-        job = submit(admin, "gpu=1", "algo", command=SLEEP)
-        done = wait_for("stopped", in_state(admin, job["id"], "failed"), 15)
-    assert done["reason"].startswith("device memory: used")
-    assert "granted 81920 MiB" in done["reason"]
+        good = submit(admin, "gpu_share=30%,gpu_mem=10GiB", "algo", command=[PY, "-c", show])
+        bad = submit(admin, "gpu_share=40%,gpu_mem=10GiB", "algo", command=[PY, "-c", show])
+        for job in (good, bad):
+            wait_for("running", in_state(admin, job["id"], "running"))
+        logs = {j["id"]: wait_for("logs", lambda j=j: log_of(j["id"])) for j in (good, bad)}
+        over.add(bad["id"])
+        done = wait_for("stopped", in_state(admin, bad["id"], "failed"), 15)
+        assert job_state(admin, good["id"])["state"] == "running"
+    assert done["reason"] == ("device memory: used 12000 MiB on GPU-sim-n1-0, granted 10240 MiB")
+    assert logs[good["id"]] == "GPU-sim-n1-0 30 0=10240M\n"
+    assert logs[bad["id"]] == "GPU-sim-n1-0 40 0=10240M\n"
 
 
 @pytest.mark.parametrize("on_lost, after", [("requeue", "pending"), ("fail", "failed")])

@@ -47,6 +47,7 @@ class AgentConfig:
     pool: str = "default"
     hami_core: str | None = None  # libvgpu.so; found in the usual places when None
     stop_workloads_on_exit: bool = False  # embedded agents (gpupool up) stop theirs
+    share: bool = False  # register whole cards as fractional-share devices
 
 
 class Agent:
@@ -90,6 +91,7 @@ class Agent:
             labels=self.config.labels,
             pool=self.config.pool,
             errors=self.errors,
+            share=self.config.share,
         )
         self.state = self.api.register(body)["state"]
         self.records = self.store.load_all()

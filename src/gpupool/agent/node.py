@@ -31,7 +31,10 @@ def registration(
     labels: dict[str, str] | None = None,
     pool: str = "default",
     errors: list[str] | None = None,
+    share: bool = False,
 ) -> NodeBody:
+    """``share`` registers cards that are not MIG-partitioned as fractional-share devices (the
+    operator's choice of how this node is cut; MIG cards stay MIG)."""
     labels = dict(labels or {})
     if errors:
         labels["gpupool.io/discovery-errors"] = "; ".join(errors)[:500]
@@ -49,7 +52,9 @@ def registration(
                 "memory_mib": loc.device.memory_mib,
                 "uuid": loc.device.uuid,
                 "healthy": loc.device.healthy,
-                "mode": loc.device.mode.value,
+                "mode": "share"
+                if share and loc.device.mode.value == "whole"
+                else loc.device.mode.value,
                 "island": loc.device.island,
                 "pcie_switch": loc.device.pcie_switch,
             }

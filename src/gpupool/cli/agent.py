@@ -44,6 +44,9 @@ def agent(
     grace: float = typer.Option(10.0, min=0, help="Seconds between SIGTERM and SIGKILL"),
     label: list[str] = typer.Option([], help="KEY=VALUE node label (repeatable)"),
     pool: str = typer.Option("default", help="The pool this node joins"),
+    share: bool = typer.Option(
+        False, help="Offer whole cards as fractional shares (MPS / HAMi-core); MIG cards stay MIG"
+    ),
 ) -> None:
     """Run the node agent: register this node, heartbeat telemetry, run its workloads.
     Stopping the agent leaves workloads running; a restarted agent adopts them."""
@@ -64,6 +67,7 @@ def agent(
         grace_s=grace,
         labels=_labels(label),
         pool=pool,
+        share=share,
     )
     worker = Agent(config)
     for problem in worker.errors:
