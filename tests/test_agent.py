@@ -216,6 +216,7 @@ def test_killed_agent_node_lost_jobs_requeued_and_fenced_until_reconciled(
             took = time.monotonic() - killed_at
             assert took < 2.0 + 10, took  # timeout 2 s plus a few cycles
             assert _node_state(admin, "n1") == "lost"
+            assert 'gpupool_nodes{state="lost"} 1.0' in admin.get("/metrics").text
             # the orphaned workloads still run until the agent comes back, which stops them
             assert all(proc.start_ticks(p) for p in orphans)
             agent = agent_process(live.url, token, "n1", state_dir)

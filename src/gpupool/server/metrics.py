@@ -70,6 +70,14 @@ class StateCollector(Collector):
                 .where(JobRow.state == "pending")
                 .group_by(JobRow.tenant)
             ).all()
+            node_states = s.execute(
+                select(NodeRow.state, func.count()).group_by(NodeRow.state)
+            ).all()
+        nodes = GaugeMetricFamily("gpupool_nodes", "Nodes by state.", labels=["state"])
+        counts = dict(node_states)
+        for state in ("ready", "lost", "fenced"):
+            nodes.add_metric([state], counts.get(state, 0))
+        yield nodes
         pool_of = {}
         total: dict[str, int] = defaultdict(int)
         for d, pool in devices:
