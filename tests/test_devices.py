@@ -243,6 +243,9 @@ def test_simulated_bad_yaml(tmp_path):
     path.write_text("devices:\n  - {model: A100-80G, count: -1}\n")
     with pytest.raises(SpecError, match=r"devices\.0\.count"):
         load_file(path)
+    path.write_text("devices: [{model: A100-80G, mig: [{profile: 3g.40gb, start: 2}]}]\n")
+    with pytest.raises(SpecError, match="cannot start at slice 2"):
+        simulated_backend(str(path), "n")
     path.write_text("devices: [\n")
     with pytest.raises(SpecError, match="not YAML"):
         load_file(path)

@@ -24,8 +24,8 @@ def model_name(vendor: Vendor, product: str, memory_mib: int) -> str:
         if (m := _NVIDIA_FAMILY.search(text)) is not None:
             family = m.group(1)
             for candidate in (f"{family}-{_gib(memory_mib)}G", family):
-                if catalog_entry(candidate) is not None:
-                    return catalog_entry(candidate).name  # type: ignore[union-attr]
+                if (entry := catalog_entry(candidate)) is not None:
+                    return entry.name
             return canonical_model(f"{family}-{_gib(memory_mib)}G")
     if vendor is Vendor.ASCEND:
         upper = text.upper().replace("ASCEND", "").strip()

@@ -5,6 +5,7 @@ The ``nvml`` module is injected so the tests can drive this code with a stand-in
 recorded ``nvidia-smi -q -x`` dump; production passes the real ``pynvml``.
 """
 
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -131,10 +132,7 @@ class NvmlBackend:
                     ),
                 )
             )
-        return [
-            t if not t.ecc_errors else DeviceTelemetry(**{**_fields(t), "healthy": False})
-            for t in out
-        ]
+        return [replace(t, healthy=False) if t.ecc_errors else t for t in out]
 
     def processes(self) -> list[GpuProcess]:
         """Compute processes per GPU and per MIG instance (a MIG process is reported on its
@@ -159,10 +157,6 @@ class NvmlBackend:
                     used = p.usedGpuMemory or 0
                     out.append(GpuProcess(uuid, int(p.pid), int(used) // MIB))
         return out
-
-
-def _fields(t: DeviceTelemetry) -> dict[str, Any]:
-    return {k: getattr(t, k) for k in t.__slots__}
 
 
 def _maybe(nv: Any, read: Any) -> Any:
@@ -198,6 +192,4 @@ def _islands(nv: Any, handles: list[Any], devices: list[DeviceInfo]) -> list[Dev
                 linked = True
     if not linked:
         return devices
-    from dataclasses import replace
-
     return [replace(d, island=root(i)) for i, d in enumerate(devices)]

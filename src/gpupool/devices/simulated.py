@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpupool.devices.base import (
     DeviceInfo,
     DeviceTelemetry,
-    DiscoveryError,
     GpuProcess,
     MigInstance,
 )
@@ -89,6 +88,27 @@ def _validated(data: Any, where: str) -> _File:
         raise SpecError(f"simulated devices {where}: {loc}: {first['msg']}", field=loc) from None
 
 
+def _mig_layout(model: str, wanted: list[_Mig]) -> list[tuple[str, int, int]]:
+    """(profile, start, MiB) per instance, checked against the model's MIG table: legal starts,
+    no two instances on the same memory slices."""
+    if not wanted:
+        return []
+    table = table_for(model)
+    if table is None:
+        raise SpecError(f"simulated devices: {model} has no MIG")
+    occupied, out = 0, []
+    for m in wanted:
+        profile = table.profile(m.profile)
+        if m.start not in profile.starts or occupied & profile.mask(m.start):
+            raise SpecError(
+                f"simulated devices: {m.profile} cannot start at slice {m.start} on {model} "
+                f"(legal starts {list(profile.starts)}, not overlapping the others)"
+            )
+        occupied |= profile.mask(m.start)
+        out.append((profile.name, m.start, profile.memory_mib))
+    return out
+
+
 class SimulatedBackend:
     name = "simulated"
 
@@ -110,19 +130,12 @@ class SimulatedBackend:
                 raise SpecError(
                     f"simulated devices: {model} is not in the catalog; give vendor and memory_mib"
                 )
-            table = table_for(model)
-            if group.mig and table is None:
-                raise SpecError(f"simulated devices: {model} has no MIG")
+            layout = _mig_layout(model, group.mig)
             for _ in range(group.count):
                 i = len(out)
                 mig = tuple(
-                    MigInstance(
-                        m.profile,
-                        m.start,
-                        f"MIG-sim-{self.node}-{i}-{m.profile}-{m.start}",
-                        table.profile(m.profile).memory_mib,  # type: ignore[union-attr]
-                    )
-                    for m in group.mig
+                    MigInstance(name, start, f"MIG-sim-{self.node}-{i}-{name}-{start}", mib)
+                    for name, start, mib in layout
                 )
                 mode = SharingMode.MIG if mig else group.mode
                 out.append(
@@ -178,7 +191,4 @@ def simulated_backend(spec: str, node: str) -> SimulatedBackend:
 
 def check(spec: str) -> None:
     """Raise ``SpecError`` if a simulated spec cannot be built."""
-    try:
-        simulated_backend(spec, "check").discover()
-    except DiscoveryError as exc:
-        raise SpecError(str(exc)) from None
+    simulated_backend(spec, "check")
