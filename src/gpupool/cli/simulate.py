@@ -76,6 +76,85 @@ def fgd(
     Console().print(table)
 
 
+@app.command("openb-time")
+@friendly
+def openb_time(
+    nodes: Path = typer.Option(..., help="Node list CSV (openb format)."),
+    pods: Path = typer.Option(..., help="Pod list CSV with creation/deletion/scheduled times."),
+    policies: str = typer.Option("fgd,best-fit", help="Comma list of engine policies."),
+    node_fraction: float = typer.Option(
+        1.0, help="Replay on this share of the nodes (same model mix, seeded)."
+    ),
+    time_scale: float = typer.Option(
+        1.0, min=0.001, max=1e6, help="Compress the arrivals by this factor (busier cluster)."
+    ),
+    strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
+    report: Path | None = typer.Option(None, help="Write a self-contained HTML report here."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Write the time series as CSV."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Replay the openb pods in time (arrive at creation, run as long as they ran, FIFO queue
+    with backfill): allocation ratio and useful utilisation over time, queue delays —
+    fractional GPU shares against whole cards, per policy."""
+    from gpupool.scheduler.placer import POLICY_NAMES
+    from gpupool.sim.openb_time import compare_in_time, sample_nodes
+    from gpupool.sim.report import openb_time_csv, openb_time_report_html, write
+    from gpupool.sim.traces.openb import load_nodes, load_pods
+
+    for path in (nodes, pods):
+        if not path.is_file():
+            raise SpecError(f"trace: {path} is not a file")
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    for name in names:
+        if name not in POLICY_NAMES:
+            raise SpecError(f"policy: {name!r} is not one of {', '.join(POLICY_NAMES)}")
+    node_list, node_errors = load_nodes(nodes, strict=strict)
+    pod_list, pod_errors = load_pods(pods, strict=strict)
+    for e in [*node_errors, *pod_errors][:20]:
+        err_console.print(f"skipped {e}")
+    node_list = sample_nodes(node_list, node_fraction)
+    result = compare_in_time(node_list, pod_list, names, time_scale=time_scale)
+    if report is not None:
+        write(report, openb_time_report_html(result))
+        err_console.print(f"report written to {report}")
+    if csv_out is not None:
+        write(csv_out, openb_time_csv(result))
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(
+        "policy",
+        "mode",
+        "started",
+        "never started",
+        "alloc (mean)",
+        "useful (mean)",
+        "alloc while queued",
+        "useful while queued",
+        "p95 wait",
+        title=f"openb in time: {result['gpus']} GPUs, {result['pods']} pods, "
+        f"arrivals x{time_scale:g}",
+    )
+    for name, modes in result["policies"].items():  # type: ignore[union-attr]
+        for mode, r in modes.items():
+            table.add_row(
+                name,
+                mode,
+                str(r["started"]),
+                str(r["never_started"]),
+                f"{r['alloc_ratio_mean']:.1%}",
+                f"{r['useful_util_mean']:.1%}",
+                _ratio(r["alloc_ratio_while_queued"]),
+                _ratio(r["useful_util_while_queued"]),
+                _hours(r["queue_delay_p95_s"]),
+            )
+    Console().print(table)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 @app.command("roi")
 @friendly
 def roi_command(

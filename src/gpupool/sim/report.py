@@ -140,3 +140,51 @@ def scenario_csv(result: dict) -> str:
         for hour, used in result[mode]["cards_in_use"]:
             writer.writerow([mode, hour, used])
     return out.getvalue()
+
+
+SUMMARY_COLUMNS = (
+    "started",
+    "never_started",
+    "alloc_ratio_mean",
+    "useful_util_mean",
+    "alloc_ratio_while_queued",
+    "useful_util_while_queued",
+    "queue_delay_p50_s",
+    "queue_delay_p95_s",
+)
+
+
+def openb_time_report_html(result: dict) -> str:
+    runs = [(f"{p}/{m}", r) for p, modes in result["policies"].items() for m, r in modes.items()]
+    alloc = [(name, [(h, a) for h, a, _, _ in r["series"]]) for name, r in runs]
+    useful = [(name, [(h, u) for h, _, u, _ in r["series"]]) for name, r in runs]
+    waiting = [(name, [(h, w) for h, _, _, w in r["series"]]) for name, r in runs]
+    return _ENV.get_template("report.html.j2").render(
+        title="openb trace replayed in time",
+        subtitle=f"{result['nodes']} nodes, {result['gpus']} GPUs, {result['pods']} pods, "
+        f"arrivals compressed {result['time_scale']}x — fractional shares vs whole cards",
+        charts=[
+            line_chart("GPU allocation ratio", alloc, "hour", "held / capacity"),
+            line_chart("Useful GPU utilisation", useful, "hour", "asked-for / capacity"),
+            line_chart("Pods waiting", waiting, "hour", "pods"),
+        ],
+        tables=[
+            {
+                "title": "Summary",
+                "header": ["policy/mode", *SUMMARY_COLUMNS],
+                "rows": [[name, *(r[c] for c in SUMMARY_COLUMNS)] for name, r in runs],
+            }
+        ],
+        version=__version__,
+    )
+
+
+def openb_time_csv(result: dict) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["policy", "mode", "hour", "alloc_ratio", "useful_util", "waiting"])
+    for policy, modes in result["policies"].items():
+        for mode, r in modes.items():
+            for point in r["series"]:
+                writer.writerow([policy, mode, *point])
+    return out.getvalue()

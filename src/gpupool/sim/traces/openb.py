@@ -30,6 +30,8 @@ class Pod:
     name: str
     request: ResourceRequest
     gpu_milli_total: int  # num_gpu x gpu_milli: what the pod adds to the arrived workload
+    created_s: int | None = None  # creation_time (the FGD protocol ignores the times)
+    run_s: int | None = None  # how long it ran: deletion_time - scheduled_time (or creation)
 
 
 def _rows(path: Path, columns: Iterable[str]) -> tuple[list[tuple[int, dict[str, str]]], str]:
@@ -95,7 +97,23 @@ def load_pods(path: str | Path, *, strict: bool = False) -> tuple[list[Pod], lis
     return pods, errors
 
 
+def _times(row: dict[str, str]) -> tuple[int | None, int | None]:
+    """(creation, run time) when the row has times; a deletion before the start is an error."""
+    if not (row.get("creation_time") or "").strip():
+        return None, None
+    created = _int(row, "creation_time")
+    if not (row.get("deletion_time") or "").strip():
+        return created, None
+    deleted = _int(row, "deletion_time")
+    started = _int(row, "scheduled_time") if (row.get("scheduled_time") or "").strip() else 0
+    started = started or created
+    if deleted < started:
+        raise ValueError(f"deletion_time={deleted} is before the pod started ({started})")
+    return created, deleted - started
+
+
 def _pod(row: dict[str, str]) -> Pod:
+    created, run = _times(row)
     cpu, mem = _int(row, "cpu_milli"), _int(row, "memory_mib")
     count, milli = _int(row, "num_gpu"), _int(row, "gpu_milli")
     spec = (row.get("gpu_spec") or "").strip() or None
@@ -103,7 +121,7 @@ def _pod(row: dict[str, str]) -> Pod:
         raise ValueError(f"gpu_milli={milli} is more than one GPU")
     if count == 0:
         request = ResourceRequest(cpu_millis=cpu, mem_mib=mem)
-        return Pod(row["name"], request, 0)
+        return Pod(row["name"], request, 0, created, run)
     if milli == 0:
         raise ValueError(f"num_gpu={count} with gpu_milli=0")
     if milli < 1000:
@@ -116,7 +134,7 @@ def _pod(row: dict[str, str]) -> Pod:
         )
     else:
         request = ResourceRequest(gpu=count, gpu_model=spec, cpu_millis=cpu, mem_mib=mem)
-    return Pod(row["name"], request, count * milli)
+    return Pod(row["name"], request, count * milli, created, run)
 
 
 def _maybe_reject(name: str, errors: list[RowError], strict: bool) -> None:
