@@ -29,6 +29,7 @@ from gpupool.sim.traces.openb import Pod
 
 MODES = ("fractional", "whole-cards")
 HOUR = 3600.0
+SAMPLES = 200  # points of a series by default
 
 
 @dataclass
@@ -123,16 +124,17 @@ def replay_in_time(
     policy: str = "fgd",
     mode: str = "fractional",
     horizon_s: float | None = None,
-    sample_s: float = 6 * HOUR,
+    sample_s: float | None = None,
 ) -> TimeReplayResult:
     """Replay ``pods`` (those with times) on ``nodes`` until ``horizon_s`` (default: the last
-    arrival)."""
+    arrival), sampling the series every ``sample_s`` (default: 200 points)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
     arrivals = timed_pods(pods)
     state = ClusterState(nodes, PROTOCOL_SHARING)
     capacity = state.gpu_count() * 100  # percent of a card
     horizon = horizon_s if horizon_s is not None else float(arrivals[-1].created_s or 0)
+    step = sample_s if sample_s is not None else max(horizon / SAMPLES, 1e-3)
     requests = [whole_card(p.request) if mode == "whole-cards" else p.request for p in arrivals]
     keys = [r.to_spec() for r in requests]
     typical = Workload(coverage=0.95)
@@ -157,9 +159,9 @@ def replay_in_time(
 
     def sample() -> None:
         nonlocal next_sample
-        point = (round(next_sample / HOUR, 2), allocated / capacity, useful / capacity, waiting)
+        point = (round(next_sample / HOUR, 4), allocated / capacity, useful / capacity, waiting)
         series.append(point)
-        next_sample += sample_s
+        next_sample += step
 
     def advance(to: float) -> None:
         """Integrate the figures over [now, to); they hold there, so the samples too."""

@@ -1,0 +1,90 @@
+"""The HTML reports in a real browser (Debian's chromium driven by Playwright): they open from
+a file with the network off, request nothing else, log no errors, and draw every chart with
+its lines and every table with its rows."""
+
+import os
+import shutil
+
+import pytest
+
+from tests.helpers import gpupool
+from tests.test_openb_time import SMALL, _trace
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+if CHROMIUM is None and os.environ.get("GPUPOOL_REQUIRE_BROWSER"):
+    raise RuntimeError("chromium is required here (GPUPOOL_REQUIRE_BROWSER) but not installed")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed (apt-get install chromium; CI installs it)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reports")
+    nodes, pods = _trace(tmp, SMALL, nodes="n1,32000,262144,1,G2\nn2,64000,262144,2,T4\n")
+    out = {}
+    for name, args, charts in (
+        ("fgd", ["fgd", "--policies", "best-fit,fgd", "--seeds", "1-2"], 2),
+        ("openb-time", ["openb-time", "--policies", "best-fit"], 3),
+    ):
+        path = tmp / f"{name}.html"
+        cmd = ["simulate", *args, "--nodes", str(nodes), "--pods", str(pods)]
+        run = gpupool(*cmd, "--json", "--report", str(path))
+        assert run.returncode == 0, run.stderr
+        out[name] = (path, charts)
+    path = tmp / "scenario.html"
+    run = gpupool("simulate", "scenario", "examples/seed-scenario.yaml", "--report", str(path))
+    assert run.returncode == 0, run.stderr
+    out["scenario"] = (path, None)
+    return out
+
+
+@pytest.mark.parametrize("name", ["fgd", "openb-time", "scenario"])
+def test_report_renders_offline_without_errors(browser, reports, name):
+    path, charts = reports[name]
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    problems: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri(), wait_until="load")
+    assert page.title()
+    assert problems == []
+    assert requests == [path.as_uri()]  # self-contained: nothing fetched
+    svgs = page.locator("svg")
+    count = svgs.count()
+    assert count >= 1 and (charts is None or count == charts)
+    for i in range(count):
+        box = svgs.nth(i).bounding_box()
+        assert box is not None and box["width"] >= 300 and box["height"] >= 150
+        # every series is drawn inside its chart with a visible extent
+        lines = page.evaluate(
+            """(i) => [...document.querySelectorAll('svg')[i].querySelectorAll('polyline')]
+                 .map(p => { const b = p.getBBox(); return [p.points.length, b.width]; })""",
+            i,
+        )
+        assert lines and all(n >= 2 and width > 0 for n, width in lines), lines
+    rows = page.locator("table tr")
+    assert rows.count() >= 2  # a header and at least one row
+    context.close()
