@@ -245,3 +245,44 @@ def _all_workloads(state_dir) -> list[int]:
     return [
         json.loads(p.read_text())["pid"] for p in (state_dir / "workloads").glob("*/record.json")
     ]
+
+
+def test_gang_members_learn_their_rank_and_peers(tmp_path):
+    agent = make_agent("http://127.0.0.1:9", "t", "n2", tmp_path / "a")
+    member = {"cpu_millis": 1000, "mem_mib": 1024}
+    whole = {"compute_pct": 100, "mem_mib": 81920, "exclusive": True}
+    order = {
+        "id": 7, "job_id": 3, "generation": 2, "tenant": "algo", "env": {"A": "1"},
+        "nodes": [
+            {"node": "n1", **member, "devices": [{"device": 0, **whole}]},
+            {"node": "n2", **member, "devices": [{"device": 1, **whole}]},
+        ],
+    }  # fmt: skip
+    for d in order["nodes"]:
+        for g in d["devices"]:
+            g.update(mig_profile=None, mig_start=None)
+    env = agent._environment(order, agent._grants(order))
+    assert env["GPUPOOL_GANG_SIZE"] == "2" and env["GPUPOOL_GANG_RANK"] == "1"
+    assert env["GPUPOOL_GANG_NODES"] == "n1,n2"
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-sim-n2-1" and env["A"] == "1"
+    agent.api.close()
+
+
+def test_an_unhealthy_card_reaches_the_server_and_takes_no_new_work(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a")
+    agent.located[1].backend.unhealthy.add(1)  # e.g. an uncorrectable ECC error on card 1
+    with agent_thread(agent):
+
+        def card_1_unhealthy() -> bool:
+            node = admin.get("/api/v1/nodes/n1").json()
+            return "devices" in node and node["devices"][1]["healthy"] is False
+
+        wait_for("health", card_1_unhealthy)
+        both = submit(admin, "gpu=2", "algo", command=SLEEP)
+        one = submit(admin, "gpu=1", "algo", command=SLEEP)
+        running = wait_for("one card", in_state(admin, one["id"], "running"))
+        assert running["allocation"]["nodes"][0]["devices"][0]["device"] == 0
+        waiting = job_state(admin, both["id"])
+        assert waiting["state"] == "pending" and "fewer than 2 free gpu" in waiting["reason"]

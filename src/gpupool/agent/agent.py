@@ -253,8 +253,12 @@ class Agent:
         env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
         env.update(order["env"])
         env.update(slice_env(grants, self.local, self.hami_core))
+        members = [n["node"] for n in order["nodes"]]
         env.update(
             {
+                "GPUPOOL_GANG_SIZE": str(len(members)),
+                "GPUPOOL_GANG_RANK": str(members.index(self.name)),
+                "GPUPOOL_GANG_NODES": ",".join(members),
                 "GPUPOOL_JOB_ID": str(order["job_id"]),
                 "GPUPOOL_ALLOCATION_ID": str(order["id"]),
                 "GPUPOOL_GENERATION": str(order["generation"]),
