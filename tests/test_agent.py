@@ -286,3 +286,21 @@ def test_an_unhealthy_card_reaches_the_server_and_takes_no_new_work(live, tmp_pa
         assert running["allocation"]["nodes"][0]["devices"][0]["device"] == 0
         waiting = job_state(admin, both["id"])
         assert waiting["state"] == "pending" and "fewer than 2 free gpu" in waiting["reason"]
+
+
+def test_jobs_stopped_by_an_agent_shutdown_are_requeued_not_failed(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    first = make_agent(live.url, token, "n1", tmp_path / "a", stop_workloads_on_exit=True)
+    with agent_thread(first):
+        job = submit(admin, "gpu=1", "algo", command=SLEEP)
+        wait_for("running", in_state(admin, job["id"], "running"))
+        (rec,) = first.records.values()
+    assert not proc.alive(rec.pid, rec.ticks)  # the shutdown stopped it
+    second = make_agent(live.url, token, "n1", tmp_path / "a", stop_workloads_on_exit=True)
+    with agent_thread(second):
+        wait_for("rerun", lambda: len(second.records) == 1 and rec.alloc_id not in second.records)
+        events = [e["to_state"] for e in admin.get(f"/api/v1/jobs/{job['id']}/events").json()]
+        wait_for("running again", in_state(admin, job["id"], "running"))
+    assert events[:6] == ["pending", "admitted", "running", "lost", "pending", "admitted"]
+    assert "failed" not in events

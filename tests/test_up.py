@@ -5,7 +5,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 
 import httpx
 
@@ -68,15 +67,23 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
     assert token in out and f"http://127.0.0.1:{port}" in out
     assert "Traceback" not in err
     assert not any(proc.start_ticks(g) for g in groups)  # workloads stopped on the way out
-    # a second start on the same data keeps everything, the same token, and submits no dupes
+    # a second start on the same data keeps everything, the same token, and submits no dupes;
+    # the jobs the shutdown stopped are requeued and run again, none is failed
     up = _start(tmp_path, port, "--demo")
     try:
-        time.sleep(3)
         c = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
         )
         assert c.get("/api/v1/nodes").json()["total"] == 10
+        # busy again with new processes (the jobs' rows alone still say "running")
+        wait_for(
+            "workloads running again",
+            lambda: sum(1 for g in _workload_groups(tmp_path) if proc.start_ticks(g)) >= 15,
+            60,
+        )
         assert c.get("/api/v1/jobs").json()["total"] == len(demo_jobs())
+        failed = c.get("/api/v1/jobs", params={"state": "failed"}).json()
+        assert failed["total"] == 0, [j["reason"] for j in failed["items"]]
     finally:
         up.send_signal(signal.SIGINT)
         up.communicate(timeout=60)

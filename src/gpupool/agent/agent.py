@@ -117,7 +117,11 @@ class Agent:
         self.api.close()
 
     def stop_all(self) -> None:
+        """Stop every workload (embedded agents, on the way out); the next start reports
+        them ``lost``, so their jobs are requeued rather than failed."""
         for rec in self.records.values():
+            rec.shutdown = True
+            self.store.save(rec)
             proc.signal_group(rec.pid, proc.TERM)
         deadline = time.monotonic() + self.config.grace_s
         while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
@@ -335,7 +339,9 @@ class Agent:
             self._upload_logs(rec)
             if not rec.released:
                 code = proc.exit_code(self.store.dir(alloc_id))
-                if rec.stop_reason:
+                if rec.shutdown:
+                    state, reason = "lost", f"stopped when the agent of {self.name} shut down"
+                elif rec.stop_reason:
                     state, reason = "failed", rec.stop_reason
                 elif code is None:
                     state, reason = "failed", "workload vanished without an exit status"

@@ -24,6 +24,7 @@ class Record:
     stop_sent_at: float | None = None
     killed: bool = False
     released: bool = False  # the server no longer wants it: nothing left to report
+    shutdown: bool = False  # stopped because its agent shut down: reported lost, not failed
     offsets: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
 
 

@@ -47,13 +47,18 @@ def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) 
             assert job is not None
             move(session, job, "lost", now, reason, ACTOR)
             release(session, alloc, now, reason)
-            if job.on_lost == "fail":
-                move(session, job, "failed", now, f"{reason} (on_lost=fail)", ACTOR)
-            else:
-                move(session, job, "pending", now, f"{reason}; requeued", ACTOR)
+            after_lost(session, job, now, reason, ACTOR)
     if silent:
         bump_nodes_version(session)
     return [n.name for n in silent]
+
+
+def after_lost(session: Session, job: JobRow, now: float, reason: str, actor: str) -> None:
+    """A lost job goes back to the queue, or fails when it asked to (``on_lost: fail``)."""
+    if job.on_lost == "fail":
+        move(session, job, "failed", now, f"{reason} (on_lost=fail)", actor)
+    else:
+        move(session, job, "pending", now, f"{reason}; requeued", actor)
 
 
 def heard_from(session: Session, node: NodeRow, now: float) -> bool:

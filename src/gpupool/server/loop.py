@@ -38,6 +38,8 @@ class SchedulerLoop:
         self.cycles = 0
         self._seen_event = 0
         self.last_error = ""
+        self._led_epoch: int | None = None
+        self._led_since = 0.0  # when this process took the lead (wall clock)
 
     @property
     def is_leader(self) -> bool:
@@ -62,6 +64,8 @@ class SchedulerLoop:
             if not self.leadership.try_acquire():
                 self._stop.wait(self.settings.leader_poll_s)
                 continue
+            if self._led_epoch != self.leadership.epoch:
+                self._led_epoch, self._led_since = self.leadership.epoch, time.time()
             if self.snapshots.base is None:
                 log.info("took the scheduler lead", extra={"epoch": self.leadership.epoch})
             self._wake.clear()
@@ -104,12 +108,16 @@ class SchedulerLoop:
                 return
 
     def check_liveness(self, now: float | None = None) -> list[str]:
-        """Mark nodes lost that stopped heartbeating; their jobs are requeued or failed."""
+        """Mark nodes lost that stopped heartbeating; their jobs are requeued or failed.
+        A new leader first waits one timeout: agents could not heartbeat while no server ran
+        (a restart, a fail-over), and must get the chance before they are judged."""
         now = time.time() if now is None else now
         epoch = self.leadership.epoch
         if epoch is None:
             raise LostLeadership("not the leader")
         timeout = self.settings.heartbeat_timeout_s
+        if now - self._led_since < timeout:
+            return []
         with self.db.read() as s:  # the common case writes nothing
             if not any_silent(s, now, timeout):
                 return []

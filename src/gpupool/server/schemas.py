@@ -305,10 +305,12 @@ class LogChunkIn(Strict):
 
 
 class JobStatusIn(Strict):
-    """An agent's report on one allocation; ``generation`` must be the allocation's current."""
+    """An agent's report on one allocation; ``generation`` must be the allocation's current.
+    ``lost``: the workload was stopped for a reason that is not the job's (its agent shut
+    down); the job is requeued or failed by its ``on_lost`` policy."""
 
     generation: int = Field(ge=0, le=2**62)
-    state: Literal["running", "succeeded", "failed"]
+    state: Literal["running", "succeeded", "failed", "lost"]
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     reason: str = Field("", max_length=2000)
 

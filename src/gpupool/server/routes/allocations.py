@@ -11,6 +11,7 @@ from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobLogRow
 from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, move
+from gpupool.server.liveness import after_lost
 from gpupool.server.routes.views import allocation_out, page, scoped
 from gpupool.server.schemas import AllocationOut, JobStatusIn, LogChunkIn, Page
 
@@ -76,6 +77,10 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
         if body.state == "running":
             if job.state == "admitted":
                 move(s, job, "running", now, body.reason or "started", actor)
+        elif body.state == "lost":
+            reason = body.reason or "lost on its node"
+            finish(s, job, "lost", now, reason, actor)
+            after_lost(s, job, now, reason, actor)
         else:
             job.exit_code = body.exit_code
             why = body.reason or (
