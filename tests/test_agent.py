@@ -304,3 +304,13 @@ def test_jobs_stopped_by_an_agent_shutdown_are_requeued_not_failed(live, tmp_pat
         wait_for("running again", in_state(admin, job["id"], "running"))
     assert events[:6] == ["pending", "admitted", "running", "lost", "pending", "admitted"]
     assert "failed" not in events
+
+
+def test_a_removed_node_registers_again(live, tmp_path):
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+        wait_for("node", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+        ok(admin.delete("/api/v1/nodes/n1"), 204)
+        wait_for("back", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+        assert len(admin.get("/api/v1/nodes/n1").json()["devices"]) == 2

@@ -111,6 +111,8 @@ class Agent:
                 self.sync()
             except AgentApiError as exc:
                 log.warning("agent %s: %s", self.name, exc)
+                if exc.status == 404:  # the node was removed: register it again
+                    started = False
             stop.wait(self.config.sync_s)
         if self.config.stop_workloads_on_exit:
             self.stop_all()
