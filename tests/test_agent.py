@@ -314,3 +314,16 @@ def test_a_removed_node_registers_again(live, tmp_path):
         ok(admin.delete("/api/v1/nodes/n1"), 204)
         wait_for("back", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
         assert len(admin.get("/api/v1/nodes/n1").json()["devices"]) == 2
+
+
+def test_a_relative_state_dir_still_records_exit_codes(live, tmp_path, monkeypatch):
+    """``gpupool up`` defaults to a relative data dir; workloads run in their own directory."""
+    from pathlib import Path
+
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    monkeypatch.chdir(tmp_path)
+    with agent_thread(make_agent(live.url, token, "n1", Path("relative-state"))):
+        job = submit(admin, "gpu=1", "algo", command=[PY, "-c", "raise SystemExit(0)"])
+        done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"))
+    assert (done["state"], done["exit_code"]) == ("succeeded", 0)

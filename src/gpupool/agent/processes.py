@@ -44,6 +44,7 @@ def group_pids(pgid: int) -> set[int]:
 
 def launch(workdir: Path, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
     """Start ``argv`` under the shim with stdout/stderr to files in ``workdir``."""
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     shim = [sys.executable, "-m", "gpupool.agent.shim", str(workdir / "exit"), "--", *argv]
     with (workdir / "stdout").open("ab") as out, (workdir / "stderr").open("ab") as err:

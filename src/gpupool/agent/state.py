@@ -30,7 +30,9 @@ class Record:
 
 class Store:
     def __init__(self, root: Path):
-        self.root = root / "workloads"
+        # absolute: workloads run in their own directory, and the shim writes its exit file
+        # by this path from there
+        self.root = root.resolve() / "workloads"
         self.root.mkdir(parents=True, exist_ok=True)
 
     def dir(self, alloc_id: int) -> Path:
