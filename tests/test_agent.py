@@ -327,3 +327,34 @@ def test_a_relative_state_dir_still_records_exit_codes(live, tmp_path, monkeypat
         job = submit(admin, "gpu=1", "algo", command=[PY, "-c", "raise SystemExit(0)"])
         done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"))
     assert (done["state"], done["exit_code"]) == ("succeeded", 0)
+
+
+def test_a_job_with_an_image_runs_under_the_container_runtime(live, tmp_path, monkeypatch):
+    """No docker here: a stand-in ``docker`` on PATH records its arguments and runs the
+    command after the image, as ``docker run`` would inside the container."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "docker"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'printf "%s\\n" "$@" > "$(dirname "$0")/args"\n'
+        'while [ "$1" != "pytorch:2" ]; do shift; done; shift\n'
+        'exec "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+        job = submit(
+            admin, "gpu=1", "algo", command=["echo", "inside"], image="pytorch:2", env={"X": "y"}
+        )
+        done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"))
+    assert done["state"] == "succeeded", done["reason"]
+    args = (bin_dir / "args").read_text().splitlines()
+    (alloc,) = admin.get("/api/v1/allocations", params={"tenant": "algo"}).json()["items"]
+    assert args[:4] == ["run", "--rm", "--name", f"gpupool-alloc-{alloc['id']}"]
+    assert "X=y" in args and "CUDA_VISIBLE_DEVICES=GPU-sim-n1-0" in args
+    assert args[args.index("--gpus") + 1] == "device=GPU-sim-n1-0"
+    assert args[-3:] == ["pytorch:2", "echo", "inside"]
+    assert not any(a.startswith("PATH=") for a in args)  # the host's PATH stays outside
