@@ -68,8 +68,13 @@ class Workload:
 class FragmentationModel:
     """Per-node fragmentation terms for a fixed set of shapes, refreshed for changed nodes."""
 
-    def __init__(self, state: ClusterState, shapes: list[Shape], weights: np.ndarray):
+    def __init__(
+        self, state: ClusterState, shapes: list[Shape], weights: np.ndarray, group: bool = True
+    ):
+        """``group=False`` skips grouping identical nodes (only FGD's candidate list needs
+        it; a model that only measures fragmentation does not)."""
         self.state = state
+        self.group = group
         self.m = len(shapes)
         self.r = np.array([s.compute_pct for s in shapes], dtype=np.int64)
         self.k = np.array([s.count for s in shapes], dtype=np.int64)
@@ -121,7 +126,8 @@ class FragmentationModel:
             self.fit_count[rows],
             self.k_eff[s.primary_model[rows]],
         )
-        self._rekey(rows, free)
+        if self.group:
+            self._rekey(rows, free)
         self.seen[rows] = s.version[rows]
 
     def _rekey(self, rows: np.ndarray, free: np.ndarray) -> None:

@@ -72,7 +72,7 @@ def replay(
     for pod in pods:  # the typical shapes come from the original trace, not the sampled bag
         typical.observe(placer.ask(state, pod.request))
     shapes, weights = typical.typical()
-    measure = FragmentationModel(state, shapes, weights)
+    measure = FragmentationModel(state, shapes, weights, group=False)
     bag = workload_bag(pods, capacity, seed, tune)
     arrived = allocated = 0
     failed = 0
