@@ -93,3 +93,30 @@ def test_fgd_fills_a_fragment_instead_of_breaking_an_idle_card():
     assert (chosen.node_names, chosen.devices[0].device) == (("n1",), 0)
     spread = Placer("spread").place(state, job("small", "gpu_share=0.3"))
     assert spread.node_names == ("n0",)  # the baseline breaks an idle card
+
+
+def test_identical_node_groups_keep_one_representative_under_churn():
+    """Nodes leave their group and come back (apply, then release): every group of identical
+    nodes keeps exactly one representative, its lowest row. A stale heap entry once let a
+    group lose its representative, and FGD then had no candidate at all."""
+    import random
+
+    rng = random.Random(7)
+    state = ClusterState([node(f"n{i}", cards=2, cpu=16, mode=SharingMode.SHARE) for i in range(6)])
+    model = _model(state, [("gpu_share=0.5", 3), ("gpu=1", 1)])
+    live: list[str] = []
+    for step in range(400):
+        if live and rng.random() < 0.45:
+            state.release(live.pop(rng.randrange(len(live))))
+        else:
+            name, dev = f"n{rng.randrange(6)}", rng.randrange(2)
+            row = state.index[name]
+            if state.compute_free[row, dev] >= 50:
+                _share(state, name, dev, 50, job_id=f"j{step}")
+                live.append(f"j{step}")
+        model.refresh()
+        groups: dict[int, list[int]] = {}
+        for row in range(state.size):
+            groups.setdefault(int(model.key[row]), []).append(row)
+        for rows in groups.values():
+            assert [r for r in rows if model.rep[r]] == [min(rows)], (step, rows)

@@ -163,9 +163,10 @@ class FragmentationModel:
             return
         top = heap[0]
         if not self.rep[top]:
-            # the new lowest row takes over; a previous rep of this key is higher, demote it
+            # the new lowest row takes over; a previous rep of this key is higher, demote it.
+            # Stale entries name rows now in other groups: their rep flag is not ours to touch.
             for other in heap[1:]:
-                if self.rep[other]:
+                if self.rep[other] and self.key[other] == key and other != top:
                     self.rep[other] = False
                     break
             self.rep[top] = True

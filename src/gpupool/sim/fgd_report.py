@@ -20,6 +20,7 @@ PROTOCOL_POLICIES = {
     "best-fit": "paper-best-fit",
     "fgd": "fgd",
     "fgd-exact": "fgd-exact",
+    "fgd-lookahead": "fgd-lookahead",
     "gpupool-best-fit": "best-fit",
     "first-fit": "first-fit",
     "spread": "spread",
