@@ -108,6 +108,7 @@ def test_the_bag_is_shuffled_and_topped_up_to_the_tune(tmp_path):
         "paper-gpu-clustering",
         "fgd",
         "fgd-exact",
+        "fgd-lookahead",
         "first-fit",
     ],
 )
