@@ -1,50 +1,70 @@
-"""FGD with look-ahead: it leaves the snapshot as it found it, and it avoids the greedy choice
-that strands capacity the next arrival needs."""
+"""FGD with look-ahead (``fgd-lookahead``): it leaves the snapshot as it found it, it avoids
+the greedy choice that strands capacity the next job needs, and the server's cycle uses it
+with the queue as the look-ahead."""
 
-from gpupool.model import SharingMode, job
+from gpupool.model import Job, SharingMode, job, parse_request
 from gpupool.scheduler import ClusterState, Placement, Placer
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
-from gpupool.sim.lookahead import LookAhead
+from gpupool.scheduler.cycle import CycleConfig, run_cycle
+from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
 from tests.helpers import node
 
+# a mix whose FGD puts a half-card share on the only node with two cards
+MIX = [("gpu_share=0.7", 200), ("gpu_share=0.5", 500), ("gpu=1", 300)]
 
-def _setup(nodes, typical_specs):
-    state = ClusterState(nodes)
+
+def _nodes():
+    return [
+        node("n0", cards=2, cpu=64, mode=SharingMode.SHARE),
+        node("n1", cards=1, cpu=64, mode=SharingMode.SHARE),
+        node("n2", cards=1, cpu=64, mode=SharingMode.SHARE),
+    ]
+
+
+def _placers(state, policy):
     workload = Workload()
-    fgd = Placer("fgd", workload)
-    for spec, n in typical_specs:
-        workload.observe(fgd.ask(state, job("t", spec).request), weight=n)
-    shapes, weights = workload.typical()
-    measure = FragmentationModel(state, shapes, weights, group=False)
-    return state, fgd, LookAhead(fgd, [Placer("best-fit", workload)], measure)
+    placer = Placer(policy, workload)
+    for spec, n in MIX:
+        workload.observe(placer.ask(state, job("t", spec).request), weight=n)
+    return placer
 
 
 def test_look_ahead_leaves_the_snapshot_as_it_was():
-    nodes = [node(f"n{i}", cards=4, cpu=32, mode=SharingMode.SHARE) for i in range(3)]
-    state, _, ahead = _setup(nodes, [("gpu_share=0.5", 3), ("gpu=2", 1)])
+    state = ClusterState([node(f"n{i}", cards=4, cpu=32, mode=SharingMode.SHARE) for i in range(3)])
+    ahead = _placers(state, "fgd-lookahead")
     before = (state.compute_free.copy(), state.cpu_free.copy(), dict(state.placements))
-    upcoming = [(job("u", s).request, 500) for s in ("gpu_share=0.5", "gpu=2", "gpu=1")]
-    result = ahead.place(state, job("a", "gpu_share=0.5"), upcoming)
+    upcoming = [job("u", s).request for s in ("gpu_share=0.5", "gpu=2", "gpu=1")]
+    result = ahead.place(state, job("a", "gpu_share=0.5"), upcoming=upcoming)
     assert isinstance(result, Placement)
     assert (state.compute_free == before[0]).all() and (state.cpu_free == before[1]).all()
     assert state.placements == before[2]
 
 
-def test_look_ahead_keeps_the_only_two_card_node_for_the_next_pod():
-    """Three shared nodes: n0 with two cards, n1 and n2 with one. Greedy FGD puts a half-card
-    share on n0; the next arrival needs two cards on one node, which only n0 has. Looking one
-    arrival ahead, the share goes elsewhere and the two-card pod fits."""
-    nodes = [
-        node("n0", cards=2, cpu=64, mode=SharingMode.SHARE),
-        node("n1", cards=1, cpu=64, mode=SharingMode.SHARE),
-        node("n2", cards=1, cpu=64, mode=SharingMode.SHARE),
-    ]
-    mix = [("gpu_share=0.7", 2), ("gpu_share=0.5", 5), ("gpu=1", 3)]
-    state, fgd, ahead = _setup(nodes, mix)
-    share = job("a", "gpu_share=0.5")
-    greedy = fgd.place(state, share)
+def test_look_ahead_keeps_the_only_two_card_node_for_the_next_job():
+    state = ClusterState(_nodes())
+    share, two = job("a", "gpu_share=0.5"), job("b", "gpu=2")
+    greedy = _placers(state, "fgd").place(state, share)
     assert isinstance(greedy, Placement) and greedy.node_names == ("n0",)
-    chosen = ahead.place(state, share, [(job("b", "gpu=2").request, 2000)])
+    ahead = _placers(state, "fgd-lookahead")
+    assert ahead.place(state, share).node_names == ("n0",)  # no queue to read: plain FGD
+    chosen = ahead.place(state, share, upcoming=[two.request])
     assert isinstance(chosen, Placement) and chosen.node_names != ("n0",)
     state.apply(chosen)
-    assert isinstance(fgd.place(state, job("b", "gpu=2")), Placement)
+    assert isinstance(ahead.place(state, two), Placement)
+
+
+def test_the_cycle_reads_its_queue_as_the_look_ahead():
+    tree = TenantTree([Tenant("company"), Tenant("team", "company", {"gpu": Quota.cards(4)})])
+    queue = [
+        Job("a", parse_request("gpu_share=0.5"), tenant="team", submit_time=0),
+        Job("b", parse_request("gpu=2"), tenant="team", submit_time=1),
+    ]
+    admitted = {}
+    for policy in ("fgd", "fgd-lookahead"):
+        state = ClusterState(_nodes())
+        result = run_cycle(
+            state, [], queue, tree, 10, config=CycleConfig(policy=policy),
+            placer=_placers(state, policy),
+        )  # fmt: skip
+        admitted[policy] = sorted(b.job_id for b in result.bindings)
+    assert admitted == {"fgd": ["a"], "fgd-lookahead": ["a", "b"]}

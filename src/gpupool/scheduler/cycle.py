@@ -12,7 +12,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpupool.model import Job, SpecError
+from gpupool.model import Job, ResourceRequest, SpecError
+from gpupool.scheduler.lookahead import DEPTH
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.preemption import choose_victims
 from gpupool.scheduler.priorities import QueuePolicy
@@ -130,16 +131,17 @@ class _Cycle:
             self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
         )
 
-    def try_place(self, job: Job) -> Placement | str:
+    def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | str:
         """Place ``job`` on the snapshot (not applied). Failures are remembered until the
-        snapshot releases capacity, so identical asks behind a refused one cost nothing."""
+        snapshot releases capacity, so identical asks behind a refused one cost nothing.
+        ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``)."""
         mask, reason = self.mask(job)
         key = (job.request, job.gang_size)
         if mask is None:
             seen = self.failed.get(key)
             if seen is not None and seen[0] == self.state.releases:
                 return seen[1]
-        result = self.placer.place(self.state, job, mask, reason)
+        result = self.placer.place(self.state, job, mask, reason, upcoming=upcoming)
         if isinstance(result, Unplaceable):
             if mask is None:
                 self.failed[key] = (self.state.releases, result.reason)
@@ -221,7 +223,8 @@ def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[t
     behind: list[tuple[Job, Job]] = []
     head: Job | None = None
     tenant_heads: dict[str, Job] = {}
-    for job in queue:
+    ahead = cy.placer.looks_ahead
+    for i, job in enumerate(queue):
         ok, borrows, reason = cy.tree.check(job.tenant, cy.estimate(job), allow_borrow=False)
         first = tenant_heads.get(job.tenant) or (
             head if head is not None and (head.tenant == job.tenant or not ok) else None
@@ -236,7 +239,8 @@ def allocate(cy: _Cycle, queue: list[Job]) -> tuple[list[Job], list[Job], list[t
             if cy.q.starving(job, cy.now):
                 tenant_heads[job.tenant] = job
             continue
-        result = cy.try_place(job)
+        upcoming = [j.request for j in queue[i + 1 : i + 1 + DEPTH]] if ahead else ()
+        result = cy.try_place(job, upcoming)
         if isinstance(result, str):
             cy.result.pending[job.id] = result
             blocked.append(job)

@@ -6,7 +6,7 @@ decisions: nothing here is random and ties go to the lowest node row and device 
 """
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,12 +15,14 @@ from gpupool.model import Job, ResourceRequest, SliceKind, Topology
 from gpupool.scheduler.ask import Ask, compile_ask
 from gpupool.scheduler.filters import Feasibility, explain, feasibility
 from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.lookahead import LookAhead
 from gpupool.scheduler.policies import AUTO_BY_KIND, POLICIES, FragmentationGradientDescent, Policy
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement, PlacementResult, Unplaceable
 from gpupool.sharing import choose_start
 
-POLICY_NAMES = (*POLICIES, "auto")
+LOOKAHEAD = "fgd-lookahead"  # FGD or best-fit, judged by the next jobs of the queue
+POLICY_NAMES = (*POLICIES, LOOKAHEAD, "auto")
 Mask = np.ndarray | None
 
 
@@ -47,8 +49,13 @@ class Placer:
     def __post_init__(self) -> None:
         self.workload = self.workload or Workload()
         custom = dict(self.custom or {})
+        self._lookahead: LookAhead | None = None
         if self.policy in custom:
             self._policies = {self.policy: custom[self.policy]}
+        elif self.policy == LOOKAHEAD:
+            fgd = Placer("fgd", self.workload, custom)
+            self._policies = {LOOKAHEAD: fgd.policy_for(Job(id="-", request=ResourceRequest()))}
+            self._lookahead = LookAhead(fgd, [Placer("best-fit", self.workload)])
         else:
             names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
             self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
@@ -89,11 +96,21 @@ class Placer:
         masked_reason: str = "not available to this job",
         *,
         explain: bool = True,
+        upcoming: Sequence[ResourceRequest] = (),
     ) -> PlacementResult:
         """Decide for ``job``; the snapshot is left as it was. ``allowed`` (a node mask) keeps
         the job off nodes it may not use, e.g. reserved ones; refusals charge those nodes to
-        ``masked_reason``. ``explain=False`` skips building the reason of a refusal."""
+        ``masked_reason``. ``explain=False`` skips building the reason of a refusal.
+        ``upcoming``: the next jobs' requests, read by ``fgd-lookahead`` only."""
+        if self._lookahead is not None and upcoming and allowed is None and job.gang_size == 1:
+            result = self._lookahead.place(state, job, upcoming)
+            if isinstance(result, Placement) or not explain:
+                return result
         return self._place_workers(state, job, allowed, masked_reason, False, explain)
+
+    @property
+    def looks_ahead(self) -> bool:
+        return self._lookahead is not None
 
     def place_and_apply(
         self,

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.lookahead import DEPTH
 from gpupool.sharing import SharePolicy
-from gpupool.sim.lookahead import DEPTH, LookAhead
 from gpupool.sim.paper_policies import PAPER_POLICIES, PaperGpuClustering, PaperRandom
 from gpupool.sim.traces.openb import Pod
 
-LOOKAHEAD = "fgd-lookahead"  # gpupool's own: FGD or best-fit, judged by the next arrivals
 # the protocol has no per-card limits but compute: memory follows compute, any number share
 PROTOCOL_SHARING = SharePolicy(headroom_pct=0, max_sharers=1000)
 
@@ -69,14 +68,12 @@ def replay(
     typical = Workload(coverage=0.95)
     custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
     custom["paper-random"] = PaperRandom(seed)
-    ahead = policy == LOOKAHEAD
-    placer = Placer("fgd" if ahead else policy, typical, custom)
+    placer = Placer(policy, typical, custom)
     recorder = custom.get(policy)
     for pod in pods:  # the typical shapes come from the original trace, not the sampled bag
         typical.observe(placer.ask(state, pod.request))
     shapes, weights = typical.typical()
     measure = FragmentationModel(state, shapes, weights, group=False)
-    lookahead = LookAhead(placer, [Placer("best-fit", typical)], measure) if ahead else None
     bag = workload_bag(pods, capacity, seed, tune)
     arrived = allocated = 0
     failed = 0
@@ -85,11 +82,9 @@ def replay(
     for i, pod in enumerate(bag):
         arrived += pod.gpu_milli_total
         job = Job(id=f"{i}", request=pod.request)
-        if lookahead is not None:
-            upcoming = [(p.request, p.gpu_milli_total) for p in bag[i + 1 : i + 1 + DEPTH]]
-            result = lookahead.place(state, job, upcoming)
-        else:
-            result = placer.place(state, job, explain=False)  # a refusal's reason is not used
+        upcoming = [p.request for p in bag[i + 1 : i + 1 + DEPTH]] if placer.looks_ahead else ()
+        # a refusal's reason is not used
+        result = placer.place(state, job, explain=False, upcoming=upcoming)
         if isinstance(result, Placement):
             state.apply(result)
             allocated += pod.gpu_milli_total

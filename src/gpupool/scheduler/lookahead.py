@@ -1,0 +1,91 @@
+"""FGD with look-ahead over the next arrivals (policy ``fgd-lookahead``).
+
+FGD is greedy: it picks the placement that least increases fragmentation now. Here FGD's
+choice and best-fit's are both tried; after each, the next ``DEPTH`` jobs of the queue are
+placed with FGD on the snapshot (applied, then rolled back), and the candidate that leaves the
+cluster least fragmented wins — GPU those jobs could not get at all counts as fragmented too.
+A scheduler sees its queue, so the next arrivals are fair to use; jobs are still placed once,
+in order. On the openb trace (FGD protocol, 10 seeds) it leaves 277.8 GPUs unallocated at 100%
+load where FGD leaves 298.5 (docs/simulation.md).
+"""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gpupool.model import Job, ResourceRequest, SliceKind
+from gpupool.scheduler.fragmentation import FragmentationModel
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.types import Placement, PlacementResult
+
+if TYPE_CHECKING:
+    from gpupool.scheduler.placer import Placer
+
+DEPTH = 4
+
+
+def gpu_milli(request: ResourceRequest) -> int:
+    """GPU a request asks for, in milli-GPU (a share counts its fraction)."""
+    if request.kind is SliceKind.SHARE:
+        return request.gpu_count * (request.gpu_share_pct or 0) * 10
+    if request.kind is SliceKind.WHOLE:
+        return request.gpu_count * 1000
+    return 0
+
+
+class LookAhead:
+    def __init__(self, primary: "Placer", alternatives: Sequence["Placer"], depth: int = DEPTH):
+        self.primary = primary
+        self.alternatives = list(alternatives)
+        self.depth = depth
+        self._measure: FragmentationModel | None = None
+        self._key: tuple[int, int] | None = None
+
+    def measure(self, state: ClusterState) -> FragmentationModel:
+        workload = self.primary.workload
+        assert workload is not None
+        key = (id(state), workload.version)
+        if self._measure is None or self._key != key or self._measure.state is not state:
+            shapes, weights = workload.typical()
+            self._measure = FragmentationModel(state, shapes, weights, group=False)
+            self._key = key
+        return self._measure
+
+    def place(
+        self, state: ClusterState, job: Job, upcoming: Sequence[ResourceRequest]
+    ) -> PlacementResult:
+        """The placement for ``job`` (the snapshot is left as it was)."""
+        first = self.primary.place(state, job, explain=False)
+        if not isinstance(first, Placement) or not upcoming or self.depth == 0:
+            return first
+        candidates = [first]
+        for alternative in self.alternatives:
+            other = alternative.place(state, job, explain=False)
+            if isinstance(other, Placement) and other.nodes != first.nodes:
+                candidates.append(other)
+        if len(candidates) == 1:
+            return first
+        scored = [(self._after(state, c, upcoming), k) for k, c in enumerate(candidates)]
+        return candidates[min(scored)[1]]
+
+    def _after(
+        self, state: ClusterState, candidate: Placement, upcoming: Sequence[ResourceRequest]
+    ) -> float:
+        """Fragmentation (milli-GPU) after ``candidate`` and the next jobs, plus what those
+        jobs could not get."""
+        measure = self.measure(state)
+        state.apply(candidate)
+        placed = [candidate.job_id]
+        unplaced = 0
+        for j, request in enumerate(upcoming[: self.depth]):
+            result = self.primary.place(
+                state, Job(id=f"~ahead-{j}", request=request), explain=False
+            )
+            if isinstance(result, Placement):
+                state.apply(result)
+                placed.append(result.job_id)
+            else:
+                unplaced += gpu_milli(request)
+        score = measure.cluster_fragmentation() * 10 + unplaced
+        for job_id in reversed(placed):
+            state.release(job_id)
+        return score
