@@ -282,3 +282,20 @@ def test_auto_keeps_other_vendors_when_one_prints_garbage():
 def test_auto_on_this_machine_finds_nothing_and_does_not_crash():
     located, inventory = discover("auto", "n")
     assert located == [] and inventory.errors == []
+
+
+def test_nvml_critical_xid_marks_the_card_unhealthy_until_restart():
+    report = parse_query_xml(A100_XML.read_text())
+    one = report.devices[0]
+    report.devices = [
+        replace(one, local_index=i, uuid=f"GPU-{i}", mig=(), mode=SharingMode.WHOLE)
+        for i in range(2)
+    ]
+    report.telemetry = report.telemetry * 2
+    nvml = FakeNvml(report)
+    backend = NvmlBackend(nvml)
+    assert [t.healthy for t in backend.telemetry()] == [True, True]
+    nvml.pending_xids = [(0, 13), (1, 79)]  # 13: the job's own fault; 79: fell off the bus
+    first = backend.telemetry()
+    assert [(t.healthy, t.xid) for t in first] == [(True, None), (False, 79)]
+    assert [(t.healthy, t.xid) for t in backend.telemetry()] == [(True, None), (False, 79)]

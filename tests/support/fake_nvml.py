@@ -51,13 +51,20 @@ class _Gpu:
     links: dict[int, str] = field(default_factory=dict)
 
 
+class NVMLError_Timeout(NVMLError):
+    pass
+
+
 class FakeNvml:
     NVMLError = NVMLError
     NVML_DEVICE_MIG_ENABLE = 1
     NVML_NVLINK_MAX_LINKS = 4
+    nvmlEventTypeXidCriticalError = 8
 
     def __init__(self, report: SmiReport | None = None, *, missing: bool = False):
         self.missing = missing
+        self.pending_xids: list[tuple[int, int]] = []  # (gpu index, xid) to deliver
+        self.registered: set[int] = set()
         self.gpus: list[_Gpu] = []
         for d, t in zip(report.devices, report.telemetry, strict=True) if report else ():
             table = table_for(d.model)
@@ -141,3 +148,16 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, h: _Gpu, link: int) -> SimpleNamespace:
         return SimpleNamespace(busId=h.links[link])
+
+    def nvmlEventSetCreate(self) -> object:
+        return object()
+
+    def nvmlDeviceRegisterEvents(self, h: _Gpu, types: int, events: object) -> None:
+        self.registered.add(self.gpus.index(h))
+
+    def nvmlEventSetWait_v2(self, events: object, timeout_ms: int) -> SimpleNamespace:
+        while self.pending_xids:
+            index, xid = self.pending_xids.pop(0)
+            if index in self.registered:
+                return SimpleNamespace(device=self.gpus[index], eventData=xid, eventType=8)
+        raise NVMLError_Timeout("Timeout")

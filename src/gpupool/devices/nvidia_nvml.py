@@ -22,6 +22,7 @@ from gpupool.model import SharingMode, Vendor
 from gpupool.sharing.mig import table_for
 
 MIB = 1024 * 1024
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 
 
 def _text(value: Any) -> str:
@@ -42,6 +43,8 @@ class NvmlBackend:
     def __init__(self, nvml: ModuleType | None = None):
         self._nvml = nvml
         self._ready = False
+        self._events: Any = None  # NVML event set for XID errors (None: not set up yet)
+        self._xid: dict[str, int] = {}  # device UUID -> last critical XID seen (sticky)
 
     @property
     def nvml(self) -> Any:
@@ -132,7 +135,46 @@ class NvmlBackend:
                     ),
                 )
             )
-        return [replace(t, healthy=False) if t.ecc_errors else t for t in out]
+        xids = self._read_xids()
+        uuids = [_text(nv.nvmlDeviceGetUUID(h)) for h in self._handles()]
+        marked = []
+        for t, uuid in zip(out, uuids, strict=True):
+            xid = xids.get(uuid)
+            if xid is not None:
+                t = replace(t, xid=xid)
+            if t.ecc_errors or xid is not None:
+                t = replace(t, healthy=False)
+            marked.append(t)
+        return marked
+
+    def _read_xids(self) -> dict[str, int]:
+        """Drain NVML's critical-XID events (without waiting). A device that reported one
+        stays unhealthy until the agent restarts, as the Kubernetes device plugins do;
+        application XIDs (13, 31, 43, 45, 68, 109: a job's own fault) are ignored."""
+        nv = self.nvml
+        if self._events is None:
+            try:
+                self._events = nv.nvmlEventSetCreate()
+                for h in self._handles():
+                    try:
+                        nv.nvmlDeviceRegisterEvents(
+                            h, nv.nvmlEventTypeXidCriticalError, self._events
+                        )
+                    except nv.NVMLError:  # e.g. not supported on this board
+                        continue
+            except nv.NVMLError:
+                self._events = False
+        if not self._events:
+            return self._xid
+        for _ in range(1000):  # bounded: a storm of events waits for the next heartbeat
+            try:
+                event = nv.nvmlEventSetWait_v2(self._events, 0)
+            except nv.NVMLError:  # NVML_ERROR_TIMEOUT: nothing more now
+                break
+            xid = int(event.eventData)
+            if xid not in APPLICATION_XIDS:
+                self._xid[_text(nv.nvmlDeviceGetUUID(event.device))] = xid
+        return self._xid
 
     def processes(self) -> list[GpuProcess]:
         """Compute processes per GPU and per MIG instance (a MIG process is reported on its
