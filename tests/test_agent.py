@@ -137,10 +137,15 @@ def test_stale_orders_are_refused(live, tmp_path):
     assert agent.refused == [f"allocation {order['id']} generation {order['generation']}"]
     (rec,) = agent.records.values()
     wait_for("stopped", lambda: not proc.alive(rec.pid, rec.ticks), 10)
-    # an answer older than one already acted on is not applied
+    # an answer older than one already acted on is not applied...
     agent.seen_generation = 10**9
     agent.sync()
     assert agent.refused[-1].startswith("orders at generation")
+    assert agent.seen_generation == 10**9
+    # ...until the server has said so for long (a database restored from a backup)
+    for _ in range(40):
+        agent.sync()
+    assert agent.seen_generation < 10**9
     agent.api.close()
 
 

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
 KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH")
 LOG_CHUNK = 64 * 1024
+STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 
 
 @dataclass
@@ -51,7 +53,12 @@ class AgentConfig:
 
 
 class Agent:
-    def __init__(self, config: AgentConfig, located: list[Located] | None = None, errors=()):
+    def __init__(
+        self,
+        config: AgentConfig,
+        located: list[Located] | None = None,
+        errors: Sequence[str] = (),
+    ):
         self.config = config
         self.name = config.name
         self.api = AgentApi(config.server, config.token, config.name)
@@ -79,6 +86,7 @@ class Agent:
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
+        self._stale_run = 0  # older answers refused in a row
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -157,7 +165,9 @@ class Agent:
 
     def sync(self) -> None:
         answer = self.api.orders()
-        if answer["generation"] < self.seen_generation:
+        stale = answer["generation"] < self.seen_generation
+        if stale and self._stale_run < STALE_ANSWERS_BEFORE_RESET:
+            self._stale_run += 1
             self.refused.append(f"orders at generation {answer['generation']}")
             log.warning(
                 "agent %s: refused orders at generation %s, already acted on %s",
@@ -166,6 +176,9 @@ class Agent:
                 self.seen_generation,
             )
             return
+        if stale:  # a database restored from a backup counts again from lower: follow it
+            log.warning("agent %s: the server's generation went back; following it", self.name)
+        self._stale_run = 0
         self.seen_generation = answer["generation"]
         self.state = answer["node_state"]
         if self.state == "fenced":
