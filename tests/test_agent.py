@@ -27,6 +27,14 @@ PY = sys.executable
 SLEEP = [PY, "-c", "import time; print('working', flush=True); time.sleep(300)"]
 
 
+@pytest.fixture(autouse=True)
+def _no_workload_outlives_its_test(tmp_path):
+    """Agents leave workloads running when they stop (restart safety): kill what a test left."""
+    yield
+    for record in tmp_path.glob("**/workloads/*/record.json"):
+        proc.signal_group(json.loads(record.read_text())["pid"], proc.KILL)
+
+
 def _settings(tmp_path, database_url="", timeout=2.0) -> Settings:
     return Settings(
         data_dir=tmp_path,
