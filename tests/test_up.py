@@ -66,6 +66,7 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
     assert up.returncode == 0, err
     assert token in out and f"http://127.0.0.1:{port}" in out
     assert "Traceback" not in err
+    assert "ConnectError" not in err  # the agents stopped before the server did
     assert not any(proc.start_ticks(g) for g in groups)  # workloads stopped on the way out
     # a second start on the same data keeps everything, the same token, and submits no dupes;
     # the jobs the shutdown stopped are requeued and run again, none is failed

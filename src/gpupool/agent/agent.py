@@ -118,6 +118,8 @@ class Agent:
                     self.heartbeat()
                 self.sync()
             except AgentApiError as exc:
+                if stop.is_set():  # shutting down: the server may be gone already
+                    break
                 log.warning("agent %s: %s", self.name, exc)
                 if exc.status == 404:  # the node was removed: register it again
                     started = False

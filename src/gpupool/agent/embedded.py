@@ -2,15 +2,18 @@
 real agent with ``--devices auto``), each in a thread, talking to the server over loopback
 HTTP like any other agent."""
 
+import contextlib
 import threading
 from pathlib import Path
 
 from gpupool.agent.agent import Agent, AgentConfig
+from gpupool.client import ClientError, wait_until_healthy
 
 
 class EmbeddedAgents:
     def __init__(self, server: str, token: str, state_dir: Path, nodes: dict[str, str]):
         """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
+        self.server = server
         self.agents = [
             Agent(
                 AgentConfig(
@@ -32,12 +35,21 @@ class EmbeddedAgents:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        """Start every agent once the server (starting in this process) answers."""
         for agent in self.agents:
-            t = threading.Thread(
-                target=agent.run, args=(self._stop,), name=f"agent-{agent.name}", daemon=True
-            )
+            t = threading.Thread(target=self._run, args=(agent,), name=f"agent-{agent.name}")
+            t.daemon = True
             t.start()
             self._threads.append(t)
+
+    def _run(self, agent: Agent) -> None:
+        with contextlib.suppress(ClientError):  # not up in time: the agent retries and says so
+            wait_until_healthy(self.server, lambda: not self._stop.is_set(), timeout=120)
+        agent.run(self._stop)
+
+    def signal_stop(self) -> None:
+        """Ask every agent to stop (and stop its workloads); returns at once."""
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()

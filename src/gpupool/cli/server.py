@@ -2,6 +2,7 @@
 
 import contextlib
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -26,8 +27,9 @@ def _settings(
         raise SpecError(f"settings: {exc}".replace("\n", " ")) from None
 
 
-def serve(settings: Settings, workers: int = 1) -> None:
-    """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way)."""
+def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | None = None) -> None:
+    """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way);
+    ``on_exit`` runs as soon as the stop signal arrives, before the server stops."""
     import os
 
     import uvicorn
@@ -60,9 +62,16 @@ def serve(settings: Settings, workers: int = 1) -> None:
         access_log=False,
         lifespan="on",
     )
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            if on_exit is not None:
+                on_exit()
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
     # uvicorn re-raises the stop signal after a clean shutdown
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.Server(config).run()
+        _Server(config).run()
 
 
 def server(
@@ -149,7 +158,7 @@ def up(
             daemon=True,
         ).start()
     try:
-        serve(settings)
+        serve(settings, on_exit=agents.signal_stop)  # agents stop first: no calls to a dead server
     finally:
         agents.stop()
 
