@@ -1,6 +1,7 @@
 """``gpupool simulate ...``: replay traces through the scheduling engine."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -31,18 +32,12 @@ def fgd(
     each scheduled once; medians over seeds of unallocated GPUs, allocation and
     fragmentation against arrived workload."""
     from gpupool.sim.fgd_report import check_policies, parse_seeds, run_fgd_protocol
-    from gpupool.sim.traces.openb import load_nodes, load_pods
+    from gpupool.sim.report import fgd_curves_csv, fgd_report_html
 
-    for path in (nodes, pods):
-        if not path.is_file():
-            raise SpecError(f"trace: {path} is not a file")
-    names = [p.strip() for p in policies.split(",") if p.strip()]
+    names = _names(policies)
     check_policies(names)
     seed_list = parse_seeds(seeds)
-    node_list, node_errors = load_nodes(nodes, strict=strict)
-    pod_list, pod_errors = load_pods(pods, strict=strict)
-    for e in [*node_errors, *pod_errors][:20]:
-        err_console.print(f"skipped {e}")
+    node_list, pod_list = _load_trace(nodes, pods, strict)
     if as_json:
         result = run_fgd_protocol(node_list, pod_list, names, seed_list, tune)
     else:
@@ -51,7 +46,7 @@ def fgd(
             result = run_fgd_protocol(
                 node_list, pod_list, names, seed_list, tune, lambda: bar.advance(task)
             )
-    _outputs(result, report, csv_out)
+    _outputs(result, report, csv_out, fgd_report_html, fgd_curves_csv)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -98,27 +93,16 @@ def openb_time(
     fractional GPU shares against whole cards, per policy."""
     from gpupool.scheduler.placer import POLICY_NAMES
     from gpupool.sim.openb_time import compare_in_time, sample_nodes
-    from gpupool.sim.report import openb_time_csv, openb_time_report_html, write
-    from gpupool.sim.traces.openb import load_nodes, load_pods
+    from gpupool.sim.report import openb_time_csv, openb_time_report_html
 
-    for path in (nodes, pods):
-        if not path.is_file():
-            raise SpecError(f"trace: {path} is not a file")
-    names = [p.strip() for p in policies.split(",") if p.strip()]
+    names = _names(policies)
     for name in names:
         if name not in POLICY_NAMES:
             raise SpecError(f"policy: {name!r} is not one of {', '.join(POLICY_NAMES)}")
-    node_list, node_errors = load_nodes(nodes, strict=strict)
-    pod_list, pod_errors = load_pods(pods, strict=strict)
-    for e in [*node_errors, *pod_errors][:20]:
-        err_console.print(f"skipped {e}")
+    node_list, pod_list = _load_trace(nodes, pods, strict)
     node_list = sample_nodes(node_list, node_fraction)
     result = compare_in_time(node_list, pod_list, names, time_scale=time_scale)
-    if report is not None:
-        write(report, openb_time_report_html(result))
-        err_console.print(f"report written to {report}")
-    if csv_out is not None:
-        write(csv_out, openb_time_csv(result))
+    _outputs(result, report, csv_out, openb_time_report_html, openb_time_csv)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -208,16 +192,12 @@ def scenario_command(
 ) -> None:
     """Replay a team scenario twice — static partition, then pooled with borrowing — and
     compare utilisation and queue delays per team on the same jobs."""
-    from gpupool.sim.report import scenario_csv, scenario_report_html, write
+    from gpupool.sim.report import scenario_csv, scenario_report_html
     from gpupool.sim.scenario import load_scenario
     from gpupool.sim.team_replay import compare
 
     result = compare(load_scenario(file))
-    if report is not None:
-        write(report, scenario_report_html(result))
-        err_console.print(f"report written to {report}")
-    if csv_out is not None:
-        write(csv_out, scenario_csv(result))
+    _outputs(result, report, csv_out, scenario_report_html, scenario_csv)
     if as_json:
         typer.echo(json.dumps(result))
         return
@@ -288,11 +268,35 @@ def plan_command(
     Console().print(table)
 
 
-def _outputs(result: dict, report: Path | None, csv_out: Path | None) -> None:
-    from gpupool.sim.report import fgd_curves_csv, fgd_report_html, write
+def _names(policies: str) -> list[str]:
+    return [p.strip() for p in policies.split(",") if p.strip()]
+
+
+def _load_trace(nodes: Path, pods: Path, strict: bool) -> tuple[list, list]:
+    """The openb node and pod lists; bad rows are skipped and shown (or refused, ``strict``)."""
+    from gpupool.sim.traces.openb import load_nodes, load_pods
+
+    for path in (nodes, pods):
+        if not path.is_file():
+            raise SpecError(f"trace: {path} is not a file")
+    node_list, node_errors = load_nodes(nodes, strict=strict)
+    pod_list, pod_errors = load_pods(pods, strict=strict)
+    for e in [*node_errors, *pod_errors][:20]:
+        err_console.print(f"skipped {e}")
+    return node_list, pod_list
+
+
+def _outputs(
+    result: dict,
+    report: Path | None,
+    csv_out: Path | None,
+    html: Callable[[dict], str],
+    csv: Callable[[dict], str],
+) -> None:
+    from gpupool.sim.report import write
 
     if report is not None:
-        write(report, fgd_report_html(result))
+        write(report, html(result))
         err_console.print(f"report written to {report}")
     if csv_out is not None:
-        write(csv_out, fgd_curves_csv(result))
+        write(csv_out, csv(result))
