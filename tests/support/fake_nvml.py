@@ -6,7 +6,7 @@ NVML's GPU-instance profile ids (from our MIG table)."""
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from gpupool.devices.nvidia_smi import SmiReport
+from gpupool.devices.base import ToolReport
 from gpupool.sharing.mig import free_starts, table_for
 
 MIB = 1024 * 1024
@@ -61,7 +61,7 @@ class FakeNvml:
     NVML_NVLINK_MAX_LINKS = 4
     nvmlEventTypeXidCriticalError = 8
 
-    def __init__(self, report: SmiReport | None = None, *, missing: bool = False):
+    def __init__(self, report: ToolReport | None = None, *, missing: bool = False):
         self.missing = missing
         self.pending_xids: list[tuple[int, int]] = []  # (gpu index, xid) to deliver
         self.registered: set[int] = set()

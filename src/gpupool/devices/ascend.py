@@ -2,13 +2,13 @@
 ``ASCEND_RT_VISIBLE_DEVICES`` counts), with health, power, temperature, AI-core use and HBM
 (or DDR on cards without HBM), and the process table for the memory watchdog."""
 
-from dataclasses import dataclass, field
-
 from gpupool.devices.base import (
     DeviceInfo,
     DeviceTelemetry,
     DiscoveryError,
     GpuProcess,
+    ToolBackend,
+    ToolReport,
     optional_number,
 )
 from gpupool.devices.naming import model_name
@@ -16,13 +16,6 @@ from gpupool.devices.tools import run_tool
 from gpupool.model import Vendor
 
 HEALTHY = ("OK", "Warning")
-
-
-@dataclass
-class NpuSmiReport:
-    devices: list[DeviceInfo] = field(default_factory=list)
-    telemetry: list[DeviceTelemetry] = field(default_factory=list)
-    processes: list[GpuProcess] = field(default_factory=list)
 
 
 def _cells(line: str) -> list[str]:
@@ -44,9 +37,9 @@ def _used_total(text: str, what: str, line_no: int) -> list[tuple[int, int]]:
     return pairs
 
 
-def parse_npu_smi_info(text: str) -> NpuSmiReport:
+def parse_npu_smi_info(text: str) -> ToolReport:
     lines = text.splitlines()
-    report = NpuSmiReport()
+    report = ToolReport()
     has_hbm = any("HBM-Usage" in line for line in lines)
     header_seen = False
     chip_rows: list[tuple[int, list[str], list[str]]] = []
@@ -128,17 +121,8 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
     return report
 
 
-class AscendBackend:
+class AscendBackend(ToolBackend):
     name = "ascend"
 
-    def _report(self) -> NpuSmiReport:
+    def report(self) -> ToolReport:
         return parse_npu_smi_info(run_tool(["npu-smi", "info"]))
-
-    def discover(self) -> list[DeviceInfo]:
-        return self._report().devices
-
-    def telemetry(self) -> list[DeviceTelemetry]:
-        return self._report().telemetry
-
-    def processes(self) -> list[GpuProcess]:
-        return self._report().processes

@@ -76,6 +76,34 @@ class Inventory:
     backends: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ToolReport:
+    """Everything one run of a vendor tool says: devices, telemetry, and the processes holding
+    device memory where the tool lists them."""
+
+    devices: list[DeviceInfo] = field(default_factory=list)
+    telemetry: list[DeviceTelemetry] = field(default_factory=list)
+    processes: list[GpuProcess] = field(default_factory=list)
+
+
+class ToolBackend:
+    """A backend whose command-line tool answers discovery and telemetry in one report."""
+
+    name = "tool"
+
+    def report(self) -> ToolReport:
+        raise NotImplementedError
+
+    def discover(self) -> list[DeviceInfo]:
+        return self.report().devices
+
+    def telemetry(self) -> list[DeviceTelemetry]:
+        return self.report().telemetry
+
+    def processes(self) -> list[GpuProcess]:
+        return self.report().processes
+
+
 class Backend(Protocol):
     """One vendor. ``discover`` raises ``BackendUnavailable`` when the vendor is absent and
     ``DiscoveryError`` when its tool answered garbage."""

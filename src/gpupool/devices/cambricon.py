@@ -3,20 +3,21 @@
 temperature and power usage."""
 
 import re
-from dataclasses import dataclass, field
 
-from gpupool.devices.base import DeviceInfo, DeviceTelemetry, DiscoveryError, optional_number
+from gpupool.devices.base import (
+    DeviceInfo,
+    DeviceTelemetry,
+    DiscoveryError,
+    GpuProcess,
+    ToolBackend,
+    ToolReport,
+    optional_number,
+)
 from gpupool.devices.naming import model_name
 from gpupool.devices.tools import run_tool
 from gpupool.model import Vendor
 
 _CARD = re.compile(r"^\s*Card\s+(\d+)\s*$")
-
-
-@dataclass
-class CnmonReport:
-    devices: list[DeviceInfo] = field(default_factory=list)
-    telemetry: list[DeviceTelemetry] = field(default_factory=list)
 
 
 def _blocks(text: str) -> list[tuple[int, int, list[tuple[int, str, str, str]]]]:
@@ -41,11 +42,11 @@ def _blocks(text: str) -> list[tuple[int, int, list[tuple[int, str, str, str]]]]
     return blocks
 
 
-def parse_cnmon_info(text: str) -> CnmonReport:
+def parse_cnmon_info(text: str) -> ToolReport:
     blocks = _blocks(text)
     if not blocks:
         raise DiscoveryError("cnmon info: no 'Card N' block")
-    report = CnmonReport()
+    report = ToolReport()
     for index, card_line, entries in blocks:
 
         def get(key: str, section: str = "", entries=entries) -> str | None:
@@ -87,17 +88,11 @@ def parse_cnmon_info(text: str) -> CnmonReport:
     return report
 
 
-class CambriconBackend:
+class CambriconBackend(ToolBackend):
     name = "cambricon"
 
-    def _report(self) -> CnmonReport:
+    def report(self) -> ToolReport:
         return parse_cnmon_info(run_tool(["cnmon", "info"]))
 
-    def discover(self) -> list[DeviceInfo]:
-        return self._report().devices
-
-    def telemetry(self) -> list[DeviceTelemetry]:
-        return self._report().telemetry
-
-    def processes(self) -> list:
+    def processes(self) -> list[GpuProcess]:
         return []

@@ -2,7 +2,6 @@
 product, unique id, power, temperatures, use and VRAM (MiB or bytes, by DTK version)."""
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.devices.base import (
@@ -10,6 +9,9 @@ from gpupool.devices.base import (
     DeviceInfo,
     DeviceTelemetry,
     DiscoveryError,
+    GpuProcess,
+    ToolBackend,
+    ToolReport,
     optional_number,
 )
 from gpupool.devices.naming import model_name
@@ -18,12 +20,6 @@ from gpupool.model import Vendor
 
 QUERY = ["--showproductname", "--showuniqueid", "--showmeminfo", "vram", "--showuse",
          "--showtemp", "--showpower", "--json"]  # fmt: skip
-
-
-@dataclass
-class SmiJsonReport:
-    devices: list[DeviceInfo] = field(default_factory=list)
-    telemetry: list[DeviceTelemetry] = field(default_factory=list)
 
 
 def _field(card: dict[str, Any], *names: str) -> str | None:
@@ -44,7 +40,7 @@ def _mib(card: dict[str, Any], what: str) -> int | None:
     return None
 
 
-def parse_smi_json(text: str, tool: str = "rocm-smi") -> SmiJsonReport:
+def parse_smi_json(text: str, tool: str = "rocm-smi") -> ToolReport:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -57,7 +53,7 @@ def parse_smi_json(text: str, tool: str = "rocm-smi") -> SmiJsonReport:
     )
     if not cards:
         raise DiscoveryError(f"{tool} --json: no 'cardN' entries")
-    report = SmiJsonReport()
+    report = ToolReport()
     for index, card in cards:
         if not isinstance(card, dict):
             raise DiscoveryError(f"{tool} --json: card{index} is not an object")
@@ -102,20 +98,14 @@ def parse_smi_json(text: str, tool: str = "rocm-smi") -> SmiJsonReport:
     return report
 
 
-class HygonBackend:
+class HygonBackend(ToolBackend):
     name = "hygon"
 
-    def _report(self) -> SmiJsonReport:
+    def report(self) -> ToolReport:
         try:
             return parse_smi_json(run_tool(["hy-smi", *QUERY]), "hy-smi")
         except BackendUnavailable:
             return parse_smi_json(run_tool(["rocm-smi", *QUERY]), "rocm-smi")
 
-    def discover(self) -> list[DeviceInfo]:
-        return self._report().devices
-
-    def telemetry(self) -> list[DeviceTelemetry]:
-        return self._report().telemetry
-
-    def processes(self) -> list:
+    def processes(self) -> list[GpuProcess]:
         return []  # the SMI JSON has no per-process memory; the watchdog skips these cards

@@ -3,7 +3,7 @@
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gpupool.devices.base import (
     DeviceInfo,
@@ -11,6 +11,8 @@ from gpupool.devices.base import (
     DiscoveryError,
     GpuProcess,
     MigInstance,
+    ToolBackend,
+    ToolReport,
     number,
     optional_number,
 )
@@ -22,13 +24,6 @@ from gpupool.sharing.mig import table_for
 SM_PER_SLICE = {"A100": 14, "A30": 14, "H100": 16, "H200": 16}
 _GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
 _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^)]+)\)")
-
-
-@dataclass
-class SmiReport:
-    devices: list[DeviceInfo] = field(default_factory=list)
-    telemetry: list[DeviceTelemetry] = field(default_factory=list)
-    processes: list[GpuProcess] = field(default_factory=list)
 
 
 def _profile(model: str, memory_mib: int, sms: float | None) -> str:
@@ -45,7 +40,7 @@ def _profile(model: str, memory_mib: int, sms: float | None) -> str:
     return plain[0].name if plain else f"{memory_mib}mib"
 
 
-def parse_query_xml(text: str) -> SmiReport:
+def parse_query_xml(text: str) -> ToolReport:
     """Devices, telemetry and processes from ``nvidia-smi -q -x``."""
     try:
         root = ET.fromstring(text)
@@ -53,7 +48,7 @@ def parse_query_xml(text: str) -> SmiReport:
         raise DiscoveryError(f"nvidia-smi -q -x: not XML ({exc})") from None
     if root.tag != "nvidia_smi_log":
         raise DiscoveryError(f"nvidia-smi -q -x: unexpected root element <{root.tag}>")
-    report = SmiReport()
+    report = ToolReport()
     for index, gpu in enumerate(root.findall("gpu")):
         where = f"nvidia-smi -q -x: gpu {index}"
         product = (gpu.findtext("product_name") or "").strip()
@@ -137,22 +132,16 @@ def with_mig_uuids(devices: list[DeviceInfo], listing: dict[int, list]) -> list[
     return out
 
 
-class NvidiaSmiBackend:
+class NvidiaSmiBackend(ToolBackend):
     """Used when NVML's binding is missing but the driver's ``nvidia-smi`` is there."""
 
     name = "nvidia-smi"
 
-    def _report(self) -> SmiReport:
+    def report(self) -> ToolReport:
         return parse_query_xml(run_tool(["nvidia-smi", "-q", "-x"]))
 
     def discover(self) -> list[DeviceInfo]:
-        devices = self._report().devices
+        devices = self.report().devices
         if any(d.mig for d in devices):
             devices = with_mig_uuids(devices, parse_list(run_tool(["nvidia-smi", "-L"])))
         return devices
-
-    def telemetry(self) -> list[DeviceTelemetry]:
-        return self._report().telemetry
-
-    def processes(self) -> list[GpuProcess]:
-        return self._report().processes
