@@ -1,10 +1,13 @@
 """The job state machine and the writes that go with a transition: an event row for every
 change, and usage records when an allocation is released (metering, invariant 6)."""
 
-from sqlalchemy import select, update
+from typing import Any
+
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.server.db.tables import (
+    AllocationNodeRow,
     AllocationRow,
     DeviceRow,
     JobEventRow,
@@ -89,6 +92,13 @@ def device_models(session: Session, placement: dict) -> dict[tuple[str, int], st
         )
     )
     return {(n, i): m for n, i, m in rows if (n, i) in keys}
+
+
+def live_on(query: Select[Any], node: str) -> Select[Any]:
+    """``query`` (over ``AllocationRow``) narrowed to the live allocations touching ``node``."""
+    return query.join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id).where(
+        AllocationNodeRow.node == node, AllocationRow.state == "active"
+    )
 
 
 def bump_nodes_version(session: Session) -> None:

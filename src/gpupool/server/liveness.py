@@ -6,8 +6,8 @@ work) until its agent has reconciled: stopped everything the server no longer wa
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow, Meta, NodeRow
-from gpupool.server.lifecycle import bump_nodes_version, move, release
+from gpupool.server.db.tables import AllocationRow, JobRow, Meta, NodeRow
+from gpupool.server.lifecycle import bump_nodes_version, live_on, move, release
 
 ACTOR = "scheduler"
 
@@ -36,11 +36,7 @@ def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) 
         node.state = "lost"
         reason = f"node {node.name} lost: no heartbeat for {now - node.heartbeat_at:.0f} s"
         allocations = session.execute(
-            select(AllocationRow)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-            .where(AllocationNodeRow.node == node.name, AllocationRow.state == "active")
-            .order_by(AllocationRow.id)
-            .with_for_update()
+            live_on(select(AllocationRow), node.name).order_by(AllocationRow.id).with_for_update()
         ).scalars()
         for alloc in list(allocations):
             job = session.get(JobRow, alloc.job_id, with_for_update=True)
@@ -73,13 +69,7 @@ def heard_from(session: Session, node: NodeRow, now: float) -> bool:
 def reconcile(session: Session, node: NodeRow, running: set[int]) -> list[int]:
     """The allocations among ``running`` the agent must stop (released, or not this node's).
     When there are none, a fenced node is ready again."""
-    live = set(
-        session.execute(
-            select(AllocationRow.id)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-            .where(AllocationNodeRow.node == node.name, AllocationRow.state == "active")
-        ).scalars()
-    )
+    live = set(session.execute(live_on(select(AllocationRow.id), node.name)).scalars())
     stop = sorted(running - live)
     if not stop and node.state == "fenced":
         node.state = "ready"

@@ -6,9 +6,10 @@ import time
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow, Meta, NodeRow
+from gpupool.server.db.tables import AllocationRow, JobRow, Meta, NodeRow
 from gpupool.server.deps import Caller, Ctx, agent_for
 from gpupool.server.errors import not_found
+from gpupool.server.lifecycle import live_on
 from gpupool.server.liveness import heard_from, reconcile
 from gpupool.server.routes.views import allocation_out
 from gpupool.server.schemas import OrderOut, OrdersOut, ReconcileIn, ReconcileOut
@@ -26,10 +27,8 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
             raise not_found(f"node {name}")
         generation = s.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
         rows = s.execute(
-            select(AllocationRow, JobRow)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            live_on(select(AllocationRow, JobRow), name)
             .join(JobRow, JobRow.id == AllocationRow.job_id)
-            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
             .order_by(AllocationRow.id)
         ).all()
         out = [

@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 from gpupool.server.auth import Role
 from gpupool.server.codec import device_fields
 from gpupool.server.db.tables import (
-    AllocationNodeRow,
     AllocationRow,
     DeviceRow,
     NodeRow,
@@ -18,7 +17,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, agent_for, require
 from gpupool.server.errors import ApiError, not_found
-from gpupool.server.lifecycle import bump_nodes_version
+from gpupool.server.lifecycle import bump_nodes_version, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
@@ -61,11 +60,7 @@ def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
 
 def _held_devices(s: Session, node: str) -> set[int]:
     held: set[int] = set()
-    for (placement,) in s.execute(
-        select(AllocationRow.placement)
-        .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-        .where(AllocationNodeRow.node == node, AllocationRow.state == "active")
-    ):
+    for (placement,) in s.execute(live_on(select(AllocationRow.placement), node)):
         for n in placement["nodes"]:
             if n["node"] == node:
                 held.update(d["device"] for d in n["devices"])
@@ -201,12 +196,7 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
     with ctx.db.write() as s:
         if s.get(NodeRow, name) is None:
             raise not_found(f"node {name}")
-        live = s.execute(
-            select(AllocationRow.id)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
-            .limit(1)
-        ).first()
+        live = s.execute(live_on(select(AllocationRow.id), name).limit(1)).first()
         if live is not None:
             raise ApiError(409, f"node {name} still holds live allocations; cordon and drain it")
         s.execute(delete(DeviceRow).where(DeviceRow.node == name))
@@ -250,10 +240,5 @@ def node_allocations(name: str, ctx: Ctx, who: Caller) -> list[AllocationOut]:
     with ctx.db.read() as s:
         if s.get(NodeRow, name) is None:
             raise not_found(f"node {name}")
-        rows = s.execute(
-            select(AllocationRow)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-            .where(AllocationNodeRow.node == name, AllocationRow.state == "active")
-            .order_by(AllocationRow.id)
-        ).scalars()
+        rows = s.execute(live_on(select(AllocationRow), name).order_by(AllocationRow.id)).scalars()
         return [allocation_out(a) for a in rows]
