@@ -24,7 +24,7 @@ from gpupool.agent.state import Record, Store
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.devices import Located, discover
 from gpupool.model import SpecError
-from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid, slice_env
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
@@ -292,11 +292,7 @@ class Agent:
     def _limits(self, grants: list[Grant]) -> dict[str, int]:
         out = {}
         for g in grants:
-            dev = self.local[g.device]
-            uuid = next(
-                (u for p, s, u in dev.mig if p == g.mig_profile and s in (None, g.mig_start)),
-                dev.uuid,
-            )
+            uuid = granted_uuid(g, self.local[g.device])
             out[uuid] = out.get(uuid, 0) + g.mem_mib
         return out
 

@@ -57,6 +57,11 @@ def _mig_uuid(grant: Grant, dev: LocalDevice) -> str:
     )
 
 
+def granted_uuid(grant: Grant, dev: LocalDevice) -> str:
+    """The UUID the grant's memory is counted under: its MIG instance's, else the card's."""
+    return _mig_uuid(grant, dev) if grant.mig_profile is not None else dev.uuid
+
+
 def slice_env(
     grants: list[Grant], devices: dict[int, LocalDevice], hami_core: str | None = None
 ) -> dict[str, str]:
