@@ -19,12 +19,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from gpupool.model import Job, Node, ResourceRequest, SliceKind, SpecError
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import Workload
 from gpupool.sim.fgd_protocol import PROTOCOL_SHARING
+from gpupool.sim.stats import percentile
 from gpupool.sim.traces.openb import Pod
 
 MODES = ("fractional", "whole-cards")
@@ -112,10 +111,6 @@ def sample_nodes(nodes: Sequence[Node], fraction: float, seed: int = 0) -> list[
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
-
-
-def _pct(values: list[float], q: int) -> float | None:
-    return None if not values else round(float(np.percentile(values, q)), 1)
 
 
 def replay_in_time(
@@ -238,8 +233,8 @@ def replay_in_time(
         queued_s=queued[0],
         alloc_ratio_while_queued=queued[1] / (capacity * queued[0]) if queued[0] else None,
         useful_util_while_queued=queued[2] / (capacity * queued[0]) if queued[0] else None,
-        queue_delay_p50_s=_pct(delays + unstarted, 50),
-        queue_delay_p95_s=_pct(delays + unstarted, 95),
+        queue_delay_p50_s=percentile(delays + unstarted, 50),
+        queue_delay_p95_s=percentile(delays + unstarted, 95),
         series=series,
     )
 

@@ -12,13 +12,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import RunningJob, run_cycle
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
+from gpupool.sim.stats import percentile
 from gpupool.sim.traces.jobs import load_job_trace
 from gpupool.sim.traces.rows import bad_rows_error
 
@@ -135,20 +134,16 @@ class ModeResult:
                 "jobs": n,
                 "started": len(started),
                 "finished": self.finished.get(team, 0),
-                "queue_delay_p50_s": _pct(delays, 50),
-                "queue_delay_p95_s": _pct(delays, 95),
+                "queue_delay_p50_s": percentile(delays, 50),
+                "queue_delay_p95_s": percentile(delays, 95),
             }
         return {
             "gpu_utilization": round(self.card_seconds / (cards * horizon), 4),
             "cards_in_use": self.busy,
-            "queue_delay_p95_s": _pct(every, 95),
+            "queue_delay_p95_s": percentile(every, 95),
             "preemptions": self.preemptions,
             "tenants": teams,
         }
-
-
-def _pct(values: list[float], q: int) -> float | None:
-    return None if not values else round(float(np.percentile(values, q)), 1)
 
 
 def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeResult:
