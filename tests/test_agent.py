@@ -2,7 +2,6 @@
 slice's environment, end with their exit code, stop when cancelled, survive an agent restart
 without a duplicate, are requeued when their node is lost, and stale orders are refused."""
 
-import json
 import sys
 import time
 
@@ -19,6 +18,7 @@ from tests.support.agents import (
     kill9,
     make_agent,
     wait_for,
+    workload_groups,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
@@ -31,8 +31,8 @@ SLEEP = [PY, "-c", "import time; print('working', flush=True); time.sleep(300)"]
 def _no_workload_outlives_its_test(tmp_path):
     """Agents leave workloads running when they stop (restart safety): kill what a test left."""
     yield
-    for record in tmp_path.glob("**/workloads/*/record.json"):
-        proc.signal_group(json.loads(record.read_text())["pid"], proc.KILL)
+    for pgid in workload_groups(tmp_path):
+        proc.signal_group(pgid, proc.KILL)
 
 
 def _settings(tmp_path, database_url="", timeout=2.0) -> Settings:
@@ -241,23 +241,15 @@ def test_killed_agent_node_lost_jobs_requeued_and_fenced_until_reconciled(
                 active = {"tenant": "algo", "state": "active"}
                 assert admin.get("/api/v1/allocations", params=active).json()["total"] == 2
         finally:
-            kill9(agent)
-            for pid in _all_workloads(state_dir):
-                proc.signal_group(pid, proc.KILL)
+            kill9(agent)  # its workloads: see _no_workload_outlives_its_test
 
 
 def _workload_pids(state_dir) -> set[int]:
     """Every process of every workload the agent recorded (shims and commands)."""
     pids: set[int] = set()
-    for pgid in _all_workloads(state_dir):
+    for pgid in workload_groups(state_dir):
         pids |= proc.group_pids(pgid)
     return pids
-
-
-def _all_workloads(state_dir) -> list[int]:
-    return [
-        json.loads(p.read_text())["pid"] for p in (state_dir / "workloads").glob("*/record.json")
-    ]
 
 
 def test_gang_members_learn_their_rank_and_peers(tmp_path):

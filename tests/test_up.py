@@ -1,6 +1,5 @@
 """``gpupool up``: the quick start's main job, as a real process with its embedded agents."""
 
-import json
 import signal
 import stat
 import subprocess
@@ -12,7 +11,7 @@ from gpupool.agent import processes as proc
 from gpupool.client import wait_until_healthy
 from gpupool.client.demo import demo_jobs
 from gpupool.server.process import free_port
-from tests.support.agents import wait_for
+from tests.support.agents import wait_for, workload_groups
 
 
 def _start(data_dir, port, *extra):
@@ -21,13 +20,6 @@ def _start(data_dir, port, *extra):
     proc_ = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until_healthy(f"http://127.0.0.1:{port}", lambda: proc_.poll() is None)
     return proc_
-
-
-def _workload_groups(data_dir) -> set[int]:
-    return {
-        json.loads(p.read_text())["pid"]
-        for p in (data_dir / "agents").glob("*/workloads/*/record.json")
-    }
 
 
 def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
@@ -58,7 +50,7 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
             return running["total"] >= 15
 
         wait_for("a busy pool", busy, 60)
-        groups = _workload_groups(tmp_path)
+        groups = workload_groups(tmp_path)
         assert len(groups) >= 15 and all(proc.start_ticks(g) for g in groups)
     finally:
         up.send_signal(signal.SIGTERM)
@@ -79,7 +71,7 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
         # busy again with new processes (the jobs' rows alone still say "running")
         wait_for(
             "workloads running again",
-            lambda: sum(1 for g in _workload_groups(tmp_path) if proc.start_ticks(g)) >= 15,
+            lambda: sum(1 for g in workload_groups(tmp_path) if proc.start_ticks(g)) >= 15,
             60,
         )
         assert c.get("/api/v1/jobs").json()["total"] == len(demo_jobs())

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from gpupool.agent import Agent, AgentConfig
+from gpupool.agent.state import Store
 
 FAST = {"sync_s": 0.1, "heartbeat_s": 0.3, "grace_s": 2.0}
 
@@ -33,6 +34,15 @@ def agent_thread(agent: Agent) -> Iterator[Agent]:
 def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Agent:
     config = {"devices": "simulated:2xA100-80G", **FAST, **extra}
     return Agent(AgentConfig(server=url, token=token, name=name, state_dir=state_dir, **config))
+
+
+def workload_groups(root: Path) -> set[int]:
+    """Process groups of every workload recorded by the agents whose state lies under root."""
+    return {
+        record.pid
+        for workloads in root.glob("**/workloads")
+        for record in Store(workloads.parent).load_all().values()
+    }
 
 
 def agent_process(url: str, token: str, name: str, state_dir: Path) -> subprocess.Popen:
