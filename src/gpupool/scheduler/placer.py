@@ -52,10 +52,11 @@ class Placer:
         self._lookahead: LookAhead | None = None
         if self.policy in custom:
             self._policies = {self.policy: custom[self.policy]}
-        elif self.policy == LOOKAHEAD:
-            fgd = Placer("fgd", self.workload, custom)
-            self._policies = {LOOKAHEAD: fgd.policy_for(Job(id="-", request=ResourceRequest()))}
-            self._lookahead = LookAhead(fgd, [Placer("best-fit", self.workload)])
+        elif self.policy == LOOKAHEAD:  # plain placements and the look-ahead share one FGD
+            fgd = make_policy("fgd", self.workload)
+            self._policies = {LOOKAHEAD: fgd}
+            primary = Placer("fgd", self.workload, {"fgd": fgd})
+            self._lookahead = LookAhead(primary, [Placer("best-fit", self.workload)])
         else:
             names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
             self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
