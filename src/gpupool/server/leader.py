@@ -24,6 +24,7 @@ class Leadership:
         self.db = db
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.epoch: int | None = None
+        self.since = 0.0  # when this process took the lead (wall clock)
         self._file: int | None = None
         self._conn = None
 
@@ -38,6 +39,7 @@ class Leadership:
         got = self._lock_sqlite() if self.db.is_sqlite else self._lock_postgres()
         if not got:
             return False
+        self.since = time.time()
         with self.db.write() as s:
             s.execute(
                 update(Meta)
@@ -45,7 +47,7 @@ class Leadership:
                 .values(
                     leader_epoch=Meta.leader_epoch + 1,
                     leader_name=self.name,
-                    leader_since=time.time(),
+                    leader_since=self.since,
                 )
             )
             self.epoch = s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()

@@ -38,8 +38,6 @@ class SchedulerLoop:
         self.cycles = 0
         self._seen_event = 0
         self.last_error = ""
-        self._led_epoch: int | None = None
-        self._led_since = 0.0  # when this process took the lead (wall clock)
 
     @property
     def is_leader(self) -> bool:
@@ -64,8 +62,6 @@ class SchedulerLoop:
             if not self.leadership.try_acquire():
                 self._stop.wait(self.settings.leader_poll_s)
                 continue
-            if self._led_epoch != self.leadership.epoch:
-                self._led_epoch, self._led_since = self.leadership.epoch, time.time()
             if self.snapshots.base is None:
                 log.info("took the scheduler lead", extra={"epoch": self.leadership.epoch})
             self._wake.clear()
@@ -116,7 +112,7 @@ class SchedulerLoop:
         if epoch is None:
             raise LostLeadership("not the leader")
         timeout = self.settings.heartbeat_timeout_s
-        if now - self._led_since < timeout:
+        if now - self.leadership.since < timeout:
             return []
         with self.db.read() as s:  # the common case writes nothing
             if not any_silent(s, now, timeout):
