@@ -6,14 +6,11 @@ work) until its agent has reconciled: stopped everything the server no longer wa
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpupool.server.commit import LostLeadership
 from gpupool.server.db.tables import AllocationRow, JobRow, Meta, NodeRow
 from gpupool.server.lifecycle import bump_nodes_version, live_on, move, release
 
 ACTOR = "scheduler"
-
-
-class NotLeader(Exception):
-    pass
 
 
 def _silent(now: float, timeout_s: float):
@@ -28,7 +25,7 @@ def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) 
     """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked."""
     leader = session.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
     if leader != epoch:
-        raise NotLeader(f"epoch {epoch} is no longer the leader's")
+        raise LostLeadership(f"epoch {epoch} is no longer the leader's")
     silent = list(
         session.execute(_silent(now, timeout_s).order_by(NodeRow.name).with_for_update()).scalars()
     )

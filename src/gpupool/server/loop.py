@@ -17,7 +17,7 @@ from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow
 from gpupool.server.leader import Leadership
-from gpupool.server.liveness import NotLeader, any_silent, mark_lost_nodes
+from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
@@ -70,7 +70,7 @@ class SchedulerLoop:
                 self.check_liveness()
                 self.run_once()
                 self.last_error = ""
-            except (LostLeadership, NotLeader) as exc:
+            except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
                 self.leadership.release()
                 self.snapshots = SnapshotBuilder()
