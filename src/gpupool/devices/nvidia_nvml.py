@@ -78,11 +78,7 @@ class NvmlBackend:
         model = model_name(Vendor.NVIDIA, product, memory)
         mig: tuple[MigInstance, ...] = ()
         mode = SharingMode.WHOLE
-        try:
-            current, _pending = nv.nvmlDeviceGetMigMode(h)
-        except nv.NVMLError:  # not a MIG-capable card
-            current = 0
-        if current == nv.NVML_DEVICE_MIG_ENABLE:
+        if self._mig_on(h):
             mode = SharingMode.MIG
             mig = self._mig_instances(h, model)
         return DeviceInfo(
@@ -97,16 +93,30 @@ class NvmlBackend:
             bus_id=_text(nv.nvmlDeviceGetPciInfo(h).busId),
         )
 
+    def _mig_on(self, h: Any) -> bool:
+        nv = self.nvml
+        try:
+            return nv.nvmlDeviceGetMigMode(h)[0] == nv.NVML_DEVICE_MIG_ENABLE
+        except nv.NVMLError:  # not a MIG-capable card
+            return False
+
+    def _mig_handles(self, h: Any) -> list[Any]:
+        """The card's MIG devices (empty slots skipped)."""
+        nv = self.nvml
+        out = []
+        for j in range(nv.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                out.append(nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j))
+            except nv.NVMLError:  # an empty slot
+                continue
+        return out
+
     def _mig_instances(self, h: Any, model: str) -> tuple[MigInstance, ...]:
         nv = self.nvml
         table = table_for(model)
         names = {p.profile_id: p.name for p in table.profiles} if table else {}
         out = []
-        for j in range(nv.nvmlDeviceGetMaxMigDeviceCount(h)):
-            try:
-                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
-            except nv.NVMLError:  # an empty slot
-                continue
+        for mig in self._mig_handles(h):
             gi = nv.nvmlDeviceGetGpuInstanceById(h, nv.nvmlDeviceGetGpuInstanceId(mig))
             info = nv.nvmlGpuInstanceGetInfo(gi)
             memory = nv.nvmlDeviceGetMemoryInfo(mig).total // MIB
@@ -182,18 +192,7 @@ class NvmlBackend:
         nv = self.nvml
         out: list[GpuProcess] = []
         for h in self._handles():
-            targets = [h]
-            try:
-                if nv.nvmlDeviceGetMigMode(h)[0] == nv.NVML_DEVICE_MIG_ENABLE:
-                    targets = []
-                    for j in range(nv.nvmlDeviceGetMaxMigDeviceCount(h)):
-                        try:
-                            targets.append(nv.nvmlDeviceGetMigDeviceHandleByIndex(h, j))
-                        except nv.NVMLError:
-                            continue
-            except nv.NVMLError:
-                pass
-            for t in targets:
+            for t in self._mig_handles(h) if self._mig_on(h) else [h]:
                 uuid = _text(nv.nvmlDeviceGetUUID(t))
                 for p in nv.nvmlDeviceGetComputeRunningProcesses(t):
                     used = p.usedGpuMemory or 0
