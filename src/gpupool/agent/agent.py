@@ -22,7 +22,8 @@ from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.node import registration, telemetry
 from gpupool.agent.state import Record, Store
 from gpupool.agent.watchdog import Watched, over_limit
-from gpupool.devices import Located, discover
+from gpupool.devices import GpuProcess, Located, discover
+from gpupool.devices.detect import by_backend
 from gpupool.model import SpecError
 from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid, slice_env
 
@@ -331,14 +332,11 @@ class Agent:
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
             self._begin_stop(rec, violation.reason)
 
-    def _gpu_processes(self) -> list:
-        seen, out = set(), []
-        for loc in self.located:
-            if id(loc.backend) in seen:
-                continue
-            seen.add(id(loc.backend))
+    def _gpu_processes(self) -> list[GpuProcess]:
+        out: list[GpuProcess] = []
+        for backend, _ in by_backend(self.located):
             try:
-                out.extend(loc.backend.processes())
+                out.extend(backend.processes())
             except Exception as exc:  # no per-process data this round
                 log.debug("processes: %s", exc)
         return out

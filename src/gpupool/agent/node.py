@@ -2,11 +2,13 @@
 node-wide indexes, labels) and telemetry mapped from each backend's own indexes."""
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gpupool.devices import Located
 from gpupool.devices.base import DeviceTelemetry
+from gpupool.devices.detect import by_backend
 
 NodeBody = dict[str, Any]
 
@@ -67,28 +69,15 @@ def telemetry(located: list[Located]) -> list[dict[str, Any]]:
     """One telemetry entry per device, reading each backend once; a backend that fails now
     reports nothing this round (the heartbeat itself still goes out)."""
     out = []
-    by_backend: dict[int, tuple[Any, list[Located]]] = {}
-    for loc in located:
-        by_backend.setdefault(id(loc.backend), (loc.backend, []))[1].append(loc)
-    for backend, locs in by_backend.values():
+    for backend, locs in by_backend(located):
         try:
             readings: dict[int, DeviceTelemetry] = {t.local_index: t for t in backend.telemetry()}
         except Exception:  # a vendor tool failing mid-run must not stop the heartbeat
             continue
         for loc in locs:
             t = readings.get(loc.device.local_index)
-            if t is None:
-                continue
-            out.append(
-                {
-                    "index": loc.index,
-                    "util_pct": t.util_pct,
-                    "mem_used_mib": t.mem_used_mib,
-                    "temp_c": t.temp_c,
-                    "power_w": t.power_w,
-                    "healthy": t.healthy,
-                    "ecc_errors": t.ecc_errors,
-                    "xid": t.xid,
-                }
-            )
+            if t is not None:
+                fields = asdict(t)
+                del fields["local_index"]
+                out.append({"index": loc.index, **fields})
     return out

@@ -25,6 +25,14 @@ class Located:
     backend: Backend
 
 
+def by_backend(located: list[Located]) -> list[tuple[Backend, list[Located]]]:
+    """The devices grouped by the backend that reports them, so each backend is read once."""
+    groups: dict[int, tuple[Backend, list[Located]]] = {}
+    for loc in located:
+        groups.setdefault(id(loc.backend), (loc.backend, []))[1].append(loc)
+    return list(groups.values())
+
+
 def vendor_backends() -> list[list[Backend]]:
     """Per vendor, the backends to try in order (the first that is available wins)."""
     return [
