@@ -12,6 +12,7 @@ from gpupool import __version__
 from gpupool.server import errors
 from gpupool.server.db.engine import Database
 from gpupool.server.deps import ServerContext
+from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.middleware import AuditAndMetrics
@@ -24,11 +25,13 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     db = Database(settings.db_url)
     metrics = Metrics(db)
     loop = SchedulerLoop(db, settings, metrics)
-    ctx = ServerContext(settings, db, metrics, loop)
+    writes = GroupCommit(db, after_commit=loop.wake)
+    ctx = ServerContext(settings, db, metrics, loop, writes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db.migrate()
+        writes.start()
         if run_scheduler:
             loop.start()
         app.state.ready = True
@@ -36,6 +39,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
             yield
         finally:
             app.state.ready = False
+            writes.stop()
             loop.stop()
             db.dispose()
 

@@ -5,16 +5,16 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
 
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
+from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
-from gpupool.server.middleware import audit_row
 from gpupool.server.settings import Settings
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
@@ -26,6 +26,7 @@ class ServerContext:
     db: Database
     metrics: Metrics
     loop: SchedulerLoop
+    writes: GroupCommit
     principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
 
@@ -38,18 +39,24 @@ def context(request: Request) -> ServerContext:
     return request.app.state.ctx
 
 
-def caller(
+def _lookup(db: Database, token: str) -> Principal | None:
+    with db.read() as s:
+        return principal_for(s, token)
+
+
+async def caller(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
+    """Async so that a cached token costs no hop to the thread pool; a miss reads the
+    database in a worker thread."""
     if creds is None or not creds.credentials:
         raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
     ctx: ServerContext = request.app.state.ctx
     key = token_hash(creds.credentials)
     who = ctx.principals.get(key)
     if who is None:
-        with ctx.db.read() as s:
-            who = principal_for(s, creds.credentials)
+        who = await run_in_threadpool(_lookup, ctx.db, creds.credentials)
         if who is None:
             raise ApiError(401, "unknown or revoked token")
         ctx.principals.put(key, who)
@@ -63,14 +70,6 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10**9, description="items to skip")]
 MAX_ID = 2**62  # fits a signed 64-bit column on every backend
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
-
-
-def audit_here(s: Session, request: Request, target: str, status: int) -> None:
-    """Write the audit record inside the handler's own transaction (hot paths), so the
-    middleware does not need a second one."""
-    request.state.audit_target = target
-    s.add(audit_row(request.scope, status))
-    request.state.audited = True
 
 
 def require(who: Principal, roles: Iterable[Role], doing: str) -> None:

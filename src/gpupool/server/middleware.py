@@ -14,25 +14,28 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 log = logging.getLogger("gpupool.audit")
 
 
-def audit_row(scope: Scope, status: int) -> AuditRow:
+def audit_values(scope: Scope, status: int, target: str = "") -> dict[str, object]:
     """The audit record of a call: the caller (set by authentication), method and route, the
     path with the target a handler named, the HTTP result and the client address."""
     state = scope.get("state") or {}
     who = state.get("principal")
-    target = scope["path"]
-    if state.get("audit_target"):
-        target = f"{target} -> {state['audit_target']}"
+    path = scope["path"]
+    target = target or state.get("audit_target") or ""
     client = scope.get("client") or ("", 0)
-    return AuditRow(
-        time=time.time(),
-        actor=who.user if who else "anonymous",
-        role=str(who.role) if who else "",
-        action=f"{scope['method']} {getattr(scope.get('route'), 'path', scope['path'])}",
-        target=target[:500],
-        result=status,
-        client=str(client[0])[:100],
-        detail="",
-    )
+    return {
+        "time": time.time(),
+        "actor": who.user if who else "anonymous",
+        "role": str(who.role) if who else "",
+        "action": f"{scope['method']} {getattr(scope.get('route'), 'path', path)}",
+        "target": (f"{path} -> {target}" if target else path)[:500],
+        "result": status,
+        "client": str(client[0])[:100],
+        "detail": "",
+    }
+
+
+def audit_row(scope: Scope, status: int) -> AuditRow:
+    return AuditRow(**audit_values(scope, status))
 
 
 class AuditAndMetrics:

@@ -4,6 +4,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -13,6 +14,7 @@ from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
     AllocationRow,
+    AuditRow,
     JobEventRow,
     JobLogRow,
     JobRow,
@@ -26,12 +28,12 @@ from gpupool.server.deps import (
     Limit,
     Offset,
     ServerContext,
-    audit_here,
     human,
     may_manage,
 )
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import TERMINAL, finish
+from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 
@@ -48,24 +50,23 @@ def visible_job(s: Session, who: Principal, job_id: int, *, lock: bool = False) 
     return job
 
 
-def _exists(ctx: ServerContext, s: Session, table: type, name: str) -> bool:
-    """Whether a tenant or priority class exists; hits are cached for a few seconds."""
-    key = (table.__tablename__, name)
-    if ctx.names.get(key):
-        return True
-    if s.get(table, name) is None:
-        return False
-    ctx.names.put(key, True)
-    return True
+def _missing_names(ctx: ServerContext, names: list[tuple[type, str]]) -> list[tuple[type, str]]:
+    """Which tenants / priority classes are not known to exist (hits are cached a few s)."""
+    return [(t, n) for t, n in names if not ctx.names.get((t.__tablename__, n))]
 
 
-def _validated(ctx: ServerContext, s: Session, who: Principal, body: JobIn) -> tuple[str, str]:
-    tenant = body.tenant or who.tenant
-    if tenant is None:
-        raise ApiError(422, "tenant: required (your token has no tenant)", "tenant")
-    if not _exists(ctx, s, TenantRow, tenant):
-        raise ApiError(422, f"tenant: unknown tenant {tenant!r}", "tenant")
-    may_manage(who, tenant, "submit jobs")
+def _check_names(ctx: ServerContext, names: list[tuple[type, str]]) -> None:
+    """Look the uncached names up; remember those that exist, refuse the first that does not."""
+    with ctx.db.read() as s:
+        for table, name in names:
+            if s.get(table, name) is None:
+                what = "tenant" if table is TenantRow else "priority_class"
+                noun = "tenant" if table is TenantRow else "class"
+                raise ApiError(422, f"{what}: unknown {noun} {name!r}", what)
+            ctx.names.put((table.__tablename__, name), True)
+
+
+def _spec(body: JobIn) -> str:
     try:
         request = parse_request(body.request)
     except SpecError as exc:
@@ -77,11 +78,7 @@ def _validated(ctx: ServerContext, s: Session, who: Principal, body: JobIn) -> t
             f"request: no GPU has MIG profile {request.mig_profile} (known: {known})",
             "request",
         )
-    if not _exists(ctx, s, PriorityClassRow, body.priority_class):
-        raise ApiError(
-            422, f"priority_class: unknown class {body.priority_class!r}", "priority_class"
-        )
-    return tenant, request.to_spec()
+    return request.to_spec()
 
 
 def _existing(s: Session, tenant: str, key: str, body: JobIn, spec: str) -> JobRow | None:
@@ -101,7 +98,7 @@ def _existing(s: Session, tenant: str, key: str, body: JobIn, spec: str) -> JobR
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut)
-def submit(
+async def submit(
     body: JobIn,
     ctx: Ctx,
     who: Caller,
@@ -109,55 +106,64 @@ def submit(
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JobOut:
-    """Submit a job. A repeated ``idempotency_key`` (body or header) returns the first job."""
+    """Submit a job. A repeated ``idempotency_key`` (body or header) returns the first job.
+
+    Runs on the event loop: checks that need no database happen here, and the write joins
+    the next group commit (one transaction for every submission waiting at that moment)."""
     human(who)
     key = body.idempotency_key or idempotency_key
+    tenant = body.tenant or who.tenant
+    if tenant is None:
+        raise ApiError(422, "tenant: required (your token has no tenant)", "tenant")
+    names = _missing_names(ctx, [(TenantRow, tenant), (PriorityClassRow, body.priority_class)])
+    if names:
+        await run_in_threadpool(_check_names, ctx, names)
+    may_manage(who, tenant, "submit jobs")
+    spec = _spec(body)
     now = time.time()
+    fields = {
+        **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
+        "tenant": tenant,
+        "request": spec,
+        "idempotency_key": key,
+        "submitted_by": who.user,
+        "state": "pending",
+        "reason": "queued",
+        "submit_time": now,
+        "queued_at": now,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+    }
+    scope = request.scope
+
+    def write(s: Session) -> tuple[int, JobOut]:
+        if key is not None and (old := _existing(s, tenant, key, body, spec)) is not None:
+            s.execute(insert(AuditRow), audit_values(scope, 200, f"job {old.id}"))
+            return 200, job_out(old)
+        job_id = s.execute(insert(JobRow).returning(JobRow.id), fields).scalar_one()
+        event = {
+            "job_id": job_id,
+            "time": now,
+            "from_state": None,
+            "to_state": "pending",
+            "reason": "",
+            "actor": who.user,
+        }
+        s.execute(insert(JobEventRow), event)
+        s.execute(insert(AuditRow), audit_values(scope, 201, f"job {job_id}"))
+        return 201, job_out(JobRow(id=job_id, **fields))
+
     try:
-        with ctx.db.write() as s:
-            tenant, spec = _validated(ctx, s, who, body)
-            if key is not None and (old := _existing(s, tenant, key, body, spec)) is not None:
-                response.status_code = 200
-                return job_out(old)
-            fields = {
-                **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
-                "tenant": tenant,
-                "request": spec,
-                "idempotency_key": key,
-                "submitted_by": who.user,
-                "state": "pending",
-                "reason": "queued",
-                "submit_time": now,
-                "queued_at": now,
-                "started_at": None,
-                "finished_at": None,
-                "exit_code": None,
-            }
-            job_id = s.execute(insert(JobRow).returning(JobRow.id), fields).scalar_one()
-            s.execute(
-                insert(JobEventRow),
-                {
-                    "job_id": job_id,
-                    "time": now,
-                    "from_state": None,
-                    "to_state": "pending",
-                    "reason": "",
-                    "actor": who.user,
-                },
-            )
-            audit_here(s, request, f"job {job_id}", 201)
-            out = job_out(JobRow(id=job_id, **fields))
+        status, out = await ctx.writes.run(write)
     except IntegrityError:
+        # the same key from another process won the race: its job is the answer
         if key is None:
             raise
-        with ctx.db.read() as s:  # a concurrent submission with the same key won the race
-            tenant, spec = _validated(ctx, s, who, body)
-            old = _existing(s, tenant, key, body, spec)
-        if old is None:
-            raise
-        response.status_code = 200
-        return job_out(old)
-    ctx.loop.wake()
+        status, out = await ctx.writes.run(write)
+    request.state.audited = True
+    request.state.audit_target = f"job {out.id}"
+    response.status_code = status
     return out
 
 

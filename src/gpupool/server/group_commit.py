@@ -1,0 +1,136 @@
+"""Group commit: one writer thread commits the writes of many concurrent requests in one
+transaction.
+
+Hot write paths (job submission) hand a function of a session to ``GroupCommit.run`` and await
+its result. The writer thread takes everything queued, runs it in one ``Database.write()``
+transaction and commits once, so a burst of submissions costs one commit, one hold of the
+writer lock and no request threads competing for it. If any function in a batch raises (a
+conflicting idempotency key, a constraint), the batch is rolled back and every function runs
+again in a transaction of its own, so one bad request never fails or changes its neighbours.
+The functions must therefore only touch the database through the session they are given.
+"""
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.engine import Database
+
+T = TypeVar("T")
+log = logging.getLogger("gpupool.group_commit")
+
+
+@dataclass(slots=True)
+class _Item:
+    fn: Callable[[Session], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    ok: bool = False
+    value: Any = None
+
+
+def _deliver(items: list[_Item]) -> None:
+    """On the event loop: hand each waiter its result (a cancelled waiter is skipped)."""
+    for item in items:
+        if item.future.done():
+            continue
+        if item.ok:
+            item.future.set_result(item.value)
+        else:
+            item.future.set_exception(item.value)
+
+
+class GroupCommit:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_batch: int = 256,
+        after_commit: Callable[[], None] | None = None,
+    ):
+        self.db = db
+        self.max_batch = max_batch
+        self.after_commit = after_commit
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.batches = 0
+        self.items = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="gpupool-writer", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the writer thread."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    async def run(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn(session)`` in the next group transaction; its result once committed."""
+        if self._thread is None:  # an app used without its lifespan: a plain transaction
+            return await anyio.to_thread.run_sync(self._alone, fn)
+        loop = asyncio.get_running_loop()
+        item = _Item(fn, loop, loop.create_future())
+        self._queue.put(item)
+        return await item.future
+
+    def _alone(self, fn: Callable[[Session], T]) -> T:
+        with self.db.write() as s:
+            value = fn(s)
+        if self.after_commit is not None:
+            self.after_commit()
+        return value
+
+    def _serve(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            self._commit(batch)
+            self.batches += 1
+            self.items += len(batch)
+            if self.after_commit is not None and any(i.ok for i in batch):
+                self.after_commit()
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
+            for item in batch:
+                by_loop.setdefault(item.loop, []).append(item)
+            for loop, items in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                    loop.call_soon_threadsafe(_deliver, items)
+
+    def _commit(self, batch: list[_Item]) -> None:
+        try:
+            with self.db.write() as s:
+                values = [item.fn(s) for item in batch]
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].ok, batch[0].value = False, exc
+                return
+            log.debug("a batch of %d failed (%s); committing one by one", len(batch), exc)
+            for item in batch:
+                self._commit([item])
+            return
+        for item, value in zip(batch, values, strict=True):
+            item.ok, item.value = True, value
