@@ -92,8 +92,8 @@ class _Cycle:
         self.config: CycleConfig = config
         self.placer: Placer = placer
         self.q = config.queue
-        self.models = {(n.name, d.index): d.model for n in state.nodes for d in n.devices}
-        self._usage: dict[str, tuple[Placement, Usage]] = {}
+        self.models = state.device_model
+        self._usage = state.usage_cache
         self._estimates: dict[tuple, Usage] = {}
         self.running: dict[str, RunningJob] = {}
         self.started_before = {r.job.id for r in running}  # only these can be victims

@@ -74,6 +74,12 @@ class ClusterState:
         self.exclusive = np.zeros((n, g), dtype=bool)
         self.mig_used = np.zeros((n, g), dtype=np.int16)
         self.column: dict[tuple[int, int], int] = {}  # (node row, device index) -> column
+        # (node name, device index) -> model, and quota usage per placement: both depend only
+        # on the nodes, so clones share them and a cycle does not recompute them
+        self.device_model: dict[tuple[str, int], str] = {
+            (node.name, d.index): d.model for node in self.nodes for d in node.devices
+        }
+        self.usage_cache: dict[str, tuple[object, dict[str, int]]] = {}
         self.device_index = np.full((n, g), NO_DEVICE, dtype=np.int32)
 
         for row, node in enumerate(self.nodes):
@@ -174,6 +180,7 @@ class ClusterState:
             raise SpecError(f"job {job_id}: not placed")
         self._change(placement, -1)
         self.releases += 1
+        self.usage_cache.pop(job_id, None)
         return placement
 
     def _change(self, placement: Placement, sign: int) -> None:
