@@ -7,7 +7,9 @@ transaction and commits once, so a burst of submissions costs one commit, one ho
 writer lock and no request threads competing for it. If any function in a batch raises (a
 conflicting idempotency key, a constraint), the batch is rolled back and every function runs
 again in a transaction of its own, so one bad request never fails or changes its neighbours.
-The functions must therefore only touch the database through the session they are given.
+The functions must therefore only touch the database through the batch they are given.
+Rows a function does not need an answer from (events, audit records) go to ``Batch.later``
+and are inserted with one multi-row statement per table at the end of the batch.
 """
 
 import asyncio
@@ -21,6 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.base import Executable
 
 from gpupool.server.db.engine import Database
 
@@ -28,9 +31,26 @@ T = TypeVar("T")
 log = logging.getLogger("gpupool.group_commit")
 
 
+class Batch:
+    """What a function in a group transaction gets: the session, and ``later`` for rows
+    inserted together at the end (before the commit)."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self._later: dict[Executable, list[dict[str, Any]]] = {}
+
+    def later(self, statement: Executable, row: dict[str, Any]) -> None:
+        self._later.setdefault(statement, []).append(row)
+
+    def flush(self) -> None:
+        for statement, rows in self._later.items():
+            self.session.execute(statement, rows)
+        self._later.clear()
+
+
 @dataclass(slots=True)
 class _Item:
-    fn: Callable[[Session], Any]
+    fn: Callable[[Batch], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     ok: bool = False
@@ -76,8 +96,8 @@ class GroupCommit:
             self._thread.join(timeout=30)
             self._thread = None
 
-    async def run(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn(session)`` in the next group transaction; its result once committed."""
+    async def run(self, fn: Callable[[Batch], T]) -> T:
+        """Run ``fn(batch)`` in the next group transaction; its result once committed."""
         if self._thread is None:  # an app used without its lifespan: a plain transaction
             return await anyio.to_thread.run_sync(self._alone, fn)
         loop = asyncio.get_running_loop()
@@ -85,9 +105,11 @@ class GroupCommit:
         self._queue.put(item)
         return await item.future
 
-    def _alone(self, fn: Callable[[Session], T]) -> T:
+    def _alone(self, fn: Callable[[Batch], T]) -> T:
         with self.db.write() as s:
-            value = fn(s)
+            batch = Batch(s)
+            value = fn(batch)
+            batch.flush()
         if self.after_commit is not None:
             self.after_commit()
         return value
@@ -123,7 +145,9 @@ class GroupCommit:
     def _commit(self, batch: list[_Item]) -> None:
         try:
             with self.db.write() as s:
-                values = [item.fn(s) for item in batch]
+                group = Batch(s)
+                values = [item.fn(group) for item in batch]
+                group.flush()
         except Exception as exc:
             if len(batch) == 1:
                 batch[0].ok, batch[0].value = False, exc

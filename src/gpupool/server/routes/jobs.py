@@ -1,12 +1,14 @@
 """Jobs: submit (idempotent), list, get, cancel, events, logs, and the queue view."""
 
 import time
+from functools import cache
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Insert, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import SpecError, parse_request
@@ -32,6 +34,7 @@ from gpupool.server.deps import (
     may_manage,
 )
 from gpupool.server.errors import ApiError, not_found
+from gpupool.server.group_commit import Batch
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
@@ -40,7 +43,6 @@ from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 # what must match for a repeated idempotency key to count as the same submission
 # Core inserts on the tables: the ORM's bulk-insert path cost 2-3x more per row here
-JOB_INSERT = JobRow.__table__.insert().returning(JobRow.__table__.c.id)
 EVENT_INSERT = JobEventRow.__table__.insert()
 AUDIT_INSERT = AuditRow.__table__.insert()
 SAME = ("request", "name", "kind", "priority_class", "priority", "gang_size", "max_runtime_s")
@@ -52,6 +54,16 @@ def visible_job(s: Session, who: Principal, job_id: int, *, lock: bool = False) 
     if job is None or not who.sees(job.tenant):
         raise not_found(f"job {job_id}")  # another tenant's job does not exist for you
     return job
+
+
+@cache
+def _job_insert(sqlite: bool) -> Insert:
+    """Insert a job unless its tenant already used its idempotency key (then no id comes
+    back): one statement instead of a look-up before every insert."""
+    table = JobRow.__table__
+    stmt = (sqlite_insert if sqlite else postgresql_insert)(table)
+    skip = stmt.on_conflict_do_nothing(index_elements=["tenant", "idempotency_key"])
+    return skip.returning(table.c.id)
 
 
 def _missing_names(ctx: ServerContext, names: list[tuple[type, str]]) -> list[tuple[type, str]]:
@@ -143,11 +155,15 @@ async def submit(
     }
     scope = request.scope
 
-    def write(s: Session) -> tuple[int, JobOut]:
-        if key is not None and (old := _existing(s, tenant, key, body, spec)) is not None:
-            s.execute(AUDIT_INSERT, audit_values(scope, 200, f"job {old.id}"))
+    def write(b: Batch) -> tuple[int, JobOut]:
+        job_id = b.session.execute(_job_insert(ctx.db.is_sqlite), fields).scalar_one_or_none()
+        if job_id is None:  # the key was used before: that submission is the answer
+            assert key is not None  # without a key there is no conflict to skip
+            old = _existing(b.session, tenant, key, body, spec)
+            if old is None:  # pragma: no cover - the conflicting row cannot vanish
+                raise ApiError(409, f"idempotency_key {key!r}: conflict", "idempotency_key")
+            b.later(AUDIT_INSERT, audit_values(scope, 200, f"job {old.id}"))
             return 200, job_out(old)
-        job_id = s.execute(JOB_INSERT, fields).scalar_one()
         event = {
             "job_id": job_id,
             "time": now,
@@ -156,17 +172,11 @@ async def submit(
             "reason": "",
             "actor": who.user,
         }
-        s.execute(EVENT_INSERT, event)
-        s.execute(AUDIT_INSERT, audit_values(scope, 201, f"job {job_id}"))
+        b.later(EVENT_INSERT, event)
+        b.later(AUDIT_INSERT, audit_values(scope, 201, f"job {job_id}"))
         return 201, job_out(JobRow(id=job_id, **fields))
 
-    try:
-        status, out = await ctx.writes.run(write)
-    except IntegrityError:
-        # the same key from another process won the race: its job is the answer
-        if key is None:
-            raise
-        status, out = await ctx.writes.run(write)
+    status, out = await ctx.writes.run(write)
     request.state.audited = True
     request.state.audit_target = f"job {out.id}"
     response.status_code = status
