@@ -8,7 +8,7 @@ only the leader writes allocations and the cycle saw every live one.
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Row, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import Binding, CycleResult
@@ -58,14 +58,20 @@ def commit_cycle(
     ids = sorted(
         {int(p.job_id) for p in result.preemptions} | {int(b.job_id) for b in result.bindings}
     )
+    # lock every job this cycle changes, in id order; read only what admission needs (Core:
+    # ORM objects for hundreds of admitted jobs cost more than the rest of the commit)
+    t = JobRow.__table__.c
     jobs = {
-        j.id: j
-        for j in session.execute(
-            select(JobRow).where(JobRow.id.in_(ids)).order_by(JobRow.id).with_for_update()
-        ).scalars()
+        row.id: row
+        for row in session.connection().execute(
+            select(t.id, t.state, t.tenant, t.queued_at)
+            .where(t.id.in_(ids))
+            .order_by(t.id)
+            .with_for_update()
+        )
     }
     for p in result.preemptions:
-        job = jobs.get(int(p.job_id))
+        job = session.get(JobRow, int(p.job_id)) if int(p.job_id) in jobs else None
         alloc = active_allocation(session, int(p.job_id)) if job else None
         if job is None or alloc is None or alloc.id != allocation_of.get(p.job_id):
             out.skipped += 1
@@ -96,7 +102,7 @@ def commit_cycle(
 def _admit(
     session: Session,
     bindings: list[Binding],
-    jobs: dict[int, JobRow],
+    jobs: dict[int, Row],
     allocation_of: dict[str, int],
     generation: int,
     now: float,
@@ -120,11 +126,12 @@ def _admit(
         }
         for b in bindings
     ]
+    table = AllocationRow.__table__
     ids = session.scalars(
-        insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True), rows
+        table.insert().returning(table.c.id, sort_by_parameter_order=True), rows
     ).all()
     session.execute(
-        insert(AllocationNodeRow),
+        AllocationNodeRow.__table__.insert(),
         [
             {"allocation_id": alloc_id, "node": name}
             for alloc_id, b in zip(ids, bindings, strict=True)
@@ -146,7 +153,13 @@ def _admit(
                 "actor": ACTOR,
             }
         )
-        updates.append({"id": job.id, "state": "admitted", "reason": reason})
+        updates.append({"job": job.id, "to": "admitted", "why": reason})
         out.admitted.append((job.id, now - job.queued_at))
-    session.execute(insert(JobEventRow), events)
-    session.execute(update(JobRow), updates)  # bulk update by primary key
+    session.execute(JobEventRow.__table__.insert(), events)
+    t = JobRow.__table__.c
+    session.execute(
+        update(JobRow.__table__)
+        .where(t.id == bindparam("job"))
+        .values(state=bindparam("to"), reason=bindparam("why")),
+        updates,
+    )

@@ -49,7 +49,23 @@ class CycleInputs:
     invalid: dict[str, str]  # pending jobs the engine cannot read: id -> why
 
 
+_JOB_FIELDS = (
+    "id",
+    "request",
+    "tenant",
+    "kind",
+    "priority_class",
+    "priority",
+    "gang_size",
+    "max_runtime_s",
+    "submit_time",
+    "on_preempt",
+)
+JOB_COLUMNS = tuple(JobRow.__table__.c[name] for name in _JOB_FIELDS)
+
+
 def _job(row, request: ResourceRequest) -> Job:
+    """The engine's job from a row carrying ``JOB_COLUMNS``."""
     return Job(
         id=str(row.id),
         request=request,
@@ -91,12 +107,12 @@ class SnapshotBuilder:
 
     def build(self, session: Session) -> CycleInputs:
         version = session.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar_one()
+        # Core statements on the tables throughout: ORM row processing was most of a cycle's
+        # snapshot cost with thousands of live allocations
+        conn = session.connection()
+        allocs, jobs = AllocationRow.__table__.c, JobRow.__table__.c
         current = dict(
-            session.execute(
-                select(AllocationRow.id, AllocationRow.job_id).where(
-                    AllocationRow.state == "active"
-                )
-            ).all()
+            conn.execute(select(allocs.id, allocs.job_id).where(allocs.state == "active")).all()
         )
         gone = [a for a in self.live if a not in current]
         # a closed node's capacity is sized to what it holds: a release there must rebuild it
@@ -112,22 +128,29 @@ class SnapshotBuilder:
         new = [a for a in current if a not in self.live]
         for start in range(0, len(new), 500):
             chunk = new[start : start + 500]
-            for alloc, job_row in session.execute(
-                select(AllocationRow, JobRow)
-                .join(JobRow, JobRow.id == AllocationRow.job_id)
-                .where(AllocationRow.id.in_(chunk))
+            for row in conn.execute(
+                select(
+                    allocs.id.label("allocation_id"),
+                    allocs.placement,
+                    allocs.created_at,
+                    allocs.borrowed,
+                    *JOB_COLUMNS,
+                )
+                .join_from(AllocationRow.__table__, JobRow.__table__, jobs.id == allocs.job_id)
+                .where(allocs.id.in_(chunk))
             ):
-                key = str(job_row.id)
-                placement = placement_from_json(key, alloc.placement)
+                placement = placement_from_json(str(row.id), row.placement)
                 state.apply(placement)
-                job = _job(job_row, cached_request(job_row.request))
-                self.live[alloc.id] = RunningJob(job, placement, alloc.created_at, alloc.borrowed)
+                job = _job(row, cached_request(row.request))
+                self.live[row.allocation_id] = RunningJob(
+                    job, placement, row.created_at, row.borrowed
+                )
         running = [self.live[a] for a in current]
         allocation_of = {str(job_id): a for a, job_id in current.items()}
         pending: list[Job] = []
         reasons: dict[str, str] = {}
         invalid: dict[str, str] = {}
-        for row in session.execute(select(JobRow).where(JobRow.state == "pending")).scalars():
+        for row in conn.execute(select(*JOB_COLUMNS, jobs.reason).where(jobs.state == "pending")):
             try:
                 pending.append(_job(row, cached_request(row.request)))
             except SpecError as exc:
