@@ -81,7 +81,9 @@ class SchedulerLoop:
                 self._stop.wait(self.settings.leader_poll_s)
             # a burst of submissions is decided in a few batches, not one cycle per request:
             # leave the API at least as much time as the last cycle took
-            self._stop.wait(max(self.settings.cycle_min_gap_s, time.perf_counter() - started))
+            self._stop.wait(
+                max(self.settings.cycle_min_gap_s, 0.5 * (time.perf_counter() - started))
+            )
             self._wait_for_change()
 
     def _latest_event(self) -> int:

@@ -7,6 +7,8 @@ timeout instead of failing to upgrade, readers begin deferred and never block wr
 PostgreSQL uses one engine at READ COMMITTED; state changes are conditional updates.
 """
 
+import fcntl
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -48,10 +50,12 @@ class Database:
     def __init__(self, url: str):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self._lock_path: Path | None = None
         if self.is_sqlite:
             path = url.removeprefix("sqlite:///")
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+                self._lock_path = Path(path + ".write-lock")
             self.engine = _sqlite_engine(url, immediate=True)
             self.read_engine = _sqlite_engine(url, immediate=False)
         else:
@@ -59,6 +63,7 @@ class Database:
             self.read_engine = self.engine
         # one writer at a time in this process (see ``write`` and ``exclusive``)
         self._writer: AbstractContextManager[object] = threading.RLock()
+        self._lock_fd: int | None = None
         self._write = sessionmaker(self.engine, expire_on_commit=False)
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
 
@@ -68,8 +73,24 @@ class Database:
         # faster than letting them poll SQLite's busy handler (which sleeps up to 100 ms). On
         # PostgreSQL the lock serialises only this process's writers (other processes still
         # write concurrently); see ``exclusive`` for why that pays.
-        with self._writer, self._write() as session, session.begin():
+        with self._writer, self._across_processes(), self._write() as session, session.begin():
             yield session
+
+    @contextmanager
+    def _across_processes(self) -> Iterator[None]:
+        """SQLite: writers of several processes (API workers) queue on a file lock. SQLite's
+        own busy handler polls with sleeps of up to 100 ms, and a process that commits often
+        (a group-commit writer) could starve another's occasional big commit for seconds."""
+        if self._lock_path is None:
+            yield
+            return
+        if self._lock_fd is None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def exclusive(self) -> AbstractContextManager[object]:
         """Hold off this process's writers: the scheduler decides a cycle without dozens of
@@ -90,6 +111,9 @@ class Database:
             conn.commit()
 
     def dispose(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
