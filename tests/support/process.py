@@ -15,7 +15,7 @@ class ServerProcess:
 
     @classmethod
     def start(
-        cls, data_dir: Path, database_url: str = "", *, cycle_s: float = 0.5
+        cls, data_dir: Path, database_url: str = "", *, cycle_s: float = 0.5, workers: int = 1
     ) -> "ServerProcess":
         port = free_port()
         env = {
@@ -24,7 +24,7 @@ class ServerProcess:
             "GPUPOOL_LOG_JSON": "true",
             "GPUPOOL_HEARTBEAT_TIMEOUT_S": "3600",  # these tests run no agents
         }
-        proc = start_server(data_dir, port, database_url=database_url, env=env)
+        proc = start_server(data_dir, port, database_url=database_url, env=env, workers=workers)
         return cls(proc, f"http://127.0.0.1:{port}")
 
     def kill9(self) -> None:

@@ -1,6 +1,7 @@
 """``gpupool server`` and ``gpupool admin``: run the control plane, first-time setup."""
 
 import contextlib
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -36,12 +37,18 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
 
     from gpupool.server.app import create_app
     from gpupool.server.logs import configure
+    from gpupool.server.metrics import MULTIPROCESS_DIR
 
     configure(settings.log_level, settings.log_json)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     if workers > 1:
         for name, value in settings.model_dump(mode="json").items():
             os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
+        # counters and histograms of every worker in one scrape (see gpupool.server.metrics)
+        shared = settings.data_dir / f"metrics-{settings.port}"
+        shutil.rmtree(shared, ignore_errors=True)
+        shared.mkdir(parents=True)
+        os.environ[MULTIPROCESS_DIR] = str(shared)
         with contextlib.suppress(KeyboardInterrupt):
             uvicorn.run(
                 "gpupool.server.app:app_from_environment",

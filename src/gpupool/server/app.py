@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from gpupool import __version__
 from gpupool.server import errors
@@ -64,9 +64,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
     def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(
-            generate_latest(metrics.registry).decode(), media_type=CONTENT_TYPE_LATEST
-        )
+        return PlainTextResponse(metrics.exposition().decode(), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(AuditAndMetrics, db=db, metrics=metrics)
     return app

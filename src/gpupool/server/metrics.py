@@ -1,12 +1,20 @@
 """Prometheus metrics: one registry per server (no module-level state). Pool, tenant and
 device figures are read from the database at scrape time; device telemetry uses the DCGM
-exporter's metric names so existing Grafana dashboards work."""
+exporter's metric names so existing Grafana dashboards work.
 
+With several API worker processes (``gpupool server --workers N``) any worker may answer a
+scrape, and only the leader runs cycles: the server then runs prometheus-client's multiprocess
+mode (``PROMETHEUS_MULTIPROC_DIR``, set before the workers start) and every scrape sums the
+counters and histograms of all workers.
+"""
+
+import os
 from collections import defaultdict
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
@@ -19,6 +27,9 @@ DCGM = (
     ("temp_c", "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."),
     ("power_w", "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
 )
+
+
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class Metrics:
@@ -48,7 +59,17 @@ class Metrics:
             "gpupool_admissions", "Jobs admitted.", ["tenant"], registry=self.registry
         )
         self.preemptions = Counter("gpupool_preemptions", "Jobs preempted.", registry=self.registry)
-        self.registry.register(StateCollector(db))
+        shared = os.environ.get(MULTIPROCESS_DIR)
+        if shared:
+            self.scrape = CollectorRegistry()
+            MultiProcessCollector(self.scrape, path=shared)
+        else:
+            self.scrape = self.registry
+        self.scrape.register(StateCollector(db))
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets."""
+        return generate_latest(self.scrape)
 
 
 class StateCollector(Collector):
