@@ -52,3 +52,10 @@ def test_bench_placement_prints_the_documented_json():
 def test_bench_rejects_unknown_policy():
     out = gpupool("bench", "placement", "--nodes", "2", "--jobs", "1", "--policy", "fastest")
     assert out.returncode == 2 and "policy: 'fastest' is not one of" in out.stderr
+
+
+def test_help_shows_defaults_written_in_brackets():
+    """Rich reads "[default: ...]" as markup and drops it unless escaped."""
+    out = gpupool("server", "--help", env={"COLUMNS": "200"})
+    assert out.returncode == 0
+    assert "[default: data]" in out.stdout and "[default: 8080]" in out.stdout

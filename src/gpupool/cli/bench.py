@@ -45,12 +45,22 @@ def api(
         "", help="PostgreSQL URL to measure that backend instead of SQLite."
     ),
     seed: int = typer.Option(0, help="Seed of the job mix."),
-    workers: int = typer.Option(1, min=1, max=64, help="The server's API worker processes."),
+    workers: int = typer.Option(
+        None,
+        min=1,
+        max=64,
+        help="The server's API worker processes \\[default: one per CPU core, at most 4]",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Start a server process on loopback, submit jobs from concurrent clients, and report
     submissions per second and submit-to-placed latency (server clock)."""
+    import os
+
     from gpupool.bench.api import run_api_bench
+
+    if workers is None:  # how a server is deployed for throughput: a worker per core
+        workers = min(os.cpu_count() or 1, 4)
 
     result = run_api_bench(nodes, gpus_per_node, submits, concurrency, database_url, seed, workers)
     _emit(result, as_json, f"api benchmark ({result['backend']})")

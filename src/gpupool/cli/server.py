@@ -82,16 +82,20 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
 
 
 def server(
-    data_dir: Path = typer.Option(None, help="Where the SQLite database lives [default: data]"),
-    host: str = typer.Option(None, help="Address to listen on [default: 127.0.0.1]"),
-    port: int = typer.Option(None, help="Port [default: 8080]"),
+    data_dir: Path = typer.Option(None, help="Where the SQLite database lives \\[default: data]"),
+    host: str = typer.Option(None, help="Address to listen on \\[default: 127.0.0.1]"),
+    port: int = typer.Option(None, help="Port \\[default: 8080]"),
     config: Path = typer.Option(None, help="A TOML or YAML settings file"),
     database_url: str = typer.Option(
-        None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... [default: SQLite]"
+        None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... \\[default: SQLite]"
     ),
-    policy: str = typer.Option(None, help="Placement policy [default: auto]"),
+    policy: str = typer.Option(None, help="Placement policy \\[default: auto]"),
     workers: int = typer.Option(
-        1, min=1, max=64, help="API worker processes (one of them leads the scheduler)"
+        1,
+        min=1,
+        max=64,
+        help="API worker processes (one of them leads the scheduler); one per CPU core gives "
+        "the most submissions per second",
     ),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
