@@ -260,3 +260,25 @@ def test_html_report_and_csv_are_self_contained(tmp_path):
     lines = curves.read_text().splitlines()
     assert lines[0] == "policy,arrived,alloc_ratio,frag_amount"
     assert len(lines) == 1 + 2 * 27  # two policies x the 0..130% grid in 5% steps
+
+
+def test_default_trace_is_found_in_the_env_folder_first(tmp_path, monkeypatch):
+    from gpupool.sim.traces.default_trace import ENV, candidates, default_openb
+
+    for f in (NODES, PODS):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv(ENV, str(tmp_path))
+    assert candidates()[0] == tmp_path
+    assert default_openb(None, None) == (tmp_path / NODES.name, tmp_path / PODS.name)
+    given = tmp_path / "mine.csv"
+    assert default_openb(given, None) == (given, tmp_path / PODS.name)
+
+
+def test_missing_default_trace_names_where_it_looked(tmp_path):
+    from gpupool.sim.traces.default_trace import default_openb
+
+    with pytest.raises(FileNotFoundError) as err:
+        default_openb(None, None, places=[tmp_path / "a", tmp_path / "b"])
+    text = str(err.value)
+    assert str(tmp_path / "a") in text and str(tmp_path / "b") in text
+    assert "--nodes" in text and "GPUPOOL_OPENB_DIR" in text

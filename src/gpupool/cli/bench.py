@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import friendly
+from gpupool.cli.trace_args import DEFAULT_TRACE, trace_paths
 from gpupool.model import SpecError
 from gpupool.scheduler import POLICY_NAMES
 
@@ -87,8 +88,8 @@ def cycle(
 @app.command("simulate")
 @friendly
 def simulate(
-    nodes: Path = typer.Option(..., help="Node list CSV (openb format)."),
-    pods: Path = typer.Option(..., help="Pod list CSV (openb format)."),
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    pods: Path = typer.Option(None, help=f"Pod list CSV (openb format) {DEFAULT_TRACE}"),
     policies: str = typer.Option(
         "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd", help="Comma list."
     ),
@@ -101,6 +102,7 @@ def simulate(
     from gpupool.bench.simulate import default_workers, run_simulate_bench
     from gpupool.sim.fgd_report import check_policies, parse_seeds
 
+    nodes, pods = trace_paths(nodes, pods)
     for path in (nodes, pods):
         if not path.is_file():
             raise SpecError(f"trace: {path} is not a file")

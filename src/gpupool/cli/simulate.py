@@ -10,6 +10,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpupool.cli.errors import err_console, friendly
+from gpupool.cli.trace_args import DEFAULT_TRACE, trace_paths
 from gpupool.model import SpecError
 
 app = typer.Typer(help="Replay cluster traces through the same engine the server runs.")
@@ -18,8 +19,8 @@ app = typer.Typer(help="Replay cluster traces through the same engine the server
 @app.command("fgd")
 @friendly
 def fgd(
-    nodes: Path = typer.Option(..., help="Node list CSV (openb format)."),
-    pods: Path = typer.Option(..., help="Pod list CSV (openb format)."),
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    pods: Path = typer.Option(None, help=f"Pod list CSV (openb format) {DEFAULT_TRACE}"),
     policies: str = typer.Option("best-fit,fgd", help="Comma list of policies."),
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
@@ -74,8 +75,10 @@ def fgd(
 @app.command("openb-time")
 @friendly
 def openb_time(
-    nodes: Path = typer.Option(..., help="Node list CSV (openb format)."),
-    pods: Path = typer.Option(..., help="Pod list CSV with creation/deletion/scheduled times."),
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    pods: Path = typer.Option(
+        None, help=f"Pod list CSV with creation/deletion/scheduled times {DEFAULT_TRACE}"
+    ),
     policies: str = typer.Option("fgd,best-fit", help="Comma list of engine policies."),
     node_fraction: float = typer.Option(
         1.0, help="Replay on this share of the nodes (same model mix, seeded)."
@@ -272,10 +275,11 @@ def _names(policies: str) -> list[str]:
     return [p.strip() for p in policies.split(",") if p.strip()]
 
 
-def _load_trace(nodes: Path, pods: Path, strict: bool) -> tuple[list, list]:
+def _load_trace(nodes: Path | None, pods: Path | None, strict: bool) -> tuple[list, list]:
     """The openb node and pod lists; bad rows are skipped and shown (or refused, ``strict``)."""
     from gpupool.sim.traces.openb import load_nodes, load_pods
 
+    nodes, pods = trace_paths(nodes, pods)
     for path in (nodes, pods):
         if not path.is_file():
             raise SpecError(f"trace: {path} is not a file")

@@ -1,0 +1,15 @@
+"""The default openb trace for ``simulate`` and ``bench simulate`` options."""
+
+from pathlib import Path
+
+from gpupool.model import SpecError
+from gpupool.sim.traces.default_trace import ENV, default_openb
+
+DEFAULT_TRACE = f"\\[default: the openb trace in ${ENV}, ./data/openb or ../shared/data/openb]"
+
+
+def trace_paths(nodes: Path | None, pods: Path | None) -> tuple[Path, Path]:
+    try:
+        return default_openb(nodes, pods)
+    except FileNotFoundError as exc:
+        raise SpecError(str(exc)) from None
