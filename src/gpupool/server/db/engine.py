@@ -64,6 +64,7 @@ class Database:
         # one writer at a time in this process (see ``write`` and ``exclusive``)
         self._writer: AbstractContextManager[object] = threading.RLock()
         self._lock_fd: int | None = None
+        self._lock_depth = 0  # guarded by ``_writer``
         self._write = sessionmaker(self.engine, expire_on_commit=False)
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
 
@@ -81,15 +82,17 @@ class Database:
         """SQLite: writers of several processes (API workers) queue on a file lock. SQLite's
         own busy handler polls with sleeps of up to 100 ms, and a process that commits often
         (a group-commit writer) could starve another's occasional big commit for seconds."""
-        if self._lock_path is None:
+        if self._lock_path is None or self._lock_depth:  # (a nested write holds it already)
             yield
             return
         if self._lock_fd is None:
             self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._lock_depth += 1
         try:
             yield
         finally:
+            self._lock_depth -= 1
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def exclusive(self) -> AbstractContextManager[object]:
