@@ -74,3 +74,21 @@ def test_two_workers_share_one_sqlite_file_and_one_metrics_view(tmp_path):
             assert posts == 40
     finally:
         server.stop()
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path):
+    server = ServerProcess.start(tmp_path, workers=2)
+    try:
+        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        server.kill9()  # the supervisor only: its workers must not keep serving the port
+        deadline = time.monotonic() + 20
+        serving = True
+        while serving and time.monotonic() < deadline:
+            try:
+                httpx.get(f"{server.url}/healthz", timeout=2)
+                time.sleep(0.5)
+            except httpx.HTTPError:
+                serving = False
+        assert not serving, "orphaned workers still answer after the supervisor died"
+    finally:
+        server.stop()

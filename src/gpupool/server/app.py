@@ -1,6 +1,10 @@
 """The FastAPI application: routes, error handlers, middleware, and the scheduler loop's
 lifetime (started after migrations, stopped on shutdown)."""
 
+import os
+import signal
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -78,4 +82,18 @@ def app_from_environment() -> FastAPI:
 
     settings = Settings()
     configure(settings.log_level, settings.log_json)
+    _exit_with_parent()
     return create_app(settings)
+
+
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """A worker stops (cleanly, by SIGTERM to itself) once the supervisor that started it is
+    gone, also when that was killed with SIGKILL: no orphaned workers keep serving the port."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="gpupool-parent-watch", daemon=True).start()
