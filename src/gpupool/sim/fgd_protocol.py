@@ -79,12 +79,18 @@ def replay(
     failed = 0
     at_100: tuple[float, float] | None = None
     curve: list[tuple[float, float, float]] = []
+    # pods never leave, so free capacity only shrinks: a request that fitted nowhere once
+    # fits nowhere later, and is refused without running the filters again
+    refused: set[object] = set()
     for i, pod in enumerate(bag):
         arrived += pod.gpu_milli_total
         job = Job(id=f"{i}", request=pod.request)
-        upcoming = [p.request for p in bag[i + 1 : i + 1 + DEPTH]] if placer.looks_ahead else ()
-        # a refusal's reason is not used
-        result = placer.place(state, job, explain=False, upcoming=upcoming)
+        if pod.request in refused:
+            result = None
+        else:
+            upcoming = [p.request for p in bag[i + 1 : i + 1 + DEPTH]] if placer.looks_ahead else ()
+            # a refusal's reason is not used
+            result = placer.place(state, job, explain=False, upcoming=upcoming)
         if isinstance(result, Placement):
             state.apply(result)
             allocated += pod.gpu_milli_total
@@ -94,6 +100,7 @@ def replay(
                 )
         else:
             failed += 1
+            refused.add(pod.request)
         if at_100 is None and arrived >= capacity:
             frag = measure.cluster_fragmentation() * 10  # percent-of-a-GPU -> milli
             at_100 = (allocated, frag)
