@@ -9,6 +9,7 @@ fragmentation measure uses the trace's typical shapes (95% of its pods) by popul
 """
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -70,8 +71,10 @@ def replay(
     custom["paper-random"] = PaperRandom(seed)
     placer = Placer(policy, typical, custom)
     recorder = custom.get(policy)
-    for pod in pods:  # the typical shapes come from the original trace, not the sampled bag
-        typical.observe(placer.ask(state, pod.request))
+    # the typical shapes come from the original trace, not the sampled bag; each distinct
+    # request is compiled once and counted with its number of pods
+    for request, n in Counter(pod.request for pod in pods).items():
+        typical.observe(placer.ask(state, request), n)
     shapes, weights = typical.typical()
     measure = FragmentationModel(state, shapes, weights, group=False)
     bag = workload_bag(pods, capacity, seed, tune)
