@@ -231,6 +231,8 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     assert figures["runs"] == 4 and figures["workers"] == 2
     assert figures["placements"] > 4 * 20  # the bag is topped up past the 20 trace pods
     assert figures["placements_per_s"] > 0
+    # the replay processes' memory is reported, not only the parent's
+    assert figures["peak_rss_mb_worker"] > 10 and figures["peak_rss_mb_main"] > 10
 
 
 def test_html_report_and_csv_are_self_contained(tmp_path):

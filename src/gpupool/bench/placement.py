@@ -9,9 +9,11 @@ from gpupool.bench.synthetic import synthetic_cluster, synthetic_jobs
 from gpupool.scheduler import ClusterState, Placement, Placer
 
 
-def peak_rss_mb() -> float:
-    """Peak resident set of this process (Linux reports KiB)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+def peak_rss_mb(children: bool = False) -> float:
+    """Peak resident set of this process, or (``children``) of the largest child process
+    that has ended and been waited for (Linux reports KiB)."""
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return round(resource.getrusage(who).ru_maxrss / 1024, 1)
 
 
 def run_placement_bench(

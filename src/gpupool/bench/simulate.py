@@ -44,6 +44,7 @@ def run_simulate_bench(
         "placements_per_s": round(placements / seconds, 1) if seconds else None,
         "workers": workers,
         "peak_rss_mb_main": peak_rss_mb(),
+        "peak_rss_mb_worker": peak_rss_mb(children=True),  # the largest replay process
     }
 
 
