@@ -2,12 +2,17 @@
 both workers' group commits, and a /metrics that counts every worker's work whichever worker
 answers the scrape. Bounded loops only."""
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpupool.server.app import SUPERVISOR_PID
 from gpupool.server.db.engine import Database
 from tests.support.invariants import assert_consistent
 from tests.support.process import ServerProcess
@@ -92,3 +97,17 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path):
         assert not serving, "orphaned workers still answer after the supervisor died"
     finally:
         server.stop()
+
+
+def test_a_worker_started_after_its_supervisor_died_stops_too():
+    """The race the test above can hit: a worker still starting when the supervisor is
+    killed is already re-parented, so it must compare with the pid the supervisor exported."""
+    code = (
+        "import time\n"
+        "from gpupool.server.app import _exit_with_parent\n"
+        "_exit_with_parent(poll_s=0.1)\n"
+        "time.sleep(20)\n"
+    )
+    env = {**os.environ, SUPERVISOR_PID: str(os.getpid() + 10**6)}  # not this process's parent
+    proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=15, check=False)
+    assert proc.returncode == -signal.SIGTERM

@@ -35,7 +35,7 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
 
     import uvicorn
 
-    from gpupool.server.app import create_app
+    from gpupool.server.app import SUPERVISOR_PID, create_app
     from gpupool.server.logs import configure
     from gpupool.server.metrics import MULTIPROCESS_DIR
 
@@ -49,6 +49,7 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
         shutil.rmtree(shared, ignore_errors=True)
         shared.mkdir(parents=True)
         os.environ[MULTIPROCESS_DIR] = str(shared)
+        os.environ[SUPERVISOR_PID] = str(os.getpid())  # workers stop when this process is gone
         with contextlib.suppress(KeyboardInterrupt):
             uvicorn.run(
                 "gpupool.server.app:app_from_environment",

@@ -86,10 +86,16 @@ def app_from_environment() -> FastAPI:
     return create_app(settings)
 
 
+SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
+
+
 def _exit_with_parent(poll_s: float = 1.0) -> None:
     """A worker stops (cleanly, by SIGTERM to itself) once the supervisor that started it is
-    gone, also when that was killed with SIGKILL: no orphaned workers keep serving the port."""
-    parent = os.getppid()
+    gone, also when that was killed with SIGKILL: no orphaned workers keep serving the port.
+    The supervisor's pid comes from the environment it exported, so a worker that was still
+    starting when the supervisor died (already re-parented) notices too."""
+    expected = os.environ.get(SUPERVISOR_PID)
+    parent = int(expected) if expected and expected.isdigit() else os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
