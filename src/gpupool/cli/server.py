@@ -1,6 +1,8 @@
 """``gpupool server`` and ``gpupool admin``: run the control plane, first-time setup."""
 
+import asyncio
 import contextlib
+import logging
 import shutil
 import signal
 from collections.abc import Callable
@@ -70,6 +72,7 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
         access_log=False,
         lifespan="on",
     )
+    logging.getLogger("uvicorn.error").addFilter(_ForcedExitInOneLine())
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: object) -> None:
@@ -80,6 +83,23 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
     # uvicorn re-raises the stop signal after a clean shutdown
     with contextlib.suppress(KeyboardInterrupt):
         _Server(config).run()
+
+
+class _ForcedExitInOneLine(logging.Filter):
+    """A second stop signal makes uvicorn exit at once; the cancelled lifespan task is then
+    logged as a traceback (Starlette sends it as the text of "lifespan.shutdown.failed").
+    Say what happened in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        text = str(record.msg)
+        cancelled_text = text.startswith("Traceback") and text.rstrip().endswith("CancelledError")
+        if isinstance(exc, asyncio.CancelledError) or cancelled_text:
+            record.msg = "stopped at once on a second stop signal (shutdown steps skipped)"
+            record.args = ()
+            record.exc_info = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 def server(
