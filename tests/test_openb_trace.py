@@ -1,5 +1,6 @@
 """The openb trace loader on the real shared files and on broken copies of them."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,43 @@ def test_missing_default_trace_names_where_it_looked(tmp_path):
     text = str(err.value)
     assert str(tmp_path / "a") in text and str(tmp_path / "b") in text
     assert "--nodes" in text and "GPUPOOL_OPENB_DIR" in text
+
+
+def test_family_runs_every_pod_list_and_judges_fgd_against_the_baselines(tmp_path):
+    _small_trace(tmp_path)
+    family = tmp_path / "family"
+    family.mkdir()
+    text = (tmp_path / "pods.csv").read_text()
+    (family / "openb_pod_list_default.csv").write_text(text)
+    # a sharing-heavy variant: only the half and quarter cards
+    lines = text.splitlines()
+    shares = [lines[0], *(r for r in lines[1:] if r.startswith(("s", "q")))]
+    (family / "openb_pod_list_gpushare100.csv").write_text("\n".join(shares) + "\n")
+    (family / "notes.txt").write_text("not a pod list")
+    out = gpupool(
+        "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
+        "--policies", "random,best-fit,fgd", "--seeds", "1-2", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert sorted(result["files"]) == ["default", "gpushare100"]
+    for name, row in result["files"].items():
+        unallocated = row["unallocated_gpus_at_100"]
+        assert sorted(unallocated) == ["best-fit", "fgd", "random"]
+        assert row["best_policy"] == min(unallocated, key=unallocated.get)
+        assert row["best_baseline"] in ("random", "best-fit")
+        baseline = min(unallocated["random"], unallocated["best-fit"])
+        assert row["fgd_beats_baselines"] == (unallocated["fgd"] < baseline), name
+    assert result["files"]["gpushare100"]["pods"] == 8
+    everywhere = all(r["fgd_beats_baselines"] for r in result["files"].values())
+    assert result["fgd_beats_baselines_everywhere"] == everywhere
+
+
+def test_family_refuses_a_folder_without_pod_lists(tmp_path):
+    _small_trace(tmp_path)
+    out = gpupool(
+        "simulate", "family", "--dir", str(tmp_path), "--nodes", str(tmp_path / "nodes.csv"),
+        "--json",
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "no openb_pod_list_*.csv in" in out.stderr and "Traceback" not in out.stderr

@@ -72,6 +72,69 @@ def fgd(
     Console().print(table)
 
 
+@app.command("family")
+@friendly
+def family(
+    folder: Path = typer.Option(
+        None, "--dir", help=f"Folder of openb_pod_list_*.csv files {DEFAULT_TRACE}"
+    ),
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    policies: str = typer.Option(
+        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd", help="Comma list."
+    ),
+    seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
+    tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
+    strict: bool = typer.Option(False, help="Reject a file on any bad row."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The FGD protocol on every pod list of a trace family (the openb variants: sharing-,
+    multi-GPU-, GPU-type- and CPU-heavy mixes): unallocated GPUs at 100% per policy and file,
+    and whether fgd beats every baseline on each."""
+    from gpupool.sim.fgd_report import check_policies, parse_seeds
+    from gpupool.sim.trace_family import compare_family, family_files
+    from gpupool.sim.traces.openb import load_nodes, load_pods
+
+    names = _names(policies)
+    check_policies(names)
+    seed_list = parse_seeds(seeds)
+    if folder is None:  # the default trace's folder (and its node list unless given)
+        node_path, default_pods = trace_paths(nodes, None)
+        folder = default_pods.parent
+    else:
+        node_path, _ = trace_paths(nodes, folder)  # the folder stands in for a pod list
+    files = family_files(folder)
+    if not node_path.is_file():
+        raise SpecError(f"trace: {node_path} is not a file")
+    node_list, errors = load_nodes(node_path, strict=strict)
+    pod_lists = []
+    for path in files:
+        pods, more = load_pods(path, strict=strict)
+        errors = [*errors, *(f"{path.name}: {e}" for e in more)]
+        pod_lists.append((path.stem.removeprefix("openb_pod_list_"), pods))
+    for e in errors[:20]:
+        err_console.print(f"skipped {e}")
+    total = len(files) * len(names) * len(seed_list)
+    with Progress(console=err_console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("replaying", total=total)
+        result = compare_family(
+            node_list, pod_lists, names, seed_list, tune, lambda: bar.advance(task)
+        )
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table("file", "pods", *names, "best", "fgd beats baselines", title="FGD protocol")
+    for name, row in result["files"].items():  # type: ignore[union-attr]
+        unallocated = row["unallocated_gpus_at_100"]
+        table.add_row(
+            name,
+            str(row["pods"]),
+            *(f"{unallocated[p]:.1f}" for p in names),
+            row["best_policy"],
+            {True: "yes", False: "NO", None: "-"}[row["fgd_beats_baselines"]],
+        )
+    Console().print(table)
+
+
 @app.command("openb-time")
 @friendly
 def openb_time(
