@@ -130,17 +130,29 @@ class GroupCommit:
                     stopping = True
                     break
                 batch.append(nxt)
-            self._commit(batch)
-            self.batches += 1
-            self.items += len(batch)
-            if self.after_commit is not None and any(i.ok for i in batch):
-                self.after_commit()
-            by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
-            for item in batch:
-                by_loop.setdefault(item.loop, []).append(item)
-            for loop, items in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                    loop.call_soon_threadsafe(_deliver, items)
+            self._finish(batch)
+        # a waiter that queued behind the stop sentinel still gets its answer
+        while True:
+            try:
+                late = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if late is not None:
+                self._finish([late])
+
+    def _finish(self, batch: list[_Item]) -> None:
+        """Commit ``batch``, wake the scheduler, and answer every waiter on its loop."""
+        self._commit(batch)
+        self.batches += 1
+        self.items += len(batch)
+        if self.after_commit is not None and any(i.ok for i in batch):
+            self.after_commit()
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
+        for item in batch:
+            by_loop.setdefault(item.loop, []).append(item)
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_deliver, items)
 
     def _commit(self, batch: list[_Item]) -> None:
         try:
