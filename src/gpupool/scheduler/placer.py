@@ -64,10 +64,15 @@ class Placer:
 
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
         """Teach the fragmentation model the workload mix (e.g. the pending queue)."""
-        assert self.workload is not None
         counts: Counter[ResourceRequest] = Counter()
         for j in jobs:
             counts[j.request] += j.gang_size
+        self.observe_requests(counts, state)
+
+    def observe_requests(self, counts: Counter[ResourceRequest], state: ClusterState) -> None:
+        """The same for requests with their number of workers (a trace's pods): each distinct
+        request is compiled once."""
+        assert self.workload is not None
         for request, n in counts.items():
             self.workload.observe(self.ask(state, request), weight=n)
 

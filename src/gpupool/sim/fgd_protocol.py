@@ -71,10 +71,8 @@ def replay(
     custom["paper-random"] = PaperRandom(seed)
     placer = Placer(policy, typical, custom)
     recorder = custom.get(policy)
-    # the typical shapes come from the original trace, not the sampled bag; each distinct
-    # request is compiled once and counted with its number of pods
-    for request, n in Counter(pod.request for pod in pods).items():
-        typical.observe(placer.ask(state, request), n)
+    # the typical shapes come from the original trace, not the sampled bag
+    placer.observe_requests(Counter(pod.request for pod in pods), state)
     shapes, weights = typical.typical()
     measure = FragmentationModel(state, shapes, weights, group=False)
     bag = workload_bag(pods, capacity, seed, tune)

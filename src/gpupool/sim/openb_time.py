@@ -15,7 +15,7 @@ Pure: the same ``Placer`` as the server, no clock, no I/O.
 
 import heapq
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -134,8 +134,7 @@ def replay_in_time(
     keys = [r.to_spec() for r in requests]
     typical = Workload(coverage=0.95)
     placer = Placer(policy, typical)
-    for r in requests:
-        typical.observe(placer.ask(state, r))
+    placer.observe_requests(Counter(requests), state)
     useful_of = [p.gpu_milli_total // 10 for p in arrivals]
     held_of: dict[int, int] = {}
     departures: list[tuple[float, int]] = []
