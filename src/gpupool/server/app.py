@@ -23,6 +23,8 @@ from gpupool.server.middleware import AuditAndMetrics
 from gpupool.server.routes import admin, agents, allocations, jobs, nodes, tenants, usage
 from gpupool.server.settings import Settings
 
+SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
+
 
 def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     """Build the app. ``run_scheduler=False`` serves the API only (tests drive cycles)."""
@@ -84,9 +86,6 @@ def app_from_environment() -> FastAPI:
     configure(settings.log_level, settings.log_json)
     _exit_with_parent()
     return create_app(settings)
-
-
-SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
 
 
 def _exit_with_parent(poll_s: float = 1.0) -> None:

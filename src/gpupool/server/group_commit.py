@@ -106,13 +106,18 @@ class GroupCommit:
         return await item.future
 
     def _alone(self, fn: Callable[[Batch], T]) -> T:
-        with self.db.write() as s:
-            batch = Batch(s)
-            value = fn(batch)
-            batch.flush()
+        (value,) = self._transaction([fn])
         if self.after_commit is not None:
             self.after_commit()
         return value
+
+    def _transaction(self, fns: list[Callable[[Batch], Any]]) -> list[Any]:
+        """Run ``fns`` in one write transaction, insert their ``later`` rows, commit."""
+        with self.db.write() as s:
+            group = Batch(s)
+            values = [fn(group) for fn in fns]
+            group.flush()
+        return values
 
     def _serve(self) -> None:
         stopping = False
@@ -156,10 +161,7 @@ class GroupCommit:
 
     def _commit(self, batch: list[_Item]) -> None:
         try:
-            with self.db.write() as s:
-                group = Batch(s)
-                values = [item.fn(group) for item in batch]
-                group.flush()
+            values = self._transaction([item.fn for item in batch])
         except Exception as exc:
             if len(batch) == 1:
                 batch[0].ok, batch[0].value = False, exc

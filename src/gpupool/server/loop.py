@@ -80,7 +80,7 @@ class SchedulerLoop:
                 self.snapshots = SnapshotBuilder()
                 self._stop.wait(self.settings.leader_poll_s)
             # a burst of submissions is decided in a few batches, not one cycle per request:
-            # leave the API at least as much time as the last cycle took
+            # leave the API at least half as much time as the last cycle took
             self._stop.wait(
                 max(self.settings.cycle_min_gap_s, 0.5 * (time.perf_counter() - started))
             )

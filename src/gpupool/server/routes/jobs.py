@@ -41,10 +41,10 @@ from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
-# what must match for a repeated idempotency key to count as the same submission
 # Core inserts on the tables: the ORM's bulk-insert path cost 2-3x more per row here
 EVENT_INSERT = JobEventRow.__table__.insert()
 AUDIT_INSERT = AuditRow.__table__.insert()
+# what must match for a repeated idempotency key to count as the same submission
 SAME = ("request", "name", "kind", "priority_class", "priority", "gang_size", "max_runtime_s")
 
 
