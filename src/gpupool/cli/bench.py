@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import friendly
-from gpupool.cli.trace_args import DEFAULT_TRACE, trace_paths
+from gpupool.cli.trace_args import DEFAULT_TRACE, trace_files
 from gpupool.model import SpecError
 from gpupool.scheduler import POLICY_NAMES
 
@@ -102,10 +102,7 @@ def simulate(
     from gpupool.bench.simulate import default_workers, run_simulate_bench
     from gpupool.sim.fgd_report import check_policies, parse_seeds
 
-    nodes, pods = trace_paths(nodes, pods)
-    for path in (nodes, pods):
-        if not path.is_file():
-            raise SpecError(f"trace: {path} is not a file")
+    nodes, pods = trace_files(nodes, pods)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     check_policies(names)
     result = run_simulate_bench(

@@ -10,7 +10,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpupool.cli.errors import err_console, friendly
-from gpupool.cli.trace_args import DEFAULT_TRACE, trace_paths
+from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, trace_files, trace_paths
 from gpupool.model import SpecError
 
 app = typer.Typer(help="Replay cluster traces through the same engine the server runs.")
@@ -103,8 +103,7 @@ def family(
     else:
         node_path, _ = trace_paths(nodes, folder)  # the folder stands in for a pod list
     files = family_files(folder)
-    if not node_path.is_file():
-        raise SpecError(f"trace: {node_path} is not a file")
+    require_files(node_path)
     node_list, errors = load_nodes(node_path, strict=strict)
     pod_lists = []
     for path in files:
@@ -342,10 +341,7 @@ def _load_trace(nodes: Path | None, pods: Path | None, strict: bool) -> tuple[li
     """The openb node and pod lists; bad rows are skipped and shown (or refused, ``strict``)."""
     from gpupool.sim.traces.openb import load_nodes, load_pods
 
-    nodes, pods = trace_paths(nodes, pods)
-    for path in (nodes, pods):
-        if not path.is_file():
-            raise SpecError(f"trace: {path} is not a file")
+    nodes, pods = trace_files(nodes, pods)
     node_list, node_errors = load_nodes(nodes, strict=strict)
     pod_list, pod_errors = load_pods(pods, strict=strict)
     for e in [*node_errors, *pod_errors][:20]:

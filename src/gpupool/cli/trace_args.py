@@ -13,3 +13,16 @@ def trace_paths(nodes: Path | None, pods: Path | None) -> tuple[Path, Path]:
         return default_openb(nodes, pods)
     except FileNotFoundError as exc:
         raise SpecError(str(exc)) from None
+
+
+def require_files(*paths: Path) -> None:
+    for path in paths:
+        if not path.is_file():
+            raise SpecError(f"trace: {path} is not a file")
+
+
+def trace_files(nodes: Path | None, pods: Path | None) -> tuple[Path, Path]:
+    """``trace_paths``, checked to be files."""
+    nodes, pods = trace_paths(nodes, pods)
+    require_files(nodes, pods)
+    return nodes, pods
