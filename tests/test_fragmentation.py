@@ -95,28 +95,38 @@ def test_fgd_fills_a_fragment_instead_of_breaking_an_idle_card():
     assert spread.node_names == ("n0",)  # the baseline breaks an idle card
 
 
-def test_identical_node_groups_keep_one_representative_under_churn():
-    """Nodes leave their group and come back (apply, then release): every group of identical
-    nodes keeps exactly one representative, its lowest row. A stale heap entry once let a
-    group lose its representative, and FGD then had no candidate at all."""
+def test_fgd_kept_scores_decide_as_a_fresh_scoring_under_churn():
+    """FGD keeps each ask's per-node scores and rescores only nodes whose version moved.
+    Under random placements and releases (nodes leave a state and come back), its choice for
+    every ask must equal that of a new FGD that scores all nodes from scratch: same node (the
+    lowest of equally good ones) and same device."""
     import random
+
+    from gpupool.scheduler.filters import feasibility
 
     rng = random.Random(7)
     state = ClusterState([node(f"n{i}", cards=2, cpu=16, mode=SharingMode.SHARE) for i in range(6)])
-    model = _model(state, [("gpu_share=0.5", 3), ("gpu=1", 1)])
+    mix = [("gpu_share=0.5", 3), ("gpu=1", 1), ("gpu_share=0.3,cpu=4", 2), ("cpu=8", 1)]
+    kept = Placer("fgd")
+    workers = [job(f"w{i}-{k}", spec) for i, (spec, n) in enumerate(mix) for k in range(n)]
+    kept.observe(workers, state)
     live: list[str] = []
+    decisions = 0
     for step in range(400):
         if live and rng.random() < 0.45:
             state.release(live.pop(rng.randrange(len(live))))
-        else:
-            name, dev = f"n{rng.randrange(6)}", rng.randrange(2)
-            row = state.index[name]
-            if state.compute_free[row, dev] >= 50:
-                _share(state, name, dev, 50, job_id=f"j{step}")
-                live.append(f"j{step}")
-        model.refresh()
-        groups: dict[int, list[int]] = {}
-        for row in range(state.size):
-            groups.setdefault(int(model.key[row]), []).append(row)
-        for rows in groups.values():
-            assert [r for r in rows if model.rep[r]] == [min(rows)], (step, rows)
+            continue
+        spec = mix[rng.randrange(len(mix))][0]
+        fresh = Placer("fgd", kept.workload)  # same workload, no kept scores
+        ask = kept.ask(state, job("q", spec).request)
+        fe = feasibility(state, ask)
+        if not fe.node_ok.any():
+            continue
+        got = kept.policy_for(job("q", spec)).choose(state, ask, fe)
+        want = fresh.policy_for(job("q", spec)).choose(state, ask, fe)
+        assert got == want, (step, spec)
+        decisions += 1
+        result = kept.place(state, job(f"j{step}", spec))
+        state.apply(result)
+        live.append(result.job_id)
+    assert decisions > 150

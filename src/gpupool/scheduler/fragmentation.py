@@ -1,5 +1,5 @@
 """Fragmentation of GPU capacity against a workload (Weng et al., "Beware of Fragmentation",
-USENIX ATC 2023), and the incremental per-node cache FGD scores with.
+USENIX ATC 2023), kept per node and refreshed only for the nodes that changed.
 
 For a task shape m (cpu, device count k, per-device compute r, allowed GPU types), the idle GPU
 of a node that m cannot use is *fragmented*:
@@ -12,7 +12,6 @@ Units are percent of a device (the paper uses milli-GPU: divide by 100 for GPUs)
 MIG-mode and unhealthy devices are outside this measure; GPU type is the node's first device's.
 """
 
-import heapq
 from collections import Counter
 from dataclasses import dataclass
 
@@ -68,13 +67,8 @@ class Workload:
 class FragmentationModel:
     """Per-node fragmentation terms for a fixed set of shapes, refreshed for changed nodes."""
 
-    def __init__(
-        self, state: ClusterState, shapes: list[Shape], weights: np.ndarray, group: bool = True
-    ):
-        """``group=False`` skips grouping identical nodes (only FGD's candidate list needs
-        it; a model that only measures fragmentation does not)."""
+    def __init__(self, state: ClusterState, shapes: list[Shape], weights: np.ndarray):
         self.state = state
-        self.group = group
         self.m = len(shapes)
         self.r = np.array([s.compute_pct for s in shapes], dtype=np.int64)
         self.k = np.array([s.count for s in shapes], dtype=np.int64)
@@ -98,9 +92,6 @@ class FragmentationModel:
         self.sum_unfit = np.zeros((n, self.m), dtype=np.float64)
         self.fit_count = np.zeros((n, self.m), dtype=np.float64)
         self.frag = np.zeros(n, dtype=np.float64)
-        self.key = np.zeros(n, dtype=np.int64)
-        self.rep = np.zeros(n, dtype=bool)  # lowest row of its node state
-        self._groups: dict[int, list[int]] = {}  # state key -> heap of rows (lazy deletion)
         self.seen = np.full(n, -1, dtype=np.int64)
         self.refresh()
 
@@ -126,54 +117,13 @@ class FragmentationModel:
             self.fit_count[rows],
             self.k_eff[s.primary_model[rows]],
         )
-        if self.group:
-            self._rekey(rows, free)
         self.seen[rows] = s.version[rows]
-
-    def _rekey(self, rows: np.ndarray, free: np.ndarray) -> None:
-        """Group nodes by full state so identical nodes are scored once. The key covers all
-        that feasibility and ΔF read: node CPU/memory and every device's model, mode, health,
-        free compute, free memory and MIG occupancy, in device order."""
-        s = self.state
-        first = self.seen[rows[0]] < 0 and rows.size == s.size
-        parts = (s.model, s.mode, s.usable, s.free_mem, s.mig_used, s.open_share)
-        for row, free_row in zip(rows.tolist(), free, strict=True):
-            raw = b"".join(a[row].tobytes() for a in parts) + free_row.tobytes()
-            key = hash((int(s.cpu_free[row]), int(s.mem_free[row]), raw))
-            if not first:
-                self._leave(row)
-            self.key[row] = key
-            heap = self._groups.setdefault(key, [])
-            heapq.heappush(heap, row)
-            self._settle(key)
-
-    def _leave(self, row: int) -> None:
-        key = int(self.key[row])
-        self.key[row] = 0
-        if self.rep[row]:
-            self.rep[row] = False
-            self._settle(key)
-
-    def _settle(self, key: int) -> None:
-        heap = self._groups[key]
-        while heap and self.key[heap[0]] != key:
-            heapq.heappop(heap)
-        if not heap:
-            del self._groups[key]
-            return
-        top = heap[0]
-        if not self.rep[top]:
-            # the new lowest row takes over; a previous rep of this key is higher, demote it.
-            # Stale entries name rows now in other groups: their rep flag is not ours to touch.
-            for other in heap[1:]:
-                if self.rep[other] and self.key[other] == key and other != top:
-                    self.rep[other] = False
-                    break
-            self.rep[top] = True
 
     def _frag(self, cpu, total, sum_unfit, fit_count, k_eff) -> np.ndarray:
         sat = (cpu[:, None] >= self.c) & (fit_count >= k_eff)
-        return np.where(sat, sum_unfit, total[:, None]) @ self.p
+        # a row-wise sum, not a matrix product: BLAS rounds a row differently depending on how
+        # many rows come with it, and FGD compares nodes scored at different times
+        return (np.where(sat, sum_unfit, total[:, None]) * self.p).sum(axis=1)
 
     def cluster_fragmentation(self) -> float:
         """Sum of F_n over the cluster, in percent-of-a-device units."""

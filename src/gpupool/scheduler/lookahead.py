@@ -46,7 +46,7 @@ class LookAhead:
         key = (id(state), workload.version)
         if self._measure is None or self._key != key or self._measure.state is not state:
             shapes, weights = workload.typical()
-            self._measure = FragmentationModel(state, shapes, weights, group=False)
+            self._measure = FragmentationModel(state, shapes, weights)
             self._key = key
         return self._measure
 

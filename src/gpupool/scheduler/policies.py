@@ -5,6 +5,8 @@ node of the snapshot) and picks devices on the chosen node. Scores are vector op
 all nodes; device picks look at one row.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpupool.model import JobKind, SliceKind, Topology
@@ -144,10 +146,12 @@ class TopologyAware(BestFit):
 class FragmentationGradientDescent(Policy):
     """FGD: the placement that least increases the node's fragmentation under the workload.
 
-    Candidates are one representative per distinct node state (identical nodes score the
-    same, and the lowest row wins ties) and, for shares, every fitting device on it; the first
-    device with the best ΔF is taken. CPU-only asks are scored too (the CPU they take can
-    leave a node's idle GPUs unusable). MIG and multi-device share asks fall back to best-fit.
+    Every feasible node is a candidate and, for shares, every fitting device on it; the first
+    node and device with the best score win ties. Scores are kept per ask and recomputed only
+    for nodes whose snapshot version moved since the ask was last scored (one node per
+    placement), so a placement costs O(changed nodes), not O(cluster). CPU-only asks are
+    scored too (the CPU they take can leave a node's idle GPUs unusable). MIG and
+    multi-device share asks fall back to best-fit.
     """
 
     name = "fgd"
@@ -159,6 +163,7 @@ class FragmentationGradientDescent(Policy):
         self._model: FragmentationModel | None = None
         self._model_key: tuple[int, int] | None = None
         self._fallback = BestFit()
+        self._scores: dict[int, _AskScores] = {}
 
     def model_for(self, state: ClusterState) -> FragmentationModel:
         key = (id(state), self.workload.version)
@@ -174,29 +179,63 @@ class FragmentationGradientDescent(Policy):
         if ask.kind is SliceKind.MIG or multi_share or not self.workload.counts:
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
-        # identical nodes score the same, unless a mask (reservation) tells them apart
-        rows = np.flatnonzero(fe.node_ok if fe.masked else fe.node_ok & model.rep)
-        if ask.kind is SliceKind.NONE:  # CPU only: the CPU it takes can strand idle GPUs
-            zeros = np.zeros(rows.size, dtype=np.int64)
-            delta = model.delta(rows, zeros, zeros, ask.cpu, zeros)
-            return int(rows[self._best(delta)]), []
-        assert fe.dev_ok is not None
+        if fe.masked:  # a mask (reservation) is per call: score the allowed nodes afresh
+            rows = np.flatnonzero(fe.node_ok)
+            score, col = self._score_rows(state, ask, fe, model, rows)
+            best = int(np.argmax(score))
+            row, first_col = int(rows[best]), int(col[best])
+        else:
+            entry = self._scores_for(state, ask, model)
+            changed = np.flatnonzero(entry.seen != state.version)
+            if changed.size:
+                entry.score[changed] = -INF
+                fits = changed[fe.node_ok[changed]]
+                if fits.size:
+                    entry.score[fits], entry.col[fits] = self._score_rows(
+                        state, ask, fe, model, fits
+                    )
+                entry.seen[changed] = state.version[changed]
+            row = int(np.argmax(entry.score))
+            first_col = int(entry.col[row])
+        if ask.kind is SliceKind.NONE:
+            return row, []
         if ask.kind is SliceKind.WHOLE:
-            n = rows.size
-            full = np.full(n, 100, dtype=np.int64)
-            delta = model.delta(
-                rows,
-                full,
-                np.zeros(n, dtype=np.int64),
-                ask.cpu,
-                np.full(n, ask.count, dtype=np.int64),
-            )
-            row = int(rows[self._best(delta)])
             return row, self.devices(state, ask, fe, row)
-        dev = fe.dev_ok[rows]
-        cand_r, cand_c = np.nonzero(dev)
+        return row, [first_col]
+
+    def _scores_for(self, state: ClusterState, ask: Ask, model: FragmentationModel) -> "_AskScores":
+        entry = self._scores.get(id(ask))
+        if entry is None or entry.ask is not ask or entry.model is not model:
+            if len(self._scores) > 1024:
+                self._scores.clear()
+            n = state.size
+            entry = self._scores[id(ask)] = _AskScores(
+                ask,
+                model,
+                np.full(n, -INF),
+                np.zeros(n, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64),
+            )
+        return entry
+
+    def _score_rows(
+        self, state: ClusterState, ask: Ask, fe: Feasibility, model: FragmentationModel, rows
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per node of ``rows`` (all feasible): the best score of placing the ask there and,
+        for shares, the first device with that score."""
+        n = rows.size
+        if ask.kind is not SliceKind.SHARE:
+            zeros = np.zeros(n, dtype=np.int64)
+            if ask.kind is SliceKind.NONE:  # CPU only: the CPU it takes can strand idle GPUs
+                delta = model.delta(rows, zeros, zeros, ask.cpu, zeros)
+            else:
+                full = np.full(n, 100, dtype=np.int64)
+                delta = model.delta(rows, full, zeros, ask.cpu, np.full(n, ask.count, np.int64))
+            return self._score(delta), zeros
+        assert fe.dev_ok is not None
+        cand_r, cand_c = np.nonzero(fe.dev_ok[rows])
         old = model.device_free(rows)[cand_r, cand_c]
-        if cand_r.size > 1:
+        if cand_r.size > n:
             # devices of one node with the same free compute score the same: keep the first
             _, first = np.unique(cand_r * 256 + old, return_index=True)
             first.sort()
@@ -204,20 +243,33 @@ class FragmentationGradientDescent(Policy):
         delta = model.delta(
             rows[cand_r], old, old - ask.compute_pct, ask.cpu, np.ones(cand_r.size, dtype=np.int64)
         )
-        best = self._best(delta)
-        return int(rows[cand_r[best]]), [int(cand_c[best])]
+        table = np.full((n, state.width), -INF)
+        table[cand_r, cand_c] = self._score(delta)
+        col = np.argmax(table, axis=1)
+        return table[np.arange(n), col], col
 
-    def _best(self, delta: np.ndarray) -> int:
-        """Index of the best candidate; the first one on ties.
+    def _score(self, delta: np.ndarray) -> np.ndarray:
+        """Higher is better; the first candidate wins ties.
 
         With ``quantize`` the score is the one of the FGD paper's Kubernetes plugin:
         ``int(sigmoid(-ΔF / 1 GPU) * 100)``, an integer node score, so candidates within a few
         hundredths of a GPU tie and go to the first node — a packing tie-break that the
         paper's figures include. Without it, the exact ΔF decides."""
         if not self.quantize:
-            return int(np.argmin(delta))
-        scores = np.floor(100.0 / (1.0 + np.exp(delta / 100.0)))  # ΔF is in percent of a GPU
-        return int(np.argmax(scores))
+            return np.negative(delta)
+        return np.floor(100.0 / (1.0 + np.exp(delta / 100.0)))  # ΔF is in percent of a GPU
+
+
+@dataclass(slots=True)
+class _AskScores:
+    """FGD's best score per node for one ask (-inf: it does not fit), kept up to date for
+    the nodes whose snapshot version moved since: one node per placement, not all of them."""
+
+    ask: Ask
+    model: FragmentationModel
+    score: np.ndarray
+    col: np.ndarray
+    seen: np.ndarray
 
 
 def _island_pick(state: ClusterState, row: int, cols: list[int], count: int) -> list[int]:

@@ -22,14 +22,14 @@ _SHARE = MODE_CODES[SharingMode.SHARE]
 
 def row_count(mask: np.ndarray) -> np.ndarray:
     """True entries per row of a C-contiguous (N, 8k) bool array, via byte popcount."""
-    words = np.ascontiguousarray(mask).view(np.uint64)
+    words = (mask if mask.flags.c_contiguous else np.ascontiguousarray(mask)).view(np.uint64)
     counts = np.bitwise_count(words)
     return counts.sum(axis=1) if counts.shape[1] > 1 else counts[:, 0]
 
 
 def row_any(mask: np.ndarray) -> np.ndarray:
     """Whether each row of a C-contiguous (N, 8k) bool array has a True entry."""
-    words = np.ascontiguousarray(mask).view(np.uint64)
+    words = (mask if mask.flags.c_contiguous else np.ascontiguousarray(mask)).view(np.uint64)
     return (words != 0).any(axis=1) if words.shape[1] > 1 else words[:, 0] != 0
 
 

@@ -74,7 +74,7 @@ def replay(
     # the typical shapes come from the original trace, not the sampled bag
     placer.observe_requests(Counter(pod.request for pod in pods), state)
     shapes, weights = typical.typical()
-    measure = FragmentationModel(state, shapes, weights, group=False)
+    measure = FragmentationModel(state, shapes, weights)
     bag = workload_bag(pods, capacity, seed, tune)
     arrived = allocated = 0
     failed = 0

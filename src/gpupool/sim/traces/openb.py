@@ -11,7 +11,7 @@ their line numbers and skipped, or the whole file is rejected with ``strict=True
 
 import csv
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpupool.model import Device, Node, ResourceRequest, SharingMode, SpecError, Vendor
@@ -88,11 +88,17 @@ def load_pods(path: str | Path, *, strict: bool = False) -> tuple[list[Pod], lis
     rows, name = _rows(Path(path), POD_COLUMNS)
     pods: list[Pod] = []
     errors: list[RowError] = []
+    # pods with equal requests share one request object: replays look requests up in dicts
+    # and sets per pod, and an identical key skips the field-by-field comparison
+    interned: dict[ResourceRequest, ResourceRequest] = {}
     for line, row in rows:
         try:
-            pods.append(_pod(row))
+            pod = _pod(row)
         except (ValueError, SpecError) as exc:
             errors.append(RowError(line, str(exc)))
+            continue
+        shared = interned.setdefault(pod.request, pod.request)
+        pods.append(pod if shared is pod.request else replace(pod, request=shared))
     _maybe_reject(name, errors, strict)
     return pods, errors
 
