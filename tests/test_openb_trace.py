@@ -210,6 +210,53 @@ def test_paper_gpu_packing_prefers_shared_cards_then_used_nodes():
     assert card.node_names == ("n1",)  # a used node (49) beats an idle one (29), tie -> n1
 
 
+def test_paper_gpu_clustering_kept_bands_match_the_direct_formula():
+    """GpuClustering keeps each affinity's band per node and updates only the placed node;
+    after any sequence of placements its scores must equal the simulator's formula computed
+    from the pod counts directly."""
+    import random
+
+    import numpy as np
+
+    from gpupool.model import Job, Node, SharingMode, job, make_devices
+    from gpupool.scheduler import ClusterState, Placement, Placer
+    from gpupool.scheduler.filters import feasibility
+    from gpupool.sim.paper_policies import PaperGpuClustering, affinity_tag
+
+    nodes = [
+        Node(f"n{i}", 64000, 262144, make_devices("T4", 4, mode=SharingMode.SHARE, node=f"n{i}"))
+        for i in range(5)
+    ]
+    state = ClusterState(nodes)
+    policy = PaperGpuClustering()
+    placer = Placer("paper-gpu-clustering", custom={"paper-gpu-clustering": policy})
+    specs = ["gpu=1", "gpu=2", "gpu_share=0.3", "gpu_share=0.5", "cpu=2"]
+    pods: dict[str, np.ndarray] = {}  # affinity -> pods per node, counted here
+    rng = random.Random(3)
+    for step in range(40):
+        spec = specs[rng.randrange(len(specs))]
+        ask = placer.ask(state, job("q", spec).request)
+        for probe in ("gpu=1", "gpu=2", "gpu_share=0.3"):
+            probe_ask = placer.ask(state, job("p", probe).request)
+            fe = feasibility(state, probe_ask)
+            same = pods.get(affinity_tag(probe_ask), np.zeros(5, np.int64)) > 0
+            distinct = sum((counts > 0).astype(np.int64) for counts in pods.values()) + np.zeros(
+                5, np.int64
+            )
+            band = np.where(same, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
+            base = 25 * (8000 - state.node_compute_free * 10) // 8000
+            want = np.where(fe.node_ok, -(base + band).astype(float), np.inf)
+            assert np.array_equal(policy.score(state, probe_ask, fe), want), (step, probe)
+        result = placer.place(state, Job(id=f"j{step}", request=ask.request))
+        if not isinstance(result, Placement):
+            continue
+        state.apply(result)
+        row = state.index[result.nodes[0].node]
+        policy.record(state, row, ask)
+        if affinity_tag(ask) is not None:
+            pods.setdefault(affinity_tag(ask), np.zeros(5, np.int64))[row] += 1
+
+
 def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     import json
 
@@ -234,6 +281,7 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     assert figures["placements_per_s"] > 0
     # the replay processes' memory is reported, not only the parent's
     assert figures["peak_rss_mb_worker"] > 10 and figures["peak_rss_mb_main"] > 10
+    assert figures["cpu_seconds_workers"] > 0
 
 
 def test_html_report_and_csv_are_self_contained(tmp_path):

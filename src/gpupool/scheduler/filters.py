@@ -25,7 +25,9 @@ _SHARE = MODE_CODES[SharingMode.SHARE]
 class Feasibility:
     node_ok: np.ndarray  # (N,) nodes that can take the whole ask alone
     dev_ok: np.ndarray | None  # (N, G) devices that can take one unit of it
-    units: np.ndarray | None  # (N,) units (devices / MIG instances) each node can take
+    # (N,) units (devices / MIG instances) each node can take; None for one whole card or
+    # one share (node_ok says it all)
+    units: np.ndarray | None
     need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device (static)
     masked: bool = False  # some nodes were masked out beyond their own state
 
@@ -63,7 +65,7 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
         cache[id(ask)] = (ask, fe, state.version.copy())
     else:
         _, fe, seen = entry
-        changed = np.flatnonzero(seen != state.version)
+        changed = (seen != state.version).nonzero()[0]
         if changed.size * 4 > state.size:
             fe = _run(state, ask, _Steps(explain=False))
             cache[id(ask)] = (ask, fe, state.version.copy())
@@ -168,12 +170,12 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
     if ask.kind is SliceKind.WHOLE:
         if steps.explain:
             dev &= state.idle
-        units = row_count(dev)
         if ask.topology is Topology.NVLINK:
+            units = row_count(dev)
             enough = best_island(state, dev) >= ask.count
             steps.node(f"no NVLink island with {ask.count} free {ask.what}", enough)
         else:
-            enough = units >= ask.count
+            units, enough = _units(dev, ask.count)
             steps.node(_fewer(ask), enough)
     elif ask.kind is SliceKind.SHARE:
         if steps.explain:
@@ -189,8 +191,7 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
         if ask.compute_pct:
             dev &= state.compute_free >= ask.compute_pct
             steps.dev("insufficient gpu compute", dev)
-        units = row_count(dev)
-        enough = units >= ask.count
+        units, enough = _units(dev, ask.count)
         if ask.count > 1:
             steps.node(_fewer(ask), enough)
     else:
@@ -202,6 +203,14 @@ def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feas
         if ask.count > 1:
             steps.node(_fewer(ask), enough)
     return Feasibility(node_ok & enough, dev, units, need_mem)
+
+
+def _units(dev: np.ndarray, count: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """Devices per node and whether that is ``count``; one device needs no count (None)."""
+    if count == 1:
+        return None, row_any(dev)
+    units = row_count(dev)
+    return units, units >= count
 
 
 def mig_slots(state, ask: Ask, dev: np.ndarray) -> np.ndarray:

@@ -76,77 +76,76 @@ class FragmentationModel:
         self.cpu_only = self.k == 0
         self.p = weights.astype(np.float64)
         type_ok = np.array([s.models for s in shapes], dtype=bool).reshape(self.m, -1)
-        # Lookup tables per node GPU type (code, +1 for padding) and device free compute
-        # v = 0..100: whether a device holds shape m, and the free compute it leaves
-        # fragmented for m (all of it when m may not use this GPU type).
+        # One lookup table per node GPU type (code, +1 for padding) and device free compute
+        # v = 0..100: for each shape, the free compute the device leaves fragmented (all of it
+        # when the shape may not use this GPU type) in the first M columns, and whether the
+        # device holds the shape in the last M. Per node the same columns summed over its
+        # devices are its terms: sum_unfit | fit_count.
         codes = len(state.models) + 1
         code_ok = type_ok.T.reshape(codes, 1, self.m) if self.m else np.zeros((codes, 1, 0), bool)
         v = np.arange(101)[None, :, None]
-        self.fit_tab = ((v >= self.r) & code_ok).astype(np.float64)  # (codes, 101, M)
-        self.unfit_tab = v * (1.0 - self.fit_tab)
+        fit = ((v >= self.r) & code_ok).astype(np.float64)  # (codes, 101, M)
+        self.tab = np.concatenate([v * (1.0 - fit), fit], axis=2)  # (codes, 101, 2M)
         # a shape is satisfied with >= k fitting devices; never for CPU-only or wrong-type
         never = np.float64(1 << 30)
         self.k_eff = np.where(code_ok[:, 0, :] & ~self.cpu_only, self.k, never)  # (codes, M)
         n = state.size
         self.total = np.zeros(n, dtype=np.int64)
-        self.sum_unfit = np.zeros((n, self.m), dtype=np.float64)
-        self.fit_count = np.zeros((n, self.m), dtype=np.float64)
+        self.terms = np.zeros((n, 2 * self.m), dtype=np.float64)
         self.frag = np.zeros(n, dtype=np.float64)
         self.seen = np.full(n, -1, dtype=np.int64)
         self.refresh()
 
     def device_free(self, rows: np.ndarray | slice) -> np.ndarray:
         s = self.state
-        return np.where(s.pooled[rows], s.compute_free[rows], 0).astype(np.int64)
+        return np.where(s.pooled[rows], s.compute_free[rows], 0)
 
     def refresh(self) -> None:
         """Recompute the terms of every node whose snapshot version moved."""
         s = self.state
-        rows = np.flatnonzero(self.seen != s.version)
+        rows = (self.seen != s.version).nonzero()[0]
         if rows.size == 0:
             return
         free = self.device_free(rows)  # (R, G)
-        codes = s.primary_model[rows][:, None]
-        self.total[rows] = free.sum(axis=1)
-        self.sum_unfit[rows] = self.unfit_tab[codes, free].sum(axis=1)
-        self.fit_count[rows] = self.fit_tab[codes, free].sum(axis=1)
-        self.frag[rows] = self._frag(
-            s.cpu_free[rows],
-            self.total[rows],
-            self.sum_unfit[rows],
-            self.fit_count[rows],
-            self.k_eff[s.primary_model[rows]],
-        )
+        codes = s.primary_model[rows]
+        total = free.sum(axis=1)
+        terms = self.tab[codes[:, None], free].sum(axis=1)
+        self.total[rows] = total
+        self.terms[rows] = terms
+        self.frag[rows] = self._frag(s.cpu_free[rows], total, terms, self.k_eff[codes])
         self.seen[rows] = s.version[rows]
 
-    def _frag(self, cpu, total, sum_unfit, fit_count, k_eff) -> np.ndarray:
-        sat = (cpu[:, None] >= self.c) & (fit_count >= k_eff)
+    def _frag(self, cpu, total, terms, k_eff) -> np.ndarray:
+        m = self.m
+        sat = (cpu[:, None] >= self.c) & (terms[:, m:] >= k_eff)
         # a row-wise sum, not a matrix product: BLAS rounds a row differently depending on how
         # many rows come with it, and FGD compares nodes scored at different times
-        return (np.where(sat, sum_unfit, total[:, None]) * self.p).sum(axis=1)
+        return (np.where(sat, terms[:, :m], total[:, None]) * self.p).sum(axis=1)
 
     def cluster_fragmentation(self) -> float:
         """Sum of F_n over the cluster, in percent-of-a-device units."""
         self.refresh()
         return float(self.frag.sum())
 
-    def delta(
-        self, rows: np.ndarray, old: np.ndarray, new: np.ndarray, cpu: int, taken: np.ndarray
-    ) -> np.ndarray:
-        """ΔF for candidates: node ``rows[i]`` where one device goes from ``old[i]`` to
-        ``new[i]`` free compute (shares), or ``taken[i]`` idle devices go to 0 (whole cards,
-        pass old=100, new=0), with ``cpu`` millicores taken."""
+    def delta(self, rows: np.ndarray, old, new, cpu: int, taken) -> np.ndarray:
+        """ΔF for candidates: node ``rows[i]`` where ``taken`` devices go from ``old`` to ``new``
+        free compute, with ``cpu`` millicores taken. A share takes one device (old: its free
+        compute, new: old minus the share); whole cards take ``count`` idle ones (100 -> 0); a
+        CPU-only ask takes none. ``old``, ``new`` and ``taken`` are per candidate or one value
+        for all."""
         codes = self.state.primary_model[rows]
-        d_fit = self.fit_tab[codes, new] - self.fit_tab[codes, old]
-        d_unfit = self.unfit_tab[codes, new] - self.unfit_tab[codes, old]
-        if taken.max(initial=1) > 1:
-            d_fit *= taken[:, None]
-            d_unfit *= taken[:, None]
+        terms = self.terms[rows]
+        if np.ndim(old) or np.ndim(new) or old != new:
+            d = self.tab[codes, new] - self.tab[codes, old]
+            if np.ndim(taken):
+                d *= taken[:, None]
+            elif taken != 1:
+                d *= taken
+            terms += d
         after = self._frag(
             self.state.cpu_free[rows] - cpu,
             self.total[rows] - taken * (old - new),
-            self.sum_unfit[rows] + d_unfit,
-            self.fit_count[rows] + d_fit,
+            terms,
             self.k_eff[codes],
         )
         return after - self.frag[rows]

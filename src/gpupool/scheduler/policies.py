@@ -34,8 +34,9 @@ class Policy:
     def best_row(self, state: ClusterState, ask: Ask, fe: Feasibility) -> int:
         """The feasible node with the lowest score; the first one on ties."""
         if type(self).score is Policy.score:
-            return int(np.argmax(fe.node_ok))  # first-fit needs no scores
-        return int(np.argmin(self.score(state, ask, fe)))
+            return int(fe.node_ok.argmax())  # first-fit needs no scores
+        # the methods, not np.argmin: the function's dispatch costs more than the search here
+        return int(self.score(state, ask, fe).argmin())
 
     # -- device choice on one node ---------------------------------------------------------
     def devices(self, state: ClusterState, ask: Ask, fe: Feasibility, row: int) -> list[int]:
@@ -180,13 +181,13 @@ class FragmentationGradientDescent(Policy):
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
         if fe.masked:  # a mask (reservation) is per call: score the allowed nodes afresh
-            rows = np.flatnonzero(fe.node_ok)
+            rows = fe.node_ok.nonzero()[0]
             score, col = self._score_rows(state, ask, fe, model, rows)
-            best = int(np.argmax(score))
+            best = int(score.argmax())
             row, first_col = int(rows[best]), int(col[best])
         else:
             entry = self._scores_for(state, ask, model)
-            changed = np.flatnonzero(entry.seen != state.version)
+            changed = (entry.seen != state.version).nonzero()[0]
             if changed.size:
                 entry.score[changed] = -INF
                 fits = changed[fe.node_ok[changed]]
@@ -195,7 +196,7 @@ class FragmentationGradientDescent(Policy):
                         state, ask, fe, model, fits
                     )
                 entry.seen[changed] = state.version[changed]
-            row = int(np.argmax(entry.score))
+            row = int(entry.score.argmax())
             first_col = int(entry.col[row])
         if ask.kind is SliceKind.NONE:
             return row, []
@@ -225,27 +226,23 @@ class FragmentationGradientDescent(Policy):
         for shares, the first device with that score."""
         n = rows.size
         if ask.kind is not SliceKind.SHARE:
-            zeros = np.zeros(n, dtype=np.int64)
             if ask.kind is SliceKind.NONE:  # CPU only: the CPU it takes can strand idle GPUs
-                delta = model.delta(rows, zeros, zeros, ask.cpu, zeros)
+                delta = model.delta(rows, 0, 0, ask.cpu, 0)
             else:
-                full = np.full(n, 100, dtype=np.int64)
-                delta = model.delta(rows, full, zeros, ask.cpu, np.full(n, ask.count, np.int64))
-            return self._score(delta), zeros
+                delta = model.delta(rows, 100, 0, ask.cpu, ask.count)
+            return self._score(delta), np.zeros(n, dtype=np.int64)
         assert fe.dev_ok is not None
-        cand_r, cand_c = np.nonzero(fe.dev_ok[rows])
+        cand_r, cand_c = fe.dev_ok[rows].nonzero()
         old = model.device_free(rows)[cand_r, cand_c]
         if cand_r.size > n:
             # devices of one node with the same free compute score the same: keep the first
             _, first = np.unique(cand_r * 256 + old, return_index=True)
             first.sort()
             cand_r, cand_c, old = cand_r[first], cand_c[first], old[first]
-        delta = model.delta(
-            rows[cand_r], old, old - ask.compute_pct, ask.cpu, np.ones(cand_r.size, dtype=np.int64)
-        )
+        delta = model.delta(rows[cand_r], old, old - ask.compute_pct, ask.cpu, 1)
         table = np.full((n, state.width), -INF)
         table[cand_r, cand_c] = self._score(delta)
-        col = np.argmax(table, axis=1)
+        col = table.argmax(axis=1)
         return table[np.arange(n), col], col
 
     def _score(self, delta: np.ndarray) -> np.ndarray:

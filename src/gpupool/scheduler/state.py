@@ -82,23 +82,45 @@ class ClusterState:
         self.usage_cache: dict[str, tuple[object, dict[str, int]]] = {}
         self.device_index = np.full((n, g), NO_DEVICE, dtype=np.int32)
 
+        # one pass over the devices into flat lists, then one scatter per array
+        rows: list[int] = []
+        cols: list[int] = []
+        fields: list[tuple[int, int, int, int, bool, int, int]] = []
+        mode_code = {mode: MODE_CODES[mode] for mode in SharingMode}
         for row, node in enumerate(self.nodes):
             for col, dev in enumerate(node.devices):
                 self.column[(row, dev.index)] = col
-                self.device_index[row, col] = dev.index
-                self.exists[row, col] = True
-                self.model[row, col] = model_code[dev.model]
-                self.vendor[row, col] = vendor_code[str(dev.vendor)]
-                self.mode[row, col] = MODE_CODES[dev.mode]
-                self.healthy[row, col] = dev.healthy
-                self.island[row, col] = NO_DEVICE if dev.island is None else dev.island
-                self.dev_mem[row, col] = dev.memory_mib
-                self.grantable_mem[row, col] = (
-                    self.share.usable_mib(dev.memory_mib)
-                    if dev.mode is SharingMode.SHARE
-                    else dev.memory_mib
+                rows.append(row)
+                cols.append(col)
+                fields.append(
+                    (
+                        dev.index,
+                        model_code[dev.model],
+                        vendor_code[str(dev.vendor)],
+                        mode_code[dev.mode],
+                        dev.healthy,
+                        NO_DEVICE if dev.island is None else dev.island,
+                        dev.memory_mib,
+                    )
                 )
-                self.compute_free[row, col] = 100
+        if fields:
+            at = (np.array(rows), np.array(cols))
+            index, model, vendor, mode, healthy, island, memory = (
+                np.array(column) for column in zip(*fields, strict=True)
+            )
+            self.device_index[at] = index
+            self.exists[at] = True
+            self.model[at] = model
+            self.vendor[at] = vendor
+            self.mode[at] = mode
+            self.healthy[at] = healthy
+            self.island[at] = island
+            self.dev_mem[at] = memory
+            shared = mode == MODE_CODES[SharingMode.SHARE]
+            self.grantable_mem[at] = np.where(
+                shared, [self.share.usable_mib(m) for m in memory.tolist()], memory
+            )
+            self.compute_free[at] = 100
         self.usable = self.exists & self.healthy
         self.usable_node = np.ones(n, dtype=bool)  # read-only "all nodes" mask
         self.usable_node.flags.writeable = False

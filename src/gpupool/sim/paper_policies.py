@@ -7,7 +7,6 @@ import numpy as np
 
 from gpupool.model import SliceKind
 from gpupool.scheduler.policies import BestFit, Policy, masked
-from gpupool.scheduler.state import row_count
 
 MAX_SPEC_CPU = 128_000  # millicores: the simulator's normalisation constants
 MAX_SPEC_GPU = 800  # percent of a GPU: the simulator's 8,000 milli-GPU (8 GPUs)
@@ -31,8 +30,7 @@ class PaperBestFit(BestFit):
 def _fit_left(state, ask, fe) -> np.ndarray:
     """Per node, the free compute of the tightest device that can take one unit (inf: none)."""
     assert fe.dev_ok is not None
-    free = np.where(fe.dev_ok, state.compute_free, 10_000).astype(np.int64)
-    return free.min(axis=1)
+    return np.where(fe.dev_ok, state.compute_free, 10_000).min(axis=1)
 
 
 class PaperRandom(BestFit):
@@ -46,11 +44,11 @@ class PaperRandom(BestFit):
         self.rng = random.Random(seed)
 
     def choose(self, state, ask, fe):
-        rows = np.flatnonzero(fe.node_ok)
+        rows = fe.node_ok.nonzero()[0]
         row = int(rows[self.rng.randrange(rows.size)])
         if ask.kind is SliceKind.SHARE and ask.count == 1:
             assert fe.dev_ok is not None
-            cols = np.flatnonzero(fe.dev_ok[row]).tolist()
+            cols = fe.dev_ok[row].nonzero()[0].tolist()
             return row, [cols[self.rng.randrange(len(cols))]]
         return row, self.devices(state, ask, fe, row)
 
@@ -64,16 +62,16 @@ class PaperGpuPacking(BestFit):
     def score(self, state, ask, fe) -> np.ndarray:
         if ask.kind not in (SliceKind.WHOLE, SliceKind.SHARE):
             return Policy.score(self, state, ask, fe)  # no GPU asked: every node scores 0
-        pooled = state.pooled
-        fully_free = row_count((state.compute_free == 100) & pooled)
-        cards = row_count(pooled)
+        # a node is idle when all its pooled cards are fully free, i.e. when its free compute
+        # is all of its compute; then the number of fully free cards is its number of cards
+        cards = state.node_compute_cap // 100
         if ask.kind is SliceKind.WHOLE:
             score = np.full(state.size, float(max(50 - ask.count, 33)))  # free cards of a used node
         else:
             left = _fit_left(state, ask, fe)
             score = np.where(left >= 100, 49.0, np.maximum(100 - left // 10, 50))
-        idle = fully_free == cards
-        score = np.where(idle, np.maximum(33 - fully_free, fully_free), score)
+        idle = state.node_compute_free == state.node_compute_cap
+        score = np.where(idle, np.maximum(33 - cards, cards), score)
         return masked(-score, fe.node_ok)
 
 
@@ -94,8 +92,11 @@ class PaperGpuClustering(BestFit):
     name = "paper-gpu-clustering"
 
     def __init__(self) -> None:
-        self.tags: dict[str, np.ndarray] = {}
-        self.distinct: np.ndarray | None = None
+        self.tags: dict[str, np.ndarray] = {}  # per affinity: its pods on each node
+        self.distinct: np.ndarray | None = None  # affinities present on each node
+        # each affinity's band per node, kept by ``record`` (only the placed node changes);
+        # under None the band of an affinity no node holds yet
+        self.bands: dict[str | None, np.ndarray] = {}
 
     def record(self, state, row: int, ask) -> None:
         tag = affinity_tag(ask)
@@ -103,21 +104,36 @@ class PaperGpuClustering(BestFit):
             return
         if self.distinct is None:
             self.distinct = np.zeros(state.size, dtype=np.int64)
-        counts = self.tags.setdefault(tag, np.zeros(state.size, dtype=np.int64))
+            self.bands[None] = np.full(state.size, _band(False, 0), dtype=np.int64)
+        counts = self.tags.get(tag)
+        if counts is None:
+            counts = self.tags[tag] = np.zeros(state.size, dtype=np.int64)
+            self.bands[tag] = self.bands[None].copy()
         if counts[row] == 0:
             self.distinct[row] += 1
         counts[row] += 1
+        distinct = int(self.distinct[row])
+        for other, band in self.bands.items():
+            band[row] = _band(other is not None and self.tags[other][row] > 0, distinct)
 
     def score(self, state, ask, fe) -> np.ndarray:
         tag = affinity_tag(ask)
         if tag is None:
             return Policy.score(self, state, ask, fe)
-        distinct = self.distinct if self.distinct is not None else np.zeros(state.size, np.int64)
-        same = self.tags.get(tag, np.zeros(state.size, dtype=np.int64)) > 0
+        band = self.bands.get(tag, self.bands.get(None))
+        if band is None:  # nothing recorded yet
+            band = np.full(state.size, _band(False, 0), dtype=np.int64)
         left_milli = state.node_compute_free * 10
         base = 25 * (8000 - left_milli) // 8000
-        band = np.where(same, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
         return masked(-(base + band).astype(np.float64), fe.node_ok)
+
+
+def _band(same: bool, distinct: int) -> int:
+    """75: only pods of the same affinity on the node; 50: that affinity among others;
+    25: an idle node (no GPU affinity yet); 0: other affinities only."""
+    if same:
+        return 75 if distinct == 1 else 50
+    return 25 if distinct == 0 else 0
 
 
 class PaperDotProduct(BestFit):
