@@ -127,24 +127,21 @@ class FragmentationModel:
         self.refresh()
         return float(self.frag.sum())
 
-    def delta(self, rows: np.ndarray, old, new, cpu: int, taken) -> np.ndarray:
-        """ΔF for candidates: node ``rows[i]`` where ``taken`` devices go from ``old`` to ``new``
-        free compute, with ``cpu`` millicores taken. A share takes one device (old: its free
-        compute, new: old minus the share); whole cards take ``count`` idle ones (100 -> 0); a
-        CPU-only ask takes none. ``old``, ``new`` and ``taken`` are per candidate or one value
-        for all."""
+    def delta(self, rows: np.ndarray, old, take: int, cpu: int, taken: int) -> np.ndarray:
+        """ΔF for candidates: on node ``rows[i]``, ``taken`` devices with ``old`` free compute
+        (one value, or one per candidate) each give ``take`` of it, and ``cpu`` millicores go.
+        A share: one device, old = its free compute, take = the share; whole cards: ``count``
+        idle devices, 100 each; a CPU-only ask: no device."""
         codes = self.state.primary_model[rows]
         terms = self.terms[rows]
-        if np.ndim(old) or np.ndim(new) or old != new:
-            d = self.tab[codes, new] - self.tab[codes, old]
-            if np.ndim(taken):
-                d *= taken[:, None]
-            elif taken != 1:
+        if take and taken:
+            d = self.tab[codes, old - take] - self.tab[codes, old]
+            if taken != 1:
                 d *= taken
             terms += d
         after = self._frag(
             self.state.cpu_free[rows] - cpu,
-            self.total[rows] - taken * (old - new),
+            self.total[rows] - taken * take,
             terms,
             self.k_eff[codes],
         )

@@ -17,6 +17,7 @@ from gpupool.scheduler.state import ClusterState
 from gpupool.sharing import choose_start
 
 INF = np.inf
+DEDUPE_MIN = 256  # FGD share candidates from which equal devices are scored once
 
 
 class Policy:
@@ -229,17 +230,18 @@ class FragmentationGradientDescent(Policy):
             if ask.kind is SliceKind.NONE:  # CPU only: the CPU it takes can strand idle GPUs
                 delta = model.delta(rows, 0, 0, ask.cpu, 0)
             else:
-                delta = model.delta(rows, 100, 0, ask.cpu, ask.count)
+                delta = model.delta(rows, 100, 100, ask.cpu, ask.count)
             return self._score(delta), np.zeros(n, dtype=np.int64)
         assert fe.dev_ok is not None
         cand_r, cand_c = fe.dev_ok[rows].nonzero()
         old = model.device_free(rows)[cand_r, cand_c]
-        if cand_r.size > n:
+        if cand_r.size > max(n, DEDUPE_MIN):
             # devices of one node with the same free compute score the same: keep the first
+            # (only worth its cost for many candidates; argmax below keeps the first anyway)
             _, first = np.unique(cand_r * 256 + old, return_index=True)
             first.sort()
             cand_r, cand_c, old = cand_r[first], cand_c[first], old[first]
-        delta = model.delta(rows[cand_r], old, old - ask.compute_pct, ask.cpu, 1)
+        delta = model.delta(rows[cand_r], old, ask.compute_pct, ask.cpu, 1)
         table = np.full((n, state.width), -INF)
         table[cand_r, cand_c] = self._score(delta)
         col = table.argmax(axis=1)

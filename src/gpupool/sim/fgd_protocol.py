@@ -85,10 +85,10 @@ def replay(
     refused: set[object] = set()
     for i, pod in enumerate(bag):
         arrived += pod.gpu_milli_total
-        job = Job(id=f"{i}", request=pod.request)
         if pod.request in refused:
             result = None
         else:
+            job = Job(id=f"{i}", request=pod.request)
             upcoming = [p.request for p in bag[i + 1 : i + 1 + DEPTH]] if placer.looks_ahead else ()
             # a refusal's reason is not used
             result = placer.place(state, job, explain=False, upcoming=upcoming)
@@ -97,7 +97,7 @@ def replay(
             allocated += pod.gpu_milli_total
             if isinstance(recorder, PaperGpuClustering):
                 recorder.record(
-                    state, state.index[result.nodes[0].node], placer.ask(state, job.request)
+                    state, state.index[result.nodes[0].node], placer.ask(state, pod.request)
                 )
         else:
             failed += 1
