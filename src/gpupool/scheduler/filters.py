@@ -48,6 +48,9 @@ class _Steps:
             self.items.append((reason, row_any(dev)))
 
 
+_FAST = _Steps(explain=False)  # records nothing, so one instance serves every call
+
+
 def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None) -> Feasibility:
     """Nodes and devices that can take ``ask`` now; ``allowed`` masks nodes out (reservations).
 
@@ -56,21 +59,21 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
     The returned object is shared with the cache: callers must not modify it.
     """
     if state.size < CACHE_MIN_NODES:  # small snapshots: recomputing is cheaper
-        fe = _run(state, ask, _Steps(explain=False))
+        fe = _run(state, ask, _FAST)
         return fe if allowed is None else _masked(fe, allowed)
     cache = state.feasibility_cache
     entry = cache.get(id(ask))
     if entry is None or entry[0] is not ask:
-        fe = _run(state, ask, _Steps(explain=False))
+        fe = _run(state, ask, _FAST)
         cache[id(ask)] = (ask, fe, state.version.copy())
     else:
         _, fe, seen = entry
         changed = (seen != state.version).nonzero()[0]
         if changed.size * 4 > state.size:
-            fe = _run(state, ask, _Steps(explain=False))
+            fe = _run(state, ask, _FAST)
             cache[id(ask)] = (ask, fe, state.version.copy())
         elif changed.size:
-            part = _run(_Rows(state, changed), ask, _Steps(explain=False), changed)
+            part = _run(_Rows(state, changed), ask, _FAST, changed)
             fe.node_ok[changed] = part.node_ok
             if fe.dev_ok is not None and part.dev_ok is not None:
                 fe.dev_ok[changed] = part.dev_ok

@@ -5,7 +5,7 @@ choice and best-fit's are both tried; after each, the next ``DEPTH`` jobs of the
 placed with FGD on the snapshot (applied, then rolled back), and the candidate that leaves the
 cluster least fragmented wins — GPU those jobs could not get at all counts as fragmented too.
 A scheduler sees its queue, so the next arrivals are fair to use; jobs are still placed once,
-in order. On the openb trace (FGD protocol, 10 seeds) it leaves 277.8 GPUs unallocated at 100%
+in order. On the openb trace (FGD protocol, 10 seeds) it leaves 275.3 GPUs unallocated at 100%
 load where FGD leaves 298.5 (docs/simulation.md).
 """
 

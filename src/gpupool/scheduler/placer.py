@@ -17,7 +17,7 @@ from gpupool.scheduler.filters import Feasibility, explain, feasibility
 from gpupool.scheduler.fragmentation import Workload
 from gpupool.scheduler.lookahead import LookAhead
 from gpupool.scheduler.policies import AUTO_BY_KIND, POLICIES, FragmentationGradientDescent, Policy
-from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.state import ClusterState, any_true
 from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement, PlacementResult, Unplaceable
 from gpupool.sharing import choose_start
 
@@ -169,7 +169,7 @@ class Placer:
         explain_: bool,
     ) -> list[NodeGrant] | str:
         fe = feasibility(state, ask, allowed)
-        if fe.node_ok.any():
+        if any_true(fe.node_ok):
             row, cols = policy.choose(state, ask, fe)
             return [_grant(state, ask, fe, row, cols, ask.cpu, ask.mem)]
         if ask.kind is SliceKind.WHOLE and ask.topology is Topology.ANY and ask.count > 1:
