@@ -130,3 +130,33 @@ def test_fgd_kept_scores_decide_as_a_fresh_scoring_under_churn():
         state.apply(result)
         live.append(result.job_id)
     assert decisions > 150
+
+
+def test_fgd_leaves_shapes_of_other_gpu_types_out_of_a_nodes_fragmentation():
+    """The paper counts all of a node's idle GPU as fragmented for a shape that may not use its
+    GPU type; FGD's own model leaves such shapes out, so that taking GPU on a node never looks
+    like a gain for shapes that could not use it anyway."""
+    from gpupool.model import Node, make_devices
+
+    nodes = [
+        Node("t", 32000, 131072, make_devices("T4", 2, mode=SharingMode.SHARE, node="t")),
+        Node("v", 32000, 131072, make_devices("A100-80G", 2, mode=SharingMode.SHARE, node="v")),
+    ]
+    state = ClusterState(nodes)
+    w = Workload()
+    w.observe(compile_ask(state, job("x", "gpu=A100-80G:1").request), weight=3)
+    w.observe(compile_ask(state, job("y", "gpu_share=0.5").request), weight=1)
+    shapes, weights = w.typical()
+    paper = FragmentationModel(state, shapes, weights)
+    fgd = FragmentationModel(state, shapes, weights, foreign_types=False)
+    t = state.index["t"]
+    assert paper.frag[t] == 200 * 0.75  # both idle T4s, fragmented for the A100-only shape
+    assert fgd.frag[t] == 0  # the share shape fits; the A100-only one is left out here
+    # with untyped shapes only, both models agree everywhere
+    w2 = Workload()
+    w2.observe(compile_ask(state, job("y", "gpu_share=0.7").request), weight=1)
+    _share(state, "t", 0, 50)
+    s2, p2 = w2.typical()
+    a = FragmentationModel(state, s2, p2)
+    b = FragmentationModel(state, s2, p2, foreign_types=False)
+    assert np.array_equal(a.frag, b.frag) and a.frag[t] == 50

@@ -37,12 +37,15 @@ def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Age
 
 
 def workload_groups(root: Path) -> set[int]:
-    """Process groups of every workload recorded by the agents whose state lies under root."""
-    return {
-        record.pid
-        for workloads in root.glob("**/workloads")
-        for record in Store(workloads.parent).load_all().values()
-    }
+    """Process groups of every workload recorded by the agents whose state lies under root.
+    The walk does not enter the workloads folders: live agents remove finished workloads'
+    folders while it runs (a recursive glob raised FileNotFoundError on one)."""
+    groups: set[int] = set()
+    for folder, children, _ in os.walk(root):
+        if "workloads" in children:
+            children.remove("workloads")
+            groups |= {record.pid for record in Store(Path(folder)).load_all().values()}
+    return groups
 
 
 def agent_process(url: str, token: str, name: str, state_dir: Path) -> subprocess.Popen:

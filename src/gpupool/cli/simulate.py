@@ -134,6 +134,54 @@ def family(
     Console().print(table)
 
 
+@app.command("variants")
+@friendly
+def variants(
+    out: Path = typer.Option(..., help="Folder to write openb_pod_list_<variant>.csv files into."),
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    pods: Path = typer.Option(None, help=f"Pod list CSV to vary {DEFAULT_TRACE}"),
+    seed: int = typer.Option(0, help="Seed of the sampling."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Make GPU-sharing-, multi-GPU-, CPU- and GPU-type-heavy variants of a pod list (the
+    kinds the openb trace ships), for `simulate family --dir OUT`. They are sampled here, not
+    the published files: compare policies on them, not figures with the paper's."""
+    import csv
+
+    from gpupool.sim.traces.openb import load_nodes
+    from gpupool.sim.traces.variants import STANDARD, make_variant, mix
+
+    node_path, pod_path = trace_files(nodes, pods)
+    node_list, _ = load_nodes(node_path)
+    with pod_path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
+    if "name" not in header:
+        raise SpecError(f"{pod_path.name}: not an openb pod list (no name column)")
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, object] = {"source": mix(rows)}
+    for variant in STANDARD:
+        made = make_variant(rows, variant, node_list, seed)
+        target = out / f"openb_pod_list_{variant.name}.csv"
+        with target.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, header, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(made)
+        result[variant.name] = {"file": str(target), **mix(made)}
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table("list", "pods", "share of GPU pods", "multi-card GPU", "CPU-only", "typed GPU")
+    for name, m in result.items():
+        table.add_row(
+            name,
+            str(m["pods"]),  # type: ignore[index]
+            *(f"{m[k]:.0%}" for k in ("gpushare", "multigpu", "cpu", "gpuspec")),  # type: ignore[index]
+        )
+    Console().print(table)
+
+
 @app.command("openb-time")
 @friendly
 def openb_time(

@@ -67,7 +67,15 @@ class Workload:
 class FragmentationModel:
     """Per-node fragmentation terms for a fixed set of shapes, refreshed for changed nodes."""
 
-    def __init__(self, state: ClusterState, shapes: list[Shape], weights: np.ndarray):
+    def __init__(
+        self,
+        state: ClusterState,
+        shapes: list[Shape],
+        weights: np.ndarray,
+        foreign_types: bool = True,
+    ):
+        """``foreign_types=False`` leaves out, per node, the shapes that may not use its GPU
+        type (the paper counts all of the node's idle GPU as fragmented for them)."""
         self.state = state
         self.m = len(shapes)
         self.r = np.array([s.compute_pct for s in shapes], dtype=np.int64)
@@ -89,6 +97,9 @@ class FragmentationModel:
         # a shape is satisfied with >= k fitting devices; never for CPU-only or wrong-type
         never = np.float64(1 << 30)
         self.k_eff = np.where(code_ok[:, 0, :] & ~self.cpu_only, self.k, never)  # (codes, M)
+        # shape weights per node GPU type (codes, M)
+        usable = code_ok[:, 0, :] | self.cpu_only
+        self.p_of = self.p * (np.ones_like(usable) if foreign_types else usable)
         n = state.size
         self.total = np.zeros(n, dtype=np.int64)
         self.terms = np.zeros((n, 2 * self.m), dtype=np.float64)
@@ -112,15 +123,15 @@ class FragmentationModel:
         terms = self.tab[codes[:, None], free].sum(axis=1)
         self.total[rows] = total
         self.terms[rows] = terms
-        self.frag[rows] = self._frag(s.cpu_free[rows], total, terms, self.k_eff[codes])
+        self.frag[rows] = self._frag(s.cpu_free[rows], total, terms, codes)
         self.seen[rows] = s.version[rows]
 
-    def _frag(self, cpu, total, terms, k_eff) -> np.ndarray:
+    def _frag(self, cpu, total, terms, codes) -> np.ndarray:
         m = self.m
-        sat = (cpu[:, None] >= self.c) & (terms[:, m:] >= k_eff)
+        sat = (cpu[:, None] >= self.c) & (terms[:, m:] >= self.k_eff[codes])
         # a row-wise sum, not a matrix product: BLAS rounds a row differently depending on how
         # many rows come with it, and FGD compares nodes scored at different times
-        return (np.where(sat, terms[:, :m], total[:, None]) * self.p).sum(axis=1)
+        return (np.where(sat, terms[:, :m], total[:, None]) * self.p_of[codes]).sum(axis=1)
 
     def cluster_fragmentation(self) -> float:
         """Sum of F_n over the cluster, in percent-of-a-device units."""
@@ -143,7 +154,7 @@ class FragmentationModel:
             self.state.cpu_free[rows] - cpu,
             self.total[rows] - taken * take,
             terms,
-            self.k_eff[codes],
+            codes,
         )
         return after - self.frag[rows]
 

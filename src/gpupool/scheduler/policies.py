@@ -171,7 +171,10 @@ class FragmentationGradientDescent(Policy):
         key = (id(state), self.workload.version)
         if self._model is None or self._model_key != key or self._model.state is not state:
             shapes, weights = self.workload.typical()
-            self._model = FragmentationModel(state, shapes, weights)
+            # a shape that may not use a node's GPU type is left out of that node's ΔF: placing
+            # anything there "reduces" the node's idle GPU it could never use, a gain that
+            # pushed FGD off the best node on GPU-type-constrained workloads (docs/simulation.md)
+            self._model = FragmentationModel(state, shapes, weights, foreign_types=False)
             self._model_key = key
         self._model.refresh()
         return self._model
