@@ -133,4 +133,15 @@ def test_variants_command_writes_a_family_that_simulate_family_runs(tmp_path):
     bad = gpupool(
         "simulate", "variants", "--out", str(out), "--nodes", str(nodes), "--pods", str(nodes)
     )
-    assert bad.returncode == 2 and "no name column" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "missing column(s) name" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    # a corrupt row is skipped with its line number, never a traceback
+    pods.write_text(pods.read_text() + "broken,4000,8192,1,abc,,LS,Running,0,1,0\n")
+    skipped = gpupool(
+        "simulate", "variants", "--out", str(tmp_path / "again"), "--nodes", str(nodes),
+        "--pods", str(pods), "--json",
+    )  # fmt: skip
+    assert skipped.returncode == 0, skipped.stderr
+    assert "line 62" in skipped.stderr and "gpu_milli='abc'" in skipped.stderr
+    assert "Traceback" not in skipped.stderr
+    assert json.loads(skipped.stdout)["source"]["pods"] == 60

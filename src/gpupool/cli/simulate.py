@@ -141,6 +141,7 @@ def variants(
     nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
     pods: Path = typer.Option(None, help=f"Pod list CSV to vary {DEFAULT_TRACE}"),
     seed: int = typer.Option(0, help="Seed of the sampling."),
+    strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Make GPU-sharing-, multi-GPU-, CPU- and GPU-type-heavy variants of a pod list (the
@@ -148,17 +149,17 @@ def variants(
     the published files: compare policies on them, not figures with the paper's."""
     import csv
 
-    from gpupool.sim.traces.openb import load_nodes
+    from gpupool.sim.traces.openb import load_nodes, load_pod_rows
     from gpupool.sim.traces.variants import STANDARD, make_variant, mix
 
     node_path, pod_path = trace_files(nodes, pods)
-    node_list, _ = load_nodes(node_path)
-    with pod_path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        header = list(reader.fieldnames or [])
-        rows = list(reader)
-    if "name" not in header:
-        raise SpecError(f"{pod_path.name}: not an openb pod list (no name column)")
+    node_list, node_errors = load_nodes(node_path, strict=strict)
+    rows, pod_errors = load_pod_rows(pod_path, strict=strict)
+    for e in [*node_errors, *pod_errors][:20]:
+        err_console.print(f"skipped {e}")
+    if not rows:
+        raise SpecError(f"{pod_path.name}: no valid pod rows to vary")
+    header = list(rows[0])  # the file's columns, in its order
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, object] = {"source": mix(rows)}
     for variant in STANDARD:

@@ -85,8 +85,24 @@ def load_nodes(path: str | Path, *, strict: bool = False) -> tuple[list[Node], l
 
 
 def load_pods(path: str | Path, *, strict: bool = False) -> tuple[list[Pod], list[RowError]]:
+    parsed, errors = _parse_pods(path, strict)
+    return [pod for _, pod in parsed], errors
+
+
+def load_pod_rows(
+    path: str | Path, *, strict: bool = False
+) -> tuple[list[dict[str, str]], list[RowError]]:
+    """The raw CSV rows (all columns, as strings) of the pods that parse, for tools that write
+    pod lists back (``simulate variants``); bad rows are skipped or rejected as for pods."""
+    parsed, errors = _parse_pods(path, strict)
+    return [row for row, _ in parsed], errors
+
+
+def _parse_pods(
+    path: str | Path, strict: bool
+) -> tuple[list[tuple[dict[str, str], Pod]], list[RowError]]:
     rows, name = _rows(Path(path), POD_COLUMNS)
-    pods: list[Pod] = []
+    parsed: list[tuple[dict[str, str], Pod]] = []
     errors: list[RowError] = []
     # pods with equal requests share one request object: replays look requests up in dicts
     # and sets per pod, and an identical key skips the field-by-field comparison
@@ -98,9 +114,9 @@ def load_pods(path: str | Path, *, strict: bool = False) -> tuple[list[Pod], lis
             errors.append(RowError(line, str(exc)))
             continue
         shared = interned.setdefault(pod.request, pod.request)
-        pods.append(pod if shared is pod.request else replace(pod, request=shared))
+        parsed.append((row, pod if shared is pod.request else replace(pod, request=shared)))
     _maybe_reject(name, errors, strict)
-    return pods, errors
+    return parsed, errors
 
 
 def _times(row: dict[str, str]) -> tuple[int | None, int | None]:
