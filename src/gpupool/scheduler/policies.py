@@ -150,8 +150,8 @@ class FragmentationGradientDescent(Policy):
 
     Every feasible node is a candidate and, for shares, every fitting device on it; the first
     node and device with the best score win ties. Scores are kept per ask and recomputed only
-    for nodes whose snapshot version moved since the ask was last scored (one node per
-    placement), so a placement costs O(changed nodes), not O(cluster). CPU-only asks are
+    for nodes whose snapshot version moved since the ask was last scored, so a decision costs
+    O(nodes changed since then), not O(cluster). CPU-only asks are
     scored too (the CPU they take can leave a node's idle GPUs unusable). MIG and
     multi-device share asks fall back to best-fit.
     """
@@ -264,8 +264,8 @@ class FragmentationGradientDescent(Policy):
 
 @dataclass(slots=True)
 class _AskScores:
-    """FGD's best score per node for one ask (-inf: it does not fit), kept up to date for
-    the nodes whose snapshot version moved since: one node per placement, not all of them."""
+    """FGD's best score per node for one ask (-inf: it does not fit); the nodes whose
+    snapshot version moved since ``seen`` are rescored when the ask comes again."""
 
     ask: Ask
     model: FragmentationModel

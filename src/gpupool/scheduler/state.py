@@ -92,7 +92,6 @@ class ClusterState:
         rows: list[int] = []
         cols: list[int] = []
         fields: list[tuple[int, int, int, int, bool, int, int]] = []
-        mode_code = {mode: MODE_CODES[mode] for mode in SharingMode}
         for row, node in enumerate(self.nodes):
             for col, dev in enumerate(node.devices):
                 self.column[(row, dev.index)] = col
@@ -103,7 +102,7 @@ class ClusterState:
                         dev.index,
                         model_code[dev.model],
                         vendor_code[str(dev.vendor)],
-                        mode_code[dev.mode],
+                        MODE_CODES[dev.mode],
                         dev.healthy,
                         NO_DEVICE if dev.island is None else dev.island,
                         dev.memory_mib,
