@@ -144,7 +144,9 @@ def test_reservation_next_week_blocks_a_long_job_today_but_admits_a_short_one():
         reservations=[r12],
     )
     assert [b.job_id for b in today.bindings] == ["short"]
-    assert today.pending["long"].startswith("0/1 nodes: 1 reserved by r-12")
+    assert today.pending["long"].startswith(
+        "0/1 nodes: 1 reserved by r-12 of team-a from 1970-01-08T00:00:00Z (job would run past it)"
+    )
     assert "open" in today.pending
     during = run_cycle(
         ClusterState(nodes),
@@ -155,7 +157,9 @@ def test_reservation_next_week_blocks_a_long_job_today_but_admits_a_short_one():
         reservations=[r12],
     )
     assert [b.job_id for b in during.bindings] == ["mine"]
-    assert during.pending["short"] == "0/1 nodes: 1 waiting for reservation r-12 to end"
+    assert during.pending["short"] == (
+        "0/1 nodes: 1 waiting for reservation r-12 of team-a to end at 1970-01-09T00:00:00Z"
+    )
 
 
 def test_a_gang_never_starts_partially():

@@ -86,7 +86,8 @@ def test_metrics_expose_pool_tenant_queue_and_dcgm_names(server):
         ]
     }
     ok(admin.post("/api/v1/nodes/n0/heartbeat", json=tel))
-    text = server.client().get("/metrics").text
+    scrape = server.client(server.token("prometheus", "metrics"))
+    text = scrape.get("/metrics").text
     assert 'gpupool_pool_gpus_allocated{pool="default"} 1.0' in text
     assert 'gpupool_pool_gpus_free{pool="default"} 1.0' in text
     assert 'gpupool_tenant_gpus_allocated{tenant="algo"} 1.0' in text

@@ -66,7 +66,8 @@ def test_two_workers_share_one_sqlite_file_and_one_metrics_view(tmp_path):
         counts = assert_consistent(Database(f"sqlite:///{tmp_path / 'gpupool.db'}"))
         assert counts.get("pending") == 8
         for _ in range(8):  # fresh connections: the kernel hands them to either worker
-            text = httpx.get(f"{server.url}/metrics", timeout=30).text
+            auth = {"Authorization": f"Bearer {token}"}
+            text = httpx.get(f"{server.url}/metrics", headers=auth, timeout=30).text
             samples = _samples(text)
             assert samples[("gpupool_admissions_total", (("tenant", "t"),))] == 12
             posts = sum(

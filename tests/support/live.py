@@ -35,9 +35,16 @@ class LiveServer:
         assert self.ctx.loop.leadership.try_acquire()
         self.ctx.loop.run_once(now)
 
-    def token(self, name: str, role: str, tenant: str | None = None, node: str | None = None):
+    def token(
+        self,
+        name: str,
+        role: str,
+        tenant: str | None = None,
+        node: str | None = None,
+        expires_at: float | None = None,
+    ) -> str:
         with self.ctx.db.write() as s:
-            return create_user_token(s, name, role, tenant, node)
+            return create_user_token(s, name, role, tenant, node, expires_at)
 
 
 @contextmanager

@@ -12,6 +12,7 @@ import typer
 
 from gpupool.cli.errors import friendly, user_errors
 from gpupool.model import SpecError
+from gpupool.server.db.files import private_dir
 from gpupool.server.settings import Settings, load_settings
 
 admin_app = typer.Typer(help="Administration without a running server (first setup).")
@@ -122,7 +123,7 @@ def server(
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     with user_errors():
         settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     serve(settings, workers)
 
 
@@ -156,7 +157,7 @@ def up(
         settings = _settings(data_dir, None, config, host=host, port=port)
         if devices != "auto":
             check(devices)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     db = Database(settings.db_url)
     try:
         db.migrate()
@@ -199,23 +200,35 @@ def up(
 @friendly
 def token_create(
     name: str = typer.Option(..., help="User name for the token"),
-    role: str = typer.Option("admin", help="admin, tenant-admin, member, viewer, finance, agent"),
+    role: str = typer.Option(
+        "admin", help="admin, tenant-admin, member, viewer, finance, agent, metrics"
+    ),
     tenant: str = typer.Option(None, help="Tenant of a tenant-admin, member or viewer"),
     node: str = typer.Option(None, help="Node scope of an agent token ('*' for every node)"),
+    expires: str = typer.Option(
+        None, help="When the token stops working: 30d, 12h, 90m, or an ISO date \\[default: never]"
+    ),
     data_dir: Path = typer.Option(None, help="The server's data directory"),
     database_url: str = typer.Option(None, help="SQLAlchemy URL instead of SQLite"),
     config: Path = typer.Option(None, help="A TOML or YAML settings file"),
 ) -> None:
     """Create a user (if new) and print a new token as the last word (shown only now)."""
+    import time
+
+    from gpupool.model.units import parse_point_in_time
+    from gpupool.scheduler.reservations import iso
     from gpupool.server.auth import create_user_token
     from gpupool.server.db.engine import Database
 
+    expires_at = parse_point_in_time(expires, time.time()) if expires else None
     settings = _settings(data_dir, database_url, config)
+    private_dir(settings.data_dir)
     db = Database(settings.db_url)
     try:
         db.migrate()
         with db.write() as s:
-            token = create_user_token(s, name, role, tenant, node)
+            token = create_user_token(s, name, role, tenant, node, expires_at)
     finally:
         db.dispose()
-    typer.echo(f"token for {name} ({role}): {token}")
+    until = f", expires {iso(expires_at)}" if expires_at else ""
+    typer.echo(f"token for {name} ({role}{until}): {token}")

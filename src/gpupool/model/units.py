@@ -107,3 +107,28 @@ def format_mib(mib: int) -> str:
     if mib and mib % 1024 == 0:
         return f"{mib // 1024}GiB"
     return f"{mib}MiB"
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
+    """``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now``, or an ISO 8601 date or time (UTC
+    unless it names a zone), as epoch seconds."""
+    from datetime import UTC, datetime
+
+    match = _DURATION.match(text)
+    if match:
+        return now + int(match[1]) * _SECONDS[match[2]]
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise SpecError(
+            f"{what}: {text!r} is neither a duration (30d, 12h, 90m) nor an ISO date",
+            field=what,
+            token=text,
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()

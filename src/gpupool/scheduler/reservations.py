@@ -6,6 +6,7 @@ reserved nodes; during the window only the owning tenant (and its sub-tenants) m
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -25,6 +26,11 @@ class Reservation:
             raise SpecError(f"reservation {self.id}: end must be after start", field="end")
         if not self.nodes:
             raise SpecError(f"reservation {self.id}: no nodes", field="nodes")
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as an ISO 8601 UTC time to the second (``2026-12-03T10:00:00Z``)."""
+    return datetime.fromtimestamp(t, UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def node_mask(
@@ -57,8 +63,8 @@ def node_mask(
                 mask[index[name]] = False
         if not reason:
             reason = (
-                f"waiting for reservation {r.id} to end"
+                f"waiting for reservation {r.id} of {r.tenant} to end at {iso(r.end)}"
                 if active
-                else f"reserved by {r.id} from t={r.start:g} (job would run past it)"
+                else f"reserved by {r.id} of {r.tenant} from {iso(r.start)} (job would run past it)"
             )
     return mask, reason

@@ -7,15 +7,20 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Annotated
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gpupool import __version__
 from gpupool.server import errors
+from gpupool.server.auth import Role
 from gpupool.server.db.engine import Database
-from gpupool.server.deps import ServerContext
+from gpupool.server.deps import ServerContext, authenticate, bearer
+from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
@@ -24,6 +29,7 @@ from gpupool.server.routes import admin, agents, allocations, jobs, nodes, tenan
 from gpupool.server.settings import Settings
 
 SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
 
 
 def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
@@ -69,8 +75,22 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
         return PlainTextResponse("ok")
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
-    def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.exposition().decode(), media_type=CONTENT_TYPE_LATEST)
+    async def prometheus(
+        request: Request,
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> PlainTextResponse:
+        """Prometheus exposition: for a token of role metrics or admin, or (setting
+        ``metrics_access = "loopback"``) for any caller on 127.0.0.1 / ::1."""
+        if settings.metrics_access == "loopback":
+            host = request.client.host if request.client else ""
+            if host not in LOOPBACK:
+                raise ApiError(403, f"forbidden: /metrics answers loopback only, not {host}")
+        else:
+            who = await authenticate(request, creds)
+            if who.role not in (Role.METRICS, Role.ADMIN):
+                raise forbidden(f"/metrics needs role metrics or admin; {who.user} is {who.role}")
+        text = await run_in_threadpool(metrics.exposition)
+        return PlainTextResponse(text.decode(), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(AuditAndMetrics, db=db, metrics=metrics)
     return app

@@ -23,6 +23,7 @@ class Role(StrEnum):
     VIEWER = "viewer"  # reads its subtree
     FINANCE = "finance"  # reads usage (and invoices) of its subtree, or of all without a tenant
     AGENT = "agent"  # one node's registration, heartbeats and allocations
+    METRICS = "metrics"  # reads /metrics only (a Prometheus scrape token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class Principal:
     tenant: str | None
     node: str | None
     visible: frozenset[str] | None
+    expires_at: float | None = None  # of the token this caller used (None: never)
 
     @property
     def is_admin(self) -> bool:
@@ -77,8 +79,8 @@ def validate_user(role: str, tenant: str | None, node: str | None) -> Role:
         raise SpecError(f"role {r}: a tenant is required", field="tenant")
     if r is Role.ADMIN and tenant:
         raise SpecError("role admin: takes no tenant (admins see every tenant)", field="tenant")
-    if r is Role.AGENT and tenant:
-        raise SpecError("role agent: takes no tenant", field="tenant")
+    if r in (Role.AGENT, Role.METRICS) and tenant:
+        raise SpecError(f"role {r}: takes no tenant", field="tenant")
     if r is not Role.AGENT and node:
         raise SpecError(f"role {r}: only agents have a node scope", field="node")
     return r
@@ -90,8 +92,10 @@ def create_user_token(
     role: str,
     tenant: str | None = None,
     node: str | None = None,
+    expires_at: float | None = None,
 ) -> str:
-    """Create (or reuse) user ``name`` and give it a new token; returns the token."""
+    """Create (or reuse) user ``name`` and give it a new token (valid until ``expires_at``,
+    epoch seconds, or for ever); returns the token."""
     r = validate_user(role, tenant, node)
     if tenant is not None and session.get(TenantRow, tenant) is None:
         raise SpecError(f"tenant: unknown tenant {tenant!r}", field="tenant")
@@ -105,22 +109,35 @@ def create_user_token(
             f"user {name}: exists as {user.role} of {user.tenant or 'all tenants'}",
             field="name",
         )
+    if expires_at is not None and expires_at <= now:
+        raise SpecError("expires: must be in the future", field="expires")
     token = new_token()
     session.add(
-        TokenRow(user=name, token_hash=token_hash(token), prefix=token[:10], created_at=now)
+        TokenRow(
+            user=name,
+            token_hash=token_hash(token),
+            prefix=token[:10],
+            created_at=now,
+            expires_at=expires_at,
+        )
     )
     session.flush()
     return token
 
 
-def principal_for(session: Session, token: str) -> Principal | None:
-    """The principal a bearer token stands for, or None if unknown or revoked."""
-    row = session.execute(
-        select(UserRow)
+def principal_for(session: Session, token: str, now: float | None = None) -> Principal | None:
+    """The principal a bearer token stands for, or None if unknown, revoked, expired or its
+    user is disabled."""
+    now = time.time() if now is None else now
+    found = session.execute(
+        select(UserRow, TokenRow.expires_at)
         .join(TokenRow, TokenRow.user == UserRow.name)
         .where(TokenRow.token_hash == token_hash(token), TokenRow.revoked.is_(False))
-    ).scalar_one_or_none()
-    if row is None:
+    ).one_or_none()
+    if found is None:
+        return None
+    row, expires_at = found
+    if row.disabled or (expires_at is not None and expires_at <= now):
         return None
     role = Role(row.role)
     if role is Role.ADMIN or (role is Role.FINANCE and row.tenant is None):
@@ -129,4 +146,4 @@ def principal_for(session: Session, token: str) -> Principal | None:
         visible = frozenset()
     else:
         visible = subtree(session, row.tenant)
-    return Principal(row.name, role, row.tenant, row.node, visible)
+    return Principal(row.name, role, row.tenant, row.node, visible, expires_at)

@@ -1,5 +1,6 @@
 """What every route needs: the server context, the caller, and role checks."""
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -15,6 +16,7 @@ from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
+from gpupool.server.ratelimit import FailedAuthLimiter
 from gpupool.server.settings import Settings
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
@@ -29,6 +31,12 @@ class ServerContext:
     writes: GroupCommit
     principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
+    auth_failures: FailedAuthLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.auth_failures = FailedAuthLimiter(
+            self.settings.auth_failure_limit, self.settings.auth_failure_window_s
+        )
 
     def forget_principals(self) -> None:
         """After a change of tokens or of the tenant tree."""
@@ -44,23 +52,45 @@ def _lookup(db: Database, token: str) -> Principal | None:
         return principal_for(s, token)
 
 
+async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
+    """The principal of the request's bearer token. Async so that a cached token costs no hop
+    to the thread pool; a miss reads the database in a worker thread. An address that keeps
+    presenting bad tokens is answered 429 for a while (see ``gpupool.server.ratelimit``)."""
+    if creds is None or not creds.credentials:
+        raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
+    ctx: ServerContext = request.app.state.ctx
+    address = request.client.host if request.client else ""
+    now = time.time()
+    wait = ctx.auth_failures.retry_after(address, now)
+    if wait is not None:
+        raise ApiError(
+            429,
+            f"too many failed authentications from {address}; retry in {wait:.0f} s",
+            headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+        )
+    key = token_hash(creds.credentials)
+    who = ctx.principals.get(key)
+    if who is not None and who.expires_at is not None and who.expires_at <= now:
+        who = None
+        ctx.principals.clear()
+    if who is None:
+        who = await run_in_threadpool(_lookup, ctx.db, creds.credentials)
+        if who is None:
+            ctx.auth_failures.failed(address, now)
+            raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
+        ctx.principals.put(key, who)
+    request.state.principal = who
+    return who
+
+
 async def caller(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
-    """Async so that a cached token costs no hop to the thread pool; a miss reads the
-    database in a worker thread."""
-    if creds is None or not creds.credentials:
-        raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
-    ctx: ServerContext = request.app.state.ctx
-    key = token_hash(creds.credentials)
-    who = ctx.principals.get(key)
-    if who is None:
-        who = await run_in_threadpool(_lookup, ctx.db, creds.credentials)
-        if who is None:
-            raise ApiError(401, "unknown or revoked token")
-        ctx.principals.put(key, who)
-    request.state.principal = who
+    """The caller of an API route (a metrics token reads /metrics only)."""
+    who = await authenticate(request, creds)
+    if who.role is Role.METRICS:
+        raise forbidden("metrics tokens only read /metrics")
     return who
 
 

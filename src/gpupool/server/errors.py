@@ -17,11 +17,18 @@ log = logging.getLogger("gpupool.api")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, detail: str, field: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.field = field
+        self.headers = headers
 
 
 def not_found(what: str) -> ApiError:
@@ -44,8 +51,10 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(_body(exc.detail, exc.field), exc.status, headers=headers)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return JSONResponse(
+            _body(exc.detail, exc.field), exc.status, headers={**headers, **(exc.headers or {})}
+        )
 
     @app.exception_handler(SpecError)
     async def _spec(_: Request, exc: SpecError) -> JSONResponse:

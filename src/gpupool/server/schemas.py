@@ -11,6 +11,21 @@ Name = Annotated[
 NodeName = Annotated[
     str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 ]
+# Kubernetes' label syntax: an optional DNS prefix, then a name of at most 63 characters
+LabelKey = Annotated[
+    str,
+    StringConstraints(
+        max_length=317,
+        pattern=r"^([A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?/)?"
+        r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$",
+    ),
+]
+LabelValue = Annotated[str, StringConstraints(max_length=1000, pattern=r"^[^\x00]*$")]
+Labels = dict[LabelKey, LabelValue]
+MAX_LABELS = 64
+# one command argument or environment value; the whole is bounded by
+# gpupool.model.workload.MAX_ARGV_ENV_BYTES (checked on submission)
+ArgText = Annotated[str, StringConstraints(max_length=65536)]
 T = TypeVar("T")
 
 
@@ -43,7 +58,7 @@ class NodeIn(Strict):
     cpu_millis: int = Field(gt=0, le=10**8)
     memory_mib: int = Field(gt=0, le=10**10)
     devices: list[DeviceIn] = Field(default_factory=list, max_length=1024)
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict, max_length=MAX_LABELS)
     pool: Name = "default"
 
 
@@ -73,10 +88,21 @@ class NodeOut(BaseModel):
     devices: list[DeviceOut]
 
 
+class AgentNodeOut(NodeOut):
+    """A node as its agent hears it after registering or heartbeating, with its lease: the
+    agent's workloads stop themselves (SIGTERM, then SIGKILL after ``fence_kill_s``) once
+    ``lease_s`` have passed since the agent sent its last acknowledged heartbeat; the server
+    declares the node lost only after ``heartbeat_timeout_s`` (> lease + kill time)."""
+
+    lease_s: float
+    fence_kill_s: float
+    heartbeat_timeout_s: float
+
+
 class NodePatch(Strict):
     schedulable: bool | None = None
     pool: Name | None = None
-    labels: dict[str, str] | None = None
+    labels: Labels | None = Field(None, max_length=MAX_LABELS)
 
 
 class Telemetry(Strict):
@@ -154,11 +180,24 @@ class PriorityClassOut(BaseModel):
 
 
 # -- users and tokens -------------------------------------------------------------------------
+Expiry = Annotated[
+    float | None,
+    Field(
+        None,
+        gt=0,
+        le=1e11,
+        description="When the token stops working (epoch seconds); null: never (admins only "
+        "for tokens of their own)",
+    ),
+]
+
+
 class UserIn(Strict):
     name: Name
-    role: Literal["admin", "tenant-admin", "member", "viewer", "finance", "agent"]
+    role: Literal["admin", "tenant-admin", "member", "viewer", "finance", "agent", "metrics"]
     tenant: Name | None = None
     node: NodeName | None = None
+    expires_at: Expiry = None
 
 
 class UserOut(BaseModel):
@@ -166,12 +205,25 @@ class UserOut(BaseModel):
     role: str
     tenant: str | None
     node: str | None
+    disabled: bool
+
+
+class UserPatch(Strict):
+    """``disabled: true`` stops every token of the user at once (and lets them work again
+    when set back); the user's jobs keep running."""
+
+    disabled: bool
+
+
+class TokenIn(Strict):
+    expires_at: Expiry = None
 
 
 class TokenOut(BaseModel):
     user: str
     token: str  # shown once
     prefix: str
+    expires_at: float | None = None
 
 
 class TokenInfo(BaseModel):
@@ -180,6 +232,7 @@ class TokenInfo(BaseModel):
     prefix: str
     created_at: float
     revoked: bool
+    expires_at: float | None
 
 
 # -- jobs -------------------------------------------------------------------------------------
@@ -193,13 +246,22 @@ class JobIn(Strict):
     gang_size: int = Field(1, ge=1, le=1024)
     max_runtime_s: int | None = Field(None, gt=0, le=366 * 86400)
     on_preempt: Literal["suspend", "kill"] = "suspend"
-    on_lost: Literal["requeue", "fail"] = "requeue"
-    command: list[Annotated[str, StringConstraints(max_length=10000)]] = Field(
-        default_factory=list, max_length=1000
+    on_lost: Literal["requeue", "fail", "keep-running"] = Field(
+        "requeue",
+        description="When its node is lost: requeue (the default; the node's agent stops the "
+        "workload before the server requeues it, so it never runs twice at once), fail, or "
+        "keep-running (availability over uniqueness: the workload is not self-fenced and the "
+        "job is requeued too, so two copies may run until the old node's agent returns)",
     )
-    image: str | None = Field(None, max_length=500)
-    env: dict[str, Annotated[str, StringConstraints(max_length=10000)]] = Field(
-        default_factory=dict
+    command: list[ArgText] = Field(default_factory=list, max_length=4096)
+    image: str | None = Field(
+        None, max_length=500, description="An OCI image reference: [registry/]name[:tag][@digest]"
+    )
+    env: dict[Annotated[str, StringConstraints(max_length=256)], ArgText] = Field(
+        default_factory=dict,
+        max_length=512,
+        description="Environment names are POSIX ([A-Za-z_][A-Za-z0-9_]*); command and env "
+        "together at most 128 KiB",
     )
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
@@ -240,6 +302,7 @@ class OrderOut(AllocationOut):
 
     job_name: str
     job_state: str
+    on_lost: str
     command: list[str]
     env: dict[str, str]
     image: str | None
@@ -329,6 +392,8 @@ class ReservationOut(BaseModel):
     nodes: list[str]
     start: float
     end: float
+    start_iso: str
+    end_iso: str
     created_by: str
 
 

@@ -2,9 +2,9 @@
 variables, an optional TOML or YAML file, then explicit overrides from the command line."""
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -33,6 +33,15 @@ class Settings(BaseSettings):
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # a node silent this long is lost: its jobs are requeued (or failed, per job)
     heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)
+    # agents stop their workloads (self-fencing) once silent for heartbeat_timeout_s minus
+    # this margin, so a requeued job never overlaps its orphan; default min(10, timeout / 3)
+    lease_margin_s: float | None = Field(None, gt=0, le=86400)
+    # /metrics: "token" (a bearer token of role metrics or admin) or "loopback" (no token,
+    # but only from 127.0.0.1 / ::1)
+    metrics_access: Literal["token", "loopback"] = "token"
+    # failed authentications from one address within the window before it gets 429 (0: off)
+    auth_failure_limit: int = Field(10, ge=0, le=10**6)
+    auth_failure_window_s: float = Field(60.0, gt=0, le=86400)
     log_level: str = "info"
     log_json: bool = True
 
@@ -42,6 +51,30 @@ class Settings(BaseSettings):
         if value not in POLICY_NAMES:
             raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}")
         return value
+
+    @model_validator(mode="after")
+    def _margin_below_timeout(self) -> "Settings":
+        if self.lease_margin_s is not None and self.lease_margin_s >= self.heartbeat_timeout_s:
+            raise ValueError("lease_margin_s must be below heartbeat_timeout_s")
+        return self
+
+    @property
+    def margin_s(self) -> float:
+        if self.lease_margin_s is not None:
+            return self.lease_margin_s
+        return min(10.0, self.heartbeat_timeout_s / 3)
+
+    @property
+    def lease_s(self) -> float:
+        """How long an agent's workloads may run without the agent hearing from the server:
+        the node-lost timeout less the margin in which they are stopped."""
+        return self.heartbeat_timeout_s - self.margin_s
+
+    @property
+    def fence_kill_s(self) -> float:
+        """Seconds between SIGTERM and SIGKILL when a lease runs out (a third of the margin;
+        the rest covers polling and process exit)."""
+        return self.margin_s / 3
 
     @property
     def db_url(self) -> str:

@@ -19,6 +19,8 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from gpupool.server.db.files import private_dir, private_sqlite_file
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
@@ -54,7 +56,8 @@ class Database:
         if self.is_sqlite:
             path = url.removeprefix("sqlite:///")
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                private_dir(Path(path).parent)
+                private_sqlite_file(Path(path))
                 self._lock_path = Path(path + ".write-lock")
             self.engine = _sqlite_engine(url, immediate=True)
             self.read_engine = _sqlite_engine(url, immediate=False)

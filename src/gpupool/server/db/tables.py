@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -112,6 +113,7 @@ class UserRow(Base):
     )
     node: Mapped[str | None] = mapped_column(String(200), nullable=True)  # agent scope
     created_at: Mapped[float] = mapped_column(Float)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class TokenRow(Base):
@@ -122,6 +124,7 @@ class TokenRow(Base):
     prefix: Mapped[str] = mapped_column(String(16))  # shown in listings, not secret
     created_at: Mapped[float] = mapped_column(Float)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
 
 
 class JobRow(Base):
@@ -140,7 +143,7 @@ class JobRow(Base):
     gang_size: Mapped[int] = mapped_column(Integer, default=1)
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     on_preempt: Mapped[str] = mapped_column(String(10), default="suspend")
-    on_lost: Mapped[str] = mapped_column(String(10), default="requeue")
+    on_lost: Mapped[str] = mapped_column(String(20), default="requeue")
     command: Mapped[list[Any]] = mapped_column(default=list)
     image: Mapped[str | None] = mapped_column(String(500), nullable=True)
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)

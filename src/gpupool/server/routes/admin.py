@@ -4,12 +4,14 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
 
 from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
-from gpupool.server.auth import Role, create_user_token
+from gpupool.scheduler.reservations import iso
+from gpupool.server.auth import Principal, Role, create_user_token
 from gpupool.server.db.tables import (
     AuditRow,
     NodeRow,
@@ -20,7 +22,16 @@ from gpupool.server.db.tables import (
     TokenRow,
     UserRow,
 )
-from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human, may_administer, require
+from gpupool.server.deps import (
+    Caller,
+    Ctx,
+    Id,
+    Limit,
+    Offset,
+    human,
+    may_administer,
+    require,
+)
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.routes.views import page
 from gpupool.server.schemas import (
@@ -32,14 +43,19 @@ from gpupool.server.schemas import (
     PriorityClassOut,
     ReservationIn,
     ReservationOut,
+    TokenIn,
     TokenInfo,
     TokenOut,
     UserIn,
     UserOut,
+    UserPatch,
 )
 
 router = APIRouter(prefix="/api/v1", tags=["admin"])
 ADMIN = (Role.ADMIN,)
+MAX_LIVE_TOKENS = 50  # per user: enough for every machine of one person, not a flood
+MAX_RESERVATION_S = 366 * 86400
+PAST_SLACK_S = 60  # a start this far back still counts as "now" (clock skew, typing)
 
 
 @router.get("/status")
@@ -129,11 +145,13 @@ def create_user(body: UserIn, ctx: Ctx, who: Caller, request: Request) -> TokenO
         if s.get(UserRow, body.name) is not None:
             raise ApiError(409, f"user {body.name} already exists", "name")
         try:
-            token = create_user_token(s, body.name, body.role, body.tenant, body.node)
+            token = create_user_token(
+                s, body.name, body.role, body.tenant, body.node, body.expires_at
+            )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field) from None
     request.state.audit_target = f"user {body.name}"
-    return TokenOut(user=body.name, token=token, prefix=token[:10])
+    return TokenOut(user=body.name, token=token, prefix=token[:10], expires_at=body.expires_at)
 
 
 @router.get("/users", response_model=list[UserOut])
@@ -148,9 +166,61 @@ def list_users(ctx: Ctx, who: Caller) -> list[UserOut]:
         ]
 
 
+@router.patch("/users/{name}", response_model=UserOut)
+def patch_user(name: str, body: UserPatch, ctx: Ctx, who: Caller, request: Request) -> UserOut:
+    """Disable a user (every token stops at once) or enable it again: admins for anyone,
+    tenant-admins for the members and viewers of their subtree (whom they may create)."""
+    human(who)
+    with ctx.db.write() as s:
+        user = s.get(UserRow, name, with_for_update=True)
+        if user is None or not (who.is_admin or (user.tenant and who.sees(user.tenant))):
+            raise not_found(f"user {name}")
+        if not who.is_admin and not (
+            who.role is Role.TENANT_ADMIN and user.role in (Role.MEMBER, Role.VIEWER)
+        ):
+            raise forbidden(f"{who.user} ({who.role}) may not disable {user.role} {name}")
+        if user.name == who.user and body.disabled:
+            raise ApiError(409, "you cannot disable yourself", "disabled")
+        user.disabled = body.disabled
+        s.flush()
+        out = UserOut.model_validate(user, from_attributes=True)
+    ctx.forget_principals()
+    request.state.audit_target = f"user {name} disabled={body.disabled}"
+    return out
+
+
+def _new_token_expiry(who: Principal, name: str, wanted: float | None) -> float | None:
+    """A token someone mints for themselves never outlives the token that mints it (a leaked
+    short-lived token cannot become a permanent one); admins minting for others choose."""
+    if who.user != name or who.is_admin or who.expires_at is None:
+        return wanted
+    if wanted is None:
+        return who.expires_at
+    if wanted > who.expires_at:
+        raise forbidden(
+            f"a new token may not outlive the one creating it (expires {iso(who.expires_at)})"
+        )
+    return wanted
+
+
+def _live_tokens(s: Session, name: str) -> int:
+    now = time.time()
+    q = select(func.count()).where(
+        TokenRow.user == name,
+        TokenRow.revoked.is_(False),
+        or_(TokenRow.expires_at.is_(None), TokenRow.expires_at > now),
+    )
+    return s.execute(q).scalar_one()
+
+
 @router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut)
-def new_token(name: str, ctx: Ctx, who: Caller, request: Request) -> TokenOut:
-    """Another token for a user: admins for anyone, everyone for themselves."""
+def new_token(
+    name: str, ctx: Ctx, who: Caller, request: Request, body: TokenIn | None = None
+) -> TokenOut:
+    """Another token for a user (optionally expiring): admins for anyone, tenant-admins for
+    users below their tenant, everyone for themselves (never outliving their own token)."""
+    human(who)
+    expires_at = _new_token_expiry(who, name, body.expires_at if body else None)
     with ctx.db.write() as s:
         user = s.get(UserRow, name)
         if user is None:
@@ -160,9 +230,16 @@ def new_token(name: str, ctx: Ctx, who: Caller, request: Request) -> TokenOut:
                 require(who, ADMIN, "issuing tokens")
             else:
                 may_administer(who, user.tenant, "issue tokens")
-        token = create_user_token(s, name, user.role, user.tenant, user.node)
+        if user.disabled:
+            raise ApiError(409, f"user {name} is disabled")
+        if _live_tokens(s, name) >= MAX_LIVE_TOKENS:
+            raise ApiError(409, f"user {name} has {MAX_LIVE_TOKENS} live tokens; revoke some")
+        try:
+            token = create_user_token(s, name, user.role, user.tenant, user.node, expires_at)
+        except SpecError as exc:
+            raise ApiError(422, str(exc), exc.field) from None
     request.state.audit_target = f"user {name}"
-    return TokenOut(user=name, token=token, prefix=token[:10])
+    return TokenOut(user=name, token=token, prefix=token[:10], expires_at=expires_at)
 
 
 @router.get("/tokens", response_model=list[TokenInfo])
@@ -186,13 +263,46 @@ def revoke_token(token_id: Id, ctx: Ctx, who: Caller) -> None:
 
 
 # -- reservations -----------------------------------------------------------------------------
-@router.post("/reservations", status_code=201, response_model=ReservationOut)
-def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> ReservationOut:
-    """Lock nodes for a tenant over [start, end) (epoch seconds)."""
-    human(who)
+def reservation_out(r: ReservationRow) -> ReservationOut:
+    return ReservationOut(
+        id=r.id,
+        tenant=r.tenant,
+        nodes=list(r.nodes),
+        start=r.start,
+        end=r.end,
+        start_iso=iso(r.start),
+        end_iso=iso(r.end),
+        created_by=r.created_by,
+    )
+
+
+def _check_window(body: ReservationIn, now: float) -> None:
     if body.end <= body.start:
         raise ApiError(422, "end: must be after start", "end")
-    may_administer(who, body.tenant, "reserve nodes")
+    if body.start < now - PAST_SLACK_S:
+        raise ApiError(422, f"start: {iso(body.start)} is in the past", "start")
+    if body.end - body.start > MAX_RESERVATION_S:
+        raise ApiError(422, "end: a reservation lasts at most 366 days", "end")
+
+
+def _clash(s: Session, body: ReservationIn, now: float) -> ReservationRow | None:
+    """Another tenant's reservation that overlaps this one in time on a shared node."""
+    q = select(ReservationRow).where(
+        ReservationRow.end > max(now, body.start),
+        ReservationRow.start < body.end,
+        ReservationRow.tenant != body.tenant,
+    )
+    wanted = set(body.nodes)
+    return next((r for r in s.execute(q).scalars() if wanted & set(r.nodes)), None)
+
+
+@router.post("/reservations", status_code=201, response_model=ReservationOut)
+def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> ReservationOut:
+    """Lock nodes for a tenant over [start, end) (epoch seconds; admins). The window may not
+    lie in the past, last over 366 days, or overlap another tenant's reservation of a node."""
+    require(who, ADMIN, "reserving nodes")
+    now = time.time()
+    _check_window(body, now)
     with ctx.db.write() as s:
         if s.get(TenantRow, body.tenant) is None:
             raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
@@ -200,6 +310,15 @@ def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> Reservatio
         missing = [n for n in body.nodes if n not in known]
         if missing:
             raise ApiError(422, f"nodes: unknown node {missing[0]!r}", "nodes")
+        clash = _clash(s, body, now)
+        if clash is not None:
+            shared = sorted(set(body.nodes) & set(clash.nodes))
+            raise ApiError(
+                409,
+                f"nodes: {shared[0]} is reserved by r-{clash.id} of {clash.tenant} from "
+                f"{iso(clash.start)} to {iso(clash.end)}",
+                "nodes",
+            )
         row = ReservationRow(
             tenant=body.tenant,
             nodes=list(dict.fromkeys(body.nodes)),
@@ -209,32 +328,32 @@ def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> Reservatio
         )
         s.add(row)
         s.flush()
-        out = ReservationOut.model_validate(row, from_attributes=True)
+        out = reservation_out(row)
     ctx.loop.wake()
     return out
 
 
 @router.get("/reservations", response_model=list[ReservationOut])
 def list_reservations(ctx: Ctx, who: Caller) -> list[ReservationOut]:
+    """Current and future reservations, every tenant's: a reservation blocks every other
+    tenant's jobs on its nodes, so each may see who holds which nodes when."""
     human(who)
-    q = select(ReservationRow).where(ReservationRow.end > time.time()).order_by(ReservationRow.id)
+    q = select(ReservationRow).where(ReservationRow.end > time.time())
     with ctx.db.read() as s:
-        return [
-            ReservationOut.model_validate(r, from_attributes=True)
-            for r in s.execute(q).scalars()
-            if who.sees(r.tenant)
-        ]
+        rows = s.execute(q.order_by(ReservationRow.start, ReservationRow.id)).scalars()
+        return [reservation_out(r) for r in rows]
 
 
 @router.delete("/reservations/{res_id}", status_code=204)
 def delete_reservation(res_id: Id, ctx: Ctx, who: Caller) -> None:
+    """Admins, or a tenant-admin of the tenant holding it (giving its own nodes back)."""
     human(who)
     with ctx.db.write() as s:
         r = s.get(ReservationRow, res_id)
-        if r is None or not who.sees(r.tenant):
+        if r is None:
             raise not_found(f"reservation {res_id}")
-        if not who.is_admin:
-            may_administer(who, r.tenant, "cancel reservations")
+        if not (who.is_admin or (who.role is Role.TENANT_ADMIN and who.sees(r.tenant))):
+            raise forbidden(f"{who.user} ({who.role}) may not cancel reservation {res_id}")
         s.delete(r)
     ctx.loop.wake()
 

@@ -36,6 +36,7 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
                 **allocation_out(a).model_dump(),
                 job_name=j.name,
                 job_state=j.state,
+                on_lost=j.on_lost,
                 command=list(j.command or []),
                 env=dict(j.env or {}),
                 image=j.image,

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import SpecError, parse_request
+from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
@@ -138,6 +139,7 @@ async def submit(
         await run_in_threadpool(_check_names, ctx, names)
     may_manage(who, tenant, "submit jobs")
     spec = _spec(body)
+    check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
     now = time.time()
     fields = {
         **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),

@@ -15,12 +15,13 @@ from gpupool.server.db.tables import (
     NodeRow,
     Pool,
 )
-from gpupool.server.deps import Caller, Ctx, Limit, Offset, agent_for, require
+from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.lifecycle import bump_nodes_version, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
+    AgentNodeOut,
     AllocationOut,
     DeviceOut,
     HeartbeatIn,
@@ -55,6 +56,16 @@ def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
         registered_at=n.registered_at,
         heartbeat_at=n.heartbeat_at,
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
+    )
+
+
+def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
+    settings = ctx.settings
+    return AgentNodeOut(
+        **node.model_dump(),
+        lease_s=settings.lease_s,
+        fence_kill_s=settings.fence_kill_s,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s,
     )
 
 
@@ -122,8 +133,8 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
     return node
 
 
-@router.post("/nodes", response_model=NodeOut)
-def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> NodeOut:
+@router.post("/nodes", response_model=AgentNodeOut)
+def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNodeOut:
     """Register a node or update its inventory (idempotent). Agents may only register their
     own node."""
     agent_for(who, body.name)
@@ -133,7 +144,7 @@ def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> NodeOut:
         out = node_out(node, _devices(s, [node.name])[node.name])
     request.state.audit_target = f"node {body.name}"
     ctx.loop.wake()
-    return out
+    return agent_node_out(ctx, out)
 
 
 @router.get("/nodes", response_model=Page[NodeOut])
@@ -205,8 +216,8 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
     ctx.loop.wake()
 
 
-@router.post("/nodes/{name}/heartbeat", response_model=NodeOut)
-def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> NodeOut:
+@router.post("/nodes/{name}/heartbeat", response_model=AgentNodeOut)
+def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeOut:
     """Telemetry per device; a change of health reaches the scheduler's next cycle. A lost
     node that heartbeats again is fenced until its agent reconciles."""
     agent_for(who, name)
@@ -230,7 +241,7 @@ def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> NodeOut:
         out = node_out(node, list(devices.values()))
     if health_changed:
         ctx.loop.wake()
-    return out
+    return agent_node_out(ctx, out)
 
 
 @router.get("/nodes/{name}/allocations", response_model=list[AllocationOut])
