@@ -1,5 +1,6 @@
 """``gpupool up``: the quick start's main job, as a real process with its embedded agents."""
 
+import os
 import signal
 import stat
 import subprocess
@@ -52,11 +53,26 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
         wait_for("a busy pool", busy, 60)
         groups = workload_groups(tmp_path)
         assert len(groups) >= 15 and all(proc.start_ticks(g) for g in groups)
+        assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700 or os.geteuid() != 0
+        assert stat.S_IMODE((tmp_path / "gpupool.db").stat().st_mode) == 0o600
+        if os.geteuid() == 0:  # tenant users: a team's job reads none of the server's files
+            peek = f"cat {tmp_path}/admin-token {tmp_path}/agent-token; id -un"
+            job = c.post(
+                "/api/v1/jobs",
+                json={"request": "cpu=1", "tenant": "devtest", "command": ["sh", "-c", peek]},
+            ).json()
+            wait_for("peek", lambda: c.get(f"/api/v1/jobs/{job['id']}").json()["finished_at"])
+            chunks = c.get(f"/api/v1/jobs/{job['id']}/logs").json()["chunks"]
+            text = "".join(x["text"] for x in chunks)
+            assert "gp_" not in text and text.count("Permission denied") == 2, text
+            assert text.splitlines()[0] == "gp-devtest", text
     finally:
         up.send_signal(signal.SIGTERM)
         out, err = up.communicate(timeout=60)
     assert up.returncode == 0, err
     assert token in out and f"http://127.0.0.1:{port}" in out
+    isolation = "tenant-users" if os.geteuid() == 0 else "none"
+    assert f"workloads: isolation {isolation}" in out
     assert "Traceback" not in err
     assert "ConnectError" not in err  # the agents stopped before the server did
     assert not any(proc.start_ticks(g) for g in groups)  # workloads stopped on the way out
@@ -74,7 +90,8 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
             lambda: sum(1 for g in workload_groups(tmp_path) if proc.start_ticks(g)) >= 15,
             60,
         )
-        assert c.get("/api/v1/jobs").json()["total"] == len(demo_jobs())
+        peeked = 1 if os.geteuid() == 0 else 0  # the job that tried the token files
+        assert c.get("/api/v1/jobs").json()["total"] == len(demo_jobs()) + peeked
         failed = c.get("/api/v1/jobs", params={"state": "failed"}).json()
         assert failed["total"] == 0, [j["reason"] for j in failed["items"]]
     finally:

@@ -15,8 +15,12 @@ import httpx
 
 from gpupool.agent import Agent, AgentConfig
 from gpupool.agent.state import Store
+from gpupool.agent.workloads import IsolationConfig
 
-FAST = {"sync_s": 0.1, "heartbeat_s": 0.3, "grace_s": 2.0}
+# tests of other things run workloads as the test's own user (their commands use this venv's
+# Python, which other users may not be able to run); tests/test_isolation.py runs tenant users
+AS_AGENT_USER = IsolationConfig(mode="none")
+FAST = {"sync_s": 0.1, "heartbeat_s": 0.3, "grace_s": 2.0, "isolation": AS_AGENT_USER}
 
 
 @contextmanager
@@ -48,10 +52,12 @@ def workload_groups(root: Path) -> set[int]:
     return groups
 
 
-def agent_process(url: str, token: str, name: str, state_dir: Path) -> subprocess.Popen:
+def agent_process(
+    url: str, token: str, name: str, state_dir: Path, *extra: str
+) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "gpupool.cli.main", "agent", "--server", url, "--name", name]
     cmd += ["--devices", "simulated:2xA100-80G", "--state-dir", str(state_dir)]
-    cmd += ["--heartbeat", "0.3", "--grace", "2"]
+    cmd += ["--heartbeat", "0.3", "--grace", "2", *(extra or ("--isolation", "none"))]
     log = (state_dir.parent / f"{name}-agent.log").open("a")
     return subprocess.Popen(
         cmd, env={**os.environ, "GPUPOOL_AGENT_TOKEN": token}, stdout=log, stderr=log

@@ -4,11 +4,14 @@ match the server's orders (start what is granted, stop what is not, report how e
 Restart-safe: every workload it starts is recorded on disk with its process-group id, so an
 agent that crashed or restarted adopts what still runs, reports what ended meanwhile, stops
 what the server no longer wants, and only then (reconcile) takes new work.
+
+No order can stop it (DESIGN.md invariant 9): whatever goes wrong starting or watching one
+workload fails that allocation with the reason, and the agent carries on. Workloads are
+self-fenced through the node's lease (``gpupool.agent.lease``): they stop on their own when the
+agent has not been heard by the server for the lease time.
 """
 
 import logging
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -17,21 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
+from gpupool.agent.lease import write_lease
 from gpupool.agent.node import registration, telemetry
 from gpupool.agent.state import Record, Store
 from gpupool.agent.watchdog import Watched, over_limit
+from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
-from gpupool.model import SpecError
-from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid, slice_env
+from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
-KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH")
 LOG_CHUNK = 64 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
+ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 
 
 @dataclass
@@ -51,6 +56,7 @@ class AgentConfig:
     hami_core: str | None = None  # libvgpu.so; found in the usual places when None
     stop_workloads_on_exit: bool = False  # embedded agents (gpupool up) stop theirs
     share: bool = False  # register whole cards as fractional-share devices
+    isolation: IsolationConfig = field(default_factory=IsolationConfig)
 
 
 class Agent:
@@ -81,6 +87,11 @@ class Agent:
         self.hami_core = config.hami_core or next(
             (p for p in HAMI_CORE_PATHS if Path(p).is_file()), None
         )
+        self.launcher = Launcher(
+            config.name, config.state_dir, config.isolation, self.local, self.hami_core
+        )
+        self.lease_s: float | None = None  # from the server; None: no lease (older server)
+        self.fence_kill_s = 3.0
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
@@ -97,37 +108,45 @@ class Agent:
             self.located,
             cpu_millis=self.config.cpu_millis,
             memory_mib=self.config.memory_mib,
-            labels=self.config.labels,
+            labels={**self.config.labels, **self.launcher.labels()},
             pool=self.config.pool,
             errors=self.errors,
             share=self.config.share,
         )
-        self.state = self.api.register(body)["state"]
+        sent = time.monotonic()
+        node = self.api.register(body)
+        self.state = node["state"]
+        self._renew(node, sent)
         self.records = self.store.load_all()
         self.reconcile()
 
     def run(self, stop: threading.Event) -> None:
         """Until ``stop`` is set: heartbeat every ``heartbeat_s``, sync every ``sync_s``.
-        The server being away is logged and retried, never fatal."""
+        The server being away is logged and retried, never fatal; nor is anything else."""
         started = False
-        while not stop.is_set():
-            try:
-                if not started:
-                    self.start()
-                    started = True
-                if time.monotonic() >= self._next_heartbeat:
-                    self.heartbeat()
-                self.sync()
-            except AgentApiError as exc:
-                if stop.is_set():  # shutting down: the server may be gone already
-                    break
-                log.warning("agent %s: %s", self.name, exc)
-                if exc.status == 404:  # the node was removed: register it again
-                    started = False
-            stop.wait(self.config.sync_s)
-        if self.config.stop_workloads_on_exit:
-            self.stop_all()
-        self.api.close()
+        try:
+            while not stop.is_set():
+                try:
+                    if not started:
+                        self.start()
+                        started = True
+                    if time.monotonic() >= self._next_heartbeat:
+                        self.heartbeat()
+                    self.sync()
+                except AgentApiError as exc:
+                    if stop.is_set():  # shutting down: the server may be gone already
+                        break
+                    log.warning("agent %s: %s", self.name, exc)
+                    if exc.status == 404:  # the node was removed: register it again
+                        started = False
+                except Exception:  # a bug must not take the node down: log it, go on
+                    log.exception("agent %s: unexpected error; carrying on", self.name)
+                    stop.wait(ERROR_PAUSE_S)
+                stop.wait(self.config.sync_s)
+        finally:
+            if self.config.stop_workloads_on_exit:
+                self.stop_all()
+            self.api.close()
 
     def stop_all(self) -> None:
         """Stop every workload (embedded agents, on the way out); the next start reports
@@ -147,18 +166,31 @@ class Agent:
     def heartbeat(self) -> None:
         self._next_heartbeat = time.monotonic() + self.config.heartbeat_s
         self._publish_load()
-        node = self.api.heartbeat(telemetry(self.located))
+        devices = telemetry(self.located)
+        sent = time.monotonic()
+        node = self.api.heartbeat(devices)
         self.state = node["state"]
+        self._renew(node, sent)
         if self.state == "fenced":
             self.reconcile()
+
+    def _renew(self, node: dict[str, Any], sent: float) -> None:
+        """The server heard us at ``sent`` (or later): the workloads may run until
+        ``sent + lease_s`` without hearing from us again."""
+        if "lease_s" in node:
+            self.lease_s, self.fence_kill_s = node["lease_s"], node["fence_kill_s"]
+        if self.lease_s is not None:
+            write_lease(self.store.lease, sent + self.lease_s)
 
     def reconcile(self) -> None:
         """Tell the server what runs here; stop what it no longer wants. A fenced node is
         ready again once nothing stale is left."""
         for _ in range(3):
             running = sorted(a for a, r in self.records.items() if not r.released)
+            sent = time.monotonic()
             answer = self.api.reconcile(running)
             self.state = answer["state"]
+            self._renew(answer, sent)
             for alloc_id in answer["stop"]:
                 self._begin_stop(self.records[alloc_id], "released while the node was away")
                 self.records[alloc_id].released = True
@@ -196,12 +228,24 @@ class Agent:
         self._harvest()
         for alloc_id, order in desired.items():
             if alloc_id not in self.records:
-                self._start(order)
+                self._start_safely(order)
         self._upload_logs()
 
     # -- workloads ------------------------------------------------------------------------
     def _grants(self, order: dict[str, Any]) -> list[Grant]:
         return [Grant(**d) for n in order["nodes"] if n["node"] == self.name for d in n["devices"]]
+
+    def _start_safely(self, order: dict[str, Any]) -> None:
+        """Start one order; whatever goes wrong fails that allocation, never the agent."""
+        try:
+            self._start(order)
+        except AgentApiError:
+            raise  # the server is away: the next round retries
+        except LaunchError as exc:
+            self._refuse(order, str(exc))
+        except Exception as exc:
+            log.exception("agent %s: cannot start allocation %s", self.name, order.get("id"))
+            self._refuse(order, f"cannot start: {type(exc).__name__}: {exc}"[:1000])
 
     def _start(self, order: dict[str, Any]) -> None:
         alloc_id, generation = order["id"], order["generation"]
@@ -213,28 +257,30 @@ class Agent:
             # the server thinks it runs here but we never started it (state dir lost)
             self._refuse(order, "the agent has no record of this workload")
             return
-        why = self._unrunnable(order)
         grants = self._grants(order)
+        lease = self.store.lease if self.lease_s is not None else None
+        ready = self.launcher.prepare(order, grants, lease, self.fence_kill_s)
+        folder = self.store.dir(alloc_id)
         try:
-            env = self._environment(order, grants)
-        except SpecError as exc:
-            why = why or str(exc)
-        if why:
-            self.api.report(alloc_id, generation, "failed", reason=why)
-            return
-        workdir = self.store.dir(alloc_id)
-        child = proc.launch(workdir, self._argv(order, env), env)
-        ticks = proc.start_ticks(child.pid) or 0
+            child = proc.launch(folder, ready.spec)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self.launcher.cleanup(ready.workdir, ready.cgroups, ready.mps, self._mps_in_use())
+            self.store.remove(alloc_id)
+            raise LaunchError(f"cannot start: {exc}") from None
         rec = Record(
             alloc_id=alloc_id,
             job_id=order["job_id"],
             generation=generation,
             pid=child.pid,
-            ticks=ticks,
+            ticks=proc.start_ticks(child.pid) or 0,
             started_at=time.time(),
             max_runtime_s=order["max_runtime_s"],
             limits_mib=self._limits(grants),
             load={g.device: g.compute_pct / 100 for g in grants},
+            workdir=ready.workdir,
+            cgroups=ready.cgroups,
+            mps=ready.mps,
+            mem_mib=sum(n["mem_mib"] for n in order["nodes"] if n["node"] == self.name),
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -247,48 +293,8 @@ class Agent:
     def _refuse(self, order: dict[str, Any], why: str) -> None:
         self.api.report(order["id"], order["generation"], "failed", reason=why)
 
-    def _unrunnable(self, order: dict[str, Any]) -> str:
-        if not order["command"]:
-            return "job has no command to run"
-        if order["image"] and self._container_runtime() is None:
-            return f"image {order['image']}: neither docker nor podman is installed on {self.name}"
-        return ""
-
-    @staticmethod
-    def _container_runtime() -> str | None:
-        return next((r for r in ("docker", "podman") if shutil.which(r)), None)
-
-    def _argv(self, order: dict[str, Any], env: dict[str, str]) -> list[str]:
-        if not order["image"]:
-            return list(order["command"])
-        runtime = self._container_runtime()
-        assert runtime is not None
-        argv = [runtime, "run", "--rm", "--name", f"gpupool-alloc-{order['id']}"]
-        for key in sorted(env):
-            if key not in KEEP_ENV:
-                argv += ["-e", f"{key}={env[key]}"]
-        if env.get("NVIDIA_VISIBLE_DEVICES") not in (None, "", "void"):
-            argv += ["--gpus", f"device={env['NVIDIA_VISIBLE_DEVICES']}"]
-        return [*argv, order["image"], *order["command"]]
-
-    def _environment(self, order: dict[str, Any], grants: list[Grant]) -> dict[str, str]:
-        env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
-        env.update(order["env"])
-        env.update(slice_env(grants, self.local, self.hami_core))
-        members = [n["node"] for n in order["nodes"]]
-        env.update(
-            {
-                "GPUPOOL_GANG_SIZE": str(len(members)),
-                "GPUPOOL_GANG_RANK": str(members.index(self.name)),
-                "GPUPOOL_GANG_NODES": ",".join(members),
-                "GPUPOOL_JOB_ID": str(order["job_id"]),
-                "GPUPOOL_ALLOCATION_ID": str(order["id"]),
-                "GPUPOOL_GENERATION": str(order["generation"]),
-                "GPUPOOL_TENANT": order["tenant"],
-                "GPUPOOL_NODE": self.name,
-            }
-        )
-        return env
+    def _mps_in_use(self) -> set[str]:
+        return {uuid for r in self.records.values() for uuid in r.mps}
 
     def _limits(self, grants: list[Grant]) -> dict[str, int]:
         out = {}
@@ -308,6 +314,7 @@ class Agent:
             rec.stop_reason = rec.stop_reason or reason
             rec.stop_sent_at = time.time()
             proc.signal_group(rec.pid, proc.TERM)
+            cgroups.kill(rec.cgroups, proc.TERM, spare=rec.pid)
             self.store.save(rec)
 
     def _enforce_limits(self, desired: dict[int, dict[str, Any]]) -> None:
@@ -318,6 +325,7 @@ class Agent:
                 self._begin_stop(rec, f"max runtime {rec.max_runtime_s} s exceeded")
             if rec.stop_sent_at and not rec.killed and now - rec.stop_sent_at > self.config.grace_s:
                 proc.signal_group(rec.pid, proc.KILL)
+                cgroups.kill(rec.cgroups)  # also what left the process group
                 rec.killed = True
                 self.store.save(rec)
         watched = [
@@ -349,19 +357,36 @@ class Agent:
             self.children.pop(alloc_id, None)
             self._upload_logs(rec)
             if not rec.released:
-                code = proc.exit_code(self.store.dir(alloc_id))
-                if rec.shutdown:
-                    state, reason = "lost", f"stopped when the agent of {self.name} shut down"
-                elif rec.stop_reason:
-                    state, reason = "failed", rec.stop_reason
-                elif code is None:
-                    state, reason = "failed", "workload vanished without an exit status"
-                else:
-                    state = "succeeded" if code == 0 else "failed"
-                    reason = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+                state, code, reason = self._outcome(rec)
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason)
             del self.records[alloc_id]
+            try:
+                self.launcher.cleanup(rec.workdir, rec.cgroups, rec.mps, self._mps_in_use())
+            except OSError as exc:  # a leftover folder or cgroup is not worth a failed round
+                log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
             self.store.remove(alloc_id)
+
+    def _outcome(self, rec: Record) -> tuple[str, int | None, str]:
+        """How an ended workload is reported: state, exit code, reason."""
+        folder = self.store.dir(rec.alloc_id)
+        code = proc.exit_code(folder)
+        fenced = proc.note(folder, proc.FENCED)
+        if rec.shutdown:
+            return "lost", code, f"stopped when the agent of {self.name} shut down"
+        if fenced:
+            return "lost", code, fenced
+        if rec.stop_reason:
+            return "failed", code, rec.stop_reason
+        cannot = proc.note(folder, proc.START_ERROR)
+        if cannot:
+            return "failed", code, cannot
+        if code is None:
+            return "failed", None, "workload vanished without an exit status"
+        if code == -9 and cgroups.oom_killed(rec.cgroups):
+            grant = f"its {rec.mem_mib} MiB grant" if rec.mem_mib else "its limit"
+            return "failed", code, f"host memory: used more than {grant} (killed by the OOM killer)"
+        state = "succeeded" if code == 0 else "failed"
+        return state, code, f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
 
     def _upload_logs(self, only: Record | None = None) -> None:
         for rec in [only] if only else list(self.records.values()):

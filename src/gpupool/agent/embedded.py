@@ -7,11 +7,19 @@ import threading
 from pathlib import Path
 
 from gpupool.agent.agent import Agent, AgentConfig
+from gpupool.agent.workloads import IsolationConfig
 from gpupool.client import ClientError, wait_until_healthy
 
 
 class EmbeddedAgents:
-    def __init__(self, server: str, token: str, state_dir: Path, nodes: dict[str, str]):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        state_dir: Path,
+        nodes: dict[str, str],
+        isolation: IsolationConfig | None = None,
+    ):
         """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
         self.server = server
         self.agents = [
@@ -27,12 +35,16 @@ class EmbeddedAgents:
                     cpu_millis=64_000 if spec != "auto" else None,
                     memory_mib=512 * 1024 if spec != "auto" else None,
                     labels={"simulated": "true"} if spec != "auto" else {},
+                    isolation=isolation or IsolationConfig(),
                 )
             )
             for name, spec in nodes.items()
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def describe(self) -> str:
+        return self.agents[0].launcher.describe() if self.agents else "no agents"
 
     def start(self) -> None:
         """Start every agent once the server (starting in this process) answers."""

@@ -1,12 +1,49 @@
 """Workload processes on this machine: start one under the shim in its own process group,
-tell whether it still runs (guarding against PID reuse), list its processes, stop it."""
+tell whether it still runs (guarding against PID reuse), list its processes, stop it.
+
+A workload's folder in the agent's state dir (0700, the agent's user only) holds what the shim
+needs (``spec.json``: command, environment, identity, cgroups, lease) and what it leaves
+(``stdout``, ``stderr``, ``exit``, and ``fenced`` / ``start-error`` with a reason). The
+workload itself runs elsewhere, in a working directory of its own (``LaunchSpec.cwd``).
+"""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+SPEC = "spec.json"
+FENCED = "fenced"
+START_ERROR = "start-error"
+
+
+@dataclass
+class LaunchSpec:
+    """What the shim runs and how: ``uid``/``gid`` None keeps the agent's user; ``lease``
+    None means the workload is not self-fenced (``on_lost: keep-running``)."""
+
+    command: list[str]
+    env: dict[str, str]
+    cwd: str
+    uid: int | None = None
+    gid: int | None = None
+    cgroups: list[str] = field(default_factory=list)
+    lease: str | None = None
+    fence_kill_s: float = 3.0
+    poll_s: float = 0.1
+
+    @classmethod
+    def read(cls, folder: Path) -> "LaunchSpec":
+        return cls(**json.loads((folder / SPEC).read_text()))
+
+    def write(self, folder: Path) -> None:
+        fd = os.open(folder / SPEC, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(self), f)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -42,19 +79,27 @@ def group_pids(pgid: int) -> set[int]:
     return out
 
 
-def launch(workdir: Path, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """Start ``argv`` under the shim with stdout/stderr to files in ``workdir``."""
-    workdir = workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    shim = [sys.executable, "-m", "gpupool.agent.shim", str(workdir / "exit"), "--", *argv]
-    with (workdir / "stdout").open("ab") as out, (workdir / "stderr").open("ab") as err:
+def shim_environment() -> dict[str, str]:
+    """The shim's own environment: what Python needs to find gpupool, nothing of the job's
+    (which it reads from the spec) nor the agent's secrets."""
+    return {k: os.environ[k] for k in ("PATH", "PYTHONPATH", "LANG") if k in os.environ}
+
+
+def launch(folder: Path, spec: LaunchSpec) -> subprocess.Popen:
+    """Start the shim for ``spec`` as the leader of a new process group (and session), with
+    the workload's stdout/stderr going to files in ``folder``."""
+    folder = folder.resolve()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    spec.write(folder)
+    shim = [sys.executable, "-m", "gpupool.agent.shim", str(folder)]
+    with (folder / "stdout").open("ab") as out, (folder / "stderr").open("ab") as err:
         return subprocess.Popen(
             shim,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
-            env=env,
-            cwd=workdir,
+            env=shim_environment(),
+            cwd=folder,
             start_new_session=True,
         )
 
@@ -64,11 +109,25 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def exit_code(workdir: Path) -> int | None:
+def exit_code(folder: Path) -> int | None:
     try:
-        return int((workdir / "exit").read_text().strip())
+        return int((folder / "exit").read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+def note(folder: Path, name: str) -> str:
+    """A reason the shim left (``fenced``, ``start-error``), or ""."""
+    try:
+        return (folder / name).read_text().strip()
+    except OSError:
+        return ""
+
+
+def write_note(folder: Path, name: str, text: str) -> None:
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(text + "\n")
+    os.replace(tmp, folder / name)
 
 
 KILL = signal.SIGKILL

@@ -1,40 +1,112 @@
-"""``python -m gpupool.agent.shim EXIT_FILE -- COMMAND...``: run a workload and record its exit
-code in EXIT_FILE, so an agent that restarted meanwhile still learns how the job ended.
+"""``python -m gpupool.agent.shim FOLDER``: run one workload as ``FOLDER/spec.json`` says and
+record how it ended, so an agent that restarted meanwhile still learns it.
 
-The agent starts the shim as the leader of a new process group and stops a workload by
-signalling the group: the shim ignores SIGTERM / SIGINT itself so it outlives the command and
-writes its status; SIGKILL ends both (no file: the agent knows it killed it).
+The shim runs as the agent's user, the leader of the workload's process group: it joins the
+workload's cgroups, then starts the command as the tenant's user (no supplementary groups,
+umask 077) in the workload's own directory. It ignores SIGTERM / SIGINT itself so it outlives
+the command and writes ``FOLDER/exit``; SIGKILL ends both (no file: the agent knows it killed
+it). While the command runs, the shim watches the node's lease (``gpupool.agent.lease``): once
+it has run out, the shim stops the command on its own — TERM, then KILL after
+``fence_kill_s`` — and writes ``FOLDER/fenced``, so the workload is gone before the server
+requeues its job even when the agent was killed with SIGKILL.
 """
 
 import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+from gpupool.agent import cgroups, lease
+from gpupool.agent.processes import FENCED, START_ERROR, LaunchSpec, group_pids, write_note
+
+CANNOT_START = 127
+
+
+def _default_signals() -> None:
+    """In the command (after fork, before exec): obey SIGTERM / SIGINT again."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(spec: LaunchSpec) -> subprocess.Popen:
+    drop = spec.uid is not None
+    return subprocess.Popen(
+        spec.command,
+        cwd=spec.cwd,
+        env=spec.env,
+        user=spec.uid,
+        group=spec.gid,
+        extra_groups=[] if drop else None,
+        umask=0o077 if drop else -1,
+        preexec_fn=_default_signals,
+    )
+
+
+def signal_workload(spec: LaunchSpec, sig: int) -> None:
+    """Every process of the workload: the process group and the cgroups, but not the shim."""
+    me = os.getpid()
+    for pid in group_pids(os.getpgrp()) - {me}:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+    cgroups.kill(spec.cgroups, sig, spare=me)
+
+
+def fence(child: subprocess.Popen, spec: LaunchSpec, folder: Path) -> int:
+    """The lease ran out: stop the workload now, whatever the agent is doing."""
+    write_note(
+        folder,
+        FENCED,
+        "stopped by its node: the agent had not renewed its lease with the server in time "
+        "(agent down or server unreachable), so the job can be requeued without running twice",
+    )
+    signal_workload(spec, signal.SIGTERM)
+    deadline = time.monotonic() + spec.fence_kill_s
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(min(spec.poll_s, 0.05))
+    signal_workload(spec, signal.SIGKILL)
+    return child.wait()
+
+
+def supervise(child: subprocess.Popen, spec: LaunchSpec, folder: Path) -> int:
+    lease_file = Path(spec.lease) if spec.lease else None
+    while True:
+        try:
+            return child.wait(timeout=spec.poll_s)
+        except subprocess.TimeoutExpired:
+            pass
+        if lease_file is not None and lease.expired(lease_file):
+            return fence(child, spec, folder)
+
+
+def run(folder: Path) -> int:
+    spec = LaunchSpec.read(folder)
+    try:
+        cgroups.join(spec.cgroups, os.getpid())
+        child = start(spec)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = f"cannot start {spec.command[0][:200]!r}: {what}" if spec.command else what
+        print(f"gpupool: {reason}", file=sys.stderr, flush=True)
+        write_note(folder, START_ERROR, reason)
+        return CANNOT_START
+    return supervise(child, spec, folder)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m gpupool.agent.shim EXIT_FILE -- COMMAND...", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: python -m gpupool.agent.shim FOLDER", file=sys.stderr)
         return 2
-    exit_file, command = argv[0], argv[2:]
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        child = subprocess.Popen(
-            command,
-            preexec_fn=lambda: (  # the command itself must obey SIGTERM again
-                signal.signal(signal.SIGTERM, signal.SIG_DFL),
-                signal.signal(signal.SIGINT, signal.SIG_DFL),
-            ),
-        )
-        code = child.wait()
-    except OSError as exc:
-        print(f"gpupool: cannot start {command[0]!r}: {exc.strerror}", file=sys.stderr)
-        code = 127
-    tmp = f"{exit_file}.tmp"
-    with open(tmp, "w") as f:
-        f.write(str(code))
-    os.replace(tmp, exit_file)
+    folder = Path(argv[0])
+    code = run(folder)
+    tmp = folder / "exit.tmp"
+    tmp.write_text(str(code))
+    os.replace(tmp, folder / "exit")
     return 0
 
 

@@ -26,21 +26,30 @@ class Record:
     released: bool = False  # the server no longer wants it: nothing left to report
     shutdown: bool = False  # stopped because its agent shut down: reported lost, not failed
     offsets: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+    workdir: str = ""  # the workload's own working directory (removed when it ends)
+    cgroups: list[str] = field(default_factory=list)
+    mps: list[str] = field(default_factory=list)  # GPUs whose MPS daemon it uses
+    mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
 
 
 class Store:
     def __init__(self, root: Path):
-        # absolute: workloads run in their own directory, and the shim writes its exit file
-        # by this path from there
-        self.root = root.resolve() / "workloads"
-        self.root.mkdir(parents=True, exist_ok=True)
+        # absolute: the shim writes its exit file by this path. The agent's user only (0700):
+        # records, specs with jobs' environments, and logs are no workload's business
+        base = root.resolve()
+        base.mkdir(parents=True, exist_ok=True)
+        base.chmod(0o700)
+        self.root = base / "workloads"
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.root.chmod(0o700)
+        self.lease = base / "lease"
 
     def dir(self, alloc_id: int) -> Path:
         return self.root / str(alloc_id)
 
     def save(self, rec: Record) -> None:
         path = self.dir(rec.alloc_id) / "record.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(rec)))
         os.replace(tmp, path)

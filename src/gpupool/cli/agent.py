@@ -17,6 +17,10 @@ from gpupool.cli.errors import friendly
 from gpupool.model import SpecError
 
 DEVICES_HELP = "auto (NVIDIA, Ascend, Cambricon, Hygon), simulated:4xA100-80G, or a YAML file"
+ISOLATION_HELP = (
+    "tenant-users: each tenant's workloads run as its own Unix user, in a 0700 folder and a "
+    "cgroup of their own (needs root); none: as the agent's user; auto: tenant-users when root"
+)
 
 
 def _labels(items: list[str]) -> dict[str, str]:
@@ -47,10 +51,29 @@ def agent(
     share: bool = typer.Option(
         False, help="Offer whole cards as fractional shares (MPS / HAMi-core); MIG cards stay MIG"
     ),
+    isolation: str = typer.Option("auto", help=ISOLATION_HELP),
+    tenant_user: list[str] = typer.Option(
+        [], help="TENANT=USER: run this tenant's workloads as an existing user (repeatable)"
+    ),
+    user_prefix: str = typer.Option("gp-", help="Prefix of the users created for tenants"),
+    create_users: bool = typer.Option(
+        True, help="Create a system user for a tenant with no --tenant-user mapping"
+    ),
+    work_dir: Path = typer.Option(
+        None,
+        help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
+        "tenant-users, else STATE_DIR/work]",
+    ),
+    cgroups: bool = typer.Option(True, help="Confine each workload in a cgroup of its grant"),
+    cgroup_parent: str = typer.Option("gpupool", help="Cgroup folder of the workloads' cgroups"),
+    pids_max: int = typer.Option(4096, min=16, help="Most processes one workload may have"),
 ) -> None:
     """Run the node agent: register this node, heartbeat telemetry, run its workloads.
-    Stopping the agent leaves workloads running; a restarted agent adopts them."""
+    Stopping the agent leaves workloads running; a restarted agent adopts them, unless it
+    stays away longer than its lease (then the workloads stop themselves)."""
     from gpupool.agent import Agent, AgentConfig
+    from gpupool.agent.identity import parse_mapping
+    from gpupool.agent.workloads import IsolationConfig
     from gpupool.server.logs import configure
 
     if not token:
@@ -68,11 +91,22 @@ def agent(
         labels=_labels(label),
         pool=pool,
         share=share,
+        isolation=IsolationConfig(
+            mode=isolation,
+            tenant_users=parse_mapping(tenant_user),
+            user_prefix=user_prefix,
+            create_users=create_users,
+            work_dir=work_dir,
+            cgroups=cgroups,
+            cgroup_parent=cgroup_parent,
+            pids_max=pids_max,
+        ),
     )
     worker = Agent(config)
     for problem in worker.errors:
         typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"agent {config.name}: {len(worker.located)} device(s), server {server}")
+    typer.echo(f"agent {config.name}: {worker.launcher.describe()}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):

@@ -139,15 +139,26 @@ def up(
     ),
     nodes: int = typer.Option(10, min=1, max=1000, help="Simulated servers (embedded agents)"),
     demo: bool = typer.Option(False, help="Also submit a realistic mix of jobs"),
+    isolation: str = typer.Option(
+        "auto",
+        help="tenant-users: each tenant's workloads run as its own Unix user (needs root); "
+        "none: as your user; auto: tenant-users when run as root",
+    ),
+    work_dir: Path = typer.Option(
+        None,
+        help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
+        "tenant-users, else DATA_DIR/agents/NODE/work]",
+    ),
 ) -> None:
     """Start gpupool on SQLite with the seed's example cluster: embedded agents for 10
     simulated servers x 4 A100-80G, teams algorithm 20, inference 10, devtest 10 cards. Prints
-    the API URL and an admin token (also in DATA_DIR/admin-token). Runs until Ctrl-C or
-    SIGTERM; workloads are real processes, stopped on the way out."""
+    the API URL, an admin token (also in DATA_DIR/admin-token) and how workloads are isolated.
+    Runs until Ctrl-C or SIGTERM; workloads are real processes, stopped on the way out."""
     import socket
     import threading
 
     from gpupool.agent.embedded import EmbeddedAgents
+    from gpupool.agent.workloads import IsolationConfig
     from gpupool.client.demo import submit_demo
     from gpupool.devices.simulated import check
     from gpupool.server.bootstrap import saved_token, seed_example
@@ -175,12 +186,24 @@ def up(
         if devices == "auto"
         else {f"node-{i:02d}": devices for i in range(1, nodes + 1)}
     )
-    agents = EmbeddedAgents(
-        f"http://{connect}:{settings.port}", agent_token, settings.data_dir / "agents", names
-    )
+    with user_errors():
+        agents = EmbeddedAgents(
+            f"http://{connect}:{settings.port}",
+            agent_token,
+            settings.data_dir / "agents",
+            names,
+            IsolationConfig(mode=isolation, work_dir=work_dir),
+        )
     typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)")
     typer.echo(f"database: {settings.db_url}")
     typer.echo(f"agents: {len(names)} node(s), devices {devices}")
+    typer.echo(f"workloads: {agents.describe()}")
+    if agents.agents and agents.agents[0].launcher.isolation.value == "none":
+        typer.echo(
+            "warning: every team's jobs run as your own user and can read each other's files "
+            "and this data dir; run gpupool up as root for tenant users (docs/security.md)",
+            err=True,
+        )
     typer.echo(f"admin token (also in {settings.data_dir / 'admin-token'}): {token}")
     typer.echo(f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)")
     agents.start()

@@ -4,7 +4,6 @@ long-lived inference services, short dev/test jobs. Every job is a real process 
 progress; idempotency keys make a restart with ``--demo`` submit nothing twice."""
 
 import random
-import sys
 import time
 
 import httpx
@@ -36,7 +35,9 @@ def demo_jobs(seed: int = 1) -> list[dict]:
             "request": request,
             "kind": kind,
             "priority_class": klass,
-            "command": [sys.executable, "-c", WORKLOAD, kind, str(round(seconds))],
+            # the node's python3: workloads may run as a tenant's user, who cannot always run
+            # the interpreter gpupool was installed with (a virtualenv under /root, say)
+            "command": ["python3", "-c", WORKLOAD, kind, str(round(seconds))],
             **extra,
         }
 

@@ -1,0 +1,204 @@
+"""One cgroup per workload with the CPU, host-memory and process-count limits of its grant,
+the way Slurm's cgroup plugin confines a job step. Both hierarchies are supported and detected:
+
+- **v2** (unified, most current nodes): ``/sys/fs/cgroup/<parent>/<agent>/alloc-N`` with
+  ``cpu.max``, ``memory.max`` (and ``memory.swap.max`` 0), ``pids.max``; the controllers are
+  enabled in ``cgroup.subtree_control`` of each ancestor.
+- **v1** (one hierarchy per controller, a v2 mount beside them holding none): ``cpu``,
+  ``memory`` and ``pids`` each get ``<own cgroup>/<parent>/<agent>/alloc-N`` under the agent's
+  own cgroup of that controller (so a container's limits still cover its workloads), with
+  ``cpu.cfs_quota_us``, ``memory.limit_in_bytes``, ``pids.max``.
+
+The shim joins the cgroups before it starts the command, so every process the workload makes
+is inside; stopping a workload signals every process of its cgroups too (a process that left
+the process group with ``setsid`` does not escape). A grant without CPU or memory gets no CPU
+quota or memory limit (the request grammar's default is 0: "no reservation"), only the process
+limit. Without a writable hierarchy (no root, a read-only mount) workloads run without
+cgroups and ``describe()`` says so.
+"""
+
+import contextlib
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+V1_CONTROLLERS = ("cpu", "memory", "pids")
+V2_CONTROLLERS = ("cpu", "memory", "pids")
+CFS_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    version: int | None  # 2, 1, or None (no usable cgroups)
+    bases: dict[str, Path]  # v1: controller -> where our cgroups go; v2: {"": base}
+    note: str  # how it was found, or why there is none
+    root: Path = Path("/sys/fs/cgroup")
+
+    def describe(self) -> str:
+        if self.version is None:
+            return f"no cgroups ({self.note})"
+        names = ", ".join(sorted(self.bases)) if self.version == 1 else "cpu, memory, pids"
+        return f"cgroup v{self.version} ({names})"
+
+
+def _own_cgroups(proc_self: Path) -> dict[str, str]:
+    """``/proc/self/cgroup``: controller -> this process's cgroup path ("" for v2)."""
+    out: dict[str, str] = {}
+    try:
+        text = proc_self.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                out[controller] = parts[2]
+    return out
+
+
+def detect(
+    fs: Path = Path("/sys/fs/cgroup"),
+    proc_self: Path = Path("/proc/self/cgroup"),
+    parent: str = "gpupool",
+) -> Hierarchy:
+    """Which hierarchy this machine has and where workload cgroups go (``parent`` below the
+    v2 root, or below the agent's own cgroup of each v1 controller)."""
+    if (fs / "cgroup.controllers").is_file():
+        if not os.access(fs, os.W_OK):
+            return Hierarchy(None, {}, f"{fs} (cgroup v2) is not writable by this user")
+        available = set((fs / "cgroup.controllers").read_text().split())
+        missing = [c for c in V2_CONTROLLERS if c not in available]
+        if missing:
+            return Hierarchy(None, {}, f"cgroup v2 lacks the {', '.join(missing)} controller")
+        return Hierarchy(2, {"": fs / parent.strip("/")}, "cgroup v2 at the root", fs)
+    own = _own_cgroups(proc_self)
+    bases: dict[str, Path] = {}
+    for controller in V1_CONTROLLERS:
+        mount = fs / controller
+        if (mount / "cgroup.procs").is_file() and os.access(mount, os.W_OK):
+            bases[controller] = mount / own.get(controller, "/").strip("/") / parent.strip("/")
+    if "memory" in bases and "cpu" in bases:
+        return Hierarchy(1, bases, "cgroup v1 controllers", fs)
+    return Hierarchy(None, {}, f"no writable cgroup v2 root or v1 cpu+memory under {fs}")
+
+
+def _write(path: Path, value: str) -> None:
+    with path.open("w") as f:
+        f.write(value)
+
+
+def _enable_controllers(root: Path, leaf_parent: Path) -> None:
+    """v2: enable cpu/memory/pids in ``subtree_control`` from the root down to the folder that
+    will hold the workload cgroups (none of these holds processes: the no-internal-process
+    rule)."""
+    chain = [leaf_parent, *leaf_parent.parents]
+    top = chain.index(root) if root in chain else len(chain) - 1
+    for folder in reversed(chain[: top + 1]):
+        folder.mkdir(exist_ok=True)
+        have = set((folder / "cgroup.subtree_control").read_text().split())
+        wanted = [f"+{c}" for c in V2_CONTROLLERS if c not in have]
+        if wanted:
+            _write(folder / "cgroup.subtree_control", " ".join(wanted))
+
+
+class Cgroups:
+    """Workload cgroups of one agent: ``group`` names this agent's folder (node + state dir),
+    so two agents on one host (``gpupool up``) never share one."""
+
+    def __init__(self, hierarchy: Hierarchy, group: str, pids_max: int = 4096):
+        self.hierarchy = hierarchy
+        self.group = group
+        self.pids_max = pids_max
+
+    @property
+    def enabled(self) -> bool:
+        return self.hierarchy.version is not None
+
+    def paths(self, alloc_id: int) -> list[Path]:
+        return [base / self.group / f"alloc-{alloc_id}" for base in self.hierarchy.bases.values()]
+
+    def create(self, alloc_id: int, cpu_millis: int, mem_mib: int) -> list[Path]:
+        """Make the workload's cgroups with its limits; returns their paths (to join)."""
+        if not self.enabled:
+            return []
+        if self.hierarchy.version == 2:
+            (base,) = self.hierarchy.bases.values()
+            _enable_controllers(self.hierarchy.root, base / self.group)
+        out = []
+        for controller, path in zip(self.hierarchy.bases, self.paths(alloc_id), strict=True):
+            path.mkdir(parents=True, exist_ok=True)
+            self._limit(controller, path, cpu_millis, mem_mib)
+            out.append(path)
+        return out
+
+    def _limit(self, controller: str, path: Path, cpu_millis: int, mem_mib: int) -> None:
+        quota = cpu_millis * CFS_PERIOD_US // 1000
+        memory = mem_mib * 1024 * 1024
+        if self.hierarchy.version == 2:
+            if quota > 0:
+                _write(path / "cpu.max", f"{quota} {CFS_PERIOD_US}")
+            if memory > 0:
+                _write(path / "memory.max", str(memory))
+                if (path / "memory.swap.max").exists():
+                    _write(path / "memory.swap.max", "0")
+            _write(path / "pids.max", str(self.pids_max))
+        elif controller == "cpu" and quota > 0:
+            _write(path / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(path / "cpu.cfs_quota_us", str(quota))
+        elif controller == "memory" and memory > 0:
+            _write(path / "memory.limit_in_bytes", str(memory))
+        elif controller == "pids":
+            _write(path / "pids.max", str(self.pids_max))
+
+
+def join(paths: list[str], pid: int) -> None:
+    """Move ``pid`` into each cgroup (the shim does this for itself before the command)."""
+    for path in paths:
+        _write(Path(path) / "cgroup.procs", str(pid))
+
+
+def members(paths: list[str] | list[Path]) -> set[int]:
+    pids: set[int] = set()
+    for path in paths:
+        with contextlib.suppress(OSError, ValueError):
+            pids |= {int(x) for x in (Path(path) / "cgroup.procs").read_text().split()}
+    return pids
+
+
+def kill(paths: list[str] | list[Path], sig: int = signal.SIGKILL, spare: int = 0) -> int:
+    """Signal every process in the cgroups but ``spare``; returns how many were signalled."""
+    count = 0
+    for pid in members(paths) - {spare}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            count += 1
+    return count
+
+
+def remove(paths: list[str] | list[Path], wait_s: float = 2.0) -> None:
+    """Remove the cgroups once their processes are gone (killed ones take a moment to exit);
+    one still busy after ``wait_s`` stays behind, empty of our concern."""
+    deadline = time.monotonic() + wait_s
+    while members(paths) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for path in paths:
+        try:
+            Path(path).rmdir()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EBUSY):
+                raise
+
+
+def oom_killed(paths: list[str] | list[Path]) -> bool:
+    """Whether the kernel's OOM killer took a process of these cgroups (the memory limit)."""
+    for path in paths:
+        for name in ("memory.events", "memory.oom_control"):  # v2, v1
+            with contextlib.suppress(OSError, ValueError):
+                for line in (Path(path) / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and int(value) > 0:
+                        return True
+    return False

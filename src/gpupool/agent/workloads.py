@@ -1,0 +1,246 @@
+"""From an order to a launch: who the workload runs as, where, with which environment and
+limits. The agent calls ``Launcher.prepare`` for each new order and ``Launcher.cleanup`` once
+the workload has ended; errors are ``LaunchError`` with a reason the allocation fails with.
+
+With ``tenant-users`` isolation a workload gets: its tenant's Unix user; a fresh working
+directory ``WORK_DIR/alloc-N-xxxx`` owned by that user, mode 0700 (also its ``HOME`` and
+``TMPDIR``; removed when the workload ends — outputs belong on shared storage); an
+environment of its own (a system ``PATH``, the job's variables, the slice's), nothing of the
+agent's; and a cgroup with its grant's CPU, host memory and a process limit. Its logs are
+written by the shim into the agent's own state folder, which no workload can open.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpupool.agent import cgroups
+from gpupool.agent.container import RUNTIMES, container_argv
+from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUsers, resolve
+from gpupool.agent.mps import MpsDaemons
+from gpupool.agent.processes import LaunchSpec
+from gpupool.model import SpecError
+from gpupool.model.workload import check_workload
+from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+
+KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_WORK_DIR = Path("/var/lib/gpupool/work")
+DEFAULT_MPS_DIR = Path("/var/lib/gpupool/mps")
+
+
+class LaunchError(Exception):
+    """The order cannot be started here; the allocation fails with this reason."""
+
+
+@dataclass
+class IsolationConfig:
+    mode: str = "auto"  # auto | tenant-users | none
+    tenant_users: dict[str, str] = field(default_factory=dict)  # tenant -> Unix user
+    user_prefix: str = "gp-"
+    create_users: bool = True
+    work_dir: Path | None = None  # default: /var/lib/gpupool/work, or STATE/work without root
+    cgroups: bool = True
+    cgroup_parent: str = "gpupool"
+    pids_max: int = 4096
+
+
+@dataclass
+class Prepared:
+    spec: LaunchSpec
+    workdir: str
+    cgroups: list[str]
+    mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
+
+
+def private_work_root(path: Path, shared: bool) -> Path:
+    """The folder that holds workloads' directories: the agent's own, 0711 when workloads of
+    other users must reach their folder in it (they cannot list it), never a symlink."""
+    path = Path(os.path.abspath(path))  # the shim starts workloads from another folder
+    path.mkdir(parents=True, exist_ok=True)
+    info = path.lstat()
+    if path.is_symlink() or info.st_uid != os.geteuid():
+        raise SpecError(f"work dir {path}: must be a folder owned by the agent's user")
+    path.chmod(0o711 if shared else 0o700)
+    return path
+
+
+class Launcher:
+    def __init__(
+        self,
+        node: str,
+        state_dir: Path,
+        config: IsolationConfig,
+        local: dict[int, LocalDevice],
+        hami_core: str | None,
+    ):
+        self.node = node
+        self.local = local
+        self.hami_core = hami_core
+        self.config = config
+        self.isolation = resolve(config.mode, os.geteuid())
+        shared = self.isolation is Isolation.TENANT_USERS
+        self.users = (
+            TenantUsers(config.tenant_users, config.user_prefix, config.create_users)
+            if shared
+            else None
+        )
+        self.work_root = private_work_root(
+            config.work_dir or (DEFAULT_WORK_DIR if shared else state_dir / "work"), shared
+        )
+        group = re.sub(r"[^A-Za-z0-9_.-]", "_", node)[:80]
+        group += "-" + hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:8]
+        hierarchy = (
+            cgroups.detect(parent=config.cgroup_parent)
+            if config.cgroups
+            else cgroups.Hierarchy(None, {}, "turned off (--no-cgroups)")
+        )
+        self.cgroups = cgroups.Cgroups(hierarchy, group, config.pids_max)
+        self.mps = MpsDaemons(DEFAULT_MPS_DIR if shared else state_dir / "mps")
+
+    def describe(self) -> str:
+        """One line for logs, ``gpupool up`` and the node's labels."""
+        who = (
+            "tenant-users (each tenant's workloads run as its own Unix user)"
+            if self.isolation is Isolation.TENANT_USERS
+            else f"none (workloads run as the agent's user, uid {os.geteuid()})"
+        )
+        return f"isolation {who}; {self.cgroups.hierarchy.describe()}; {self.mps.describe()}"
+
+    def labels(self) -> dict[str, str]:
+        version = self.cgroups.hierarchy.version
+        return {
+            "gpupool.io/isolation": self.isolation.value,
+            "gpupool.io/cgroup": f"v{version}" if version else "none",
+        }
+
+    # -- one order ------------------------------------------------------------------------
+    def identity(self, tenant: str) -> Identity | None:
+        if self.users is None:
+            return None
+        try:
+            return self.users.identity(tenant)
+        except IsolationError as exc:
+            raise LaunchError(str(exc)) from None
+
+    def prepare(
+        self,
+        order: dict[str, Any],
+        grants: list[Grant],
+        lease: Path | None,
+        fence_kill_s: float,
+    ) -> Prepared:
+        """Everything a launch needs, made on disk (working dir, cgroups, MPS daemon)."""
+        command, image = list(order["command"]), order["image"]
+        if not command:
+            raise LaunchError("job has no command to run")
+        try:
+            check_workload(command, order["env"], image)
+            slice_vars = slice_env(grants, self.local, self.hami_core)
+        except SpecError as exc:
+            raise LaunchError(f"cannot start: {exc}") from None
+        runtime = next((r for r in RUNTIMES if shutil.which(r)), None) if image else None
+        if image and runtime is None:
+            raise LaunchError(
+                f"image {image}: neither docker nor podman is installed on {self.node}"
+            )
+        who = self.identity(order["tenant"])
+        mine = [n for n in order["nodes"] if n["node"] == self.node]
+        cpu = sum(n["cpu_millis"] for n in mine)
+        mem = sum(n["mem_mib"] for n in mine)
+        workdir = self._workdir(order["id"], who)
+        made: list[str] = []
+        try:
+            made = [str(p) for p in self.cgroups.create(order["id"], cpu, mem)] if not image else []
+            mps = self._mps(slice_vars)
+            job_env = {**order["env"], **slice_vars, **mps.env, **gang_env(order, self.node)}
+            if image:
+                assert runtime is not None
+                argv = container_argv(
+                    runtime, order["id"], image, command, job_env,
+                    identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=self.config.pids_max,
+                )  # fmt: skip
+                uid = gid = None  # the runtime's client talks to its daemon as the agent
+                env = {**self._host_env(workdir, None), **job_env}
+            else:
+                argv, uid, gid = command, who.uid if who else None, who.gid if who else None
+                env = {**self._host_env(workdir, who), **job_env}
+        except (OSError, SpecError) as exc:
+            self.cleanup(workdir, made, [])
+            raise LaunchError(f"cannot start: {exc}") from None
+        spec = LaunchSpec(
+            command=argv,
+            env=env,
+            cwd=workdir,
+            uid=uid,
+            gid=gid,
+            cgroups=made,
+            lease=str(lease) if lease and order.get("on_lost") != "keep-running" else None,
+            fence_kill_s=fence_kill_s,
+        )
+        return Prepared(spec, workdir, made, mps.gpus)
+
+    def _workdir(self, alloc_id: int, who: Identity | None) -> str:
+        path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)
+        if who is not None:
+            os.chown(path, who.uid, who.gid)
+        os.chmod(path, 0o700)
+        return path
+
+    def _host_env(self, workdir: str, who: Identity | None) -> dict[str, str]:
+        """What a workload gets from the host: with tenant users only a system PATH, its own
+        home and names; without, the agent's usual variables (the same user anyway)."""
+        if self.isolation is Isolation.TENANT_USERS:
+            env = {"PATH": SYSTEM_PATH, "HOME": workdir, "TMPDIR": workdir}
+            if who is not None:
+                env |= {"USER": who.user, "LOGNAME": who.user}
+            return env | {"LANG": os.environ.get("LANG", "C.UTF-8")}
+        return {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
+
+    def _mps(self, slice_vars: dict[str, str]) -> "_Mps":
+        if "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in slice_vars:
+            return _Mps({}, [])
+        gpus = [u for u in slice_vars.get("CUDA_VISIBLE_DEVICES", "").split(",") if u]
+        env: dict[str, str] = {}
+        for uuid in gpus[:1]:  # one pipe directory per client: its first shared GPU's daemon
+            env = self.mps.ensure(uuid)
+        return _Mps(env, gpus[:1] if env else [])
+
+    def cleanup(
+        self, workdir: str, made: list[str], mps: list[str], in_use: set[str] = frozenset()
+    ):
+        """After a workload ended: kill what is left in its cgroups, remove them and its
+        working dir, and stop MPS daemons no other workload uses."""
+        if made:
+            cgroups.kill(made)
+            cgroups.remove(made)
+        if workdir and Path(workdir).parent == self.work_root:
+            shutil.rmtree(workdir, ignore_errors=True)
+        for uuid in mps:
+            if uuid not in in_use:
+                self.mps.stop(uuid)
+
+
+@dataclass
+class _Mps:
+    env: dict[str, str]
+    gpus: list[str]
+
+
+def gang_env(order: dict[str, Any], node: str) -> dict[str, str]:
+    members = [n["node"] for n in order["nodes"]]
+    return {
+        "GPUPOOL_GANG_SIZE": str(len(members)),
+        "GPUPOOL_GANG_RANK": str(members.index(node)),
+        "GPUPOOL_GANG_NODES": ",".join(members),
+        "GPUPOOL_JOB_ID": str(order["job_id"]),
+        "GPUPOOL_ALLOCATION_ID": str(order["id"]),
+        "GPUPOOL_GENERATION": str(order["generation"]),
+        "GPUPOOL_TENANT": order["tenant"],
+        "GPUPOOL_NODE": node,
+    }
