@@ -163,7 +163,7 @@ def test_shares_get_one_mps_daemon_per_gpu_started_and_stopped_with_them(
     bin_dir.mkdir()
     (bin_dir / "nvidia-cuda-mps-control").write_text(MPS_STAND_IN)
     (bin_dir / "nvidia-cuda-mps-control").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ["PATH"]}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     calls = bin_dir / "mps-calls"
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
