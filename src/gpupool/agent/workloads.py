@@ -58,6 +58,22 @@ class Prepared:
     mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
 
 
+def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
+    who = (
+        "tenant-users (each tenant's workloads run as its own Unix user)"
+        if isolation is Isolation.TENANT_USERS
+        else f"none (workloads run as the agent's user, uid {os.geteuid()})"
+    )
+    return f"isolation {who}; {hierarchy.describe()}; {mps.describe()}"
+
+
+def preview(mode: str = "auto") -> str:
+    """What an agent started here with ``--isolation mode`` would run with (``gpupool
+    devices``); raises ``SpecError`` where it would refuse to start."""
+    isolation = resolve(mode, os.geteuid())
+    return describe(isolation, cgroups.detect(), MpsDaemons(DEFAULT_MPS_DIR))
+
+
 def private_work_root(path: Path, shared: bool) -> Path:
     """The folder that holds workloads' directories: the agent's own, 0711 when workloads of
     other users must reach their folder in it (they cannot list it), never a symlink."""
@@ -104,13 +120,8 @@ class Launcher:
         self.mps = MpsDaemons(DEFAULT_MPS_DIR if shared else state_dir / "mps")
 
     def describe(self) -> str:
-        """One line for logs, ``gpupool up`` and the node's labels."""
-        who = (
-            "tenant-users (each tenant's workloads run as its own Unix user)"
-            if self.isolation is Isolation.TENANT_USERS
-            else f"none (workloads run as the agent's user, uid {os.geteuid()})"
-        )
-        return f"isolation {who}; {self.cgroups.hierarchy.describe()}; {self.mps.describe()}"
+        """One line for logs and ``gpupool up``."""
+        return describe(self.isolation, self.cgroups.hierarchy, self.mps)
 
     def labels(self) -> dict[str, str]:
         version = self.cgroups.hierarchy.version

@@ -117,11 +117,15 @@ def agent(
 def devices(
     spec: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    isolation: str = typer.Option("auto", help=ISOLATION_HELP),
 ) -> None:
-    """Show the accelerators discovery finds on this machine (and what it could not read)."""
+    """Show the accelerators discovery finds on this machine (and what it could not read),
+    and how an agent started here would isolate its workloads."""
+    from gpupool.agent.workloads import preview
     from gpupool.devices import discover
 
     located, inventory = discover(spec, socket.gethostname())
+    workloads = preview(isolation)
     if as_json:
         rows = [
             {
@@ -139,7 +143,8 @@ def devices(
             }
             for loc in located
         ]
-        typer.echo(json.dumps({"devices": rows, "errors": inventory.errors}, indent=2))
+        out = {"devices": rows, "errors": inventory.errors, "workloads": workloads}
+        typer.echo(json.dumps(out, indent=2))
         return
     table = Table("#", "backend", "model", "memory MiB", "mode", "uuid", title=os.uname().nodename)
     for loc in located:
@@ -151,3 +156,4 @@ def devices(
         typer.echo(f"warning: {problem}", err=True)
     if not located:
         typer.echo("no accelerator found (try --devices simulated:4xA100-80G)")
+    typer.echo(f"workloads: {workloads}")

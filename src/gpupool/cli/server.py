@@ -46,7 +46,8 @@ def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | No
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     if workers > 1:
         for name, value in settings.model_dump(mode="json").items():
-            os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
+            if value is not None:  # unset stays unset (the workers' default)
+                os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
         # counters and histograms of every worker in one scrape (see gpupool.server.metrics)
         shared = settings.data_dir / f"metrics-{settings.port}"
         shutil.rmtree(shared, ignore_errors=True)
