@@ -56,15 +56,20 @@ def agent(
         [], help="TENANT=USER: run this tenant's workloads as an existing user (repeatable)"
     ),
     user_prefix: str = typer.Option("gp-", help="Prefix of the users created for tenants"),
-    create_users: bool = typer.Option(
-        True, help="Create a system user for a tenant with no --tenant-user mapping"
+    no_create_users: bool = typer.Option(
+        False,
+        "--no-create-users",
+        help="Fail a tenant's jobs when it has no --tenant-user mapping, rather than create a "
+        "system user for it",
     ),
     work_dir: Path = typer.Option(
         None,
         help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
         "tenant-users, else STATE_DIR/work]",
     ),
-    cgroups: bool = typer.Option(True, help="Confine each workload in a cgroup of its grant"),
+    no_cgroups: bool = typer.Option(
+        False, "--no-cgroups", help="Do not confine workloads in cgroups of their grant"
+    ),
     cgroup_parent: str = typer.Option("gpupool", help="Cgroup folder of the workloads' cgroups"),
     pids_max: int = typer.Option(4096, min=16, help="Most processes one workload may have"),
 ) -> None:
@@ -95,9 +100,9 @@ def agent(
             mode=isolation,
             tenant_users=parse_mapping(tenant_user),
             user_prefix=user_prefix,
-            create_users=create_users,
+            create_users=not no_create_users,
             work_dir=work_dir,
-            cgroups=cgroups,
+            cgroups=not no_cgroups,
             cgroup_parent=cgroup_parent,
             pids_max=pids_max,
         ),
