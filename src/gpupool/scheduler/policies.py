@@ -171,10 +171,11 @@ class FragmentationGradientDescent(Policy):
         key = (id(state), self.workload.version)
         if self._model is None or self._model_key != key or self._model.state is not state:
             shapes, weights = self.workload.typical()
-            # a shape that may not use a node's GPU type is left out of that node's ΔF: placing
-            # anything there "reduces" the node's idle GPU it could never use, a gain that
-            # pushed FGD off the best node on GPU-type-constrained workloads (docs/simulation.md)
-            self._model = FragmentationModel(state, shapes, weights, foreign_types=False)
+            # the paper's measure: for a shape that may not use a node's GPU type, all of the
+            # node's idle GPU is fragmented. Leaving such shapes out (tried on a variant we had
+            # generated) left ~610 GPUs unallocated on the published gpuspec20 list where this
+            # leaves ~330: docs/simulation.md, "Published trace family"
+            self._model = FragmentationModel(state, shapes, weights)
             self._model_key = key
         self._model.refresh()
         return self._model

@@ -1,8 +1,8 @@
 """The Alibaba PAI GPU cluster trace (cluster-trace-gpu-v2023, "openb").
 
 Node list columns: ``sn,cpu_milli,memory_mib,gpu,model``. Pod list columns:
-``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,
-deletion_time,scheduled_time``. ``gpu_milli`` is the per-GPU share (1000 = whole GPU) and is
+``name,cpu_milli,memory_mib,num_gpu,gpu_milli`` and optionally ``gpu_spec,qos,pod_phase,
+creation_time,deletion_time,scheduled_time``. ``gpu_milli`` is the per-GPU share (1000 = whole GPU) and is
 meaningful for one-GPU pods; ``gpu_spec`` lists allowed GPU types separated by ``|``.
 
 Bad rows (missing or non-numeric fields, negative sizes, shares above a GPU) are reported with
@@ -19,7 +19,9 @@ from gpupool.model.devices import catalog_entry
 from gpupool.sim.traces.rows import RowError, bad_rows_error
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+# required; gpu_spec, qos, pod_phase and the times are optional (the published multigpu*
+# lists have only these five columns)
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 # GPU memory of the trace's models (the trace does not give it; G1-G3 are undisclosed types,
 # and no openb pod asks for GPU memory, so the value only sizes shares' proportional memory).
 MODEL_MEMORY_MIB = {"V100M16": 16384, "V100M32": 32768, "G1": 32768, "G2": 32768, "G3": 32768}
