@@ -365,6 +365,47 @@ def test_family_runs_every_pod_list_and_judges_fgd_against_the_baselines(tmp_pat
     assert result["fgd_beats_baselines_everywhere"] == everywhere
 
 
+def test_family_reads_five_column_lists_reports_unreadable_ones_and_compares_with_the_paper(
+    tmp_path,
+):
+    _small_trace(tmp_path)
+    family = tmp_path / "family"
+    family.mkdir()
+    lines = (tmp_path / "pods.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    keep = [header.index(c) for c in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")]
+    five = [",".join(row.split(",")[i] for i in keep) for row in lines]
+    (family / "openb_pod_list_multigpu20.csv").write_text("\n".join(five) + "\n")
+    (family / "openb_pod_list_broken.csv").write_text("name,cpu\nx,1\n")
+    (family / "published-results.csv").write_text(
+        "trace,policy,seeds,unallocated_gpus_at_100,unallocated_gpus_at_130\n"
+        "multigpu20,06-FGD,10,1.0,0.5\n"
+        "multigpu20,05-BestFit,10,9.0,9.0\n"
+    )
+    out = gpupool(
+        "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
+        "--policies", "best-fit,fgd", "--seeds", "1-2", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["unreadable_files"] == ["broken"]
+    assert "missing column(s) cpu_milli, memory_mib" in result["files"]["broken"]["error"]
+    row = result["files"]["multigpu20"]
+    assert row["pods"] == len(lines) - 1
+    assert row["paper"]["fgd"] == {"at_100": 1.0, "at_130": 0.5}
+    assert row["paper"]["best-fit"] == {"at_100": 9.0, "at_130": 9.0}
+    ours = row["versus_paper_fgd"]["fgd"]
+    want = round(row["unallocated_gpus_at_100"]["fgd"] / 1.0 - 1, 4)
+    assert ours["relative"]["at_100"] == want
+    assert ours["within_tolerance"] == (want <= 0.05 and ours["relative"]["at_130"] <= 0.05)
+    assert result["fgd_within_5pct_of_paper_everywhere"] == ours["within_tolerance"]
+    table = gpupool(
+        "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
+        "--policies", "best-fit,fgd", "--seeds", "1",
+    )  # fmt: skip
+    assert table.returncode == 0 and "cannot read" in table.stdout and "paper FGD" in table.stdout
+
+
 def test_family_refuses_a_folder_without_pod_lists(tmp_path):
     _small_trace(tmp_path)
     out = gpupool(

@@ -85,13 +85,18 @@ def family(
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
     strict: bool = typer.Option(False, help="Reject a file on any bad row."),
+    workers: int = typer.Option(0, min=0, max=64, help="Replay processes \\[default: 2 or cores]"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The FGD protocol on every pod list of a trace family (the openb variants: sharing-,
-    multi-GPU-, GPU-type- and CPU-heavy mixes): unallocated GPUs at 100% per policy and file,
-    and whether fgd beats every baseline on each."""
+    multi-GPU-, GPU-type- and CPU-heavy mixes): unallocated GPUs at 100% and 130% arrived per
+    policy and file, whether fgd beats every baseline, and — where the folder holds the
+    paper's published-results.csv — each policy against the paper's FGD (within +5%: ok).
+    A file that cannot be read is an error row. Policies: gpupool policies."""
+    from gpupool.bench.simulate import default_workers
     from gpupool.sim.fgd_report import check_policies, parse_seeds
-    from gpupool.sim.trace_family import compare_family, family_files
+    from gpupool.sim.published import FILE, parse_published
+    from gpupool.sim.trace_family import compare_family, family_files, trace_name
     from gpupool.sim.traces.openb import load_nodes, load_pods
 
     names = _names(policies)
@@ -104,33 +109,68 @@ def family(
         node_path, _ = trace_paths(nodes, folder)  # the folder stands in for a pod list
     files = family_files(folder)
     require_files(node_path)
-    node_list, errors = load_nodes(node_path, strict=strict)
-    pod_lists = []
+    node_list, skipped = load_nodes(node_path, strict=strict)
+    unreadable: dict[str, str] = {}
+    counts: dict[str, int] = {}
     for path in files:
-        pods, more = load_pods(path, strict=strict)
-        errors = [*errors, *(f"{path.name}: {e}" for e in more)]
-        pod_lists.append((path.stem.removeprefix("openb_pod_list_"), pods))
-    for e in errors[:20]:
+        try:
+            pods, more = load_pods(path, strict=strict)
+        except (SpecError, OSError, UnicodeDecodeError) as exc:
+            unreadable[trace_name(path)] = str(exc)
+            continue
+        counts[trace_name(path)] = len(pods)
+        skipped = [*skipped, *(f"{path.name}: {e}" for e in more)]
+    for e in skipped[:20]:
         err_console.print(f"skipped {e}")
-    total = len(files) * len(names) * len(seed_list)
+    published = None
+    if (folder / FILE).is_file():
+        published = parse_published((folder / FILE).read_text(), FILE)
+    total = len(counts) * len(names) * len(seed_list)
     with Progress(console=err_console, transient=True, disable=as_json) as bar:
         task = bar.add_task("replaying", total=total)
         result = compare_family(
-            node_list, pod_lists, names, seed_list, tune, lambda: bar.advance(task)
+            node_path,
+            files,
+            names,
+            seed_list,
+            tune,
+            gpus=sum(len(n.devices) for n in node_list),
+            pod_counts=counts,
+            errors=unreadable,
+            published=published,
+            workers=workers or default_workers(),
+            progress=lambda: bar.advance(task),
         )
     if as_json:
         typer.echo(json.dumps(result))
         return
-    table = Table("file", "pods", *names, "best", "fgd beats baselines", title="FGD protocol")
-    for name, row in result["files"].items():  # type: ignore[union-attr]
+    _family_table(result, names)
+
+
+def _family_table(result: dict, names: list[str]) -> None:
+    paper = result["fgd_within_5pct_of_paper_everywhere"] is not None
+    columns = ["file", *names, "fgd beats baselines"]
+    if paper:
+        columns += ["paper FGD", "fgd vs paper"]
+    table = Table(*columns, title="FGD protocol: unallocated GPUs at 100% arrived (median)")
+    for name, row in result["files"].items():
+        if "error" in row:
+            table.add_row(name, f"[red]cannot read: {row['error']}[/red]")
+            continue
         unallocated = row["unallocated_gpus_at_100"]
-        table.add_row(
-            name,
-            str(row["pods"]),
-            *(f"{unallocated[p]:.1f}" for p in names),
-            row["best_policy"],
-            {True: "yes", False: "NO", None: "-"}[row["fgd_beats_baselines"]],
-        )
+        cells = [name, *(f"{unallocated[p]:.1f}" for p in names)]
+        cells.append({True: "yes", False: "NO", None: "-"}[row["fgd_beats_baselines"]])
+        if paper:
+            versus = row.get("versus_paper_fgd", {}).get("fgd")
+            fgd_paper = row.get("paper", {}).get("fgd", {}).get("at_100")
+            cells.append(f"{fgd_paper:.1f}" if fgd_paper is not None else "-")
+            cells.append(
+                f"{versus['relative']['at_100']:+.1%} / {versus['relative']['at_130']:+.1%}"
+                + ("" if versus["within_tolerance"] else " [red]over 5%[/red]")
+                if versus
+                else "-"
+            )
+        table.add_row(*cells)
     Console().print(table)
 
 

@@ -32,6 +32,7 @@ class ReplayResult:
     pods: int
     failed: int
     unallocated_gpus_at_100: float
+    unallocated_gpus_at_130: float  # at the end of the bag (tune x capacity arrived)
     alloc_ratio_at_100: float
     alloc_ratio_at_130: float
     frag_amount_at_100: float
@@ -116,6 +117,7 @@ def replay(
         pods=len(bag),
         failed=failed,
         unallocated_gpus_at_100=(capacity - at_100[0]) / 1000,
+        unallocated_gpus_at_130=(capacity - allocated) / 1000,
         alloc_ratio_at_100=at_100[0] / capacity,
         alloc_ratio_at_130=allocated / capacity,
         frag_amount_at_100=at_100[1] / capacity,

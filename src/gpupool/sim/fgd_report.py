@@ -72,11 +72,11 @@ def run_fgd_protocol(
             runs.append(replay(nodes, pods, PROTOCOL_POLICIES[name], seed, tune))
             if progress:
                 progress()
-        out["policies"][name] = _medians(runs)  # type: ignore[index]
+        out["policies"][name] = medians(runs)  # type: ignore[index]
     return out
 
 
-def _medians(runs: list[ReplayResult]) -> dict[str, object]:
+def medians(runs: list[ReplayResult]) -> dict[str, object]:
     def med(values: list[float]) -> float:
         return round(float(statistics.median(values)), 4)
 
@@ -90,6 +90,7 @@ def _medians(runs: list[ReplayResult]) -> dict[str, object]:
     frag_med = np.median([c[1] for c in curves], axis=0)
     return {
         "unallocated_gpus_at_100": med([r.unallocated_gpus_at_100 for r in runs]),
+        "unallocated_gpus_at_130": med([r.unallocated_gpus_at_130 for r in runs]),
         "alloc_ratio_at_100": med([r.alloc_ratio_at_100 for r in runs]),
         "alloc_ratio_at_130": med([r.alloc_ratio_at_130 for r in runs]),
         "frag_amount_at_100": med([r.frag_amount_at_100 for r in runs]),

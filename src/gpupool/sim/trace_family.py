@@ -1,13 +1,15 @@
 """The FGD protocol over a family of pod lists (the openb trace ships variants of the default
 list: GPU-sharing-heavy, multi-GPU-heavy, GPU-type-constrained, CPU-heavy), so a policy is
-judged on every mix, not tuned to one file."""
+judged on every mix, not tuned to one file — and, where ``published-results.csv`` lies beside
+them, against the FGD paper's own medians."""
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpupool.model import Node, SpecError
-from gpupool.sim.fgd_report import run_fgd_protocol
-from gpupool.sim.traces.openb import Pod
+from gpupool.model import SpecError
+from gpupool.sim.fgd_report import medians
+from gpupool.sim.published import Published, versus_paper
+from gpupool.sim.replays import replay_files
 
 PATTERN = "openb_pod_list_*.csv"
 # the paper's baselines; FGD has to beat each of them on every file
@@ -24,42 +26,69 @@ def family_files(folder: Path) -> list[Path]:
     return files
 
 
+def trace_name(path: Path) -> str:
+    return path.stem.removeprefix("openb_pod_list_")
+
+
 def compare_family(
-    nodes: Sequence[Node],
-    pod_lists: Sequence[tuple[str, Sequence[Pod]]],
+    nodes: Path,
+    files: Sequence[Path],
     policies: Sequence[str],
     seeds: Sequence[int],
     tune: float,
+    *,
+    gpus: int,
+    pod_counts: dict[str, int] | None = None,
+    errors: dict[str, str] | None = None,
+    published: Published | None = None,
+    workers: int = 1,
     progress: Callable[[], None] | None = None,
 ) -> dict[str, object]:
-    """Per pod list: median unallocated GPUs at 100% arrived per policy, the best policy, the
-    best baseline, and whether ``fgd`` beats every baseline that ran."""
-    files: dict[str, object] = {}
-    everywhere = True
-    for name, pods in pod_lists:
-        result = run_fgd_protocol(nodes, pods, policies, seeds, tune, progress)
-        unallocated = {
-            policy: row["unallocated_gpus_at_100"]  # type: ignore[index]
-            for policy, row in result["policies"].items()  # type: ignore[union-attr]
-        }
-        baselines = {p: v for p, v in unallocated.items() if p in BASELINES}
+    """Per pod list: medians over seeds of unallocated GPUs at 100% and 130% arrived per
+    policy, the best policy, whether ``fgd`` beats every baseline, and each policy against
+    the paper's. ``errors`` names files that could not be read: they become error rows."""
+    errors = errors or {}
+    readable = [f for f in files if trace_name(f) not in errors]
+    tasks = [(str(f), p, s) for f in readable for p in policies for s in seeds]
+    runs = replay_files(nodes, tasks, tune, workers, progress)
+    rows: dict[str, object] = {name: {"error": why} for name, why in errors.items()}
+    beats_everywhere = within_everywhere = True
+    for path in readable:
+        name = trace_name(path)
+        per_policy = {p: medians([runs[(str(path), p, s)] for s in seeds]) for p in policies}
+        at_100 = {p: m["unallocated_gpus_at_100"] for p, m in per_policy.items()}
+        at_130 = {p: m["unallocated_gpus_at_130"] for p, m in per_policy.items()}
+        baselines = {p: v for p, v in at_100.items() if p in BASELINES}
         beats = None
-        if "fgd" in unallocated and baselines:
-            beats = unallocated["fgd"] < min(baselines.values())
-            everywhere = everywhere and beats
-        files[name] = {
-            "pods": result["pods"],
-            "unallocated_gpus_at_100": unallocated,
-            "best_policy": min(unallocated, key=lambda p: unallocated[p]),
+        if "fgd" in at_100 and baselines:
+            beats = at_100["fgd"] < min(baselines.values())
+            beats_everywhere = beats_everywhere and beats
+        row: dict[str, object] = {
+            "pods": (pod_counts or {}).get(name),
+            "unallocated_gpus_at_100": at_100,
+            "unallocated_gpus_at_130": at_130,
+            "best_policy": min(at_100, key=lambda p: at_100[p]),
             "best_baseline": min(baselines, key=lambda p: baselines[p]) if baselines else None,
             "fgd_beats_baselines": beats,
         }
+        paper = (published or {}).get(name, {})
+        if paper:
+            row["paper"] = paper
+            if "fgd" in paper:
+                row["versus_paper_fgd"] = {
+                    p: versus_paper({"at_100": at_100[p], "at_130": at_130[p]}, paper["fgd"])
+                    for p in policies
+                }
+                fgd_ok = row["versus_paper_fgd"].get("fgd", {}).get("within_tolerance")
+                within_everywhere = within_everywhere and fgd_ok is not False
+        rows[name] = row
     judged = "fgd" in policies and any(p in BASELINES for p in policies)
     return {
-        "nodes": len(nodes),
-        "gpus": sum(len(n.devices) for n in nodes),
+        "gpus": gpus,
         "seeds": list(seeds),
         "tune": tune,
-        "files": files,
-        "fgd_beats_baselines_everywhere": everywhere if judged else None,
+        "files": rows,
+        "fgd_beats_baselines_everywhere": beats_everywhere if judged else None,
+        "fgd_within_5pct_of_paper_everywhere": within_everywhere if published else None,
+        "unreadable_files": sorted(errors),
     }

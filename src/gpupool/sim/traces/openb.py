@@ -2,8 +2,9 @@
 
 Node list columns: ``sn,cpu_milli,memory_mib,gpu,model``. Pod list columns:
 ``name,cpu_milli,memory_mib,num_gpu,gpu_milli`` and optionally ``gpu_spec,qos,pod_phase,
-creation_time,deletion_time,scheduled_time``. ``gpu_milli`` is the per-GPU share (1000 = whole GPU) and is
-meaningful for one-GPU pods; ``gpu_spec`` lists allowed GPU types separated by ``|``.
+creation_time,deletion_time,scheduled_time``. ``gpu_milli`` is the per-GPU share (1000 =
+whole GPU) and is meaningful for one-GPU pods; ``gpu_spec`` lists allowed GPU types
+separated by ``|``.
 
 Bad rows (missing or non-numeric fields, negative sizes, shares above a GPU) are reported with
 their line numbers and skipped, or the whole file is rejected with ``strict=True``.
