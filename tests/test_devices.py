@@ -1,5 +1,6 @@
-"""Device discovery against recorded vendor outputs (../shared/data/vendor-samples), including
-malformed ones, and the NVML backend through a stand-in built from a recorded dump."""
+"""Device discovery against recorded vendor outputs (tests/data/vendor, copied from the shared
+vendor samples with their provenance), including malformed ones, and the NVML backend
+through a stand-in built from a recorded dump."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -17,8 +18,8 @@ from gpupool.model import SharingMode, SpecError, Vendor
 from tests.support.fake_nvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT.parent / "shared" / "data" / "vendor-samples"
 LOCAL = ROOT / "tests" / "data" / "vendor"
+SAMPLES = LOCAL  # the recorded captures these tests read live in the repository
 A100_XML = SAMPLES / "nvidia" / "nvidia-smi-q-x_a100-sxm4-80gb-mig.xml"
 H100_CAPTURE = SAMPLES / "nvidia" / "nvidia-smi_capture_h100-mig_590.48.01.txt"
 
@@ -120,7 +121,7 @@ def test_nvml_absent_degrades_cleanly():
 # -- Ascend -----------------------------------------------------------------------------------
 def test_npu_smi_910b2c():
     r = parse_npu_smi_info(
-        (SAMPLES / "ascend/unlabelled/npu-smi-info_910b2c_23.0.2.1.txt").read_text()
+        (SAMPLES / "ascend/npu-smi-info_910b2c_23.0.2.1.txt").read_text()
     )
     assert [d.model for d in r.devices] == ["Ascend910B", "Ascend910B"]
     assert [d.memory_mib for d in r.devices] == [65536, 65536]
@@ -133,7 +134,7 @@ def test_npu_smi_910b2c():
 
 def test_npu_smi_a3_two_chips_per_npu():
     r = parse_npu_smi_info(
-        (SAMPLES / "ascend/unlabelled/npu-smi-info_ascend910-a3_25.2.0.txt").read_text()
+        (SAMPLES / "ascend/npu-smi-info_ascend910-a3_25.2.0.txt").read_text()
     )
     assert [d.local_index for d in r.devices] == [0, 1, 2, 3]
     assert [d.uuid for d in r.devices] == ["npu0-chip0", "npu0-chip1", "npu1-chip0", "npu1-chip1"]
@@ -144,7 +145,7 @@ def test_npu_smi_a3_two_chips_per_npu():
 
 def test_npu_smi_310b_without_hbm_and_in_alarm():
     r = parse_npu_smi_info(
-        (SAMPLES / "ascend/unlabelled/npu-smi-info_310b4_23.0.0.txt").read_text()
+        (SAMPLES / "ascend/npu-smi-info_310b4_23.0.0.txt").read_text()
     )
     (d,) = r.devices
     assert d.memory_mib == 15609 and r.telemetry[0].mem_used_mib == 3628
@@ -168,7 +169,7 @@ def test_npu_smi_garbage_is_a_clear_error(text, fragment):
 
 # -- Hygon, Cambricon -------------------------------------------------------------------------
 def test_rocm_smi_json_hygon_k100():
-    path = SAMPLES / "hygon/unlabelled/rocm-smi_json_hygon-k100ai_dtk24.04.3.json"
+    path = SAMPLES / "hygon/rocm-smi_json_hygon-k100ai_dtk24.04.3.json"
     r = parse_smi_json(path.read_text())
     (d,) = r.devices
     assert d.vendor is Vendor.HYGON and d.memory_mib == 65520 and d.uuid == "7100fa8866904061"

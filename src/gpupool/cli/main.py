@@ -40,6 +40,24 @@ def version() -> None:
 
 
 @app.command()
+def policies(as_json: bool = typer.Option(False, "--json", help="Print JSON")) -> None:
+    """Every placement policy: what it does, where it runs (the server, or only the FGD
+    protocol's replays) and whether it is online (decides only from jobs that have arrived)."""
+    import json
+    from dataclasses import asdict
+
+    from gpupool.scheduler.catalog import CATALOG
+
+    if as_json:
+        typer.echo(json.dumps([asdict(p) for p in CATALOG], indent=2))
+        return
+    table = Table("policy", "online", "where", "what it does")
+    for p in CATALOG:
+        table.add_row(p.name, "yes" if p.online else "[red]no[/red]", p.where, p.summary)
+    Console().print(table)
+
+
+@app.command()
 @friendly
 def request(spec: str = typer.Argument(..., help="e.g. 'gpu=A100-80G:2,cpu=4,mem=32GiB'")) -> None:
     """Check a resource request and show how gpupool reads it."""

@@ -6,6 +6,10 @@ scheduled once, in order; a pod that fits nowhere fails and is not retried; pods
 After every pod the curve records arrived workload (cumulative GPU request / capacity),
 GPU allocation ratio and fragmentation amount (fragmented GPU / capacity), where the
 fragmentation measure uses the trace's typical shapes (95% of its pods) by popularity.
+
+Every policy here is online (``gpupool policies``): the protocol has no queue, so
+``fgd-lookahead`` looks ahead over requests sampled from the pods already arrived, never over
+the bag's next pods. ``fgd-lookahead-clairvoyant`` does read those (research only).
 """
 
 import random
@@ -17,12 +21,14 @@ from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.scheduler.lookahead import DEPTH
+from gpupool.scheduler.placer import LOOKAHEAD
 from gpupool.sharing import SharePolicy
 from gpupool.sim.paper_policies import PAPER_POLICIES, PaperGpuClustering, PaperRandom
 from gpupool.sim.traces.openb import Pod
 
 # the protocol has no per-card limits but compute: memory follows compute, any number share
 PROTOCOL_SHARING = SharePolicy(headroom_pct=0, max_sharers=1000)
+CLAIRVOYANT = "fgd-lookahead-clairvoyant"  # reads the bag's next pods: not online
 
 
 @dataclass
@@ -59,6 +65,7 @@ def replay(
     seed: int,
     tune: float = 1.3,
     curve_every: int = 50,
+    depth: int = DEPTH,
 ) -> ReplayResult:
     # The paper's simulator renames nodes "<random index>-<name>" with a seeded permutation,
     # so its "smallest name" tie-break is a random but fixed node order: do the same.
@@ -70,7 +77,9 @@ def replay(
     typical = Workload(coverage=0.95)
     custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
     custom["paper-random"] = PaperRandom(seed)
-    placer = Placer(policy, typical, custom)
+    clairvoyant = policy == CLAIRVOYANT
+    placer = Placer(LOOKAHEAD if clairvoyant else policy, typical, custom)
+    sampler = random.Random(f"look-ahead {seed}")  # what may come next, from what came
     recorder = custom.get(policy)
     # the typical shapes come from the original trace, not the sampled bag
     placer.observe_requests(Counter(pod.request for pod in pods), state)
@@ -90,7 +99,11 @@ def replay(
             result = None
         else:
             job = Job(id=f"{i}", request=pod.request)
-            upcoming = [p.request for p in bag[i + 1 : i + 1 + DEPTH]] if placer.looks_ahead else ()
+            upcoming: list = []
+            if placer.looks_ahead and clairvoyant:
+                upcoming = [p.request for p in bag[i + 1 : i + 1 + depth]]
+            elif placer.looks_ahead:
+                upcoming = [bag[sampler.randrange(i + 1)].request for _ in range(depth)]
             # a refusal's reason is not used
             result = placer.place(state, job, explain=False, upcoming=upcoming)
         if isinstance(result, Placement):

@@ -21,6 +21,7 @@ PROTOCOL_POLICIES = {
     "fgd": "fgd",
     "fgd-exact": "fgd-exact",
     "fgd-lookahead": "fgd-lookahead",
+    "fgd-lookahead-clairvoyant": "fgd-lookahead-clairvoyant",
     "gpupool-best-fit": "best-fit",
     "first-fit": "first-fit",
     "spread": "spread",
