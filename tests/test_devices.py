@@ -120,9 +120,7 @@ def test_nvml_absent_degrades_cleanly():
 
 # -- Ascend -----------------------------------------------------------------------------------
 def test_npu_smi_910b2c():
-    r = parse_npu_smi_info(
-        (SAMPLES / "ascend/npu-smi-info_910b2c_23.0.2.1.txt").read_text()
-    )
+    r = parse_npu_smi_info((SAMPLES / "ascend/npu-smi-info_910b2c_23.0.2.1.txt").read_text())
     assert [d.model for d in r.devices] == ["Ascend910B", "Ascend910B"]
     assert [d.memory_mib for d in r.devices] == [65536, 65536]
     assert [t.mem_used_mib for t in r.telemetry] == [20701, 20687]
@@ -133,9 +131,7 @@ def test_npu_smi_910b2c():
 
 
 def test_npu_smi_a3_two_chips_per_npu():
-    r = parse_npu_smi_info(
-        (SAMPLES / "ascend/npu-smi-info_ascend910-a3_25.2.0.txt").read_text()
-    )
+    r = parse_npu_smi_info((SAMPLES / "ascend/npu-smi-info_ascend910-a3_25.2.0.txt").read_text())
     assert [d.local_index for d in r.devices] == [0, 1, 2, 3]
     assert [d.uuid for d in r.devices] == ["npu0-chip0", "npu0-chip1", "npu1-chip0", "npu1-chip1"]
     assert r.telemetry[1].power_w is None  # "-" for the second chip
@@ -144,9 +140,7 @@ def test_npu_smi_a3_two_chips_per_npu():
 
 
 def test_npu_smi_310b_without_hbm_and_in_alarm():
-    r = parse_npu_smi_info(
-        (SAMPLES / "ascend/npu-smi-info_310b4_23.0.0.txt").read_text()
-    )
+    r = parse_npu_smi_info((SAMPLES / "ascend/npu-smi-info_310b4_23.0.0.txt").read_text())
     (d,) = r.devices
     assert d.memory_mib == 15609 and r.telemetry[0].mem_used_mib == 3628
     assert not d.healthy  # Health "Alarm"
