@@ -7,7 +7,7 @@ import pytest
 
 from gpupool.model import SpecError
 from gpupool.sim.scenario import load_scenario, parse_scenario
-from gpupool.sim.team_replay import compare, generate_jobs
+from gpupool.sim.team_replay import MODES, compare, generate_jobs
 from tests.helpers import gpupool
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "seed-scenario.yaml"
@@ -86,7 +86,7 @@ def test_jobs_are_seeded_and_the_same_for_both_modes():
 
 def test_pooling_lends_idle_guarantee_without_hurting_its_owner():
     result = compare(parse_scenario(TINY))
-    static, pooled = result["static"], result["pooled"]
+    static, pooled = result["static_partition"], result["pooled"]
     assert pooled["gpu_utilization"] > static["gpu_utilization"]
     # static: the busy team never holds more than its 4 cards, so at most half the pool
     assert static["gpu_utilization"] <= 0.5 + 1e-9
@@ -98,6 +98,49 @@ def test_pooling_lends_idle_guarantee_without_hurting_its_owner():
     assert idle_p["queue_delay_p95_s"] <= idle_s["queue_delay_p95_s"] + tick
 
 
+def test_a_static_partition_gives_each_team_servers_of_its_own():
+    from gpupool.sim.team_replay import partition
+
+    scenario = parse_scenario(
+        {
+            **TINY,
+            "cluster": [{"count": 3, "model": "A100-80G", "cards": 4, "cpu": 64}],
+            "teams": [
+                {"name": "a", "guarantee": 6},
+                {"name": "b", "guarantee": 4},
+                {"name": "c", "guarantee": 1},
+            ],
+            "workloads": [{"team": "a", "request": "gpu=1", "arrivals_per_hour": 1}],
+        }
+    )
+    nodes, owners = partition(scenario)
+    cards = {n.name: len(n.devices) for n in nodes}
+    assert owners == {"a": ["g0-000", "g0-001-0"], "b": ["g0-001-1", "g0-002-0"], "c": ["g0-002-1"]}
+    assert [cards[n] for n in owners["a"]] == [4, 2] and [cards[n] for n in owners["b"]] == [2, 2]
+    half = next(n for n in nodes if n.name == "g0-001-0")
+    assert half.cpu_millis == 32_000  # the split server's CPU goes with its cards
+    # one unowned card of g0-002 is in nobody's partition
+
+
+def test_a_partition_keeps_other_teams_off_and_a_big_job_off_split_servers():
+    """Team a's 4-card job cannot use b's idle server, nor its own two halves of servers."""
+    scenario = parse_scenario(
+        {
+            **TINY,
+            "cluster": [{"count": 2, "model": "A100-80G", "cards": 4}],
+            "teams": [{"name": "a", "guarantee": 2}, {"name": "b", "guarantee": 6}],
+            "workloads": [
+                {"team": "a", "kind": "training", "request": "gpu=4", "arrivals_per_hour": 1},
+            ],
+        }
+    )
+    result = compare(scenario)
+    a = {m: result[m]["tenants"]["a"] for m in MODES}
+    assert a["static_partition"]["started"] == 0  # 2 cards of its own: a 4-card job never fits
+    assert a["static_quota"]["started"] == 0  # capped at its guarantee of 2
+    assert a["pooled"]["started"] > 0  # borrows b's idle cards
+
+
 def test_cli_json(tmp_path):
     import yaml
 
@@ -106,7 +149,7 @@ def test_cli_json(tmp_path):
     out = gpupool("simulate", "scenario", str(path), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    for mode in ("static", "pooled"):
+    for mode in ("static_partition", "static_quota", "pooled"):
         assert {"gpu_utilization", "queue_delay_p95_s", "tenants"} <= set(data[mode])
 
 
@@ -138,8 +181,9 @@ def test_plan_finds_a_smaller_pool_with_pooling():
         }
     )
     result = plan(scenario, target_p95_s=3600, max_servers=8)
-    assert result["pooled"]["servers"] is not None and result["static"]["servers"] is not None
-    assert result["pooled"]["cards"] <= result["static"]["cards"]
+    static = result["static_partition"]
+    assert result["pooled"]["servers"] is not None and static["servers"] is not None
+    assert result["pooled"]["cards"] <= static["cards"]
     with pytest.raises(SpecError, match="must not be negative"):
         plan(scenario, target_p95_s=-1)
 
@@ -155,11 +199,11 @@ def test_scenario_report_and_csv(tmp_path):
     out = gpupool("simulate", "scenario", str(path), "--report", str(report), "--csv", str(series))
     assert out.returncode == 0, out.stderr
     html = report.read_text()
-    assert html.count("<polyline") == 2 and "<script" not in html
+    assert html.count("<polyline") == 3 and "<script" not in html
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html)
     rows = series.read_text().splitlines()
     ticks = 24 * 60 // TINY["tick_minutes"]
-    assert rows[0] == "mode,hour,cards_in_use" and len(rows) == 1 + 2 * ticks
+    assert rows[0] == "mode,hour,cards_in_use" and len(rows) == 1 + 3 * ticks
 
 
 from hypothesis import given  # noqa: E402
@@ -201,10 +245,10 @@ def test_replays_never_exceed_the_pool_and_account_for_every_job(seed, busy_rate
         }
     )
     result = compare(scenario)
-    for mode in ("static", "pooled"):
+    for mode in MODES:
         assert all(used <= 8 + 1e-9 for _, used in result[mode]["cards_in_use"])
         assert 0 <= result[mode]["gpu_utilization"] <= 1
-    jobs = generate_jobs(scenario)  # every generated job is accounted for in both modes
-    for mode in ("static", "pooled"):
+    jobs = generate_jobs(scenario)  # every generated job is accounted for in every mode
+    for mode in MODES:
         counted = sum(t["jobs"] for t in result[mode]["tenants"].values())
         assert counted == len(jobs)

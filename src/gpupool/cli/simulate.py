@@ -344,11 +344,12 @@ def scenario_command(
     csv_out: Path | None = typer.Option(None, "--csv", help="Write cards in use over time."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Replay a team scenario twice — static partition, then pooled with borrowing — and
-    compare utilisation and queue delays per team on the same jobs."""
+    """Replay a team scenario three times on the same jobs and compare utilisation and queue
+    delays per team: static_partition (each team on servers of its own, as split by hand),
+    static_quota (per-team caps on one shared pool) and pooled (borrowing idle cards)."""
     from gpupool.sim.report import scenario_csv, scenario_report_html
     from gpupool.sim.scenario import load_scenario
-    from gpupool.sim.team_replay import compare
+    from gpupool.sim.team_replay import MODES, compare
 
     result = compare(load_scenario(file))
     _outputs(result, report, csv_out, scenario_report_html, scenario_csv)
@@ -364,7 +365,7 @@ def scenario_command(
         "p95 wait",
         title=f"{result['scenario']}: {result['cards']} cards, {result['jobs']} jobs",
     )
-    for mode in ("static", "pooled"):
+    for mode in MODES:
         row = result[mode]
         table.add_row(mode, "all", "", "", "", _hours(row["queue_delay_p95_s"]), end_section=False)
         for team, t in row["tenants"].items():
@@ -395,8 +396,9 @@ def plan_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The smallest pool (servers of the first group) whose replay meets the p95 queue-delay
-    target for every team, with static partition and with pooling."""
-    from gpupool.sim.plan import plan
+    target for every team, with a static partition (servers of each team's own) and with
+    pooling."""
+    from gpupool.sim.plan import PLAN_MODES, plan
     from gpupool.sim.scenario import load_scenario
 
     result = plan(load_scenario(file), target_minutes * 60, max_servers or None)
@@ -410,7 +412,7 @@ def plan_command(
         "utilisation",
         title=f"{result['scenario']}: p95 wait <= {target_minutes:g} min for every team",
     )
-    for mode in ("static", "pooled"):
+    for mode in PLAN_MODES:
         row = result[mode]
         util = row.get("gpu_utilization")
         table.add_row(

@@ -28,8 +28,13 @@ class Reservation:
             raise SpecError(f"reservation {self.id}: no nodes", field="nodes")
 
 
+LAST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()  # later than this: "never" ends
+
+
 def iso(t: float) -> str:
     """Epoch seconds as an ISO 8601 UTC time to the second (``2026-12-03T10:00:00Z``)."""
+    if t >= LAST:
+        return "never"
     return datetime.fromtimestamp(t, UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
@@ -63,7 +68,9 @@ def node_mask(
                 mask[index[name]] = False
         if not reason:
             reason = (
-                f"waiting for reservation {r.id} of {r.tenant} to end at {iso(r.end)}"
+                f"held by {r.tenant} ({r.id})"
+                if active and r.end >= LAST
+                else f"waiting for reservation {r.id} of {r.tenant} to end at {iso(r.end)}"
                 if active
                 else f"reserved by {r.id} of {r.tenant} from {iso(r.start)} (job would run past it)"
             )

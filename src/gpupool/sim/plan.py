@@ -1,4 +1,5 @@
-"""Capacity planning: the smallest pool that meets a queue-delay target, pooled vs static.
+"""Capacity planning: the smallest pool that meets a queue-delay target, pooled vs a true
+static partition (each team on servers of its own).
 
 The scenario's first server group is resized (its model and cards per server stay); team
 guarantees scale with the pool so that each keeps its share. For each mode, a binary search
@@ -9,6 +10,8 @@ the "10 cards -> 7" question answered with a number for the user's own workload.
 from gpupool.model import SpecError
 from gpupool.sim.scenario import Scenario
 from gpupool.sim.team_replay import HOUR, generate_jobs, replay_mode
+
+PLAN_MODES = ("static_partition", "pooled")
 
 
 def _resized(scenario: Scenario, servers: int) -> Scenario:
@@ -22,8 +25,8 @@ def _resized(scenario: Scenario, servers: int) -> Scenario:
     return scenario.model_copy(update={"cluster": cluster, "teams": teams})
 
 
-def meets(scenario: Scenario, jobs, pooled: bool, target_p95_s: float) -> tuple[bool, dict]:
-    result = replay_mode(scenario, jobs, pooled)
+def meets(scenario: Scenario, jobs, mode: str, target_p95_s: float) -> tuple[bool, dict]:
+    result = replay_mode(scenario, jobs, mode)
     cards = sum(g.count * g.cards for g in scenario.cluster)
     summary = result.summary(cards, scenario.days * 24 * HOUR)
     ok = True
@@ -39,11 +42,11 @@ def plan(scenario: Scenario, target_p95_s: float, max_servers: int | None = None
     jobs = generate_jobs(scenario)
     top = max_servers or scenario.cluster[0].count * 2
     out: dict[str, object] = {"scenario": scenario.name, "target_p95_s": target_p95_s}
-    for mode, pooled in (("static", False), ("pooled", True)):
+    for mode in PLAN_MODES:
         low, high, best = 1, top, None
         while low <= high:
             mid = (low + high) // 2
-            ok, summary = meets(_resized(scenario, mid), jobs, pooled, target_p95_s)
+            ok, summary = meets(_resized(scenario, mid), jobs, mode, target_p95_s)
             if ok:
                 best, high = (mid, summary), mid - 1
             else:

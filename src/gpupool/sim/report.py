@@ -8,6 +8,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from gpupool import __version__
 from gpupool.sim.charts import line_chart
+from gpupool.sim.team_replay import MODES
 
 _ENV = Environment(
     loader=PackageLoader("gpupool.sim", "templates"), autoescape=select_autoescape(["html"])
@@ -78,11 +79,10 @@ def write(path: Path, text: str) -> None:
 def scenario_report_html(result: dict) -> str:
     cards = result["cards"]
     series = [
-        (mode, [(h, used / cards) for h, used in result[mode]["cards_in_use"]])
-        for mode in ("static", "pooled")
+        (mode, [(h, used / cards) for h, used in result[mode]["cards_in_use"]]) for mode in MODES
     ]
     rows = []
-    for mode in ("static", "pooled"):
+    for mode in MODES:
         for team, t in result[mode]["tenants"].items():
             rows.append(
                 [
@@ -102,11 +102,13 @@ def scenario_report_html(result: dict) -> str:
             result[mode]["queue_delay_p95_s"],
             result[mode]["preemptions"],
         ]
-        for mode in ("static", "pooled")
+        for mode in MODES
     ]
     return _ENV.get_template("report.html.j2").render(
         title=f"Static partition vs pooled: {result['scenario']}",
-        subtitle=f"{cards} cards, {result['jobs']} jobs, the same jobs in both modes",
+        subtitle=f"{cards} cards, {result['jobs']} jobs, the same jobs in every mode "
+        "(static_partition: servers of each team's own; static_quota: per-team caps on one "
+        "pool; pooled: borrowing)",
         charts=[line_chart("GPU utilisation over time", series, "hour", "cards in use / cards")],
         tables=[
             {
@@ -136,7 +138,7 @@ def scenario_csv(result: dict) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["mode", "hour", "cards_in_use"])
-    for mode in ("static", "pooled"):
+    for mode in MODES:
         for hour, used in result[mode]["cards_in_use"]:
             writer.writerow([mode, hour, used])
     return out.getvalue()

@@ -1,10 +1,18 @@
 """Discrete-time replay of a team scenario: static partition versus pooled sharing.
 
-Jobs are generated once from the scenario (seeded) and replayed twice through the same
-scheduling cycle as the server: *static* gives every team exactly its guaranteed cards
-(borrowing limit 0), *pooled* lets teams borrow idle capacity that owners reclaim. A cycle runs
-every ``tick_minutes``; a preempted job is suspended and resumes later with the work it had
-left (checkpointing), so both modes do the same work.
+Jobs are generated once from the scenario (seeded) and replayed three times through the same
+scheduling cycle as the server:
+
+- ``static_partition``: what teams do by hand today. Each team's guaranteed cards are servers
+  of its own (whole servers first, the remainder as named cards of a server split between
+  teams, with that server's CPU and memory split in proportion); nobody else places there and
+  nobody borrows. A 4-card job does not fit in two 2-card halves of one server.
+- ``static_quota``: one shared pool, every team capped at its guarantee (borrowing 0), but
+  placed anywhere — a quota, not a partition: it still packs better than a partition.
+- ``pooled``: teams borrow idle capacity that owners reclaim.
+
+A cycle runs every ``tick_minutes``; a preempted job is suspended and resumes later with the
+work it had left (checkpointing), so every mode does the same work.
 """
 
 import math
@@ -15,6 +23,7 @@ from pathlib import Path
 from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import RunningJob, run_cycle
+from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
 from gpupool.sim.stats import percentile
@@ -22,6 +31,8 @@ from gpupool.sim.traces.jobs import load_job_trace
 from gpupool.sim.traces.rows import bad_rows_error
 
 HOUR = 3600.0
+MODES = ("static_partition", "static_quota", "pooled")
+FOREVER = 10.0**12  # a partition's "reservation" never ends
 CLASS_BY_KIND = {
     JobKind.INFERENCE: "online-inference",
     JobKind.TRAINING: "training",
@@ -44,6 +55,32 @@ def build_nodes(scenario: Scenario) -> list[Node]:
             devices = make_devices(group.model, group.cards, node=name)
             nodes.append(Node(name, group.cpu * 1000, group.memory_gib * 1024, devices))
     return nodes
+
+
+def partition(scenario: Scenario) -> tuple[list[Node], dict[str, list[str]]]:
+    """The cluster cut into the teams' own servers: each team in turn takes whole servers
+    while its guarantee covers one, then the cards it still lacks from the next server (split
+    with the next team). Cards no guarantee covers stay unowned (nobody places there)."""
+    owed = {t.name: round(t.guarantee) for t in scenario.teams}
+    order = [t.name for t in scenario.teams]
+    nodes: list[Node] = []
+    owners: dict[str, list[str]] = {t: [] for t in order}
+    for g, group in enumerate(scenario.cluster):
+        for i in range(group.count):
+            left, part = group.cards, 0
+            while left and any(owed.values()):
+                team = next(t for t in order if owed[t] > 0)
+                take = min(left, owed[team])
+                name = f"g{g}-{i:03d}" + (f"-{part}" if take < group.cards else "")
+                share = take / group.cards
+                devices = make_devices(group.model, take, node=name)
+                cpu, mem = int(group.cpu * 1000 * share), int(group.memory_gib * 1024 * share)
+                nodes.append(Node(name, cpu, mem, devices))
+                owners[team].append(name)
+                owed[team] -= take
+                left -= take
+                part += 1
+    return nodes, owners
 
 
 def generate_jobs(scenario: Scenario) -> list[SimJob]:
@@ -146,11 +183,23 @@ class ModeResult:
         }
 
 
-def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeResult:
-    nodes = build_nodes(scenario)
+def replay_mode(scenario: Scenario, jobs: list[SimJob], mode: str) -> ModeResult:
+    if mode not in MODES:
+        raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
+    reservations: list[Reservation] = []
+    if mode == "static_partition":
+        nodes, owners = partition(scenario)
+        reservations = [
+            Reservation(f"own-{team}", team, tuple(names), 0.0, FOREVER)
+            for team, names in owners.items()
+            if names
+        ]
+    else:
+        nodes = build_nodes(scenario)
+    pooled = mode == "pooled"
     tick = scenario.tick_minutes * 60.0
     horizon = scenario.days * 24 * HOUR
-    result = ModeResult("pooled" if pooled else "static")
+    result = ModeResult(mode)
     left = {j.job.id: j.work_s for j in jobs}
     started: dict[str, float] = {}
     running: dict[str, RunningJob] = {}
@@ -169,7 +218,12 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], pooled: bool) -> ModeRes
             result.submitted[sj.job.tenant] = result.submitted.get(sj.job.tenant, 0) + 1
             next_job += 1
         cycle = run_cycle(
-            ClusterState(nodes), list(running.values()), pending, _tree(scenario, pooled), now
+            ClusterState(nodes),
+            list(running.values()),
+            pending,
+            _tree(scenario, pooled),
+            now,
+            reservations=reservations,
         )
         by_id = {j.id: j for j in pending}
         for p in cycle.preemptions:
@@ -212,14 +266,12 @@ def _tree(scenario: Scenario, pooled: bool) -> TenantTree:
 
 
 def compare(scenario: Scenario) -> dict[str, object]:
-    """Replay the scenario's jobs under static partition and under pooling."""
+    """Replay the scenario's jobs under a true static partition, under per-team quota caps on
+    one pool, and under pooling."""
     jobs = generate_jobs(scenario)
     cards = sum(g.count * g.cards for g in scenario.cluster)
     horizon = scenario.days * 24 * HOUR
-    return {
-        "scenario": scenario.name,
-        "cards": cards,
-        "jobs": len(jobs),
-        "static": replay_mode(scenario, jobs, pooled=False).summary(cards, horizon),
-        "pooled": replay_mode(scenario, jobs, pooled=True).summary(cards, horizon),
-    }
+    out: dict[str, object] = {"scenario": scenario.name, "cards": cards, "jobs": len(jobs)}
+    for mode in MODES:
+        out[mode] = replay_mode(scenario, jobs, mode).summary(cards, horizon)
+    return out
