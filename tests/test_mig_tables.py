@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 
 from gpupool.model import SpecError
 from gpupool.sharing import TABLES, free_starts, place, plan_repartition, table_for
+from gpupool.sharing.mig import MEDIA_BIT
 
 # "Number of Instances Available" per profile, NVIDIA MIG user guide, Supported MIG Profiles.
 INSTANCES = {
@@ -97,6 +98,19 @@ def test_impossible_layouts_are_refused_with_a_reason(wanted, needle):
         plan_repartition("A100-80G", wanted)
 
 
+@pytest.mark.parametrize("model", ["A100-40G", "A100-80G", "H100-80G", "H200-141G"])
+def test_me_profiles_take_the_media_engines_once_per_gpu(model):
+    table = TABLES[model]
+    me = next(p for p in table.profiles if p.media)
+    plain = next(p for p in table.profiles if p.compute_slices == 1 and not p.media)
+    _, occupied = place(table, 0, me.name)
+    assert free_starts(occupied, me) == []  # the second +me has nowhere to go
+    assert len(free_starts(occupied, plain)) == len(plain.starts) - 1  # plain 1g still fit
+    occupied = place(table, occupied, plain.name)[1]
+    with pytest.raises(SpecError, match="no free legal start"):
+        place(table, occupied, me.name)
+
+
 def test_model_without_mig_is_refused():
     assert table_for("T4") is None
     with pytest.raises(SpecError, match="does not support MIG"):
@@ -124,4 +138,6 @@ def test_sequential_placement_is_always_legal_and_never_overlaps(model, picks):
         for other_start, other_mask in instances:
             assert not mask & other_mask, (start, other_start)
         instances.append((start, mask))
-        assert occupied < (1 << table.positions)
+        assert occupied & ~MEDIA_BIT < (1 << table.positions)
+    media = [s for s, m in instances if m & MEDIA_BIT]
+    assert len(media) <= 1  # one +me instance a GPU: it holds the media engines

@@ -227,3 +227,27 @@ def test_fgd_choice_minimises_fragmentation_increase():
     top = max(int(100 / (1 + math.exp(d / 100))) for d, _, _ in scored)
     first = next((n, c) for d, n, c in scored if int(100 / (1 + math.exp(d / 100))) == top)
     assert (quantised.node_names[0], quantised.devices[0].device) == first
+
+
+def test_at_most_one_me_instance_per_gpu_in_placement():
+    """``+me`` instances take a card's media engines: a second one goes to another card (or
+    waits), though memory slices are free."""
+    from gpupool.model import Device, Node, SharingMode, Vendor
+
+    mig = SharingMode.MIG
+    devices = tuple(
+        Device(i, "A100-80G", Vendor.NVIDIA, 81920, uuid=f"GPU-{i}", mode=mig) for i in range(2)
+    )
+    state = ClusterState([Node("n0", 64000, 512 * 1024, devices)])
+    placer = Placer("best-fit")
+    grants = []
+    for i in range(3):
+        result = placer.place_and_apply(state, job(f"me{i}", "mig=1g.10gb+me"))
+        grants.append(result)
+    first, second, third = grants
+    assert isinstance(first, Placement) and isinstance(second, Placement)
+    cards = {first.devices[0].device, second.devices[0].device}
+    assert cards == {0, 1}  # one +me on each card
+    assert isinstance(third, Unplaceable) and "no free MIG slot" in third.reason
+    plain = placer.place_and_apply(state, job("plain", "mig=1g.10gb"))
+    assert isinstance(plain, Placement)  # memory slices are still free for plain 1g

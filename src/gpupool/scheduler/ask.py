@@ -8,6 +8,7 @@ from gpupool.model import ResourceRequest, SliceKind, SpecError, Topology, model
 from gpupool.model.units import format_mib
 from gpupool.scheduler.state import MODE_CODES, ClusterState
 from gpupool.sharing import MigProfile, SharingMode, free_starts, models_with_profile
+from gpupool.sharing.mig import OCCUPANCY_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +96,10 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
         need_mem = np.minimum(need, np.iinfo(state.free_mem.dtype).max).astype(state.free_mem.dtype)
     slot_table = None
     if kind is SliceKind.MIG:
-        slot_table = np.zeros((len(mig), 1 << 8), dtype=np.int16)
+        slot_table = np.zeros((len(mig), OCCUPANCY_STATES), dtype=np.int16)
         for code, profile in enumerate(mig):
             if profile is not None:
-                for occupied in range(1 << 8):
+                for occupied in range(OCCUPANCY_STATES):
                     slot_table[code, occupied] = len(free_starts(occupied, profile))
     return Ask(
         request=request,

@@ -15,8 +15,10 @@ from gpupool.scheduler.filters import Feasibility, best_island
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.scheduler.state import ClusterState
 from gpupool.sharing import choose_start
+from gpupool.sharing.mig import MEDIA_BIT
 
 INF = np.inf
+POSITIONS = MEDIA_BIT - 1  # the memory-slice bits of a MIG occupancy mask
 DEDUPE_MIN = 256  # FGD share candidates from which equal devices are scored once
 
 
@@ -294,7 +296,7 @@ def _mig_pick(state, ask, fe, row, cols, *, pack: bool) -> list[int]:
     used = state.mig_used[row].tolist()
     models = state.model[row].tolist()
     sign = -1 if pack else 1
-    order = sorted(cols, key=lambda c: (sign * bin(used[c]).count("1"), c))
+    order = sorted(cols, key=lambda c: (sign * bin(used[c] & POSITIONS).count("1"), c))
     picks: list[int] = []
     masks = {c: used[c] for c in cols}
     for col in order:

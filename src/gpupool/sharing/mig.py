@@ -7,13 +7,18 @@ memory-slice positions; A30 has 4. Two instances never share a position.
 
 Sources: NVIDIA MIG user guide, "Supported MIG Profiles" (names, instance counts, placements);
 memory sizes are the GiB that ``nvidia-smi mig -lgip`` reports, converted to MiB (H200: the
-MiB of NVIDIA's go-nvml mock of the H200). Occupancy is a bit mask over positions.
+MiB of NVIDIA's go-nvml mock of the H200). Occupancy is a bit mask over positions, plus
+``MEDIA_BIT`` for the card's media engines: a ``+me`` profile takes them all, so a GPU holds at
+most one ``+me`` instance (NVIDIA's MIG user guide).
 """
 
 from dataclasses import dataclass
 from functools import cache
 
 from gpupool.model import SpecError, canonical_model
+
+MEDIA_BIT = 1 << 8  # above every memory-slice position (at most 8)
+OCCUPANCY_STATES = 1 << 9  # masks of positions and the media bit
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +30,13 @@ class MigProfile:
     memory_mib: int
     starts: tuple[int, ...]
 
+    @property
+    def media(self) -> bool:
+        """A ``+me`` profile: it holds the card's media engines (one such instance a GPU)."""
+        return self.name.endswith("+me")
+
     def mask(self, start: int) -> int:
-        return ((1 << self.size) - 1) << start
+        return (((1 << self.size) - 1) << start) | (MEDIA_BIT if self.media else 0)
 
 
 @dataclass(frozen=True, slots=True)
