@@ -4,7 +4,7 @@ import random
 import time
 
 from gpupool.bench.placement import peak_rss_mb
-from gpupool.bench.synthetic import synthetic_cluster, synthetic_jobs
+from gpupool.bench.synthetic import job_mix, synthetic_cluster
 from gpupool.model import Job, JobKind
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
@@ -48,14 +48,19 @@ def _assign(jobs: list[Job], tenants: int, rng: random.Random, t0: float) -> lis
 
 
 def run_cycle_bench(
-    nodes: int, gpus_per_node: int, pending: int, tenants: int, seed: int = 0
+    nodes: int,
+    gpus_per_node: int,
+    pending: int,
+    tenants: int,
+    seed: int = 0,
+    requests: str = "synthetic",
 ) -> dict[str, object]:
     """Fill ~half the cluster with running work from a skewed subset of tenants (so some
     borrow), then time one cycle over ``pending`` new jobs from every tenant."""
     rng = random.Random(seed)
     cluster = synthetic_cluster(nodes, gpus_per_node, seed)
     cards = nodes * gpus_per_node
-    warm_jobs = synthetic_jobs(max(1, cards // 2), seed + 7)
+    warm_jobs = job_mix(requests, max(1, cards // 2), seed + 7)
     heavy = max(1, tenants // 5)  # a fifth of the teams did most of the earlier work
     warm = _assign(warm_jobs, heavy, rng, 0.0)
     warm = [Job(**{**_fields(j), "id": f"run-{j.id}"}) for j in warm]
@@ -63,10 +68,11 @@ def run_cycle_bench(
     by_id = {j.id: j for j in warm}
     running = [RunningJob(by_id[b.job_id], b.placement, 0.0, b.borrowed) for b in first.bindings]
 
-    queue = _assign(synthetic_jobs(pending, seed), tenants, rng, 100.0)
-    state = ClusterState(cluster)
+    queue = _assign(job_mix(requests, pending, seed), tenants, rng, 100.0)
     tree = TenantTree(bench_tenants(tenants, cards))
     start = time.perf_counter()
+    state = ClusterState(cluster)  # the snapshot build is part of a cycle in the server
+    built = time.perf_counter()
     result = run_cycle(state, running, queue, tree, 200.0, config=CycleConfig())
     elapsed = time.perf_counter() - start
     state.check_invariants()
@@ -74,8 +80,10 @@ def run_cycle_bench(
         "nodes": nodes,
         "pending": pending,
         "tenants": tenants,
+        "requests": requests,
         "running_before": len(running),
         "cycle_ms": round(elapsed * 1000, 1),
+        "snapshot_ms": round((built - start) * 1000, 1),
         "admitted": result.admitted,
         "admissions_per_s": round(result.admitted / elapsed, 1) if elapsed else None,
         "preemptions": len(result.preemptions),

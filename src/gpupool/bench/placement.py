@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from gpupool.bench.synthetic import synthetic_cluster, synthetic_jobs
+from gpupool.bench.synthetic import job_mix, synthetic_cluster
 from gpupool.scheduler import ClusterState, Placement, Placer
 
 
@@ -17,11 +17,16 @@ def peak_rss_mb(children: bool = False) -> float:
 
 
 def run_placement_bench(
-    nodes: int, gpus_per_node: int, jobs: int, policy: str, seed: int = 0
+    nodes: int,
+    gpus_per_node: int,
+    jobs: int,
+    policy: str,
+    seed: int = 0,
+    requests: str = "synthetic",
 ) -> dict[str, object]:
     """Place ``jobs`` one by one into a filling cluster, timing each decision + commit."""
     cluster = synthetic_cluster(nodes, gpus_per_node, seed)
-    queue = synthetic_jobs(jobs, seed)
+    queue = job_mix(requests, jobs, seed)
     state = ClusterState(cluster)
     placer = Placer(policy)
     placer.observe(queue, state)
@@ -37,6 +42,8 @@ def run_placement_bench(
     state.check_invariants()
     return {
         "policy": policy,
+        "requests": requests,
+        "distinct_requests": len({j.request for j in queue}),
         "nodes": nodes,
         "gpus": state.gpu_count(),
         "jobs": len(queue),

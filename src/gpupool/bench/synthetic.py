@@ -63,3 +63,61 @@ def synthetic_jobs(count: int, seed: int = 0) -> list[Job]:
         spec, kind, _ = rng.choices(JOB_MIX, weights)[0]
         jobs.append(Job(id=f"job-{i:06d}", request=requests[spec], kind=kind, submit_time=i))
     return jobs
+
+
+REQUEST_MIXES = ("synthetic", "openb", "distinct")
+
+
+def openb_jobs(count: int, seed: int = 0, pods_path: str | None = None) -> list[Job]:
+    """``count`` jobs sampled (seeded, with replacement) from the openb pod list's own
+    requests: CPU, memory, GPU count and fractional share as Alibaba's pods asked for them."""
+    from pathlib import Path
+
+    from gpupool.model import SpecError
+    from gpupool.sim.traces.default_trace import default_openb
+    from gpupool.sim.traces.openb import load_pods
+
+    try:
+        _, pods_file = default_openb(None, Path(pods_path) if pods_path else None)
+    except FileNotFoundError as exc:
+        raise SpecError(f"--requests openb: {exc}") from None
+    pods, _ = load_pods(pods_file)
+    if not pods:
+        raise SpecError(f"--requests openb: no pods in {pods_file}")
+    rng = random.Random(seed + 2)
+    out = []
+    for i in range(count):
+        pod = pods[rng.randrange(len(pods))]
+        kind = JobKind.BATCH if pod.request.gpu_count == 0 else JobKind.TRAINING
+        out.append(Job(id=f"job-{i:06d}", request=pod.request, kind=kind, submit_time=i))
+    return out
+
+
+def distinct_jobs(count: int, seed: int = 0) -> list[Job]:
+    """The synthetic mix with every request made unique: each job asks for up to 1 GiB more
+    host memory and a few more millicores than the one before (so no per-request cache hits)."""
+    from dataclasses import replace
+
+    out = []
+    for i, j in enumerate(synthetic_jobs(count, seed)):
+        request = replace(
+            j.request,
+            mem_mib=j.request.mem_mib + i % 1024,
+            cpu_millis=j.request.cpu_millis + i // 1024,
+        )
+        out.append(replace(j, request=request))
+    return out
+
+
+def job_mix(requests: str, count: int, seed: int = 0, pods_path: str | None = None) -> list[Job]:
+    """Jobs of the named request mix: ``synthetic`` (14 request shapes), ``openb`` (sampled
+    from the openb trace's pods) or ``distinct`` (no two requests alike)."""
+    if requests == "openb":
+        return openb_jobs(count, seed, pods_path)
+    if requests == "distinct":
+        return distinct_jobs(count, seed)
+    if requests != "synthetic":
+        from gpupool.model import SpecError
+
+        raise SpecError(f"requests: {requests!r} is not one of {', '.join(REQUEST_MIXES)}")
+    return synthetic_jobs(count, seed)

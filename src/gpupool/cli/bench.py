@@ -13,6 +13,10 @@ from gpupool.model import SpecError
 from gpupool.scheduler import POLICY_NAMES
 
 app = typer.Typer(help="Benchmarks that print measured figures (use --json for machines).")
+REQUESTS_HELP = (
+    "Request mix: synthetic (14 shapes), openb (sampled from the openb trace's pods; found "
+    "as the simulate commands find it) or distinct (no two requests alike)"
+)
 
 
 @app.command("placement")
@@ -23,6 +27,7 @@ def placement(
     jobs: int = typer.Option(20000, min=1, help="Jobs placed one by one."),
     policy: str = typer.Option("first-fit", help=f"One of: {', '.join(POLICY_NAMES)}."),
     seed: int = typer.Option(0, help="Seed of the cluster and job mix."),
+    requests: str = typer.Option("synthetic", help=REQUESTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Place a seeded mix of whole, multi-card, MIG, fractional and CPU-only jobs into a
@@ -31,7 +36,7 @@ def placement(
 
     if policy not in POLICY_NAMES:
         raise SpecError(f"policy: {policy!r} is not one of {', '.join(POLICY_NAMES)}")
-    result = run_placement_bench(nodes, gpus_per_node, jobs, policy, seed)
+    result = run_placement_bench(nodes, gpus_per_node, jobs, policy, seed, requests)
     _emit(result, as_json, f"placement benchmark ({policy})")
 
 
@@ -75,13 +80,15 @@ def cycle(
     pending: int = typer.Option(10000, min=1, help="Jobs waiting when the cycle starts."),
     tenants: int = typer.Option(100, min=1, help="Teams with equal guarantees."),
     seed: int = typer.Option(0, help="Seed of the cluster, tenants and job mix."),
+    requests: str = typer.Option("synthetic", help=REQUESTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Time one full scheduling cycle (allocate, borrow, preempt, reclaim, backfill) over a
-    large queue, with half the cluster already running work of a few heavy tenants."""
+    """Time one full scheduling cycle (snapshot build, allocate, borrow, preempt, reclaim,
+    backfill) over a large queue, with half the cluster already running work of a few heavy
+    tenants."""
     from gpupool.bench.cycle import run_cycle_bench
 
-    result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed)
+    result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed, requests)
     _emit(result, as_json, "scheduling cycle benchmark")
 
 
