@@ -284,8 +284,10 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
     assert figures["runs"] == 4 and figures["workers"] == 2
-    assert figures["placements"] > 4 * 20  # the bag is topped up past the 20 trace pods
-    assert figures["placements_per_s"] > 0
+    assert figures["decisions"] > 4 * 20  # the bag is topped up past the 20 trace pods
+    assert figures["placements"] + figures["refusals"] == figures["decisions"]
+    assert figures["refusals"] > 0  # at 130% of capacity some pods fit nowhere
+    assert figures["decisions_per_s"] > 0
     # the replay processes' memory is reported, not only the parent's
     assert figures["peak_rss_mb_worker"] > 10 and figures["peak_rss_mb_main"] > 10
     assert figures["cpu_seconds_workers"] > 0

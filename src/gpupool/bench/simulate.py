@@ -18,13 +18,13 @@ def _load(nodes: str, pods: str) -> None:
     _TRACE["pods"] = load_pods(pods)[0]
 
 
-def _one(task: tuple[str, int, float]) -> tuple[str, int, float, int]:
+def _one(task: tuple[str, int, float]) -> tuple[str, int, float, int, int]:
     from gpupool.sim.fgd_protocol import replay
     from gpupool.sim.fgd_report import PROTOCOL_POLICIES
 
     name, seed, tune = task
     result = replay(_TRACE["nodes"], _TRACE["pods"], PROTOCOL_POLICIES[name], seed, tune)  # type: ignore[arg-type]
-    return name, seed, result.unallocated_gpus_at_100, result.pods
+    return name, seed, result.unallocated_gpus_at_100, result.pods, result.failed
 
 
 def run_simulate_bench(
@@ -42,12 +42,15 @@ def run_simulate_bench(
         results = list(pool.map(_one, tasks))
     seconds = time.perf_counter() - start
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    placements = sum(r[3] for r in results)
+    decisions = sum(r[3] for r in results)  # every pod of every bag is decided once
+    refusals = sum(r[4] for r in results)
     return {
         "seconds": round(seconds, 1),
         "runs": len(results),
-        "placements": placements,
-        "placements_per_s": round(placements / seconds, 1) if seconds else None,
+        "decisions": decisions,
+        "placements": decisions - refusals,
+        "refusals": refusals,
+        "decisions_per_s": round(decisions / seconds, 1) if seconds else None,
         "workers": workers,
         # CPU time of the replay processes: seconds x workers when both cores stay busy
         "cpu_seconds_workers": round(used.ru_utime + used.ru_stime, 2),
