@@ -21,7 +21,9 @@ app = typer.Typer(help="Replay cluster traces through the same engine the server
 def fgd(
     nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
     pods: Path = typer.Option(None, help=f"Pod list CSV (openb format) {DEFAULT_TRACE}"),
-    policies: str = typer.Option("best-fit,fgd", help="Comma list of policies."),
+    policies: str = typer.Option(
+        "best-fit,fgd", help="Comma list of policies (see gpupool policies)."
+    ),
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
@@ -31,7 +33,8 @@ def fgd(
 ) -> None:
     """The FGD paper's protocol (ATC'23): shuffled bag of pods topped up to TUNE x capacity,
     each scheduled once; medians over seeds of unallocated GPUs, allocation and
-    fragmentation against arrived workload."""
+    fragmentation against arrived workload. What each policy does, and which are online
+    (decide only from pods already arrived): gpupool policies."""
     from gpupool.sim.fgd_report import check_policies, parse_seeds, run_fgd_protocol
     from gpupool.sim.report import fgd_curves_csv, fgd_report_html
 
