@@ -11,6 +11,7 @@
 Keys: gpu, gpu_mem, gpu_share, mig, cpu, mem, topology, vendor. See docs/request-grammar.md.
 """
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,6 +77,15 @@ class ResourceRequest:
             kind = SliceKind.NONE
         object.__setattr__(self, "kind", kind)
         _validate(self)
+
+    def with_host(self, cpu_millis: int, mem_mib: int) -> "ResourceRequest":
+        """The same request with other host CPU and memory (``dataclasses.replace`` would run
+        ``__post_init__`` again, which reads a memory-only share's gpu=1 as a whole card)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "cpu_millis", cpu_millis)
+        object.__setattr__(out, "mem_mib", mem_mib)
+        _validate(out)
+        return out
 
     @property
     def memory_only(self) -> bool:

@@ -1,6 +1,6 @@
 """A request compiled against one snapshot: lookups turned into arrays over model codes."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +27,13 @@ class Ask:
     need_mem: np.ndarray | None  # (N, G) shares: memory the ask takes on each device
     mig_slot_table: np.ndarray | None  # (model code, occupancy mask) -> free legal starts
     what: str  # how the devices are described in reasons, e.g. "A100-80G"
+    # the same ask without host CPU and memory (its device part): requests that differ only
+    # in cpu/mem share it, and with it the cached device feasibility and FGD's kept scores
+    core: "Ask | None" = None
+
+    @property
+    def device_part(self) -> "Ask":
+        return self.core or self
 
     @property
     def topology(self) -> Topology:
@@ -38,6 +45,17 @@ class Ask:
         if self.kind in (SliceKind.WHOLE, SliceKind.SHARE):
             return self.compute_pct * self.count
         return 0
+
+
+def with_host(core: Ask, request: ResourceRequest) -> Ask:
+    """``core`` (compiled for ``request`` without cpu and mem) for ``request`` itself."""
+    if request.cpu_millis == 0 and request.mem_mib == 0:
+        return core
+    return replace(core, request=request, cpu=request.cpu_millis, mem=request.mem_mib, core=core)
+
+
+def device_request(request: ResourceRequest) -> ResourceRequest:
+    return request.with_host(0, 0)
 
 
 def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:

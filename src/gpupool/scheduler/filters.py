@@ -17,6 +17,7 @@ from gpupool.scheduler.state import MODE_CODES, ClusterState, row_any, row_count
 from gpupool.sharing import SharingMode
 
 CACHE_MIN_NODES = 2048
+CACHE_ASKS = 256  # device parts whose feasibility a snapshot keeps
 _MIG = MODE_CODES[SharingMode.MIG]
 _SHARE = MODE_CODES[SharingMode.SHARE]
 
@@ -30,6 +31,9 @@ class Feasibility:
     units: np.ndarray | None
     need_mem: np.ndarray | None = None  # (N, G) memory a share takes on each device (static)
     masked: bool = False  # some nodes were masked out beyond their own state
+    # (N,) the nodes whose devices can take the ask before host CPU and memory are checked;
+    # None: node_ok is that already (an ask without cpu/mem, or a small snapshot)
+    device_nodes: np.ndarray | None = None
 
 
 class _Steps:
@@ -54,38 +58,65 @@ _FAST = _Steps(explain=False)  # records nothing, so one instance serves every c
 def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None) -> Feasibility:
     """Nodes and devices that can take ``ask`` now; ``allowed`` masks nodes out (reservations).
 
-    Results are cached per ask on the snapshot and refreshed only for the nodes whose version
-    moved since (one node per placement), so repeated asks cost O(changed nodes) here.
-    The returned object is shared with the cache: callers must not modify it.
+    The device part of an ask (``Ask.device_part``: the ask without host CPU and memory) is
+    cached on the snapshot and refreshed only for the nodes whose version moved since (one
+    node per placement); host CPU and memory are then checked per call over all nodes (two
+    vector comparisons). So asks that differ only in cpu/mem — every job of a real queue,
+    nearly — share one cached entry. The cache keeps the ``CACHE_ASKS`` most recent device
+    parts (bounded memory however many distinct requests pass). The returned object may be
+    shared with the cache: callers must not modify it.
     """
     if state.size < CACHE_MIN_NODES:  # small snapshots: recomputing is cheaper
         fe = _run(state, ask, _FAST)
         return fe if allowed is None else _masked(fe, allowed)
-    cache = state.feasibility_cache
-    entry = cache.get(id(ask))
-    if entry is None or entry[0] is not ask:
-        fe = _run(state, ask, _FAST)
-        cache[id(ask)] = (ask, fe, state.version.copy())
-    else:
-        _, fe, seen = entry
-        changed = (seen != state.version).nonzero()[0]
-        if changed.size * 4 > state.size:
-            fe = _run(state, ask, _FAST)
-            cache[id(ask)] = (ask, fe, state.version.copy())
-        elif changed.size:
-            part = _run(_Rows(state, changed), ask, _FAST, changed)
-            fe.node_ok[changed] = part.node_ok
-            if fe.dev_ok is not None and part.dev_ok is not None:
-                fe.dev_ok[changed] = part.dev_ok
-            if fe.units is not None and part.units is not None:
-                fe.units[changed] = part.units
-            seen[changed] = state.version[changed]
+    fe = _device_feasibility(state, ask.device_part)
+    if ask.cpu or ask.mem:
+        host = _host_ok(state, ask)
+        fe = Feasibility(
+            fe.node_ok & host, fe.dev_ok, fe.units, fe.need_mem, device_nodes=fe.node_ok
+        )
     return fe if allowed is None else _masked(fe, allowed)
+
+
+def _host_ok(state: ClusterState, ask: Ask) -> np.ndarray:
+    if ask.cpu and ask.mem:
+        return (state.cpu_free >= ask.cpu) & (state.mem_free >= ask.mem)
+    if ask.cpu:
+        return state.cpu_free >= ask.cpu
+    return state.mem_free >= ask.mem
+
+
+def _device_feasibility(state: ClusterState, core: Ask) -> Feasibility:
+    cache = state.feasibility_cache
+    entry = cache.get(id(core))
+    if entry is None or entry[0] is not core:
+        fe = _run(state, core, _FAST)
+        cache[id(core)] = (core, fe, state.version.copy())
+        while len(cache) > CACHE_ASKS:
+            cache.pop(next(iter(cache)))  # the oldest entry
+        return fe
+    cache[id(core)] = cache.pop(id(core))  # most recently used last
+    _, fe, seen = entry
+    changed = (seen != state.version).nonzero()[0]
+    if changed.size * 4 > state.size:
+        fe = _run(state, core, _FAST)
+        cache[id(core)] = (core, fe, state.version.copy())
+    elif changed.size:
+        part = _run(_Rows(state, changed), core, _FAST, changed)
+        fe.node_ok[changed] = part.node_ok
+        if fe.dev_ok is not None and part.dev_ok is not None:
+            fe.dev_ok[changed] = part.dev_ok
+        if fe.units is not None and part.units is not None:
+            fe.units[changed] = part.units
+        seen[changed] = state.version[changed]
+    return fe
 
 
 def _masked(fe: Feasibility, allowed: np.ndarray) -> Feasibility:
     units = None if fe.units is None else np.where(allowed, fe.units, 0)
-    return Feasibility(fe.node_ok & allowed, fe.dev_ok, units, fe.need_mem, masked=True)
+    return Feasibility(
+        fe.node_ok & allowed, fe.dev_ok, units, fe.need_mem, masked=True, device_nodes=None
+    )
 
 
 class _Rows:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpupool.model import Job, ResourceRequest, SliceKind, Topology
-from gpupool.scheduler.ask import Ask, compile_ask
+from gpupool.scheduler.ask import Ask, compile_ask, device_request, with_host
 from gpupool.scheduler.filters import Feasibility, explain, feasibility
 from gpupool.scheduler.fragmentation import Workload
 from gpupool.scheduler.lookahead import LookAhead
@@ -82,7 +82,12 @@ class Placer:
         if entry is None or entry[0] is not state.layout:  # ids are reused once freed
             if len(self._asks) > 4096:
                 self._asks.clear()
-            entry = self._asks[key] = (state.layout, compile_ask(state, request))
+            device = device_request(request)
+            if device == request:
+                compiled = compile_ask(state, request)
+            else:  # the device part is compiled once for every cpu/mem it comes with
+                compiled = with_host(self.ask(state, device), request)
+            entry = self._asks[key] = (state.layout, compiled)
         return entry[1]
 
     def policy_for(self, job: Job) -> Policy:

@@ -167,7 +167,7 @@ class FragmentationGradientDescent(Policy):
         self._model: FragmentationModel | None = None
         self._model_key: tuple[int, int] | None = None
         self._fallback = BestFit()
-        self._scores: dict[int, _AskScores] = {}
+        self._scores: dict[tuple[int, int | None], _AskScores] = {}
 
     def model_for(self, state: ClusterState) -> FragmentationModel:
         key = (id(state), self.workload.version)
@@ -193,17 +193,23 @@ class FragmentationGradientDescent(Policy):
             best = int(score.argmax())
             row, first_col = int(rows[best]), int(col[best])
         else:
-            entry = self._scores_for(state, ask, model)
+            # scores are kept per device part and CPU (they do not depend on host memory):
+            # asks differing only in memory share them, and the host check masks at the end
+            base = fe.node_ok if fe.device_nodes is None else fe.device_nodes
+            entry = self._scores_for(state, ask, model, fe.device_nodes is not None)
             changed = (entry.seen != state.version).nonzero()[0]
             if changed.size:
                 entry.score[changed] = -INF
-                fits = changed[fe.node_ok[changed]]
+                fits = changed[base[changed]]
                 if fits.size:
                     entry.score[fits], entry.col[fits] = self._score_rows(
                         state, ask, fe, model, fits
                     )
                 entry.seen[changed] = state.version[changed]
-            row = int(entry.score.argmax())
+            if fe.device_nodes is None:
+                row = int(entry.score.argmax())
+            else:
+                row = int(np.where(fe.node_ok, entry.score, -INF).argmax())
             first_col = int(entry.col[row])
         if ask.kind is SliceKind.NONE:
             return row, []
@@ -211,14 +217,18 @@ class FragmentationGradientDescent(Policy):
             return row, self.devices(state, ask, fe, row)
         return row, [first_col]
 
-    def _scores_for(self, state: ClusterState, ask: Ask, model: FragmentationModel) -> "_AskScores":
-        entry = self._scores.get(id(ask))
-        if entry is None or entry.ask is not ask or entry.model is not model:
+    def _scores_for(
+        self, state: ClusterState, ask: Ask, model: FragmentationModel, by_part: bool
+    ) -> "_AskScores":
+        owner = ask.device_part if by_part else ask
+        key = (id(owner), ask.cpu if by_part else None)
+        entry = self._scores.get(key)
+        if entry is None or entry.ask is not owner or entry.model is not model:
             if len(self._scores) > 1024:
                 self._scores.clear()
             n = state.size
-            entry = self._scores[id(ask)] = _AskScores(
-                ask,
+            entry = self._scores[key] = _AskScores(
+                owner,
                 model,
                 np.full(n, -INF),
                 np.zeros(n, dtype=np.int64),
