@@ -36,6 +36,8 @@ def test_bench_placement_prints_the_documented_json():
     figures = json.loads(out.stdout)
     assert set(figures) == {
         "policy",
+        "requests",
+        "distinct_requests",
         "nodes",
         "gpus",
         "jobs",
@@ -47,6 +49,24 @@ def test_bench_placement_prints_the_documented_json():
     }
     assert figures["gpus"] == 160 and figures["jobs"] == 200
     assert 0 < figures["placed"] <= 200
+    assert figures["requests"] == "synthetic" and figures["distinct_requests"] <= 14
+
+
+def test_bench_request_mixes():
+    distinct = gpupool(
+        "bench", "placement", "--nodes", "20", "--jobs", "300", "--requests", "distinct", "--json"
+    )
+    assert distinct.returncode == 0, distinct.stderr
+    assert json.loads(distinct.stdout)["distinct_requests"] == 300  # no two alike
+    cycle = gpupool(
+        "bench", "cycle", "--nodes", "20", "--pending", "200", "--tenants", "4",
+        "--requests", "distinct", "--json",
+    )  # fmt: skip
+    assert cycle.returncode == 0, cycle.stderr
+    figures = json.loads(cycle.stdout)
+    assert figures["requests"] == "distinct" and figures["snapshot_ms"] <= figures["cycle_ms"]
+    bad = gpupool("bench", "placement", "--nodes", "2", "--jobs", "1", "--requests", "real")
+    assert bad.returncode == 2 and "requests: 'real' is not one of" in bad.stderr
 
 
 def test_bench_rejects_unknown_policy():

@@ -70,8 +70,9 @@ def test_a_scenario_can_replay_a_trace(tmp_path):
     result = compare(load_scenario(scenario))
     assert result["jobs"] == 40
     # static: 4 cards for 160 card-hours of work; pooled borrows the idle team's 4
-    assert result["static"]["gpu_utilization"] <= 0.5 + 1e-9
-    assert result["pooled"]["gpu_utilization"] > result["static"]["gpu_utilization"]
+    static = result["static_partition"]
+    assert static["gpu_utilization"] <= 0.5 + 1e-9
+    assert result["pooled"]["gpu_utilization"] > static["gpu_utilization"]
     unknown = tmp_path / "u.yaml"
     unknown.write_text(scenario.read_text().replace("{name: busy, guarantee: 4}, ", ""))
     with pytest.raises(SpecError, match="unknown team 'busy'"):
