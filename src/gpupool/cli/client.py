@@ -297,5 +297,14 @@ def quota_set(
         out = api.put(f"/api/v1/tenants/{tenant}/quotas/{flavour}", body)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
-    else:
-        typer.echo(f"{tenant} {flavour}: nominal {nominal:g}")
+        return
+    q = next((q for q in out["quotas"] if q["flavour"] == flavour), body)
+
+    def limit(value: float | None, none: str) -> str:
+        return none if value is None else f"{value:g}"
+
+    typer.echo(
+        f"{tenant} {flavour}: nominal {q['nominal']:g}, borrowing limit "
+        f"{limit(q['borrowing_limit'], 'none (any idle capacity)')}, lending limit "
+        f"{limit(q['lending_limit'], 'none (lends all its idle guarantee)')}"
+    )

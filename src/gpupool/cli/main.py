@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool import __version__
-from gpupool.cli import agent, bench, client, server, simulate
+from gpupool.cli import admin_client, agent, bench, client, server, simulate
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
@@ -29,6 +29,11 @@ app.add_typer(client.quota_app, name="quota")
 app.command("nodes")(client.nodes)
 app.command("queue")(client.queue)
 app.command("tenants")(client.tenants)
+app.add_typer(admin_client.tenant_app, name="tenant")
+app.add_typer(admin_client.user_app, name="user")
+app.add_typer(admin_client.token_app, name="token")
+app.add_typer(admin_client.node_app, name="node")
+app.add_typer(admin_client.reservation_app, name="reservation")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

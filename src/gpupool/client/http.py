@@ -106,6 +106,9 @@ class ApiClient:
     def put(self, path: str, body: Any) -> Any:
         return self.call("PUT", path, json=body)
 
+    def patch(self, path: str, body: Any) -> Any:
+        return self.call("PATCH", path, json=body)
+
     def delete(self, path: str) -> Any:
         return self.call("DELETE", path)
 

@@ -114,10 +114,12 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
-    """``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now``, or an ISO 8601 date or time (UTC
-    unless it names a zone), as epoch seconds."""
+    """``now``, ``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now``, or an ISO 8601 date or time
+    (UTC unless it names a zone), as epoch seconds."""
     from datetime import UTC, datetime
 
+    if text.strip().lower() == "now":
+        return now
     match = _DURATION.match(text)
     if match:
         return now + int(match[1]) * _SECONDS[match[2]]
@@ -125,7 +127,7 @@ def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise SpecError(
-            f"{what}: {text!r} is neither a duration (30d, 12h, 90m) nor an ISO date",
+            f"{what}: {text!r} is neither now, a duration (30d, 12h, 90m) nor an ISO date",
             field=what,
             token=text,
         ) from None

@@ -67,7 +67,12 @@ class LookAhead:
                 candidates.append(other)
         if len(candidates) == 1:
             return first
-        scored = [(self._after(state, c, upcoming), k) for k, c in enumerate(candidates)]
+        # ``upcoming`` may hold several possible futures of ``depth`` jobs each (the FGD
+        # protocol samples them): a candidate is judged by its total over all of them
+        futures = [upcoming[i : i + self.depth] for i in range(0, len(upcoming), self.depth)]
+        scored = [
+            (sum(self._after(state, c, f) for f in futures), k) for k, c in enumerate(candidates)
+        ]
         return candidates[min(scored)[1]]
 
     def _after(

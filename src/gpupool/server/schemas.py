@@ -220,6 +220,7 @@ class TokenIn(Strict):
 
 
 class TokenOut(BaseModel):
+    id: int  # for gpupool token revoke
     user: str
     token: str  # shown once
     prefix: str

@@ -29,6 +29,7 @@ from gpupool.sim.traces.openb import Pod
 # the protocol has no per-card limits but compute: memory follows compute, any number share
 PROTOCOL_SHARING = SharePolicy(headroom_pct=0, max_sharers=1000)
 CLAIRVOYANT = "fgd-lookahead-clairvoyant"  # reads the bag's next pods: not online
+FUTURES = 1  # sampled futures of DEPTH requests each that fgd-lookahead judges candidates by
 
 
 @dataclass
@@ -66,6 +67,7 @@ def replay(
     tune: float = 1.3,
     curve_every: int = 50,
     depth: int = DEPTH,
+    futures: int = FUTURES,
 ) -> ReplayResult:
     # The paper's simulator renames nodes "<random index>-<name>" with a seeded permutation,
     # so its "smallest name" tie-break is a random but fixed node order: do the same.
@@ -103,7 +105,8 @@ def replay(
             if placer.looks_ahead and clairvoyant:
                 upcoming = [p.request for p in bag[i + 1 : i + 1 + depth]]
             elif placer.looks_ahead:
-                upcoming = [bag[sampler.randrange(i + 1)].request for _ in range(depth)]
+                draws = depth * futures
+                upcoming = [bag[sampler.randrange(i + 1)].request for _ in range(draws)]
             # a refusal's reason is not used
             result = placer.place(state, job, explain=False, upcoming=upcoming)
         if isinstance(result, Placement):

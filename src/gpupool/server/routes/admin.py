@@ -11,7 +11,7 @@ from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
 from gpupool.scheduler.reservations import iso
-from gpupool.server.auth import Principal, Role, create_user_token
+from gpupool.server.auth import Principal, Role, create_user_token, token_hash
 from gpupool.server.db.tables import (
     AuditRow,
     NodeRow,
@@ -150,8 +150,11 @@ def create_user(body: UserIn, ctx: Ctx, who: Caller, request: Request) -> TokenO
             )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field) from None
+        token_id = _token_id(s, token)
     request.state.audit_target = f"user {body.name}"
-    return TokenOut(user=body.name, token=token, prefix=token[:10], expires_at=body.expires_at)
+    return TokenOut(
+        id=token_id, user=body.name, token=token, prefix=token[:10], expires_at=body.expires_at
+    )
 
 
 @router.get("/users", response_model=list[UserOut])
@@ -203,6 +206,12 @@ def _new_token_expiry(who: Principal, name: str, wanted: float | None) -> float 
     return wanted
 
 
+def _token_id(s: Session, token: str) -> int:
+    return s.execute(
+        select(TokenRow.id).where(TokenRow.token_hash == token_hash(token))
+    ).scalar_one()
+
+
 def _live_tokens(s: Session, name: str) -> int:
     now = time.time()
     q = select(func.count()).where(
@@ -238,8 +247,9 @@ def new_token(
             token = create_user_token(s, name, user.role, user.tenant, user.node, expires_at)
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field) from None
+        token_id = _token_id(s, token)
     request.state.audit_target = f"user {name}"
-    return TokenOut(user=name, token=token, prefix=token[:10], expires_at=expires_at)
+    return TokenOut(id=token_id, user=name, token=token, prefix=token[:10], expires_at=expires_at)
 
 
 @router.get("/tokens", response_model=list[TokenInfo])

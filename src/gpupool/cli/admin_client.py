@@ -1,0 +1,282 @@
+"""Administration against a running server, as an operator does it every day: tenants, users,
+tokens, quotas, draining nodes, reservations. Every command has ``--json``; errors are one
+line and exit code 2 (``client_command``)."""
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.client import JSON_OPT, client_command, quota_app
+from gpupool.client import ApiClient
+from gpupool.model import SpecError
+from gpupool.model.units import parse_point_in_time
+
+tenant_app = typer.Typer(help="Tenants (teams, projects) and their tree.")
+user_app = typer.Typer(help="Users: create (with a first token), list, disable, enable.")
+token_app = typer.Typer(help="API tokens of a user: create (optionally expiring), list, revoke.")
+node_app = typer.Typer(help="Drain a node (no new work; running jobs finish) or resume it.")
+reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
+WHEN_HELP = "now, a duration from now (12h, 7d), or an ISO date/time (UTC unless it says)"
+
+
+def local(t: float | None) -> str:
+    """Epoch seconds as ISO 8601 in local time, to the minute."""
+    if t is None:
+        return "-"
+    return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _show(data: Any, as_json: bool, text: str | Table) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    elif isinstance(text, Table):
+        Console().print(text)
+    else:
+        typer.echo(text)
+
+
+def _when(text: str | None, what: str) -> float | None:
+    return None if text is None else parse_point_in_time(text, time.time(), what)
+
+
+# -- tenants --------------------------------------------------------------------------------
+@tenant_app.command("create")
+@client_command
+def tenant_create(
+    name: str = typer.Argument(..., help="Tenant name"),
+    parent: str = typer.Option(None, help="Parent tenant (an organisation)"),
+    weight: float = typer.Option(1.0, help="Fair-share weight"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Create a tenant, e.g. gpupool tenant create vision --parent research"""
+    body = {"name": name, "parent": parent, "weight": weight}
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/tenants", {k: v for k, v in body.items() if v is not None})
+    under = f" under {out['parent']}" if out.get("parent") else ""
+    _show(out, as_json, f"tenant {out['name']} created{under}")
+
+
+@tenant_app.command("show")
+@client_command
+def tenant_show(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """A tenant with its quotas and what it uses now."""
+    with ApiClient.from_env() as api:
+        out = api.get(f"/api/v1/tenants/{name}")
+    table = Table("flavour", "nominal", "borrowing", "lending", "used", title=f"tenant {name}")
+    for q in out["quotas"]:
+        limit = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
+        table.add_row(
+            q["flavour"],
+            f"{q['nominal']:g}",
+            limit(q["borrowing_limit"]),
+            limit(q["lending_limit"]),
+            limit(q.get("used")),
+        )
+    table.caption = f"parent {out['parent'] or '-'}, weight {out['weight']:g}"
+    _show(out, as_json, table)
+
+
+@tenant_app.command("delete")
+@client_command
+def tenant_delete(name: str = typer.Argument(...)) -> None:
+    """Delete a tenant (refused while it has sub-tenants, users or jobs)."""
+    with ApiClient.from_env() as api:
+        api.delete(f"/api/v1/tenants/{name}")
+    typer.echo(f"tenant {name} deleted")
+
+
+@quota_app.command("delete")
+@client_command
+def quota_delete(
+    tenant: str = typer.Argument(..., help="Tenant name"),
+    flavour: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
+) -> None:
+    """Remove one quota of a tenant (it then has no guarantee of that flavour)."""
+    with ApiClient.from_env() as api:
+        api.delete(f"/api/v1/tenants/{tenant}/quotas/{flavour}")
+    typer.echo(f"{tenant} {flavour}: quota removed")
+
+
+# -- users and tokens -------------------------------------------------------------------------
+@user_app.command("create")
+@client_command
+def user_create(
+    name: str = typer.Argument(..., help="User name"),
+    role: str = typer.Option(
+        ..., help="admin, tenant-admin, member, viewer, finance, agent or metrics"
+    ),
+    tenant: str = typer.Option(None, help="Tenant of a tenant-admin, member or viewer"),
+    node: str = typer.Option(None, help="Node scope of an agent ('*': every node)"),
+    expires: str = typer.Option(None, help=f"When the first token stops: {WHEN_HELP}"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Create a user and print its first token (shown only now) as the last word."""
+    body = {
+        "name": name,
+        "role": role,
+        "tenant": tenant,
+        "node": node,
+        "expires_at": _when(expires, "expires"),
+    }
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/users", {k: v for k, v in body.items() if v is not None})
+    until = f", expires {local(out.get('expires_at'))}" if out.get("expires_at") else ""
+    _show(out, as_json, f"user {name} ({role}{until}) token: {out['token']}")
+
+
+@user_app.command("list")
+@client_command
+def user_list(as_json: bool = JSON_OPT) -> None:
+    """Users you may see (admins: all; tenant-admins: their subtree)."""
+    with ApiClient.from_env() as api:
+        users = api.get("/api/v1/users")
+    table = Table("user", "role", "tenant", "node", "state", title="users")
+    for u in users:
+        state = "disabled" if u["disabled"] else "active"
+        table.add_row(u["name"], u["role"], u["tenant"] or "-", u["node"] or "-", state)
+    _show(users, as_json, table)
+
+
+def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
+    with ApiClient.from_env() as api:
+        out = api.patch(f"/api/v1/users/{name}", {"disabled": disabled})
+    _show(out, as_json, f"user {name} {'disabled' if disabled else 'enabled'}")
+
+
+@user_app.command("disable")
+@client_command
+def user_disable(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """Stop every token of a user at once (its running jobs go on)."""
+    _set_disabled(name, True, as_json)
+
+
+@user_app.command("enable")
+@client_command
+def user_enable(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """Let a disabled user's tokens work again."""
+    _set_disabled(name, False, as_json)
+
+
+@token_app.command("create")
+@client_command
+def token_create(
+    user: str = typer.Option(..., help="Whose token (your own name for yourself)"),
+    expires: str = typer.Option(None, help=f"When it stops working: {WHEN_HELP}"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """A new token for a user, printed as the last word (shown only now). One you make for
+    yourself never outlives the token you use."""
+    body = {"expires_at": _when(expires, "expires")}
+    with ApiClient.from_env() as api:
+        out = api.post(f"/api/v1/users/{user}/tokens", body)
+    until = f" (expires {local(out['expires_at'])})" if out.get("expires_at") else ""
+    _show(out, as_json, f"token for {user}{until}: {out['token']}")
+
+
+@token_app.command("list")
+@client_command
+def token_list(as_json: bool = JSON_OPT) -> None:
+    """Token prefixes (never the secrets): all for admins, your own otherwise."""
+    with ApiClient.from_env() as api:
+        tokens = api.get("/api/v1/tokens")
+    table = Table("id", "user", "prefix", "created", "expires", "state", title="tokens")
+    now = time.time()
+    for t in tokens:
+        expired = t["expires_at"] is not None and t["expires_at"] <= now
+        state = "revoked" if t["revoked"] else "expired" if expired else "active"
+        table.add_row(
+            str(t["id"]), t["user"], t["prefix"], local(t["created_at"]), local(t["expires_at"]),
+            state,
+        )  # fmt: skip
+    _show(tokens, as_json, table)
+
+
+@token_app.command("revoke")
+@client_command
+def token_revoke(
+    token_id: int = typer.Argument(..., help="The id from gpupool token list"),
+) -> None:
+    """Revoke a token for good."""
+    with ApiClient.from_env() as api:
+        api.delete(f"/api/v1/tokens/{token_id}")
+    typer.echo(f"token {token_id} revoked")
+
+
+# -- nodes ------------------------------------------------------------------------------------
+def _schedulable(name: str, value: bool, as_json: bool, said: str) -> None:
+    with ApiClient.from_env() as api:
+        out = api.patch(f"/api/v1/nodes/{name}", {"schedulable": value})
+    _show(out, as_json, said)
+
+
+@node_app.command("drain")
+@client_command
+def node_drain(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """Take no new work on a node; the jobs running there finish (admins)."""
+    _schedulable(name, False, as_json, f"node {name} drained: running jobs finish, none start")
+
+
+@node_app.command("resume")
+@client_command
+def node_resume(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """Let a drained node take work again (admins)."""
+    _schedulable(name, True, as_json, f"node {name} takes work again")
+
+
+# -- reservations -----------------------------------------------------------------------------
+@reservation_app.command("create")
+@client_command
+def reservation_create(
+    tenant: str = typer.Option(..., help="The tenant the nodes are held for"),
+    nodes: str = typer.Option(..., help="Comma list of node names"),
+    start: str = typer.Option("now", help=f"From: {WHEN_HELP}"),
+    end: str = typer.Option(..., help=f"Until: {WHEN_HELP}"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Hold nodes for a tenant, e.g. --tenant algo --nodes n1,n2 --start 2026-12-10T08:00
+    --end 2026-12-12T08:00. Refused if it overlaps another tenant's reservation."""
+    names = [n.strip() for n in nodes.split(",") if n.strip()]
+    if not names:
+        raise SpecError("nodes: give at least one node name")
+    body = {
+        "tenant": tenant,
+        "nodes": names,
+        "start": _when(start, "start"),
+        "end": _when(end, "end"),
+    }
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/reservations", body)
+    said = (
+        f"reservation {out['id']}: {', '.join(out['nodes'])} for {out['tenant']} "
+        f"from {local(out['start'])} to {local(out['end'])}"
+    )
+    _show(out, as_json, said)
+
+
+@reservation_app.command("list")
+@client_command
+def reservation_list(as_json: bool = JSON_OPT) -> None:
+    """Current and future reservations (every tenant's: they block everyone else)."""
+    with ApiClient.from_env() as api:
+        rows = api.get("/api/v1/reservations")
+    table = Table("id", "tenant", "from", "until", "nodes", title="reservations (local time)")
+    for r in rows:
+        shown = ", ".join(r["nodes"][:4]) + (
+            f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""
+        )
+        table.add_row(str(r["id"]), r["tenant"], local(r["start"]), local(r["end"]), shown)
+    _show(rows, as_json, table)
+
+
+@reservation_app.command("delete")
+@client_command
+def reservation_delete(res_id: int = typer.Argument(...)) -> None:
+    """Cancel a reservation (admins, or a tenant-admin of its tenant)."""
+    with ApiClient.from_env() as api:
+        api.delete(f"/api/v1/reservations/{res_id}")
+    typer.echo(f"reservation {res_id} cancelled")

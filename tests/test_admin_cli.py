@@ -1,0 +1,90 @@
+"""Everyday administration from the command line against a live server on loopback: tenants,
+users and tokens (expiring, disabled), quotas, draining nodes, reservations; every failure
+is one line and exit code 2."""
+
+import json
+import time
+
+from tests.helpers import gpupool
+from tests.support.cluster import node_body, ok
+
+
+def _as(server, token: str | None = None) -> dict[str, str]:
+    return {"GPUPOOL_SERVER": server.url, "GPUPOOL_TOKEN": token or server.admin_token}
+
+
+def _run(env, *args: str):
+    out = gpupool(*args, env=env)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+def test_tenants_users_tokens_and_quotas(sqlite_server):
+    env = _as(sqlite_server)
+    assert _run(env, "tenant", "create", "research").returncode == 0
+    out = _run(env, "tenant", "create", "vision", "--parent", "research")
+    assert out.returncode == 0 and "tenant vision created under research" in out.stdout
+    out = _run(env, "quota", "set", "vision", "gpu", "--nominal", "8", "--borrowing-limit", "4")
+    assert out.returncode == 0
+    assert "vision gpu: nominal 8, borrowing limit 4, lending limit none" in out.stdout
+    shown = json.loads(_run(env, "tenant", "show", "vision", "--json").stdout)
+    assert shown["quotas"][0]["nominal"] == 8 and shown["parent"] == "research"
+    out = _run(env, "user", "create", "ann", "--role", "member", "--tenant", "vision",
+               "--expires", "2h")  # fmt: skip
+    assert out.returncode == 0 and "user ann (member, expires " in out.stdout
+    ann_token = out.stdout.split()[-1]
+    ann = _as(sqlite_server, ann_token)
+    mine = _run(ann, "token", "create", "--user", "ann", "--json")
+    assert mine.returncode == 0
+    made = json.loads(mine.stdout)
+    assert made["expires_at"] is not None and made["expires_at"] <= time.time() + 2 * 3600 + 5
+    too_long = _run(ann, "token", "create", "--user", "ann", "--expires", "30d")
+    assert too_long.returncode == 2 and "may not outlive" in too_long.stderr
+    tokens = json.loads(_run(ann, "token", "list", "--json").stdout)
+    assert {t["user"] for t in tokens} == {"ann"} and len(tokens) == 2
+    listed = _run(env, "user", "list")
+    assert listed.returncode == 0 and "ann" in listed.stdout and "active" in listed.stdout
+    assert _run(env, "user", "disable", "ann").returncode == 0
+    refused = _run(ann, "tenant", "show", "vision")
+    assert refused.returncode == 2 and "disabled" in refused.stderr
+    assert _run(env, "user", "enable", "ann").returncode == 0
+    assert _run(ann, "tenant", "show", "vision").returncode == 0
+    revoke = _run(env, "token", "revoke", str(made["id"]))
+    assert revoke.returncode == 0
+    gone = _run(_as(sqlite_server, made["token"]), "token", "list")
+    assert gone.returncode == 2 and "401" in gone.stderr
+    assert _run(env, "quota", "delete", "vision", "gpu").returncode == 0
+    shown = json.loads(_run(env, "tenant", "show", "vision", "--json").stdout)
+    assert shown["quotas"] == []
+    in_use = _run(env, "tenant", "delete", "research")  # it still has a sub-tenant
+    assert in_use.returncode == 2 and in_use.stderr.count("\n") == 1
+    bad = _run(env, "user", "create", "x", "--role", "member", "--tenant", "vision",
+               "--expires", "soon")  # fmt: skip
+    assert bad.returncode == 2 and "neither now, a duration" in bad.stderr
+
+
+def test_drain_resume_and_reservations(sqlite_server):
+    env = _as(sqlite_server)
+    admin = sqlite_server.admin()
+    for name in ("n1", "n2"):
+        ok(admin.post("/api/v1/nodes", json=node_body(name)))
+    assert _run(env, "tenant", "create", "algo").returncode == 0
+    assert _run(env, "tenant", "create", "infer").returncode == 0
+    out = _run(env, "node", "drain", "n1")
+    assert out.returncode == 0 and "running jobs finish" in out.stdout
+    assert admin.get("/api/v1/nodes/n1").json()["schedulable"] is False
+    assert _run(env, "node", "resume", "n1").returncode == 0
+    assert admin.get("/api/v1/nodes/n1").json()["schedulable"] is True
+    out = _run(env, "reservation", "create", "--tenant", "algo", "--nodes", "n1,n2",
+               "--start", "1h", "--end", "1d")  # fmt: skip
+    assert out.returncode == 0 and out.stdout.startswith("reservation 1: n1, n2 for algo from ")
+    clash = _run(env, "reservation", "create", "--tenant", "infer", "--nodes", "n2",
+                 "--start", "2h", "--end", "3h")  # fmt: skip
+    assert clash.returncode == 2 and "n2 is reserved by r-1 of algo" in clash.stderr
+    past = _run(env, "reservation", "create", "--tenant", "infer", "--nodes", "n2",
+                "--start", "2020-01-01", "--end", "2020-01-02")  # fmt: skip
+    assert past.returncode == 2 and "in the past" in past.stderr
+    listed = _run(env, "reservation", "list")
+    assert listed.returncode == 0 and "algo" in listed.stdout and "n1, n2" in listed.stdout
+    assert _run(env, "reservation", "delete", "1").returncode == 0
+    assert json.loads(_run(env, "reservation", "list", "--json").stdout) == []
