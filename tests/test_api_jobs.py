@@ -79,7 +79,7 @@ def test_cancel_pending_and_terminal(server):
 
 def test_pending_jobs_carry_their_reason_and_queue_order(server):
     admin = server.admin()
-    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    seed_cluster(admin, nodes=1, cards=8, tenants={"algo": 4})
     big = submit(admin, "gpu=8", "algo")
     dev = submit(admin, "gpu=1", "algo", priority_class="dev-test")
     hi = submit(admin, "gpu=1", "algo", priority_class="online-inference")
@@ -182,3 +182,31 @@ def test_cordoned_node_takes_no_new_work(server):
     server.cycle()
     j = ok(admin.get(f"/api/v1/jobs/{cpu_only['id']}"))
     assert [n["node"] for n in j["allocation"]["nodes"]] == ["n1"]
+
+
+def test_jobs_that_can_never_run_are_refused_at_submit(sqlite_server):
+    """As Slurm's "Requested node configuration is not available": tried on the pool as if
+    every node were empty and healthy."""
+    admin = sqlite_server.admin()
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    submit(admin, "gpu=12", "algo")  # no node yet: nothing is known, so it may wait
+    seed_cluster(admin, nodes=2, cards=4, tenants={})
+    sqlite_server.ctx.capacity._checked = float("-inf")  # do not wait out the refresh
+    for spec, why in (
+        ("gpu=12", "0/2 nodes: 2 fewer than 12 free gpu"),
+        ("gpu=1000", "fewer than 1000 free gpu"),
+        ("gpu=H100-80G:1", "no H100-80G"),
+        ("gpu_share=0.5", "no shared-mode gpu"),
+        ("cpu=1000", "insufficient cpu"),
+    ):
+        r = admin.post("/api/v1/jobs", json={"request": spec, "tenant": "algo"})
+        assert r.status_code == 422, (spec, r.text)
+        detail = r.json()["detail"]
+        assert detail.startswith("request: can never run on this pool") and why in detail, detail
+        assert r.json()["field"] == "request"
+    # busy or unhealthy now is not "never": the pool as if empty and healthy decides
+    bad = {"devices": [{"index": i, "healthy": False} for i in range(4)]}
+    ok(admin.post("/api/v1/nodes/n0/heartbeat", json=bad))
+    ok(admin.post("/api/v1/nodes/n1/heartbeat", json=bad))
+    sqlite_server.ctx.capacity._checked = float("-inf")
+    submit(admin, "gpu=4", "algo")

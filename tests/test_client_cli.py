@@ -63,11 +63,13 @@ def test_cli_round_trip(sqlite_server, tmp_path):
     assert [j["state"] for j in listed["items"]] == ["admitted"]
     assert "admitted" in gpupool("job", "show", str(job["id"]), env=env).stdout
     big = json.loads(
-        gpupool("job", "submit", "--tenant", "algo", "--gpu", "8", "--json", env=env).stdout
+        gpupool("job", "submit", "--tenant", "algo", "--gpu", "4", "--json", env=env).stdout
     )
     sqlite_server.cycle()
     queue = json.loads(gpupool("queue", "--json", env=env).stdout)["items"]
     assert [q["id"] for q in queue] == [big["id"]] and queue[0]["reason"]
+    never = gpupool("job", "submit", "--tenant", "algo", "--gpu", "8", env=env)
+    assert never.returncode == 2 and "can never run on this pool" in never.stderr
     nodes = json.loads(gpupool("nodes", "--json", env=env).stdout)["items"]
     assert [n["name"] for n in nodes] == ["n0"] and len(nodes[0]["devices"]) == 4
     r = gpupool("quota", "set", "algo", "gpu", "--nominal", "3", "--borrowing-limit", "1", env=env)

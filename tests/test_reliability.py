@@ -143,7 +143,7 @@ def test_100_concurrent_clients_submit_and_cancel(tmp_path, database_url):
             ) as c:
                 mine = []
                 for _ in range(3):
-                    spec = rng.choice(["gpu=1", "gpu=2", "gpu_share=0.5,gpu_mem=10GiB", "cpu=2"])
+                    spec = rng.choice(["gpu=1", "gpu=2", "gpu=4,cpu=8", "cpu=2"])
                     r = c.post("/api/v1/jobs", json={"request": spec})
                     if r.status_code != 201:
                         errors.append(f"submit {r.status_code} {r.text}")

@@ -78,7 +78,7 @@ def test_metrics_expose_pool_tenant_queue_and_dcgm_names(server):
     admin = server.admin()
     seed_cluster(admin, nodes=1, cards=2, tenants={"algo": 2})
     submit(admin, "gpu=1", "algo")
-    submit(admin, "gpu=4", "algo")
+    submit(admin, "gpu=2", "algo")  # fits the node, not the one card left: it queues
     server.cycle()
     tel = {
         "devices": [

@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
+from gpupool.server.capacity import PoolCapacity
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
@@ -32,6 +33,7 @@ class ServerContext:
     principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
     auth_failures: FailedAuthLimiter = field(init=False)
+    capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
 
     def __post_init__(self) -> None:
         self.auth_failures = FailedAuthLimiter(

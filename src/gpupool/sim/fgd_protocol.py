@@ -29,7 +29,7 @@ from gpupool.sim.traces.openb import Pod
 # the protocol has no per-card limits but compute: memory follows compute, any number share
 PROTOCOL_SHARING = SharePolicy(headroom_pct=0, max_sharers=1000)
 CLAIRVOYANT = "fgd-lookahead-clairvoyant"  # reads the bag's next pods: not online
-FUTURES = 1  # sampled futures of DEPTH requests each that fgd-lookahead judges candidates by
+FUTURES = 3  # sampled futures of DEPTH requests each that fgd-lookahead judges candidates by
 
 
 @dataclass

@@ -40,6 +40,7 @@ from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
+from gpupool.server.snapshot import cached_request
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 # Core inserts on the tables: the ORM's bulk-insert path cost 2-3x more per row here
@@ -140,6 +141,11 @@ async def submit(
     may_manage(who, tenant, "submit jobs")
     spec = _spec(body)
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
+    if ctx.capacity.stale():
+        await run_in_threadpool(ctx.capacity.refresh, ctx.db)
+    never = ctx.capacity.never(cached_request(spec))
+    if never is not None:
+        raise ApiError(422, f"request: {never}", "request")
     now = time.time()
     fields = {
         **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
