@@ -42,7 +42,7 @@ CATALOG: tuple[PolicyInfo, ...] = (
         "fgd-lookahead",
         "fgd or best-fit, whichever leaves less fragmentation once the next jobs are placed "
         "too: in the server the next jobs of the real queue; in the FGD protocol (no queue) "
-        "requests sampled from the pods already arrived",
+        "three futures of 4 requests sampled from the pods already arrived",
         True,
         "server",
     ),

@@ -8,8 +8,9 @@ GPU allocation ratio and fragmentation amount (fragmented GPU / capacity), where
 fragmentation measure uses the trace's typical shapes (95% of its pods) by popularity.
 
 Every policy here is online (``gpupool policies``): the protocol has no queue, so
-``fgd-lookahead`` looks ahead over requests sampled from the pods already arrived, never over
-the bag's next pods. ``fgd-lookahead-clairvoyant`` does read those (research only).
+``fgd-lookahead`` judges its candidates over ``FUTURES`` futures of ``DEPTH`` requests sampled
+from the pods already arrived, never over the bag's next pods (both chosen on seeds 0–9,
+outside the reported 42–51). ``fgd-lookahead-clairvoyant`` does read those (research only).
 """
 
 import random
