@@ -40,6 +40,12 @@ def _show(data: Any, as_json: bool, text: str | Table) -> None:
         typer.echo(text)
 
 
+def _delete(path: str, said: str) -> None:
+    with ApiClient.from_env() as api:
+        api.delete(path)
+    typer.echo(said)
+
+
 def _when(text: str | None, what: str) -> float | None:
     return None if text is None else parse_point_in_time(text, time.time(), what)
 
@@ -85,9 +91,7 @@ def tenant_show(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> No
 @client_command
 def tenant_delete(name: str = typer.Argument(...)) -> None:
     """Delete a tenant (refused while it has sub-tenants, users or jobs)."""
-    with ApiClient.from_env() as api:
-        api.delete(f"/api/v1/tenants/{name}")
-    typer.echo(f"tenant {name} deleted")
+    _delete(f"/api/v1/tenants/{name}", f"tenant {name} deleted")
 
 
 @quota_app.command("delete")
@@ -97,9 +101,7 @@ def quota_delete(
     flavour: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
 ) -> None:
     """Remove one quota of a tenant (it then has no guarantee of that flavour)."""
-    with ApiClient.from_env() as api:
-        api.delete(f"/api/v1/tenants/{tenant}/quotas/{flavour}")
-    typer.echo(f"{tenant} {flavour}: quota removed")
+    _delete(f"/api/v1/tenants/{tenant}/quotas/{flavour}", f"{tenant} {flavour}: quota removed")
 
 
 # -- users and tokens -------------------------------------------------------------------------
@@ -202,9 +204,7 @@ def token_revoke(
     token_id: int = typer.Argument(..., help="The id from gpupool token list"),
 ) -> None:
     """Revoke a token for good."""
-    with ApiClient.from_env() as api:
-        api.delete(f"/api/v1/tokens/{token_id}")
-    typer.echo(f"token {token_id} revoked")
+    _delete(f"/api/v1/tokens/{token_id}", f"token {token_id} revoked")
 
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -277,6 +277,4 @@ def reservation_list(as_json: bool = JSON_OPT) -> None:
 @client_command
 def reservation_delete(res_id: int = typer.Argument(...)) -> None:
     """Cancel a reservation (admins, or a tenant-admin of its tenant)."""
-    with ApiClient.from_env() as api:
-        api.delete(f"/api/v1/reservations/{res_id}")
-    typer.echo(f"reservation {res_id} cancelled")
+    _delete(f"/api/v1/reservations/{res_id}", f"reservation {res_id} cancelled")
