@@ -66,12 +66,12 @@ def test_cli_round_trip(sqlite_server, tmp_path):
         gpupool("job", "submit", "--tenant", "algo", "--gpu", "4", "--json", env=env).stdout
     )
     sqlite_server.cycle()
-    queue = json.loads(gpupool("queue", "--json", env=env).stdout)["items"]
-    assert [q["id"] for q in queue] == [big["id"]] and queue[0]["reason"]
+    queue = json.loads(gpupool("queue", "--state", "pending", "--json", env=env).stdout)
+    assert [q["id"] for q in queue] == [big["id"]] and queue[0]["where"]  # its reason
     never = gpupool("job", "submit", "--tenant", "algo", "--gpu", "8", env=env)
     assert never.returncode == 2 and "can never run on this pool" in never.stderr
-    nodes = json.loads(gpupool("nodes", "--json", env=env).stdout)["items"]
-    assert [n["name"] for n in nodes] == ["n0"] and len(nodes[0]["devices"]) == 4
+    nodes = json.loads(gpupool("nodes", "--json", env=env).stdout)
+    assert [n["node"] for n in nodes] == ["n0"] and nodes[0]["cards"] == 4
     r = gpupool("quota", "set", "algo", "gpu", "--nominal", "3", "--borrowing-limit", "1", env=env)
     assert r.returncode == 0, r.stderr
     tenants = json.loads(gpupool("tenants", "--json", env=env).stdout)["items"]

@@ -192,60 +192,102 @@ def job_logs(job_id: int) -> None:
         typer.echo(chunk["text"], nl=False)
 
 
+def _all(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paged list (pages of 1,000)."""
+    items: list[dict[str, Any]] = []
+    while True:
+        page = api.get(path, limit=1000, offset=len(items), **params)
+        items += page["items"]
+        if not page["items"] or len(items) >= page["total"]:
+            return items
+
+
 @client_command
-def nodes(as_json: bool = JSON_OPT, limit: int = typer.Option(1000, help="How many")) -> None:
-    """Nodes with their devices and state."""
+def nodes(
+    summary: bool = typer.Option(False, "--summary", "-s", help="Per GPU model and state"),
+    long: bool = typer.Option(False, "--long", "-l", help="Add telemetry: util, memory, temp, W"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Nodes as sinfo shows them: state (idle, mixed, allocated, drained, lost, fenced),
+    cards by model, in use and free, CPU and memory free."""
+    from gpupool.cli import views
+
     with ApiClient.from_env() as api:
-        page = api.get("/api/v1/nodes", limit=limit)
-
-    def table(p: dict[str, Any]) -> Table:
-        t = Table("node", "pool", "state", "cpu", "memory", "devices", "heartbeat", title="nodes")
-        for n in p["items"]:
-            models: dict[str, int] = {}
-            for d in n["devices"]:
-                models[d["model"]] = models.get(d["model"], 0) + 1
-            devs = ", ".join(f"{c}x {m}" for m, c in models.items()) or "-"
-            state = n["state"] + ("" if n["schedulable"] else " (cordoned)")
+        rows = views.node_rows(
+            _all(api, "/api/v1/nodes"), _all(api, "/api/v1/allocations", state="active")
+        )
+    if summary:
+        groups = views.summary(rows)
+        t = Table(
+            "model", "state", "nodes", "cards", "in use", "free", box=None, header_style="bold"
+        )
+        for g in groups:
             t.add_row(
-                n["name"],
-                n["pool"],
-                state,
-                f"{n['cpu_millis'] / 1000:g}",
-                f"{n['memory_mib'] // 1024} GiB",
-                devs,
-                _ago(n["heartbeat_at"]) + " ago",
+                g["model"], g["state"], *(str(g[k]) for k in ("nodes", "cards", "in_use", "free"))
             )
-        t.caption = f"{len(p['items'])} of {p['total']}"
-        return t
-
-    _print(page, as_json, table)
+        _print(groups, as_json, lambda _: t)
+        return
+    columns = ["node", "state", "cards", "use", "free", "cpu", "mem"]
+    if long:
+        columns += ["util", "fb", "temp", "W"]
+    t = Table(*columns, box=None, pad_edge=False, header_style="bold")
+    for r in rows:
+        cards = ",".join(f"{c}x{m}" for m, c in r["models"].items()) or "-"
+        cells = [r["node"], r["state"], cards, str(r["in_use"]), str(r["free"])]
+        cells += [f"{r['cpu_free'] / 1000:g}", f"{r['mem_free_mib'] // 1024}G"]
+        if long:
+            cells += views.telemetry_cells(r["telemetry"])
+        t.add_row(*cells)
+    t.caption = "use: cards holding any slice; free: untouched cards; cpu, mem: free"
+    _print(rows, as_json, lambda _: t)
 
 
 @client_command
 def queue(
+    state: str = typer.Option(None, help="pending or running (default: both)"),
     tenant: str = typer.Option(None, help="Only this tenant"),
-    limit: int = typer.Option(100, help="How many"),
+    user: str = typer.Option(None, help="Only jobs this user submitted"),
+    long: bool = typer.Option(False, "--long", "-l", help="Names and whole reasons"),
+    limit: int = typer.Option(1000, help="How many of each"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Pending jobs in queue order, each with the reason it waits."""
+    """Jobs as squeue shows them: pending (PD) in queue order with the reason they wait and
+    how long, then running (R) with where and how long."""
+    from gpupool.cli import views
+
+    if state not in (None, "pending", "running"):
+        raise SpecError(f"state: {state!r} is not pending or running")
     with ApiClient.from_env() as api:
-        page = api.get("/api/v1/queue", tenant=tenant, limit=limit)
-
-    def table(p: dict[str, Any]) -> Table:
-        t = Table("id", "tenant", "class", "request", "waited", "reason", title="queue")
-        for q in p["items"]:
-            t.add_row(
-                str(q["id"]),
-                q["tenant"],
-                q["priority_class"],
-                q["request"],
-                f"{q['waited_s']:.0f}s",
-                q["reason"],
-            )
-        t.caption = f"{len(p['items'])} of {p['total']} pending"
-        return t
-
-    _print(page, as_json, table)
+        pending = (
+            []
+            if state == "running"
+            else api.get("/api/v1/queue", tenant=tenant, limit=limit)["items"]
+        )
+        running = []
+        if state != "pending":
+            for s in ("admitted", "running"):
+                running += api.get("/api/v1/jobs", state=s, tenant=tenant, limit=limit)["items"]
+    rows = views.queue_rows(pending, sorted(running, key=lambda j: j["id"]))
+    if user is not None:
+        rows = [r for r in rows if r["user"] == user]
+    columns = ["id", "tenant", "user", "st", "time", "request", "where / reason"]
+    if long:
+        columns.insert(3, "name")
+    t = Table(*columns, box=None, pad_edge=False, header_style="bold")
+    fixed = [[str(r["id"]), r["tenant"], r["user"], r["st"], r["time"], r["request"]] for r in rows]
+    # one line a job: the reason is cut to what the terminal leaves (whole with -l)
+    widths = [max([len(c), *(len(f[i]) for f in fixed)]) for i, c in enumerate(columns[:6])]
+    room = max(12, Console().width - sum(widths) - 2 * len(widths))
+    for r, cells in zip(rows, fixed, strict=True):
+        cells.append(
+            r["where"] if long or len(r["where"]) <= room else r["where"][: room - 1] + "…"
+        )
+        if long:
+            cells.insert(3, r["name"])
+        t.add_row(*cells, style="dim" if r["st"] == "PD" else None)
+    waiting = sum(r["st"] == "PD" for r in rows)
+    t.caption = f"{waiting} pending, {len(rows) - waiting} running (-l: whole reasons)"
+    _print(rows, as_json, lambda _: t)
 
 
 @client_command

@@ -427,6 +427,7 @@ class AuditOut(BaseModel):
 class QueueEntry(BaseModel):
     id: int
     tenant: str
+    submitted_by: str
     name: str
     request: str
     priority_class: str

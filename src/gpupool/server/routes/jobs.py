@@ -312,6 +312,7 @@ def queue(
         QueueEntry(
             id=j.id,
             tenant=j.tenant,
+            submitted_by=j.submitted_by,
             name=j.name,
             request=j.request,
             priority_class=j.priority_class,
