@@ -192,7 +192,7 @@ def job_logs(job_id: int) -> None:
         typer.echo(chunk["text"], nl=False)
 
 
-def _all(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:
+def all_items(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:
     """Every item of a paged list (pages of 1,000)."""
     items: list[dict[str, Any]] = []
     while True:
@@ -214,7 +214,7 @@ def nodes(
 
     with ApiClient.from_env() as api:
         rows = views.node_rows(
-            _all(api, "/api/v1/nodes"), _all(api, "/api/v1/allocations", state="active")
+            all_items(api, "/api/v1/nodes"), all_items(api, "/api/v1/allocations", state="active")
         )
     if summary:
         groups = views.summary(rows)

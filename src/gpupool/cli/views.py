@@ -176,3 +176,58 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
             }
         )
     return rows
+
+
+ACCT_FIELDS = (
+    "id", "user", "tenant", "name", "state", "start", "end", "elapsed", "exit", "card_hours",
+    "cpu_hours",
+)  # fmt: skip
+
+
+def acct_rows(jobs: list[dict], usage: list[dict]) -> list[dict]:
+    """sacct's view of finished jobs: times, exit code, and the card-hours (whole-card
+    equivalents: a share or MIG slice counts its fraction) and CPU-hours their usage records
+    hold, per GPU model too."""
+    by_job: dict[int, dict[str, float]] = {}
+    cpu: Counter[int] = Counter()
+    for u in usage:
+        models = by_job.setdefault(u["job_id"], {})
+        if u["model"] != "cpu":
+            hours = u["compute_pct_seconds"] / 100 / 3600
+            models[u["model"]] = models.get(u["model"], 0.0) + hours
+        cpu[u["job_id"]] += u["cpu_milli_seconds"]
+    rows = []
+    for j in jobs:
+        per_model = by_job.get(j["id"], {})
+        start, end = j["started_at"], j["finished_at"]
+        rows.append(
+            {
+                "id": j["id"],
+                "user": j["submitted_by"],
+                "tenant": j["tenant"],
+                "name": j["name"],
+                "state": j["state"],
+                "start": start,
+                "end": end,
+                "elapsed": duration(end - start) if start and end else "-",
+                "exit": j["exit_code"],
+                "card_hours": round(float(sum(per_model.values())), 4),
+                "card_hours_by_model": {m: round(h, 4) for m, h in sorted(per_model.items())},
+                "cpu_hours": round(float(cpu[j["id"]]) / 1000 / 3600, 4),
+            }
+        )
+    return rows
+
+
+def month_window(month: str) -> tuple[float, float]:
+    """``2026-11`` as [start, end) epoch seconds, local time."""
+    from datetime import datetime
+
+    try:
+        first = datetime.strptime(month, "%Y-%m").astimezone()
+    except ValueError:
+        from gpupool.model import SpecError
+
+        raise SpecError(f"month: {month!r} is not YYYY-MM", field="month") from None
+    nxt = first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
+    return first.timestamp(), nxt.timestamp()

@@ -109,20 +109,21 @@ def format_mib(mib: int) -> str:
     return f"{mib}MiB"
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"^\s*(?:now\s*([+-])\s*)?(\d+)\s*([smhdw])\s*$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
-    """``now``, ``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now``, or an ISO 8601 date or time
-    (UTC unless it names a zone), as epoch seconds."""
+    """``now``, ``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now`` (also ``now+12h``), ``now-7d``
+    before it, or an ISO 8601 date or time (UTC unless it names a zone), as epoch seconds."""
     from datetime import UTC, datetime
 
     if text.strip().lower() == "now":
         return now
     match = _DURATION.match(text)
     if match:
-        return now + int(match[1]) * _SECONDS[match[2]]
+        sign = -1 if match[1] == "-" else 1
+        return now + sign * int(match[2]) * _SECONDS[match[3]]
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -1,0 +1,146 @@
+"""``gpupool acct`` (Slurm's sacct: finished jobs with their times, exit codes, card-hours
+and CPU-hours from the usage records) and ``gpupool usage`` (a tenant's card-hours per GPU
+model for a month or a window)."""
+
+import csv
+import io
+import json
+import time
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.admin_client import local
+from gpupool.cli.client import JSON_OPT, all_items, client_command
+from gpupool.client import ApiClient
+from gpupool.model import SpecError
+from gpupool.model.units import parse_point_in_time
+
+FINISHED = ("succeeded", "failed", "cancelled")
+WHEN = "now-7d, now, an ISO date/time (UTC unless it says)"
+
+
+def _window(since: str, until: str) -> tuple[float, float]:
+    now = time.time()
+    start = parse_point_in_time(since, now, "since")
+    end = parse_point_in_time(until, now, "until")
+    if end <= start:
+        raise SpecError("until: must be after since", field="until")
+    return start, end
+
+
+@client_command
+def acct(
+    since: str = typer.Option("now-7d", help=f"Jobs that ended from: {WHEN}"),
+    until: str = typer.Option("now", help=f"…until: {WHEN}"),
+    tenant: str = typer.Option(None, help="Only this tenant"),
+    user: str = typer.Option(None, help="Only jobs this user submitted"),
+    state: str = typer.Option(None, help="succeeded, failed or cancelled (default: all)"),
+    fields: str = typer.Option(
+        "id,user,tenant,state,start,end,elapsed,exit,card_hours,cpu_hours",
+        "--format",
+        "-o",
+        help="Comma list of: id, user, tenant, name, state, start, end, elapsed, exit, "
+        "card_hours, cpu_hours",
+    ),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Finished jobs as sacct shows them: start, end, elapsed, exit code, card-hours (whole-
+    card equivalents: shares and MIG slices count their fraction) and CPU-hours."""
+    from gpupool.cli.views import ACCT_FIELDS, acct_rows
+
+    columns = [f.strip() for f in fields.split(",") if f.strip()]
+    unknown = [c for c in columns if c not in ACCT_FIELDS]
+    if unknown or not columns:
+        raise SpecError(f"format: unknown field {unknown[0] if unknown else ''!r}", field="format")
+    if state is not None and state not in FINISHED:
+        raise SpecError(f"state: {state!r} is not one of {', '.join(FINISHED)}", field="state")
+    start, end = _window(since, until)
+    with ApiClient.from_env() as api:
+        jobs = []
+        for s in (state,) if state else FINISHED:
+            jobs += all_items(api, "/api/v1/jobs", state=s, tenant=tenant)
+        usage = all_items(api, "/api/v1/usage", tenant=tenant, since=start)
+    jobs = [
+        j
+        for j in jobs
+        if j["finished_at"] is not None
+        and start <= j["finished_at"] < end
+        and (user is None or j["submitted_by"] == user)
+    ]
+    rows = acct_rows(sorted(jobs, key=lambda j: j["id"]), usage)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    shown = [[_cell(r, c) for c in columns] for r in rows]
+    if as_csv:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows(shown)
+        typer.echo(out.getvalue(), nl=False)
+        return
+    table = Table(*columns, box=None, pad_edge=False, header_style="bold")
+    for cells in shown:
+        table.add_row(*cells)
+    table.caption = f"{len(rows)} jobs ended {local(start)} – {local(end)}"
+    Console().print(table)
+
+
+def _cell(row: dict, column: str) -> str:
+    value = row[column]
+    if column in ("start", "end"):
+        return local(value)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+@client_command
+def usage(
+    tenant: str = typer.Option(None, help="Only this tenant"),
+    month: str = typer.Option(None, help="A month, e.g. 2026-11 (local time)"),
+    since: str = typer.Option(None, help=f"From: {WHEN} (instead of --month)"),
+    until: str = typer.Option("now", help=f"Until: {WHEN}"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Card-hours per tenant and GPU model (whole-card equivalents), GPU-memory GiB-hours and
+    CPU-hours, released allocations plus what live ones used so far."""
+    from gpupool.cli.views import month_window
+
+    if month and since:
+        raise SpecError("give --month or --since, not both", field="month")
+    if month:
+        start, end = month_window(month)
+    else:
+        start, end = _window(since or "now-30d", until)
+    with ApiClient.from_env() as api:
+        out = api.get("/api/v1/usage/summary", since=start, until=end)
+    rows = [
+        {
+            "tenant": r["tenant"],
+            "model": r["model"],
+            "card_hours": round(r["compute_pct_seconds"] / 100 / 3600, 4),
+            "gpu_mem_gib_hours": round(r["mem_mib_seconds"] / 1024 / 3600, 4),
+            "cpu_hours": round(r["cpu_milli_seconds"] / 1000 / 3600, 4),
+        }
+        for r in out["items"]
+        if tenant is None or r["tenant"] == tenant
+    ]
+    if as_json:
+        typer.echo(json.dumps({"since": start, "until": end, "items": rows}, indent=2))
+        return
+    table = Table(
+        "tenant", "model", "card-h", "gpu mem GiB-h", "cpu-h", box=None, header_style="bold"
+    )
+    for r in rows:
+        table.add_row(
+            r["tenant"], r["model"], f"{r['card_hours']:.2f}", f"{r['gpu_mem_gib_hours']:.1f}",
+            f"{r['cpu_hours']:.2f}",
+        )  # fmt: skip
+    table.caption = f"{local(start)} – {local(end)}"
+    Console().print(table)
