@@ -15,6 +15,7 @@ from rich.table import Table
 from gpupool.cli.errors import err_console
 from gpupool.client import ApiClient, ClientError, save_credentials
 from gpupool.model import SpecError, parse_request
+from gpupool.model.batch import Script
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,7 +70,9 @@ def login(
 @job_app.command("submit")
 @client_command
 def job_submit(
-    command: list[str] = typer.Argument(None, help="The command to run, after --"),
+    command: list[str] = typer.Argument(
+        None, help="The command to run, after --; or a script with #GPUPOOL directive lines"
+    ),
     tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
     gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
     gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
@@ -78,40 +81,59 @@ def job_submit(
     cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
     mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
     request: str = typer.Option(None, help="A whole request string instead of the flags above"),
-    name: str = typer.Option("", help="A name to recognise the job by"),
-    kind: str = typer.Option("batch", help="training, inference, dev or batch"),
-    priority_class: str = typer.Option("training", help="Priority class"),
-    gang: int = typer.Option(1, help="Workers that must start together"),
-    max_runtime: int = typer.Option(None, help="Maximum run time in seconds"),
+    name: str = typer.Option(None, help="A name to recognise the job by"),
+    kind: str = typer.Option(None, help="training, inference, dev or batch \\[default: batch]"),
+    priority_class: str = typer.Option(None, help="Priority class \\[default: training]"),
+    gang: int = typer.Option(None, help="Workers that must start together \\[default: 1]"),
+    time_limit: str = typer.Option(
+        None, "--time", "-t", help="Run time limit: MM, HH:MM:SS or D-HH:MM:SS (as sbatch)"
+    ),
+    max_runtime: int = typer.Option(None, help="Maximum run time in seconds (or --time)"),
     key: str = typer.Option(None, help="Idempotency key: resubmitting it returns the same job"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Submit a job: gpupool job submit --tenant algo --gpu 2 -- python train.py"""
+    """Submit a job: gpupool job submit --tenant algo --gpu 2 -- python train.py, or a script
+    (as sbatch): gpupool job submit train.sh, whose leading comment lines may say
+    #GPUPOOL --gpu A100-80G:2 --cpu 8 --time 4:00:00 --name train (flags given here win)."""
+    from gpupool.model.batch import parse_time
+
+    given: dict[str, Any] = {
+        "tenant": tenant, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_share": gpu_share, "mig": mig,
+        "cpu": cpu, "mem": mem, "request": request, "name": name, "kind": kind,
+        "priority_class": priority_class, "gang": gang, "time": time_limit,
+    }  # fmt: skip
+    argv = list(command or [])
+    script = _script(argv)
+    if script is not None:
+        for option, value in script.options.items():
+            field = option[2:].replace("-", "_")
+            if given[field] is None:
+                given[field] = value
+        argv = script.command
     parts = [
-        f"{k}={v}"
-        for k, v in (
-            ("gpu", gpu),
-            ("gpu_mem", gpu_mem),
-            ("gpu_share", gpu_share),
-            ("mig", mig),
-            ("cpu", cpu),
-            ("mem", mem),
-        )
-        if v is not None
+        f"{k}={given[k]}"
+        for k in ("gpu", "gpu_mem", "gpu_share", "mig", "cpu", "mem")
+        if given[k] is not None
     ]
-    if request and parts:
+    if given["request"] and parts:
         raise SpecError("give either --request or the resource flags, not both")
-    spec = request or ",".join(parts) or "cpu=1"
+    spec = given["request"] or ",".join(parts) or "cpu=1"
     parse_request(spec)  # a clear local error before any network call
+    if max_runtime is None and given["time"] is not None:
+        max_runtime = parse_time(str(given["time"]))
+    try:
+        gang_size = int(given["gang"] or 1)
+    except ValueError:
+        raise SpecError(f"gang: {given['gang']!r} is not a number", field="gang") from None
     body = {
         "request": spec,
-        "tenant": tenant,
-        "name": name,
-        "kind": kind,
-        "priority_class": priority_class,
-        "gang_size": gang,
+        "tenant": given["tenant"],
+        "name": given["name"] or "",
+        "kind": given["kind"] or "batch",
+        "priority_class": given["priority_class"] or "training",
+        "gang_size": gang_size,
         "max_runtime_s": max_runtime,
-        "command": list(command or []),
+        "command": argv,
         "idempotency_key": key,
     }
     with ApiClient.from_env() as api:
@@ -120,6 +142,25 @@ def job_submit(
         typer.echo(json.dumps(job, indent=2))
     else:
         typer.echo(f"job {job['id']} {job['state']}: {job['request']} for {job['tenant']}")
+
+
+def _script(argv: list[str]) -> Script | None:
+    """A job script (sbatch-style) when the only argument is a file with a #! line or
+    #GPUPOOL directives; None for a plain command."""
+    from pathlib import Path
+
+    from gpupool.model.batch import parse_script
+
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        return None
+    path = Path(argv[0])
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the script: {exc}") from None
+    if not (text.startswith("#!") or "#GPUPOOL" in text):
+        return None
+    return parse_script(text, path.name)
 
 
 def _jobs_table(page: dict[str, Any]) -> Table:
@@ -170,16 +211,48 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
     _print(job, as_json, table)
 
 
+LIVE = ("pending", "admitted", "running")
+
+
 @job_app.command("cancel")
 @client_command
-def job_cancel(job_id: int, as_json: bool = JSON_OPT) -> None:
-    """Cancel a job (its devices are released at once)."""
+def job_cancel(
+    job_ids: list[int] = typer.Argument(None, help="Job ids (or select with the filters)"),
+    tenant: str = typer.Option(None, help="Every live job of this tenant"),
+    user: str = typer.Option(None, help="…submitted by this user"),
+    state: str = typer.Option(None, help="…in this state: pending, admitted or running"),
+    name: str = typer.Option(None, help="…with this name"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Cancel jobs (their devices are released at once), as scancel: by ids, or every live
+    job that matches all the filters given."""
+    ids = list(job_ids or [])
+    filters = (tenant, user, state, name)
+    if not ids and all(f is None for f in filters):
+        raise SpecError("give job ids or at least one of --tenant, --user, --state, --name")
+    if state is not None and state not in LIVE:
+        raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
+    done = []
     with ApiClient.from_env() as api:
-        job = api.post(f"/api/v1/jobs/{job_id}/cancel")
+        if any(f is not None for f in filters):
+            matched: list[int] = []
+            for s in (state,) if state else LIVE:
+                for j in all_items(api, "/api/v1/jobs", state=s, tenant=tenant):
+                    if (user is None or j["submitted_by"] == user) and (
+                        name is None or j["name"] == name
+                    ):
+                        matched.append(j["id"])
+            # ids and filters together: the given ids that match the filters
+            ids = [i for i in ids if i in set(matched)] if ids else sorted(matched)
+        for job_id in dict.fromkeys(ids):
+            done.append(api.post(f"/api/v1/jobs/{job_id}/cancel"))
     if as_json:
-        typer.echo(json.dumps(job, indent=2))
-    else:
+        typer.echo(json.dumps(done, indent=2))
+        return
+    for job in done:
         typer.echo(f"job {job['id']} {job['state']}")
+    if not done:
+        typer.echo("no job matched")
 
 
 @job_app.command("logs")

@@ -1,0 +1,99 @@
+"""sbatch habits, pure: Slurm's time formats and ``#GPUPOOL`` directive lines of a job script.
+
+Times: ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` (Slurm's
+``--time``). A script's directives are its leading comment lines ``#GPUPOOL --gpu 2 --time
+4:00:00``; parsing stops at the first line that is neither blank nor a comment, as sbatch's
+does. The script itself travels as the job's command (its interpreter from the ``#!`` line, or
+``/bin/sh``, with ``-c`` and the script's text), so nothing has to be copied to the node.
+"""
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from gpupool.model.errors import SpecError
+
+_TIME = re.compile(
+    r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+    r"|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)$"
+)
+# directive options and whether each takes a value
+DIRECTIVES = {
+    "--gpu": True, "--gpu-mem": True, "--gpu-share": True, "--mig": True, "--cpu": True,
+    "--mem": True, "--request": True, "--name": True, "--kind": True, "--priority-class": True,
+    "--gang": True, "--time": True, "--tenant": True,
+}  # fmt: skip
+
+
+def parse_time(text: str) -> int:
+    """Slurm's ``--time`` in seconds: ``90`` (minutes), ``1:30`` (minutes:seconds),
+    ``4:00:00``, ``2-12`` (days-hours), ``2-12:30``, ``2-12:30:00``."""
+    m = _TIME.match(text.strip())
+    if m is None:
+        raise SpecError(
+            f"time: {text!r} is not MM, MM:SS, HH:MM:SS or D-HH[:MM[:SS]]", field="time"
+        )
+    bounded: list[int] = []  # fields that must stay below 60 (hours below 24 after days)
+    if m["days"] is not None:
+        days, hours = int(m["days"]), int(m["dh"])
+        minutes, seconds = int(m["dm"] or 0), int(m["ds"] or 0)
+        bounded = [minutes, seconds, hours * 60 // 24]
+    elif m["c"] is not None:
+        days, hours, minutes, seconds = 0, int(m["a"]), int(m["b"]), int(m["c"])
+        bounded = [minutes, seconds]
+    elif m["b"] is not None:
+        days, hours, minutes, seconds = 0, 0, int(m["a"]), int(m["b"])
+        bounded = [seconds]
+    else:
+        days, hours, minutes, seconds = 0, 0, int(m["a"]), 0
+    if any(v > 59 for v in bounded):
+        raise SpecError(f"time: {text!r} has a field out of range", field="time")
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise SpecError(f"time: {text!r} is not a positive duration", field="time")
+    return total
+
+
+@dataclass
+class Script:
+    options: dict[str, str] = field(default_factory=dict)  # "--gpu" -> "2"
+    command: list[str] = field(default_factory=list)
+
+
+def parse_script(text: str, name: str = "script") -> Script:
+    """The directives and the command of a job script; an unknown or malformed directive is
+    an error naming its line."""
+    lines = text.splitlines()
+    options: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if number == 1 and stripped.startswith("#!"):
+            continue
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        if not stripped.startswith("#GPUPOOL"):
+            continue
+        try:
+            words = shlex.split(stripped[len("#GPUPOOL") :])
+        except ValueError as exc:
+            raise SpecError(f"{name}: line {number}: {exc}", field="script") from None
+        i = 0
+        while i < len(words):
+            key, _, inline = words[i].partition("=")
+            if key not in DIRECTIVES:
+                raise SpecError(f"{name}: line {number}: unknown directive {key!r}", field="script")
+            if inline:
+                value = inline
+            elif i + 1 < len(words):
+                i += 1
+                value = words[i]
+            else:
+                raise SpecError(f"{name}: line {number}: {key} needs a value", field="script")
+            options[key] = value
+            i += 1
+    interpreter = ["/bin/sh"]
+    if lines and lines[0].startswith("#!"):
+        interpreter = shlex.split(lines[0][2:].strip()) or interpreter
+    return Script(options, [*interpreter, "-c", text, name])
