@@ -3,47 +3,23 @@
 import os
 import resource
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from gpupool.bench.placement import peak_rss_mb
-
-_TRACE: dict[str, object] = {}
-
-
-def _load(nodes: str, pods: str) -> None:
-    from gpupool.sim.traces.openb import load_nodes, load_pods
-
-    _TRACE["nodes"] = load_nodes(nodes)[0]
-    _TRACE["pods"] = load_pods(pods)[0]
-
-
-def _one(task: tuple[str, int, float]) -> tuple[str, int, float, int, int]:
-    from gpupool.sim.fgd_protocol import replay
-    from gpupool.sim.fgd_report import PROTOCOL_POLICIES
-
-    name, seed, tune = task
-    result = replay(_TRACE["nodes"], _TRACE["pods"], PROTOCOL_POLICIES[name], seed, tune)  # type: ignore[arg-type]
-    return name, seed, result.unallocated_gpus_at_100, result.pods, result.failed
 
 
 def run_simulate_bench(
     nodes: Path, pods: Path, policies: list[str], seeds: list[int], tune: float, workers: int
 ) -> dict[str, object]:
-    # FGD replays take ~3x a baseline's: start them first, so that the last task a process
-    # runs (while the other may already be idle) is a short one
-    tasks = sorted(
-        ((p, s, tune) for p in policies for s in seeds), key=lambda t: not t[0].startswith("fgd")
-    )
+    from gpupool.sim.replays import replay_files
+
+    tasks = [(str(pods), p, s) for p in policies for s in seeds]
     start = time.perf_counter()
-    with ProcessPoolExecutor(
-        max_workers=workers, initializer=_load, initargs=(str(nodes), str(pods))
-    ) as pool:
-        results = list(pool.map(_one, tasks))
+    results = list(replay_files(nodes, tasks, tune, workers).values())
     seconds = time.perf_counter() - start
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    decisions = sum(r[3] for r in results)  # every pod of every bag is decided once
-    refusals = sum(r[4] for r in results)
+    decisions = sum(r.pods for r in results)  # every pod of every bag is decided once
+    refusals = sum(r.failed for r in results)
     return {
         "seconds": round(seconds, 1),
         "runs": len(results),

@@ -1,5 +1,6 @@
 """FGD-protocol replays of trace files in worker processes (both cores), each worker loading
-a file once. Bad rows are skipped here: the caller has already reported or refused them."""
+a file once; ``gpupool bench simulate`` and ``gpupool simulate family`` both run on it. Bad
+rows are skipped here: the caller has already reported or refused them."""
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -44,14 +45,8 @@ def replay_files(
     ordered = sorted(tasks, key=lambda t: not t[1].startswith("fgd"))
     jobs = [(str(nodes), t, tune) for t in ordered]
     out: dict[Task, ReplayResult] = {}
-    if workers <= 1:
-        results = map(_one, jobs)
-        for task, result in results:
-            out[task] = result
-            if progress:
-                progress()
-        return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # always in worker processes (even one): the caller can read their CPU time and memory
+    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
         for task, result in pool.map(_one, jobs):
             out[task] = result
             if progress:
