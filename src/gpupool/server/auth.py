@@ -96,6 +96,18 @@ def create_user_token(
 ) -> str:
     """Create (or reuse) user ``name`` and give it a new token (valid until ``expires_at``,
     epoch seconds, or for ever); returns the token."""
+    return issue_token(session, name, role, tenant, node, expires_at)[0]
+
+
+def issue_token(
+    session: Session,
+    name: str,
+    role: str,
+    tenant: str | None = None,
+    node: str | None = None,
+    expires_at: float | None = None,
+) -> tuple[str, int]:
+    """``create_user_token``, also returning the new token's row id (for revoking it)."""
     r = validate_user(role, tenant, node)
     if tenant is not None and session.get(TenantRow, tenant) is None:
         raise SpecError(f"tenant: unknown tenant {tenant!r}", field="tenant")
@@ -112,17 +124,16 @@ def create_user_token(
     if expires_at is not None and expires_at <= now:
         raise SpecError("expires: must be in the future", field="expires")
     token = new_token()
-    session.add(
-        TokenRow(
-            user=name,
-            token_hash=token_hash(token),
-            prefix=token[:10],
-            created_at=now,
-            expires_at=expires_at,
-        )
+    row = TokenRow(
+        user=name,
+        token_hash=token_hash(token),
+        prefix=token[:10],
+        created_at=now,
+        expires_at=expires_at,
     )
+    session.add(row)
     session.flush()
-    return token
+    return token, row.id
 
 
 def principal_for(session: Session, token: str, now: float | None = None) -> Principal | None:

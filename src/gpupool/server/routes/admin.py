@@ -11,7 +11,7 @@ from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
 from gpupool.scheduler.reservations import iso
-from gpupool.server.auth import Principal, Role, create_user_token, token_hash
+from gpupool.server.auth import Principal, Role, issue_token
 from gpupool.server.db.tables import (
     AuditRow,
     NodeRow,
@@ -145,12 +145,11 @@ def create_user(body: UserIn, ctx: Ctx, who: Caller, request: Request) -> TokenO
         if s.get(UserRow, body.name) is not None:
             raise ApiError(409, f"user {body.name} already exists", "name")
         try:
-            token = create_user_token(
+            token, token_id = issue_token(
                 s, body.name, body.role, body.tenant, body.node, body.expires_at
             )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field) from None
-        token_id = _token_id(s, token)
     request.state.audit_target = f"user {body.name}"
     return TokenOut(
         id=token_id, user=body.name, token=token, prefix=token[:10], expires_at=body.expires_at
@@ -206,12 +205,6 @@ def _new_token_expiry(who: Principal, name: str, wanted: float | None) -> float 
     return wanted
 
 
-def _token_id(s: Session, token: str) -> int:
-    return s.execute(
-        select(TokenRow.id).where(TokenRow.token_hash == token_hash(token))
-    ).scalar_one()
-
-
 def _live_tokens(s: Session, name: str) -> int:
     now = time.time()
     q = select(func.count()).where(
@@ -244,10 +237,9 @@ def new_token(
         if _live_tokens(s, name) >= MAX_LIVE_TOKENS:
             raise ApiError(409, f"user {name} has {MAX_LIVE_TOKENS} live tokens; revoke some")
         try:
-            token = create_user_token(s, name, user.role, user.tenant, user.node, expires_at)
+            token, token_id = issue_token(s, name, user.role, user.tenant, user.node, expires_at)
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field) from None
-        token_id = _token_id(s, token)
     request.state.audit_target = f"user {name}"
     return TokenOut(id=token_id, user=name, token=token, prefix=token[:10], expires_at=expires_at)
 
