@@ -22,7 +22,8 @@ from gpupool.server.db.tables import DeviceRow, Meta, NodeRow
 class PoolCapacity:
     def __init__(self, refresh_s: float = 5.0):
         self.refresh_s = refresh_s
-        self._state: ClusterState | None = None
+        # the empty pool and the answers found on it, replaced together when nodes change
+        self._pool: tuple[ClusterState, dict[ResourceRequest, str | None]] | None = None
         self._version = -1
         self._checked = float("-inf")
         self._placer = Placer("first-fit")
@@ -37,7 +38,7 @@ class PoolCapacity:
             self._checked = time.monotonic()
             with db.read() as s:
                 version = s.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar()
-                if version == self._version and self._state is not None:
+                if version == self._version and self._pool is not None:
                     return
                 devices: dict[str, list[DeviceRow]] = {}
                 for d in s.execute(select(DeviceRow)).scalars():
@@ -47,15 +48,21 @@ class PoolCapacity:
                     node = node_from_rows(row, devices.get(row.name, []))
                     healthy = tuple(replace(d, healthy=True) for d in node.devices)
                     nodes.append(replace(node, devices=healthy))
-            self._state = ClusterState(nodes)
+            self._pool = (ClusterState(nodes), {})
             self._version = version if version is not None else -1
 
     def never(self, request: ResourceRequest) -> str | None:
         """Why ``request`` fits on no node of the pool even when it is empty, or None."""
-        state = self._state
-        if state is None or state.size == 0:
+        if self._pool is None or self._pool[0].size == 0:
             return None
+        state, answers = self._pool
+        if request in answers:  # the same answer until the nodes change
+            return answers[request]
         result = self._placer.place(state, Job(id="capacity-check", request=request))
+        answer = None
         if isinstance(result, Unplaceable):
-            return f"can never run on this pool (every node empty): {result.reason}"
-        return None
+            answer = f"can never run on this pool (every node empty): {result.reason}"
+        if len(answers) > 4096:
+            answers.clear()
+        answers[request] = answer
+        return answer
