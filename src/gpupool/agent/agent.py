@@ -280,7 +280,7 @@ class Agent:
             workdir=ready.workdir,
             cgroups=ready.cgroups,
             mps=ready.mps,
-            mem_mib=sum(n["mem_mib"] for n in order["nodes"] if n["node"] == self.name),
+            mem_mib=ready.mem_mib,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child

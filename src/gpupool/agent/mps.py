@@ -44,8 +44,11 @@ class MpsDaemons:
         return folder / "pipe", folder / "log"
 
     def _env(self, uuid: str) -> dict[str, str]:
+        """The control tool's environment for this GPU's daemon."""
         pipe, logs = self._dirs(uuid)
+        base = {k: os.environ[k] for k in ("PATH", "LANG") if k in os.environ}
         return {
+            **base,
             "CUDA_VISIBLE_DEVICES": uuid,
             "CUDA_MPS_PIPE_DIRECTORY": str(pipe),
             "CUDA_MPS_LOG_DIRECTORY": str(logs),
@@ -68,10 +71,7 @@ class MpsDaemons:
                 folder.mkdir(parents=True, exist_ok=True)
                 folder.chmod(0o755)
             self.root.chmod(0o711)
-            base = {k: os.environ[k] for k in ("PATH", "LANG") if k in os.environ}
-            done = subprocess.run(
-                [tool, "-d"], env={**base, **env}, capture_output=True, text=True, timeout=30
-            )
+            done = subprocess.run([tool, "-d"], env=env, capture_output=True, text=True, timeout=30)
             if done.returncode != 0:
                 raise OSError(f"{CONTROL} -d for {uuid}: {(done.stderr or done.stdout).strip()}")
             log.info("started the MPS control daemon for %s", uuid)
@@ -82,12 +82,11 @@ class MpsDaemons:
         tool = self._tool()
         if tool is None or not self.running(uuid):
             return
-        base = {k: os.environ[k] for k in ("PATH", "LANG") if k in os.environ}
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(
                 [tool],
                 input="quit\n",
-                env={**base, **self._env(uuid)},
+                env=self._env(uuid),
                 capture_output=True,
                 text=True,
                 timeout=30,

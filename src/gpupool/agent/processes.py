@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SPEC = "spec.json"
+EXIT = "exit"
 FENCED = "fenced"
 START_ERROR = "start-error"
 
@@ -111,7 +112,7 @@ def signal_group(pgid: int, sig: int) -> None:
 
 def exit_code(folder: Path) -> int | None:
     try:
-        return int((folder / "exit").read_text().strip())
+        return int((folder / EXIT).read_text().strip())
     except (OSError, ValueError):
         return None
 

@@ -19,7 +19,14 @@ import time
 from pathlib import Path
 
 from gpupool.agent import cgroups, lease
-from gpupool.agent.processes import FENCED, START_ERROR, LaunchSpec, group_pids, write_note
+from gpupool.agent.processes import (
+    EXIT,
+    FENCED,
+    START_ERROR,
+    LaunchSpec,
+    group_pids,
+    write_note,
+)
 
 CANNOT_START = 127
 
@@ -103,10 +110,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     folder = Path(argv[0])
-    code = run(folder)
-    tmp = folder / "exit.tmp"
-    tmp.write_text(str(code))
-    os.replace(tmp, folder / "exit")
+    write_note(folder, EXIT, str(run(folder)))
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class Prepared:
     workdir: str
     cgroups: list[str]
     mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
+    mem_mib: int  # the host-memory grant on this node
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -194,7 +196,7 @@ class Launcher:
             lease=str(lease) if lease and order.get("on_lost") != "keep-running" else None,
             fence_kill_s=fence_kill_s,
         )
-        return Prepared(spec, workdir, made, mps.gpus)
+        return Prepared(spec, workdir, made, mps.gpus, mem)
 
     def _workdir(self, alloc_id: int, who: Identity | None) -> str:
         path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)
@@ -217,14 +219,14 @@ class Launcher:
         if "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in slice_vars:
             return _Mps({}, [])
         gpus = [u for u in slice_vars.get("CUDA_VISIBLE_DEVICES", "").split(",") if u]
-        env: dict[str, str] = {}
-        for uuid in gpus[:1]:  # one pipe directory per client: its first shared GPU's daemon
-            env = self.mps.ensure(uuid)
-        return _Mps(env, gpus[:1] if env else [])
+        if not gpus:
+            return _Mps({}, [])
+        env = self.mps.ensure(gpus[0])  # one pipe directory per client: its first GPU's daemon
+        return _Mps(env, [gpus[0]] if env else [])
 
     def cleanup(
-        self, workdir: str, made: list[str], mps: list[str], in_use: set[str] = frozenset()
-    ):
+        self, workdir: str, made: list[str], mps: list[str], in_use: Set[str] = frozenset()
+    ) -> None:
         """After a workload ended: kill what is left in its cgroups, remove them and its
         working dir, and stop MPS daemons no other workload uses."""
         if made:
