@@ -21,8 +21,13 @@ _TIME = re.compile(
 DIRECTIVES = {
     "--gpu": True, "--gpu-mem": True, "--gpu-share": True, "--mig": True, "--cpu": True,
     "--mem": True, "--request": True, "--name": True, "--kind": True, "--priority-class": True,
-    "--gang": True, "--time": True, "--tenant": True,
+    "--gang": True, "--time": True, "--tenant": True, "--array": True, "--dependency": True,
+    "--output": True, "--hold": False,
 }  # fmt: skip
+MAX_ARRAY_TASKS = 1000  # Slurm's default MaxArraySize is 1001 (indices 0-1000)
+MAX_ARRAY_INDEX = 100_000
+DEPENDENCY_TYPES = ("afterok", "afterany", "afternotok")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
 def parse_time(text: str) -> int:
@@ -84,7 +89,11 @@ def parse_script(text: str, name: str = "script") -> Script:
             key, _, inline = words[i].partition("=")
             if key not in DIRECTIVES:
                 raise SpecError(f"{name}: line {number}: unknown directive {key!r}", field="script")
-            if inline:
+            if not DIRECTIVES[key]:  # a flag
+                if inline:
+                    raise SpecError(f"{name}: line {number}: {key} takes no value", field="script")
+                value = "true"
+            elif inline:
                 value = inline
             elif i + 1 < len(words):
                 i += 1
@@ -97,3 +106,79 @@ def parse_script(text: str, name: str = "script") -> Script:
     if lines and lines[0].startswith("#!"):
         interpreter = shlex.split(lines[0][2:].strip()) or interpreter
     return Script(options, [*interpreter, "-c", text, name])
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    indices: tuple[int, ...]
+    limit: int | None  # at most this many tasks run at once (``%N``)
+
+
+def parse_array(text: str) -> ArraySpec:
+    """Slurm's ``--array``: ``0-99``, ``1,3,5``, ``0-15:4`` (step), ``0-99%10`` (at most 10
+    at once); at most ``MAX_ARRAY_TASKS`` tasks, indices up to ``MAX_ARRAY_INDEX``."""
+    spec, _, limit_text = text.strip().partition("%")
+    limit = None
+    if limit_text:
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise SpecError(
+                f"array: limit {limit_text!r} after % is not a positive number", field="array"
+            )
+        limit = int(limit_text)
+    indices: set[int] = set()
+    for part in spec.split(","):
+        m = _RANGE.match(part.strip())
+        if m is None:
+            raise SpecError(
+                f"array: {part.strip()!r} is not N, N-M or N-M:STEP (e.g. 0-99%10)", field="array"
+            )
+        first = int(m[1])
+        last = int(m[2]) if m[2] is not None else first
+        step = int(m[3]) if m[3] is not None else 1
+        if last < first:
+            raise SpecError(f"array: {part.strip()!r} ends before it starts", field="array")
+        if step < 1:
+            raise SpecError(f"array: {part.strip()!r} has a step below 1", field="array")
+        if last > MAX_ARRAY_INDEX:
+            raise SpecError(f"array: index {last} is above {MAX_ARRAY_INDEX}", field="array")
+        if (last - first) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
+            raise SpecError(f"array: more than {MAX_ARRAY_TASKS} tasks", field="array")
+        indices.update(range(first, last + 1, step))
+    return ArraySpec(tuple(sorted(indices)), limit)
+
+
+@dataclass(frozen=True)
+class Dependency:
+    type: str  # afterok, afterany or afternotok
+    job: int
+
+
+def parse_dependency(text: str) -> list[Dependency]:
+    """Slurm's ``--dependency``: ``afterok:12:13,afterany:14`` (every condition must hold)."""
+    deps: list[Dependency] = []
+    for part in text.strip().split(","):
+        kind, *ids = part.strip().split(":")
+        if kind not in DEPENDENCY_TYPES:
+            raise SpecError(
+                f"dependency: {kind!r} is not one of {', '.join(DEPENDENCY_TYPES)} "
+                "(e.g. afterok:12:13)",
+                field="dependency",
+            )
+        if not ids or not all(i.isdigit() and 0 < int(i) < 2**62 for i in ids):
+            raise SpecError(
+                f"dependency: {part.strip()!r} needs job ids, e.g. {kind}:12", field="dependency"
+            )
+        deps += [Dependency(kind, int(i)) for i in ids]
+    return deps
+
+
+def expand_output(pattern: str, job_id: int, array_job: int | None, index: int | None) -> str:
+    """sbatch's ``--output`` patterns: ``%j`` job id, ``%A`` array job id, ``%a`` task index,
+    ``%%`` a percent sign."""
+    values = {
+        "j": str(job_id),
+        "A": str(array_job if array_job is not None else job_id),
+        "a": str(index) if index is not None else "",
+        "%": "%",
+    }
+    return re.sub(r"%([jAa%])", lambda m: values[m[1]], pattern)

@@ -25,7 +25,16 @@ from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.middleware import AuditAndMetrics
-from gpupool.server.routes import admin, agents, allocations, jobs, nodes, tenants, usage
+from gpupool.server.routes import (
+    admin,
+    agents,
+    allocations,
+    job_control,
+    jobs,
+    nodes,
+    tenants,
+    usage,
+)
 from gpupool.server.settings import Settings
 
 SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
@@ -64,7 +73,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    for module in (jobs, nodes, agents, allocations, tenants, usage, admin):
+    for module in (jobs, job_control, nodes, agents, allocations, tenants, usage, admin):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["health"])

@@ -19,8 +19,11 @@ from gpupool.server.metering import meter
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"admitted", "cancelled", "failed"}),
-    "admitted": frozenset({"running", "preempted", "lost", "succeeded", "failed", "cancelled"}),
-    "running": frozenset({"preempted", "lost", "succeeded", "failed", "cancelled"}),
+    # -> pending: requeued by a person (scontrol requeue)
+    "admitted": frozenset(
+        {"running", "pending", "preempted", "lost", "succeeded", "failed", "cancelled"}
+    ),
+    "running": frozenset({"pending", "preempted", "lost", "succeeded", "failed", "cancelled"}),
     "preempted": frozenset({"pending", "failed", "cancelled"}),
     "lost": frozenset({"pending", "failed", "cancelled"}),
     "succeeded": frozenset(),

@@ -150,6 +150,7 @@ class SchedulerLoop:
                 Placer(self.settings.policy),
             )
             result.pending.update(inputs.invalid)
+            result.pending.update(inputs.gated)
             decided = time.perf_counter()
             with self.db.write() as s:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)

@@ -237,6 +237,11 @@ class TokenInfo(BaseModel):
 
 
 # -- jobs -------------------------------------------------------------------------------------
+class DependencyIn(Strict):
+    type: Literal["afterok", "afterany", "afternotok"]
+    job: int = Field(gt=0, lt=2**62)
+
+
 class JobIn(Strict):
     request: str = Field(min_length=1, max_length=500, examples=["gpu=A100-80G:1,cpu=4"])
     tenant: Name | None = None  # defaults to the caller's tenant
@@ -265,6 +270,24 @@ class JobIn(Strict):
         "together at most 128 KiB",
     )
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+    hold: bool = Field(False, description="Keep it pending until released (sbatch --hold)")
+    dependency: list[DependencyIn] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Jobs of the same tenant this one waits for; all conditions must hold",
+    )
+    array: str | None = Field(
+        None,
+        max_length=200,
+        description="sbatch --array: 0-99, 1,3,5, 0-15:4, with %N for at most N at once; "
+        "one job per index, each with GPUPOOL_ARRAY_JOB_ID and GPUPOOL_ARRAY_TASK_ID",
+    )
+    output: str | None = Field(
+        None,
+        max_length=500,
+        description="Where the CLI saves the job's log (sbatch --output: %j job id, "
+        "%A array id, %a task index)",
+    )
 
 
 class DeviceGrantOut(BaseModel):
@@ -350,6 +373,13 @@ class JobOut(BaseModel):
     finished_at: float | None
     exit_code: int | None
     idempotency_key: str | None
+    held: bool = False
+    dependency: list[DependencyIn] = []
+    array_job: int | None = None
+    array_index: int | None = None
+    array_limit: int | None = None
+    array_size: int | None = None  # on submission of an array: how many tasks it made
+    output: str | None = None
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str

@@ -5,15 +5,18 @@ allocations are diffed against the previous cycle (apply the new, release the go
 cycle's cost follows what changed, not the size of the cluster.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Row, func, or_, select
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, JobKind, Node, ResourceRequest, SpecError, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import RunningJob
+from gpupool.scheduler.gates import HOLDING, Gated, gate
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
@@ -47,6 +50,7 @@ class CycleInputs:
     queue: QueuePolicy
     reservations: list[Reservation]
     invalid: dict[str, str]  # pending jobs the engine cannot read: id -> why
+    gated: dict[str, str]  # pending jobs held, waiting for dependencies or an array's limit
 
 
 _JOB_FIELDS = (
@@ -150,7 +154,14 @@ class SnapshotBuilder:
         pending: list[Job] = []
         reasons: dict[str, str] = {}
         invalid: dict[str, str] = {}
-        for row in conn.execute(select(*JOB_COLUMNS, jobs.reason).where(jobs.state == "pending")):
+        rows = conn.execute(
+            select(*JOB_COLUMNS, *GATE_COLUMNS, jobs.reason).where(jobs.state == "pending")
+        ).all()
+        gated = {str(k): v for k, v in job_gates(conn, rows).items()}
+        for row in rows:
+            if str(row.id) in gated:
+                reasons[str(row.id)] = row.reason
+                continue
             try:
                 pending.append(_job(row, cached_request(row.request)))
             except SpecError as exc:
@@ -166,7 +177,59 @@ class SnapshotBuilder:
             queue=queue_policy(session),
             reservations=reservations(session),
             invalid=invalid,
+            gated=gated,
         )
+
+
+GATE_COLUMNS = tuple(
+    JobRow.__table__.c[name]
+    for name in ("held", "dependency", "array_job", "array_index", "array_limit")
+)
+
+
+def job_gates(conn: Connection, rows: Sequence[Row[Any]]) -> dict[int, str]:
+    """The pending ``rows`` (with ``GATE_COLUMNS``) that must not be scheduled now, and why:
+    reads the states their dependencies and arrays need, then decides with ``gates.gate``."""
+    jobs = JobRow.__table__.c
+    gated = [
+        Gated(
+            r.id,
+            r.held,
+            tuple((d["type"], int(d["job"])) for d in r.dependency or ()),
+            r.array_job,
+            r.array_index,
+            r.array_limit,
+        )
+        for r in rows
+        if r.held or r.dependency or r.array_limit is not None
+    ]
+    if not gated:
+        return {}
+    targets = sorted({job for g in gated for _, job in g.dependency})
+    states: dict[int, list[str]] = {}
+    for start in range(0, len(targets), 500):
+        chunk = set(targets[start : start + 500])
+        for job_id, array_job, state in conn.execute(
+            select(jobs.id, jobs.array_job, jobs.state).where(
+                or_(jobs.id.in_(chunk), jobs.array_job.in_(chunk))
+            )
+        ):
+            # a dependency on an array's first task (its array id) waits for every task
+            if array_job in chunk:
+                states.setdefault(array_job, []).append(state)
+            if job_id in chunk and job_id != array_job:
+                states.setdefault(job_id, []).append(state)
+    arrays = sorted({g.array_job for g in gated if g.array_job is not None and g.array_limit})
+    holding: dict[int, int] = {}
+    if arrays:
+        holding = dict(
+            conn.execute(
+                select(jobs.array_job, func.count())
+                .where(jobs.array_job.in_(arrays), jobs.state.in_(HOLDING))
+                .group_by(jobs.array_job)
+            ).all()
+        )
+    return gate(gated, states, holding)
 
 
 def _held_on_nodes(session: Session) -> dict[str, tuple[int, int]]:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -55,6 +56,7 @@ class NodeRow(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     state: Mapped[str] = mapped_column(String(20), default="ready")  # ready, lost, fenced
     schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
+    drain_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     registered_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float)
 
@@ -156,6 +158,16 @@ class JobRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # job control (sbatch/scontrol habits): a held job is not scheduled until released; a
+    # dependency is [{"type": "afterok", "job": 12}, ...], all of which must hold
+    held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    dependency: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
+    # the tasks of an array share array_job (the first task's id); at most array_limit of
+    # them hold devices at once
+    array_job: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    array_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output: Mapped[str | None] = mapped_column(String(500), nullable=True)  # sbatch --output
 
 
 class JobEventRow(Base):

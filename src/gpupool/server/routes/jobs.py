@@ -41,6 +41,7 @@ from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 from gpupool.server.snapshot import cached_request
+from gpupool.server.submission import add_array_tasks, array_spec, check_dependencies
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 # Core inserts on the tables: the ORM's bulk-insert path cost 2-3x more per row here
@@ -146,15 +147,23 @@ async def submit(
     never = ctx.capacity.never(cached_request(spec))
     if never is not None:
         raise ApiError(422, f"request: {never}", "request")
+    array = array_spec(body.array)
+    if body.dependency:
+        deps = sorted({d.job for d in body.dependency})
+        await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
     now = time.time()
     fields = {
-        **body.model_dump(exclude={"tenant", "request", "idempotency_key"}),
+        **body.model_dump(exclude={"tenant", "request", "idempotency_key", "hold", "array"}),
+        "held": body.hold,
+        "array_job": None,
+        "array_index": array.indices[0] if array else None,
+        "array_limit": array.limit if array else None,
         "tenant": tenant,
         "request": spec,
         "idempotency_key": key,
         "submitted_by": who.user,
         "state": "pending",
-        "reason": "queued",
+        "reason": f"held by {who.user}" if body.hold else "queued",
         "submit_time": now,
         "queued_at": now,
         "started_at": None,
@@ -164,7 +173,8 @@ async def submit(
     scope = request.scope
 
     def write(b: Batch) -> tuple[int, JobOut]:
-        job_id = b.session.execute(_job_insert(ctx.db.is_sqlite), fields).scalar_one_or_none()
+        row = dict(fields)  # the batch may run again alone: leave ``fields`` as it was
+        job_id = b.session.execute(_job_insert(ctx.db.is_sqlite), row).scalar_one_or_none()
         if job_id is None:  # the key was used before: that submission is the answer
             assert key is not None  # without a key there is no conflict to skip
             old = _existing(b.session, tenant, key, body, spec)
@@ -172,17 +182,24 @@ async def submit(
                 raise ApiError(409, f"idempotency_key {key!r}: conflict", "idempotency_key")
             b.later(AUDIT_INSERT, audit_values(scope, 200, f"job {old.id}"))
             return 200, job_out(old)
-        event = {
-            "job_id": job_id,
-            "time": now,
-            "from_state": None,
-            "to_state": "pending",
-            "reason": "",
-            "actor": who.user,
-        }
-        b.later(EVENT_INSERT, event)
-        b.later(AUDIT_INSERT, audit_values(scope, 201, f"job {job_id}"))
-        return 201, job_out(JobRow(id=job_id, **fields))
+        ids = [job_id]
+        if array is not None:
+            ids = add_array_tasks(b.session, job_id, row, array)
+        for task in ids:
+            event = {
+                "job_id": task,
+                "time": now,
+                "from_state": None,
+                "to_state": "pending",
+                "reason": "held" if body.hold else "",
+                "actor": who.user,
+            }
+            b.later(EVENT_INSERT, event)
+        target = f"job {job_id}" if array is None else f"array {job_id} ({len(ids)} tasks)"
+        b.later(AUDIT_INSERT, audit_values(scope, 201, target))
+        out = job_out(JobRow(id=job_id, **row))
+        out.array_size = len(ids) if array is not None else None
+        return 201, out
 
     status, out = await ctx.writes.run(write)
     request.state.audited = True
@@ -200,13 +217,23 @@ def list_jobs(
     state: Annotated[str | None, Query(max_length=20)] = None,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
     kind: Annotated[str | None, Query(max_length=20)] = None,
+    user: Annotated[str | None, Query(max_length=100, description="submitted by")] = None,
+    name: Annotated[str | None, Query(max_length=200)] = None,
+    array: Annotated[int | None, Query(ge=1, description="tasks of this array")] = None,
 ) -> Page[JobOut]:
     human(who)
     q = scoped(
         select(JobRow).order_by(JobRow.id.desc()),
         JobRow.tenant,
         who,
-        {JobRow.state: state, JobRow.tenant: tenant, JobRow.kind: kind},
+        {
+            JobRow.state: state,
+            JobRow.tenant: tenant,
+            JobRow.kind: kind,
+            JobRow.submitted_by: user,
+            JobRow.name: name,
+            JobRow.array_job: array,
+        },
     )
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)
@@ -293,6 +320,7 @@ def queue(
     limit: Limit = 100,
     offset: Offset = 0,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
+    user: Annotated[str | None, Query(max_length=100, description="submitted by")] = None,
 ) -> Page[QueueEntry]:
     """Pending jobs in queue order (priority class, then age), each with why it waits."""
     human(who)
@@ -304,7 +332,7 @@ def queue(
             PriorityClassRow.value.desc(), JobRow.priority.desc(), JobRow.submit_time, JobRow.id
         )
     )
-    q = scoped(q, JobRow.tenant, who, {JobRow.tenant: tenant})
+    q = scoped(q, JobRow.tenant, who, {JobRow.tenant: tenant, JobRow.submitted_by: user})
     now = time.time()
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)

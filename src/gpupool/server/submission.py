@@ -1,0 +1,90 @@
+"""What a submission needs beyond one row: its dependencies checked (same tenant, existing
+jobs) and an array expanded into one job per index (sbatch --array)."""
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gpupool.model import SpecError
+from gpupool.model.batch import ArraySpec, parse_array
+from gpupool.server.auth import Principal
+from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import JobRow
+from gpupool.server.errors import ApiError
+
+JOB_INSERT = JobRow.__table__.insert()
+
+
+def array_spec(text: str | None) -> ArraySpec | None:
+    if text is None:
+        return None
+    try:
+        return parse_array(text)
+    except SpecError as exc:
+        raise ApiError(422, str(exc), "array") from None
+
+
+def check_dependencies(db: Database, who: Principal, tenant: str, jobs: list[int]) -> None:
+    """Every job depended on exists, is visible to the caller and belongs to ``tenant``:
+    one tenant's job never waits on (and so never learns the outcome of) another's."""
+    if not jobs:
+        return
+    with db.read() as s:
+        found = dict(s.execute(select(JobRow.id, JobRow.tenant).where(JobRow.id.in_(jobs))).all())
+    for job in jobs:
+        owner = found.get(job)
+        if owner is None or not who.sees(owner):
+            raise ApiError(422, f"dependency: no job {job}", "dependency")
+        if owner != tenant:
+            raise ApiError(
+                422,
+                f"dependency: job {job} belongs to tenant {owner!r}, not {tenant!r}; a job "
+                "may only depend on jobs of its own tenant",
+                "dependency",
+            )
+
+
+def array_env(env: dict[str, Any], array_job: int, index: int, spec: ArraySpec) -> dict[str, Any]:
+    """A task's environment: Slurm's SLURM_ARRAY_* variables under our prefix."""
+    return {
+        **env,
+        "GPUPOOL_ARRAY_JOB_ID": str(array_job),
+        "GPUPOOL_ARRAY_TASK_ID": str(index),
+        "GPUPOOL_ARRAY_TASK_COUNT": str(len(spec.indices)),
+        "GPUPOOL_ARRAY_TASK_MIN": str(spec.indices[0]),
+        "GPUPOOL_ARRAY_TASK_MAX": str(spec.indices[-1]),
+    }
+
+
+def add_array_tasks(
+    session: Session, first_id: int, fields: dict[str, Any], spec: ArraySpec
+) -> list[int]:
+    """The first task is inserted already (``first_id``, its id names the array): mark it and
+    insert the others; returns every task's id in index order."""
+    env = fields["env"]
+    first = array_env(env, first_id, spec.indices[0], spec)
+    session.execute(
+        update(JobRow.__table__)
+        .where(JobRow.__table__.c.id == first_id)
+        .values(array_job=first_id, env=first)
+    )
+    fields.update(array_job=first_id, env=first)
+    rest = [
+        {
+            **fields,
+            "idempotency_key": None,
+            "array_index": index,
+            "env": array_env(env, first_id, index, spec),
+        }
+        for index in spec.indices[1:]
+    ]
+    ids = [first_id]
+    if rest:
+        ids += [
+            row[0]
+            for row in session.execute(
+                JOB_INSERT.returning(JobRow.__table__.c.id, sort_by_parameter_order=True), rest
+            ).all()
+        ]
+    return ids
