@@ -173,3 +173,24 @@ def test_dependency_on_an_array_waits_for_every_task(sqlite_server):
     end(admin, tasks[2]["id"])
     sqlite_server.cycle()
     assert job(admin, after["id"])["state"] == "admitted"
+
+
+def test_a_starving_head_gets_backfills_expected_start(sqlite_server):
+    import time
+    from datetime import UTC, datetime
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    now = time.time()
+    first = submit(admin, "gpu=4", "algo", max_runtime_s=4 * 3600)
+    sqlite_server.cycle(now)
+    head = submit(admin, "gpu=4", "algo")
+    submit(admin, "gpu=1", "algo", max_runtime_s=5 * 3600)  # behind the head, too long to run
+    later = now + 3700  # both starving by then (an hour's wait)
+    sqlite_server.cycle(later)
+    sqlite_server.cycle(later)
+    started = job(admin, first["id"])["allocation"]["created_at"]
+    when = datetime.fromtimestamp(started + 4 * 3600, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    assert job(admin, head["id"])["reason"].endswith(
+        f"; expected start by {when} (running jobs' time limits)"
+    )

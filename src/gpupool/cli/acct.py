@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpupool.cli.admin_client import local
 from gpupool.cli.client import JSON_OPT, all_items, client_command
+from gpupool.cli.output import local
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time

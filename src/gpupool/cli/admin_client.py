@@ -2,16 +2,13 @@
 tokens, quotas, draining nodes, reservations. Every command has ``--json``; errors are one
 line and exit code 2 (``client_command``)."""
 
-import json
 import time
-from datetime import datetime
-from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, client_command, quota_app
+from gpupool.cli.output import local, show
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -22,22 +19,6 @@ token_app = typer.Typer(help="API tokens of a user: create (optionally expiring)
 node_app = typer.Typer(help="Drain a node (no new work; running jobs finish) or resume it.")
 reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
 WHEN_HELP = "now, a duration from now (12h, 7d), or an ISO date/time (UTC unless it says)"
-
-
-def local(t: float | None) -> str:
-    """Epoch seconds as ISO 8601 in local time, to the minute."""
-    if t is None:
-        return "-"
-    return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M")
-
-
-def _show(data: Any, as_json: bool, text: str | Table) -> None:
-    if as_json:
-        typer.echo(json.dumps(data, indent=2))
-    elif isinstance(text, Table):
-        Console().print(text)
-    else:
-        typer.echo(text)
 
 
 def _delete(path: str, said: str) -> None:
@@ -64,12 +45,12 @@ def tenant_create(
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/tenants", {k: v for k, v in body.items() if v is not None})
     under = f" under {out['parent']}" if out.get("parent") else ""
-    _show(out, as_json, f"tenant {out['name']} created{under}")
+    show(out, as_json, f"tenant {out['name']} created{under}")
 
 
 @tenant_app.command("show")
 @client_command
-def tenant_show(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+def tenantshow(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
     """A tenant with its quotas and what it uses now."""
     with ApiClient.from_env() as api:
         out = api.get(f"/api/v1/tenants/{name}")
@@ -84,7 +65,7 @@ def tenant_show(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> No
             limit(q.get("used")),
         )
     table.caption = f"parent {out['parent'] or '-'}, weight {out['weight']:g}"
-    _show(out, as_json, table)
+    show(out, as_json, table)
 
 
 @tenant_app.command("delete")
@@ -128,7 +109,7 @@ def user_create(
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/users", {k: v for k, v in body.items() if v is not None})
     until = f", expires {local(out.get('expires_at'))}" if out.get("expires_at") else ""
-    _show(out, as_json, f"user {name} ({role}{until}) token: {out['token']}")
+    show(out, as_json, f"user {name} ({role}{until}) token: {out['token']}")
 
 
 @user_app.command("list")
@@ -141,13 +122,13 @@ def user_list(as_json: bool = JSON_OPT) -> None:
     for u in users:
         state = "disabled" if u["disabled"] else "active"
         table.add_row(u["name"], u["role"], u["tenant"] or "-", u["node"] or "-", state)
-    _show(users, as_json, table)
+    show(users, as_json, table)
 
 
 def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
     with ApiClient.from_env() as api:
         out = api.patch(f"/api/v1/users/{name}", {"disabled": disabled})
-    _show(out, as_json, f"user {name} {'disabled' if disabled else 'enabled'}")
+    show(out, as_json, f"user {name} {'disabled' if disabled else 'enabled'}")
 
 
 @user_app.command("disable")
@@ -177,7 +158,7 @@ def token_create(
     with ApiClient.from_env() as api:
         out = api.post(f"/api/v1/users/{user}/tokens", body)
     until = f" (expires {local(out['expires_at'])})" if out.get("expires_at") else ""
-    _show(out, as_json, f"token for {user}{until}: {out['token']}")
+    show(out, as_json, f"token for {user}{until}: {out['token']}")
 
 
 @token_app.command("list")
@@ -195,7 +176,7 @@ def token_list(as_json: bool = JSON_OPT) -> None:
             str(t["id"]), t["user"], t["prefix"], local(t["created_at"]), local(t["expires_at"]),
             state,
         )  # fmt: skip
-    _show(tokens, as_json, table)
+    show(tokens, as_json, table)
 
 
 @token_app.command("revoke")
@@ -211,14 +192,23 @@ def token_revoke(
 def _schedulable(name: str, value: bool, as_json: bool, said: str) -> None:
     with ApiClient.from_env() as api:
         out = api.patch(f"/api/v1/nodes/{name}", {"schedulable": value})
-    _show(out, as_json, said)
+    show(out, as_json, said)
 
 
 @node_app.command("drain")
 @client_command
-def node_drain(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
-    """Take no new work on a node; the jobs running there finish (admins)."""
-    _schedulable(name, False, as_json, f"node {name} drained: running jobs finish, none start")
+def node_drain(
+    name: str = typer.Argument(...),
+    reason: str = typer.Option("", help="Why (gpupool nodes shows it)"),
+    now: bool = typer.Option(False, "--now", help="Requeue its running jobs at once"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Take no new work on a node; the jobs running there finish, or with --now are
+    requeued at once (admins)."""
+    with ApiClient.from_env() as api:
+        out = api.post(f"/api/v1/nodes/{name}/drain", {"reason": reason, "now": now})
+    said = "running jobs requeued" if now else "running jobs finish, none start"
+    show(out, as_json, f"node {name} drained ({out['drain_reason']}): {said}")
 
 
 @node_app.command("resume")
@@ -255,7 +245,7 @@ def reservation_create(
         f"reservation {out['id']}: {', '.join(out['nodes'])} for {out['tenant']} "
         f"from {local(out['start'])} to {local(out['end'])}"
     )
-    _show(out, as_json, said)
+    show(out, as_json, said)
 
 
 @reservation_app.command("list")
@@ -270,7 +260,7 @@ def reservation_list(as_json: bool = JSON_OPT) -> None:
             f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""
         )
         table.add_row(str(r["id"]), r["tenant"], local(r["start"]), local(r["end"]), shown)
-    _show(rows, as_json, table)
+    show(rows, as_json, table)
 
 
 @reservation_app.command("delete")

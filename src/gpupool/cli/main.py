@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool import __version__
-from gpupool.cli import acct, admin_client, agent, bench, client, server, simulate
+from gpupool.cli import acct, admin_client, agent, bench, client, jobs, server, simulate
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
@@ -24,7 +24,7 @@ app.command("up")(server.up)
 app.command("agent")(agent.agent)
 app.command("devices")(agent.devices)
 app.command("login")(client.login)
-app.add_typer(client.job_app, name="job")
+app.add_typer(jobs.job_app, name="job")
 app.add_typer(client.quota_app, name="quota")
 app.command("nodes")(client.nodes)
 app.command("queue")(client.queue)

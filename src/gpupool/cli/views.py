@@ -32,6 +32,17 @@ def node_state(node: dict[str, Any], used: int, cpu_used: int) -> str:
     return "allocated" if cpu_used >= node["cpu_millis"] else "mixed"
 
 
+def node_reason(node: dict[str, Any]) -> str:
+    """Why a node takes no new work (sinfo -R), empty when it does."""
+    if node["state"] == "lost":
+        return "agent silent (no heartbeat); its jobs were requeued or failed"
+    if node["state"] == "fenced":
+        return "agent back after it was lost; waiting for it to reconcile"
+    if not node["schedulable"]:
+        return node.get("drain_reason") or "drained"
+    return ""
+
+
 def node_rows(nodes: list[dict[str, Any]], allocations: list[dict[str, Any]]) -> list[dict]:
     """One row per node: state, cards by model, in use and free, CPU and memory free."""
     busy = cards_in_use(allocations)
@@ -48,7 +59,9 @@ def node_rows(nodes: list[dict[str, Any]], allocations: list[dict[str, Any]]) ->
         rows.append(
             {
                 "node": n["name"],
+                "pool": n.get("pool", ""),
                 "state": node_state(n, len(held), cpu[n["name"]]),
+                "reason": node_reason(n),
                 "models": dict(models),
                 "cards": len(n["devices"]),
                 "in_use": len(held),
@@ -156,6 +169,7 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
             "name": q["name"],
             "st": "PD",
             "time": duration(q["waited_s"]),
+            "left": limit(q.get("max_runtime_s")),
             "request": q["request"],
             "where": q["reason"],
         }
@@ -163,6 +177,7 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
     ]
     for j in running:
         started = j["started_at"] or j["submit_time"]
+        cap = j.get("max_runtime_s")
         rows.append(
             {
                 "id": j["id"],
@@ -171,11 +186,17 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
                 "name": j["name"],
                 "st": "R" if j["state"] == "running" else "CF",  # configuring: admitted
                 "time": duration(now - started),
+                "left": limit(None if cap is None else max(0.0, started + cap - now)),
                 "request": j["request"],
                 "where": where(j),
             }
         )
     return rows
+
+
+def limit(seconds: float | None) -> str:
+    """Time left (or a pending job's limit) as squeue's TIME_LEFT: UNLIMITED without one."""
+    return "UNLIMITED" if seconds is None else duration(seconds)
 
 
 ACCT_FIELDS = (

@@ -77,6 +77,9 @@ class CycleResult:
     bindings: list[Binding] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # job id -> reason
+    # pending heads whose earliest start backfill computed: if running jobs end at their
+    # declared time limits, they can start by then (squeue's expected start time)
+    starts_by: dict[str, float] = field(default_factory=dict)
 
     @property
     def admitted(self) -> int:
@@ -435,6 +438,9 @@ def backfill(cy: _Cycle, behind: list[tuple[Job, Job]]) -> None:
             cy.bind(job, result, borrows, "backfill")
         else:
             cy.result.pending[job.id] = reason
+    for head_id, shadow in shadows.items():
+        if shadow != float("inf") and head_id not in cy.running:
+            cy.result.starts_by[head_id] = shadow
 
 
 def shadow_time(cy: _Cycle, head: Job) -> float:

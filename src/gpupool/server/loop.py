@@ -8,11 +8,12 @@ snapshot, decide with ``run_cycle``, commit every decision in one fenced transac
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
 from gpupool.scheduler import Placer
-from gpupool.scheduler.cycle import CycleConfig, run_cycle
+from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow
@@ -23,6 +24,15 @@ from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
 
 log = logging.getLogger("gpupool.scheduler")
+
+
+def with_expected_starts(result: CycleResult) -> None:
+    """Add backfill's expected start time (UTC, to the minute) to the reasons of the pending
+    heads it computed one for."""
+    for job_id, at in result.starts_by.items():
+        if job_id in result.pending:
+            when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%MZ")
+            result.pending[job_id] += f"; expected start by {when} (running jobs' time limits)"
 
 
 class SchedulerLoop:
@@ -149,6 +159,7 @@ class SchedulerLoop:
                 config,
                 Placer(self.settings.policy),
             )
+            with_expected_starts(result)
             result.pending.update(inputs.invalid)
             result.pending.update(inputs.gated)
             decided = time.perf_counter()

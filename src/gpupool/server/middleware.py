@@ -30,7 +30,7 @@ def audit_values(scope: Scope, status: int, target: str = "") -> dict[str, objec
         "target": (f"{path} -> {target}" if target else path)[:500],
         "result": status,
         "client": str(client[0])[:100],
-        "detail": "",
+        "detail": str(state.get("audit_detail") or "")[:2000],
     }
 
 

@@ -83,6 +83,7 @@ class NodeOut(BaseModel):
     labels: dict[str, str]
     state: str
     schedulable: bool
+    drain_reason: str = ""
     registered_at: float
     heartbeat_at: float
     devices: list[DeviceOut]
@@ -100,9 +101,16 @@ class AgentNodeOut(NodeOut):
 
 
 class NodePatch(Strict):
-    schedulable: bool | None = None
+    schedulable: bool | None = None  # true also clears the drain reason
     pool: Name | None = None
     labels: Labels | None = Field(None, max_length=MAX_LABELS)
+
+
+class DrainIn(Strict):
+    reason: str = Field("", max_length=500, description="Why, shown in node listings")
+    now: bool = Field(
+        False, description="Requeue the jobs running there too (default: they finish)"
+    )
 
 
 class Telemetry(Strict):
@@ -463,6 +471,10 @@ class QueueEntry(BaseModel):
     priority_class: str
     waited_s: float
     reason: str
+    max_runtime_s: int | None = None
+    held: bool = False
+    array_job: int | None = None
+    array_index: int | None = None
 
 
 TenantOut.model_rebuild()

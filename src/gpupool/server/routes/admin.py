@@ -60,9 +60,13 @@ PAST_SLACK_S = 60  # a start this far back still counts as "now" (clock skew, ty
 
 @router.get("/status")
 def status(ctx: Ctx, who: Caller) -> dict[str, object]:
-    """Version, database backend, and whether this process leads the scheduler."""
+    """Version, database backend, whether this process leads the scheduler, and who the
+    caller is (user, role, tenant: ``gpupool whoami``)."""
     return {
         "version": __version__,
+        "user": who.user,
+        "role": str(who.role),
+        "tenant": who.tenant,
         "backend": "sqlite" if ctx.db.is_sqlite else "postgresql",
         "leader": ctx.loop.is_leader,
         "cycles": ctx.loop.cycles,

@@ -346,6 +346,10 @@ def queue(
             priority_class=j.priority_class,
             waited_s=round(now - j.queued_at, 3),
             reason=j.reason,
+            max_runtime_s=j.max_runtime_s,
+            held=bool(j.held),
+            array_job=j.array_job,
+            array_index=j.array_index,
         )
         for j in jobs
     ]

@@ -12,18 +12,20 @@ from gpupool.server.codec import device_fields
 from gpupool.server.db.tables import (
     AllocationRow,
     DeviceRow,
+    JobRow,
     NodeRow,
     Pool,
 )
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
-from gpupool.server.lifecycle import bump_nodes_version, live_on
+from gpupool.server.lifecycle import bump_nodes_version, finish, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
     AgentNodeOut,
     AllocationOut,
     DeviceOut,
+    DrainIn,
     HeartbeatIn,
     NodeIn,
     NodeOut,
@@ -53,6 +55,7 @@ def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
         labels=dict(n.labels or {}),
         state=n.state,
         schedulable=n.schedulable,
+        drain_reason=n.drain_reason or "",
         registered_at=n.registered_at,
         heartbeat_at=n.heartbeat_at,
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
@@ -195,8 +198,38 @@ def patch_node(name: str, body: NodePatch, ctx: Ctx, who: Caller) -> NodeOut:
             value = getattr(body, field)
             if value is not None:
                 setattr(node, field, value)
+        if body.schedulable:
+            node.drain_reason = ""
         bump_nodes_version(s)
         out = node_out(node, _devices(s, [name])[name])
+    ctx.loop.wake()
+    return out
+
+
+@router.post("/nodes/{name}/drain", response_model=NodeOut)
+def drain(name: str, body: DrainIn, ctx: Ctx, who: Caller, request: Request) -> NodeOut:
+    """Take no new work on a node (sinfo shows it drained, with the reason). The jobs running
+    there finish, or with ``now`` are requeued at once (their agent stops them)."""
+    require(who, (Role.ADMIN,), "draining a node")
+    now = time.time()
+    with ctx.db.write() as s:
+        node = s.get(NodeRow, name, with_for_update=True)
+        if node is None:
+            raise not_found(f"node {name}")
+        node.schedulable = False
+        node.drain_reason = body.reason or f"drained by {who.user}"
+        requeued = []
+        if body.now:
+            for job_id in s.execute(live_on(select(AllocationRow.job_id), name)).scalars():
+                job = s.get_one(JobRow, job_id, with_for_update=True)
+                why = f"requeued: node {name} drained by {who.user}"
+                finish(s, job, "pending", now, why, who.user)
+                requeued.append(job_id)
+        bump_nodes_version(s)
+        out = node_out(node, _devices(s, [name])[name])
+    request.state.audit_target = f"node {name}"
+    if requeued:
+        request.state.audit_detail = f"requeued jobs {requeued}"
     ctx.loop.wake()
     return out
 

@@ -1,0 +1,81 @@
+"""Following jobs to their end (``job submit --wait``, ``job wait``): state changes on
+stderr, logs saved to the job's ``--output`` pattern, and the exit status a shell expects."""
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpupool.client import ApiClient, ClientError
+from gpupool.model.batch import expand_output
+
+ENDED = frozenset({"succeeded", "failed", "cancelled"})
+TIMED_OUT = 124  # as timeout(1)
+
+
+def exit_status(job: dict[str, Any]) -> int:
+    """0 for success; the job's own exit code when it failed with one (a signal: 128 + its
+    number, as a shell says); 1 for anything else that is not success."""
+    if job["state"] == "succeeded":
+        return 0
+    code = job.get("exit_code")
+    if isinstance(code, int) and code != 0:
+        return 128 - code if code < 0 else min(code, 255)
+    return 1
+
+
+def _tasks(api: ApiClient, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """A job now, or every task of the array it names."""
+    from gpupool.cli.client import all_items
+
+    if job.get("array_job") == job["id"]:
+        return all_items(api, "/api/v1/jobs", array=job["id"])
+    return [api.get(f"/api/v1/jobs/{job['id']}")]
+
+
+def follow(api: ApiClient, jobs: list[dict[str, Any]], timeout: float = 0) -> list[dict[str, Any]]:
+    """Poll until every job (and every task of an array) has ended, printing each state
+    change on stderr. ``timeout`` > 0 gives up after that many seconds (exit 124)."""
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    seen: dict[int, str] = {}
+    delay = 0.2
+    while True:
+        now = [t for job in jobs for t in _tasks(api, job)]
+        for t in now:
+            if seen.get(t["id"]) != t["state"]:
+                seen[t["id"]] = t["state"]
+                typer.echo(f"job {t['id']} {t['state']}: {t['reason']}", err=True)
+        if all(t["state"] in ENDED for t in now):
+            return now
+        if deadline is not None and time.monotonic() >= deadline:
+            live = [str(t["id"]) for t in now if t["state"] not in ENDED]
+            typer.echo(f"gave up after {timeout:g} s; still live: {' '.join(live)}", err=True)
+            raise typer.Exit(TIMED_OUT)
+        time.sleep(delay)
+        delay = min(2.0, delay * 1.5)
+
+
+def log_chunks(api: ApiClient, job_id: int) -> Iterator[dict[str, Any]]:
+    """Every log chunk the job's agents uploaded, oldest first."""
+    after = 0
+    while True:
+        chunks = api.get(f"/api/v1/jobs/{job_id}/logs", after=after, limit=1000)["chunks"]
+        yield from chunks
+        if len(chunks) < 1000:
+            return
+        after = chunks[-1]["id"]
+
+
+def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
+    """Write the job's log to its ``--output`` pattern (relative to the current directory)."""
+    path = Path(expand_output(job["output"], job["id"], job["array_job"], job["array_index"]))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as f:
+            for chunk in log_chunks(api, job["id"]):
+                f.write(chunk["text"])
+    except OSError as exc:
+        raise ClientError(f"output: cannot write {path}: {exc.strerror or exc}") from None
+    return path

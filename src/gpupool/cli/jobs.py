@@ -1,0 +1,341 @@
+"""Job commands as sbatch, scancel and scontrol users know them: submit (a command or a
+script with ``#GPUPOOL`` directives; arrays, dependencies, holds, ``--wait``), list, show,
+cancel, hold, release, requeue, wait and logs."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
+from gpupool.cli.follow import exit_status, follow, log_chunks, save_log
+from gpupool.cli.output import FORMAT_HELP, emit, pick_columns, show
+from gpupool.client import ApiClient
+from gpupool.model import SpecError, parse_request
+from gpupool.model.batch import Script, parse_array, parse_dependency, parse_time
+
+job_app = typer.Typer(help="Submit, list, inspect, control and cancel jobs.")
+LIVE = ("pending", "admitted", "running")
+RESOURCE_FLAGS = ("gpu", "gpu_mem", "gpu_share", "mig", "cpu", "mem")
+
+
+@job_app.command("submit")
+@client_command
+def job_submit(
+    command: list[str] = typer.Argument(
+        None, help="The command to run, after --; or a script with #GPUPOOL directive lines"
+    ),
+    tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
+    gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
+    gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
+    gpu_share: str = typer.Option(None, help="Compute share of one card, e.g. 0.5"),
+    mig: str = typer.Option(None, help="A MIG profile, e.g. 1g.10gb"),
+    cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
+    mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
+    request: str = typer.Option(None, help="A whole request string instead of the flags above"),
+    name: str = typer.Option(None, help="A name to recognise the job by"),
+    kind: str = typer.Option(None, help="training, inference, dev or batch \\[default: batch]"),
+    priority_class: str = typer.Option(None, help="Priority class \\[default: training]"),
+    gang: int = typer.Option(None, help="Workers that must start together \\[default: 1]"),
+    time_limit: str = typer.Option(
+        None, "--time", "-t", help="Run time limit: MM, HH:MM:SS or D-HH:MM:SS (as sbatch)"
+    ),
+    max_runtime: int = typer.Option(None, help="Maximum run time in seconds (or --time)"),
+    array: str = typer.Option(
+        None, "--array", "-a", help="A job per index: 0-99, 1,3,5, 0-15:4; %N: N at once"
+    ),
+    dependency: str = typer.Option(
+        None, "--dependency", "-d", help="afterok:ID[:ID], afterany:ID, afternotok:ID (a,b: all)"
+    ),
+    hold: bool = typer.Option(False, "--hold", "-H", help="Keep it pending until released"),
+    output: str = typer.Option(
+        None, "--output", "-o", help="Save its log here when it ends (with --wait): %j %A %a"
+    ),
+    wait: bool = typer.Option(
+        False, "--wait", "-W", help="Follow it to its end; exit with its exit code"
+    ),
+    key: str = typer.Option(None, help="Idempotency key: resubmitting it returns the same job"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Submit a job: gpupool job submit --tenant algo --gpu 2 -- python train.py, or a script
+    (as sbatch): gpupool job submit train.sh, whose leading comment lines may say
+    #GPUPOOL --gpu A100-80G:2 --cpu 8 --time 4:00:00 --array 0-9%2 (flags given here win)."""
+    given: dict[str, Any] = {
+        "tenant": tenant, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_share": gpu_share, "mig": mig,
+        "cpu": cpu, "mem": mem, "request": request, "name": name, "kind": kind,
+        "priority_class": priority_class, "gang": gang, "time": time_limit, "array": array,
+        "dependency": dependency, "hold": hold or None, "output": output,
+    }  # fmt: skip
+    argv = list(command or [])
+    script = _script(argv)
+    if script is not None:
+        for option, value in script.options.items():
+            field = option[2:].replace("-", "_")
+            if given[field] is None:
+                given[field] = value
+        argv = script.command
+    body = _body(given, argv, max_runtime, key)
+    with ApiClient.from_env() as api:
+        job = api.post("/api/v1/jobs", body)
+        if as_json and not wait:
+            typer.echo(json.dumps(job, indent=2))
+            return
+        if job.get("array_size"):
+            limit = f", at most {job['array_limit']} at once" if job["array_limit"] else ""
+            said = f"array {job['id']}: {job['array_size']} tasks {job['state']}{limit}"
+        else:
+            said = f"job {job['id']} {job['state']}: {job['request']} for {job['tenant']}"
+        typer.echo(said, err=wait)
+        if wait:
+            raise typer.Exit(_wait(api, [job], as_json))
+
+
+def _body(given: dict[str, Any], argv: list[str], max_runtime: int | None, key: str | None):
+    """The API body from flags and directives, checked here first (clear errors, no call)."""
+    parts = [f"{k}={given[k]}" for k in RESOURCE_FLAGS if given[k] is not None]
+    if given["request"] and parts:
+        raise SpecError("give either --request or the resource flags, not both")
+    spec = given["request"] or ",".join(parts) or "cpu=1"
+    parse_request(spec)
+    if max_runtime is None and given["time"] is not None:
+        max_runtime = parse_time(str(given["time"]))
+    try:
+        gang_size = int(given["gang"] or 1)
+    except ValueError:
+        raise SpecError(f"gang: {given['gang']!r} is not a number", field="gang") from None
+    if given["array"] is not None:
+        parse_array(str(given["array"]))
+    deps = parse_dependency(str(given["dependency"])) if given["dependency"] else []
+    body = {
+        "request": spec,
+        "tenant": given["tenant"],
+        "name": given["name"] or "",
+        "kind": given["kind"] or "batch",
+        "priority_class": given["priority_class"] or "training",
+        "gang_size": gang_size,
+        "max_runtime_s": max_runtime,
+        "command": argv,
+        "idempotency_key": key,
+        "array": given["array"],
+        "dependency": [{"type": d.type, "job": d.job} for d in deps],
+        "hold": bool(given["hold"]),
+        "output": given["output"],
+    }
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _script(argv: list[str]) -> Script | None:
+    """A job script (sbatch-style) when the only argument is a file with a #! line or
+    #GPUPOOL directives; None for a plain command."""
+    from gpupool.model.batch import parse_script
+
+    if len(argv) != 1 or not Path(argv[0]).is_file():
+        return None
+    path = Path(argv[0])
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the script: {exc}") from None
+    if not (text.startswith("#!") or "#GPUPOOL" in text):
+        return None
+    return parse_script(text, path.name)
+
+
+def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: float = 0) -> int:
+    """Follow jobs (an array: all its tasks) to their end, save logs to their ``--output``,
+    and return the exit status a shell should see (the highest of them, as sbatch --wait)."""
+    ended = follow(api, jobs, timeout)
+    for job in ended:
+        if job.get("output"):
+            path = save_log(api, job)
+            typer.echo(f"job {job['id']}: log saved to {path}", err=True)
+    if as_json:
+        typer.echo(json.dumps(ended, indent=2))
+    return max(exit_status(j) for j in ended)
+
+
+@job_app.command("wait")
+@client_command
+def job_wait(
+    job_ids: list[int] = typer.Argument(..., help="Job ids (an array's id: all its tasks)"),
+    timeout: float = typer.Option(0, help="Give up after this many seconds (exit 124)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Wait until the jobs end, printing their state changes; exit with their exit code
+    (the highest; 1 for a job cancelled or failed without one)."""
+    with ApiClient.from_env() as api:
+        jobs = [api.get(f"/api/v1/jobs/{i}") for i in dict.fromkeys(job_ids)]
+        raise typer.Exit(_wait(api, jobs, as_json, timeout))
+
+
+JOB_COLUMNS = ("id", "tenant", "user", "name", "request", "state", "age", "exit", "reason",
+               "array", "index", "held", "kind", "class")  # fmt: skip
+JOB_DEFAULT = ("id", "tenant", "user", "name", "state", "age", "reason")
+
+
+def _job_cell(j: dict[str, Any], column: str) -> str:
+    value = {
+        "user": j["submitted_by"],
+        "age": _ago(j["submit_time"]),
+        "exit": j["exit_code"],
+        "array": j["array_job"],
+        "index": j["array_index"],
+        "held": "yes" if j["held"] else "",
+        "class": j["priority_class"],
+    }.get(column, j.get(column))
+    return "-" if value is None else str(value)
+
+
+@job_app.command("list")
+@client_command
+def job_list(
+    state: str = typer.Option(None, help="Only jobs in this state"),
+    tenant: str = typer.Option(None, help="Only this tenant's jobs"),
+    user: str = typer.Option(None, help="Only jobs this user submitted"),
+    me: bool = typer.Option(False, "--me", help="Only jobs you submitted"),
+    name: str = typer.Option(None, help="Only jobs with this name"),
+    array: int = typer.Option(None, help="Only the tasks of this array"),
+    limit: int = typer.Option(50, help="How many"),
+    fields: str = typer.Option(None, "--format", "-o", help=FORMAT_HELP + ", ".join(JOB_COLUMNS)),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """List jobs you may see, newest first."""
+    columns = pick_columns(fields, JOB_COLUMNS, JOB_DEFAULT)
+    with ApiClient.from_env() as api:
+        user = whoami(api) if me else user
+        page = api.get(
+            "/api/v1/jobs", state=state, tenant=tenant, user=user, name=name, array=array,
+            limit=limit,
+        )  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(page, indent=2))
+        return
+    emit(page["items"], columns, cell=_job_cell, caption=f"{len(page['items'])} of {page['total']}")
+
+
+@job_app.command("show")
+@client_command
+def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
+    """One job with its allocation and its state history."""
+    with ApiClient.from_env() as api:
+        job = api.get(f"/api/v1/jobs/{job_id}")
+        job["events"] = api.get(f"/api/v1/jobs/{job_id}/events")
+    t = Table("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
+    for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
+        t.add_row(k, str(job[k]))
+    t.add_row("reason", job["reason"])
+    if job["array_job"] is not None:
+        t.add_row("array", f"{job['array_job']} index {job['array_index']}")
+    for d in job["dependency"]:
+        t.add_row("dependency", f"{d['type']}:{d['job']}")
+    if job["allocation"]:
+        for n in job["allocation"]["nodes"]:
+            devs = ",".join(str(d["device"]) for d in n["devices"]) or "-"
+            t.add_row("node", f"{n['node']} devices {devs}")
+    for e in job["events"]:
+        change = f"{e['from_state']} -> {e['to_state']}"
+        t.add_row("event", f"{_ago(e['time'])} ago {change} {e['reason']}")
+    show(job, as_json, t)
+
+
+def _select(
+    api: ApiClient, ids: list[int], filters: dict[str, Any], states: tuple[str, ...]
+) -> list[int]:
+    """The ids given, or the jobs in ``states`` matching every filter (both: the given ids
+    that match)."""
+    state = filters.pop("state", None)
+    if state is None and all(v is None for v in filters.values()):
+        return list(dict.fromkeys(ids))
+    matched: list[int] = []
+    for s in (state,) if state else states:
+        matched += [j["id"] for j in all_items(api, "/api/v1/jobs", state=s, **filters)]
+    return [i for i in dict.fromkeys(ids) if i in set(matched)] if ids else sorted(matched)
+
+
+@job_app.command("cancel")
+@client_command
+def job_cancel(
+    job_ids: list[int] = typer.Argument(None, help="Job ids (or select with the filters)"),
+    tenant: str = typer.Option(None, help="Every live job of this tenant"),
+    user: str = typer.Option(None, help="…submitted by this user"),
+    me: bool = typer.Option(False, "--me", help="…submitted by you"),
+    state: str = typer.Option(None, help="…in this state: pending, admitted or running"),
+    name: str = typer.Option(None, help="…with this name"),
+    array: int = typer.Option(None, help="…of this array (every task still live)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Cancel jobs (their devices are released at once), as scancel: by ids, or every live
+    job that matches all the filters given."""
+    ids = list(job_ids or [])
+    if state is not None and state not in LIVE:
+        raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
+    if not ids and not me and all(f is None for f in (tenant, user, state, name, array)):
+        raise SpecError("give job ids or at least one of --tenant, --user, --me, --state, --name")
+    with ApiClient.from_env() as api:
+        user = whoami(api) if me else user
+        filters = {"tenant": tenant, "user": user, "state": state, "name": name, "array": array}
+        done = [api.post(f"/api/v1/jobs/{i}/cancel") for i in _select(api, ids, filters, LIVE)]
+    if as_json:
+        typer.echo(json.dumps(done, indent=2))
+        return
+    for job in done:
+        typer.echo(f"job {job['id']} {job['state']}")
+    if not done:
+        typer.echo("no job matched")
+
+
+def _control(verb: str, ids: list[int], array: int | None, states: tuple[str, ...], **q: Any):
+    """Apply ``verb`` (hold, release, requeue) to jobs by id or every live task of an array."""
+    if not ids and array is None:
+        raise SpecError("give job ids or --array ID")
+    with ApiClient.from_env() as api:
+        chosen = _select(api, ids, {"array": array}, states)
+        for job_id in chosen:
+            job = api.call("POST", f"/api/v1/jobs/{job_id}/{verb}", params=q or None)
+            typer.echo(f"job {job['id']} {job['state']}: {job['reason']}")
+    if not chosen:
+        typer.echo("no job matched")
+
+
+@job_app.command("hold")
+@client_command
+def job_hold(
+    job_ids: list[int] = typer.Argument(None, help="Pending job ids"),
+    array: int = typer.Option(None, help="Every pending task of this array"),
+) -> None:
+    """Keep pending jobs from starting until released (scontrol hold)."""
+    _control("hold", list(job_ids or []), array, ("pending",))
+
+
+@job_app.command("release")
+@client_command
+def job_release(
+    job_ids: list[int] = typer.Argument(None, help="Held job ids"),
+    array: int = typer.Option(None, help="Every pending task of this array"),
+) -> None:
+    """Let held jobs be scheduled again (scontrol release)."""
+    _control("release", list(job_ids or []), array, ("pending",))
+
+
+@job_app.command("requeue")
+@client_command
+def job_requeue(
+    job_ids: list[int] = typer.Argument(None, help="Running job ids"),
+    array: int = typer.Option(None, help="Every running task of this array"),
+    hold: bool = typer.Option(False, "--hold", help="Hold them once requeued (requeuehold)"),
+) -> None:
+    """Stop running jobs and queue them again; they restart from the top (scontrol
+    requeue). Their devices are released and metered now."""
+    q = {"hold": "true"} if hold else {}
+    _control("requeue", list(job_ids or []), array, ("admitted", "running"), **q)
+
+
+@job_app.command("logs")
+@client_command
+def job_logs(job_id: int) -> None:
+    """Print a job's captured output."""
+    with ApiClient.from_env() as api:
+        for chunk in log_chunks(api, job_id):
+            typer.echo(chunk["text"], nl=False)

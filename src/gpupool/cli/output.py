@@ -1,0 +1,94 @@
+"""How list commands print: a Rich table that fits the terminal, ``--json`` for programs,
+``--csv`` for spreadsheets, and ``-o/--format`` to choose the columns (as sacct and squeue
+do)."""
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.model import SpecError
+
+FORMAT_HELP = "Comma list of columns to show, of: "
+
+
+def local(t: float | None) -> str:
+    """Epoch seconds as ISO 8601 in local time, to the minute."""
+    if t is None:
+        return "-"
+    return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def show(data: Any, as_json: bool, text: str | Table) -> None:
+    """``data`` as JSON, or a table or a line for people."""
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    elif isinstance(text, Table):
+        Console().print(text)
+    else:
+        typer.echo(text)
+
+
+def pick_columns(spec: str | None, known: Sequence[str], default: Sequence[str]) -> list[str]:
+    """The columns ``-o`` asked for (all known ones by name), or ``default``."""
+    if spec is None:
+        return list(default)
+    columns = [c.strip() for c in spec.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in known]
+    if unknown or not columns:
+        raise SpecError(
+            f"format: unknown column {unknown[0] if unknown else ''!r} (known: {', '.join(known)})",
+            field="format",
+        )
+    return columns
+
+
+def plain(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def emit(
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    as_json: bool = False,
+    as_csv: bool = False,
+    cell: Callable[[dict[str, Any], str], str] | None = None,
+    caption: str | None = None,
+    title: str | None = None,
+    dim: Callable[[dict[str, Any]], bool] | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Print ``rows`` (dicts) with the chosen ``columns``: JSON (whole rows), CSV or a table
+    without borders. ``cell`` renders one value (default ``plain``); ``headers`` renames
+    columns in the table."""
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    render = cell or (lambda row, column: plain(row.get(column)))
+    cells = [[render(r, c) for c in columns] for r in rows]
+    if as_csv:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows(cells)
+        typer.echo(out.getvalue(), nl=False)
+        return
+    names = [(headers or {}).get(c, c) for c in columns]
+    table = Table(*names, box=None, pad_edge=False, header_style="bold", title=title)
+    for r, row_cells in zip(rows, cells, strict=True):
+        table.add_row(*row_cells, style="dim" if dim and dim(r) else None)
+    table.caption = caption
+    Console().print(table)
