@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from gpupool.model import (
     Node,
@@ -93,7 +94,11 @@ def fits_on(state: ClusterState, row: int, r: ResourceRequest) -> bool:
 
 
 def gpupool(
-    *args: str, timeout: int = 180, env: dict[str, str] | None = None, stdin: str | None = None
+    *args: str,
+    timeout: int = 180,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
 ) -> "subprocess.CompletedProcess[str]":
     """Run the CLI as a user does: a real process, output captured."""
     return subprocess.run(
@@ -104,4 +109,5 @@ def gpupool(
         check=False,
         env=None if env is None else {**os.environ, **env},
         input=stdin,
+        cwd=cwd,
     )
