@@ -1,6 +1,6 @@
 """Jobs through the real API on both database backends: lifecycle, idempotency, bad input."""
 
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import node_body, ok, seed_cluster, submit
 
 
 def test_submit_admit_run_finish_is_recorded_and_metered(server):
@@ -210,3 +210,54 @@ def test_jobs_that_can_never_run_are_refused_at_submit(sqlite_server):
     ok(admin.post("/api/v1/nodes/n1/heartbeat", json=bad))
     sqlite_server.ctx.capacity._checked = float("-inf")
     submit(admin, "gpu=4", "algo")
+
+
+def test_a_request_above_the_tenants_ceiling_is_refused(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=2, cards=8, tenants={})
+    ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
+    ok(admin.post("/api/v1/tenants", json={"name": "algo", "parent": "org"}), 201)
+    quota = {"flavour": "gpu", "nominal": 1, "borrowing_limit": 1}
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json=quota))
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=3", "tenant": "algo"})
+    assert r.status_code == 422 and r.json()["detail"] == (
+        "request: can never run: quota: asks 3 gpu, above what algo may ever hold: "
+        "1 guaranteed + 1 borrowing limit"
+    )
+    submit(admin, "gpu=2", "algo")  # the ceiling itself may run (borrowing)
+    # no borrowing limit: no ceiling of its own; the parent's cap still counts
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 1}))
+    submit(admin, "gpu=6", "algo")
+    ok(admin.put("/api/v1/tenants/org/quotas/gpu", json={"flavour": "gpu", "nominal": 5}))
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=6", "tenant": "algo"})
+    assert r.status_code == 422
+    assert "above what org (for its subtree) may ever hold: 5 guaranteed" in r.text
+
+
+def test_a_queued_job_says_when_it_can_never_run(server):
+    """The pool shrank or a quota was lowered under a waiting job: its reason says "can
+    never run" instead of a passing shortage."""
+    admin = server.admin()
+    seed_cluster(admin, nodes=2, cards=4, tenants={"algo": 8})
+    big = submit(admin, "gpu=4", "algo")
+    fill = [submit(admin, "gpu=4", "algo") for _ in range(2)]
+    server.cycle()
+    assert ok(admin.get(f"/api/v1/jobs/{big['id']}"))["state"] == "admitted"
+    waiting = next(
+        j for j in fill if ok(admin.get(f"/api/v1/jobs/{j['id']}"))["state"] == "pending"
+    )
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu",
+                 json={"flavour": "gpu", "nominal": 2, "borrowing_limit": 1}))  # fmt: skip
+    server.cycle()
+    reason = ok(admin.get(f"/api/v1/jobs/{waiting['id']}"))["reason"]
+    assert reason.startswith("can never run: quota: asks 4 gpu, above what algo"), reason
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 8}))
+    for job in (big, *fill):
+        if job is not waiting:
+            ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    ok(admin.delete("/api/v1/nodes/n0"), 204)
+    ok(admin.delete("/api/v1/nodes/n1"), 204)
+    ok(admin.post("/api/v1/nodes", json=node_body("small", cards=2)))
+    server.cycle()
+    reason = ok(admin.get(f"/api/v1/jobs/{waiting['id']}"))["reason"]
+    assert reason.startswith("can never run on this pool (every node empty): 0/1 nodes"), reason

@@ -200,6 +200,27 @@ class TenantTree:
                     )
         return True, borrows, ""
 
+    def ceiling(self, tenant: str, usage: Usage) -> str | None:
+        """Why ``usage`` exceeds what ``tenant`` may ever hold at once (its nominal plus its
+        borrowing limit, or an ancestor's cap for its subtree), or None. A quota without a
+        borrowing limit has no ceiling of its own: idle capacity may always be borrowed."""
+        for f, q in usage.items():
+            if q <= 0 or f not in self._managed:
+                continue
+            for name in self.chain[tenant]:
+                quota = self.tenants[name].quotas.get(f)
+                if quota is None or (name == tenant and quota.borrowing_limit is None):
+                    continue
+                cap = quota.nominal + (quota.borrowing_limit or 0)
+                if q > cap:
+                    whose = name if name == tenant else f"{name} (for its subtree)"
+                    return (
+                        f"quota: asks {fmt_amount(f, q)} {flavour_label(f)}, above what "
+                        f"{whose} may ever hold: {fmt_amount(f, quota.nominal)} guaranteed + "
+                        f"{fmt_amount(f, quota.borrowing_limit or 0)} borrowing limit"
+                    )
+        return None
+
     def dominant_share(self, tenant: str, capacity: Mapping[str, int]) -> float:
         """Weighted dominant-resource share of ``tenant`` (DRF), for fair borrowing."""
         share = 0.0

@@ -47,7 +47,8 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     metrics = Metrics(db)
     loop = SchedulerLoop(db, settings, metrics)
     writes = GroupCommit(db, after_commit=loop.wake)
-    ctx = ServerContext(settings, db, metrics, loop, writes)
+    # one view of what can never run for submissions and the loop's waiting jobs
+    ctx = ServerContext(settings, db, metrics, loop, writes, capacity=loop.capacity)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

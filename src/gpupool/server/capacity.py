@@ -3,8 +3,12 @@ configuration is not available": the request is tried on the pool as if every no
 and healthy (the same filters the scheduler uses), so 12 cards when the largest server has 4,
 ``gpu=1000``, or a model no node has get a 422 that says why, instead of waiting for ever.
 
+A request above the tenant's ceiling (its guarantee plus its borrowing limit, or an
+ancestor's cap) is refused the same way: quotas can be raised, but as they stand it never runs.
+
 The empty pool is rebuilt when the nodes change (``nodes_version``), checked at most every
-``refresh_s``. A pool with no node yet accepts everything (agents may not have registered)."""
+``refresh_s``, when the tenants and quotas are re-read too. A pool with no node yet accepts
+every request (agents may not have registered)."""
 
 import threading
 import time
@@ -14,9 +18,12 @@ from sqlalchemy import select
 
 from gpupool.model import Job, ResourceRequest
 from gpupool.scheduler import ClusterState, Placer, Unplaceable
+from gpupool.scheduler.cycle import estimate_usage
+from gpupool.scheduler.tenants import TenantTree
 from gpupool.server.codec import node_from_rows
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import DeviceRow, Meta, NodeRow
+from gpupool.server.snapshot import tenant_tree
 
 
 class PoolCapacity:
@@ -28,15 +35,22 @@ class PoolCapacity:
         self._checked = float("-inf")
         self._placer = Placer("first-fit")
         self._lock = threading.Lock()
+        self._tree: TenantTree | None = None
 
     def stale(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) - self._checked >= self.refresh_s
 
+    def invalidate(self) -> None:
+        """Re-read on the next check (this process changed quotas or tenants)."""
+        self._checked = float("-inf")
+
     def refresh(self, db: Database) -> None:
-        """Re-read the nodes if they changed (blocking: call it off the event loop)."""
+        """Re-read tenants and quotas, and the nodes if they changed (blocking: call it off
+        the event loop)."""
         with self._lock:
             self._checked = time.monotonic()
             with db.read() as s:
+                self._tree = tenant_tree(s)
                 version = s.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar()
                 if version == self._version and self._pool is not None:
                     return
@@ -50,6 +64,15 @@ class PoolCapacity:
                     nodes.append(replace(node, devices=healthy))
             self._pool = (ClusterState(nodes), {})
             self._version = version if version is not None else -1
+
+    def never_for(self, job: Job) -> str | None:
+        """Why ``job`` can never run: no node could hold it, or its tenant may never hold
+        so much; None when it may run some day."""
+        answer = self.never(job.request)
+        if answer is not None or self._tree is None or job.tenant not in self._tree.tenants:
+            return answer
+        ceiling = self._tree.ceiling(job.tenant, estimate_usage(job))
+        return None if ceiling is None else f"can never run: {ceiling}"
 
     def never(self, request: ResourceRequest) -> str | None:
         """Why ``request`` fits on no node of the pool even when it is empty, or None."""

@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
+from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.server.capacity import PoolCapacity
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow
@@ -42,6 +44,7 @@ class SchedulerLoop:
         self.metrics = metrics
         self.leadership = Leadership(db)
         self.snapshots = SnapshotBuilder()
+        self.capacity = PoolCapacity()  # which waiting jobs can never run
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,6 +138,20 @@ class SchedulerLoop:
             log.warning("nodes lost", extra={"nodes": lost})
         return lost
 
+    def mark_never(self, result: CycleResult, pending: list[Job]) -> None:
+        """A waiting job no node of the pool could ever hold, or above its tenant's ceiling
+        (the pool shrank, a quota was lowered) says so in its reason instead of a passing
+        shortage."""
+        waiting = [j for j in pending if j.id in result.pending]
+        if not waiting:
+            return
+        if self.capacity.stale():
+            self.capacity.refresh(self.db)
+        for job in waiting:
+            why = self.capacity.never_for(job)
+            if why is not None:
+                result.pending[job.id] = why
+
     def run_once(self, now: float | None = None) -> None:
         """One cycle: snapshot, decide, commit (also called directly by tests)."""
         started = time.perf_counter()
@@ -160,6 +177,7 @@ class SchedulerLoop:
                 Placer(self.settings.policy),
             )
             with_expected_starts(result)
+            self.mark_never(result, inputs.pending)
             result.pending.update(inputs.invalid)
             result.pending.update(inputs.gated)
             decided = time.perf_counter()

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from gpupool.model import SpecError, parse_request
+from gpupool.model import Job, SpecError, parse_request
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
@@ -144,7 +144,10 @@ async def submit(
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
     if ctx.capacity.stale():
         await run_in_threadpool(ctx.capacity.refresh, ctx.db)
-    never = ctx.capacity.never(cached_request(spec))
+    asked = Job(
+        id="submission", request=cached_request(spec), tenant=tenant, gang_size=body.gang_size
+    )
+    never = ctx.capacity.never_for(asked)
     if never is not None:
         raise ApiError(422, f"request: {never}", "request")
     array = array_spec(body.array)

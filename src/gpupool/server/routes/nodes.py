@@ -146,6 +146,7 @@ def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNode
         s.flush()
         out = node_out(node, _devices(s, [node.name])[node.name])
     request.state.audit_target = f"node {body.name}"
+    ctx.capacity.invalidate()  # the pool may have grown
     ctx.loop.wake()
     return agent_node_out(ctx, out)
 
@@ -246,6 +247,7 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
         s.execute(delete(DeviceRow).where(DeviceRow.node == name))
         s.execute(delete(NodeRow).where(NodeRow.name == name))
         bump_nodes_version(s)
+    ctx.capacity.invalidate()  # the pool shrank
     ctx.loop.wake()
 
 

@@ -86,6 +86,7 @@ def create_tenant(body: TenantIn, ctx: Ctx, who: Caller, request: Request) -> Te
         out = tenant_out(s, row)
     request.state.audit_target = f"tenant {body.name}"
     ctx.forget_principals()  # subtrees grew
+    ctx.capacity.invalidate()
     return out
 
 
@@ -155,6 +156,7 @@ def set_quota(name: str, flavour: str, body: QuotaIn, ctx: Ctx, who: Caller) -> 
                 setattr(row, k, v)
         s.flush()
         out = tenant_out(s, t, with_usage=True)
+    ctx.capacity.invalidate()  # ceilings changed
     ctx.loop.wake()
     return out
 
@@ -174,5 +176,6 @@ def delete_quota(name: str, flavour: str, ctx: Ctx, who: Caller) -> TenantOut:
         s.delete(row)
         s.flush()
         out = tenant_out(s, t, with_usage=True)
+    ctx.capacity.invalidate()  # ceilings changed
     ctx.loop.wake()
     return out
