@@ -53,12 +53,13 @@ def test_idempotent_submission(server):
     first = submit(admin, "gpu=1", "algo", idempotency_key="k-1")
     again = admin.post(
         "/api/v1/jobs",
-        json={"request": "gpu=1", "tenant": "algo"},
+        json={"request": "gpu=1", "tenant": "algo", "command": ["true"]},
         headers={"Idempotency-Key": "k-1"},
     )
     assert again.status_code == 200 and again.json()["id"] == first["id"]
     clash = admin.post(
-        "/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo", "idempotency_key": "k-1"}
+        "/api/v1/jobs",
+        json={"request": "gpu=2", "tenant": "algo", "idempotency_key": "k-1", "command": ["true"]},
     )
     assert clash.status_code == 409 and clash.json()["field"] == "idempotency_key"
     other_tenant = submit(admin, "gpu=1", "dev", idempotency_key="k-1")  # keys are per tenant

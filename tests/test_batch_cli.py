@@ -65,7 +65,7 @@ def test_submit_a_script_and_cancel_by_filters(sqlite_server, tmp_path):
     assert r.returncode == 2 and "time: '25:99'" in r.stderr and "Traceback" not in r.stderr
     dev = [
         json.loads(gpupool("job", "submit", "--tenant", "dev", "--name", n, "--cpu", "1",
-                           "--json", env=env).stdout)["id"]
+                           "--json", "--", "true", env=env).stdout)["id"]
         for n in ("a", "b", "a")
     ]  # fmt: skip
     r = gpupool("job", "cancel", "--tenant", "dev", "--name", "a", "--json", env=env)

@@ -55,6 +55,10 @@ def test_cli_round_trip(sqlite_server, tmp_path):
         "--key",
         "once",
         "--json",
+        "--",
+        "python",
+        "-c",
+        "print(1)",
         env=env,
     )
     assert json.loads(again.stdout)["id"] == job["id"]
@@ -63,8 +67,9 @@ def test_cli_round_trip(sqlite_server, tmp_path):
     assert [j["state"] for j in listed["items"]] == ["admitted"]
     assert "admitted" in gpupool("job", "show", str(job["id"]), env=env).stdout
     big = json.loads(
-        gpupool("job", "submit", "--tenant", "algo", "--gpu", "4", "--json", env=env).stdout
-    )
+        gpupool("job", "submit", "--tenant", "algo", "--gpu", "4", "--json", "--", "true",
+                env=env).stdout
+    )  # fmt: skip
     sqlite_server.cycle()
     queue = json.loads(gpupool("queue", "--state", "pending", "--json", env=env).stdout)
     assert [q["id"] for q in queue] == [big["id"]] and queue[0]["where"]  # its reason

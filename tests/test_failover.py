@@ -30,7 +30,9 @@ def test_standby_takes_the_lead_within_10s(tmp_path, postgres):
         c = httpx.Client(base_url=standby.url, headers={"Authorization": f"Bearer {token}"})
         assert c.post("/api/v1/nodes", json=node_body("n0", cards=2)).status_code == 200
         assert c.post("/api/v1/tenants", json={"name": "t"}).status_code == 201
-        first = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t"}).json()
+        first = c.post(
+            "/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "command": ["true"]}
+        ).json()
         deadline = time.monotonic() + 10  # placed by the leader, submitted to the standby
         while c.get(f"/api/v1/jobs/{first['id']}").json()["state"] != "admitted":
             assert time.monotonic() < deadline, "the leader did not place the job"
@@ -41,7 +43,9 @@ def test_standby_takes_the_lead_within_10s(tmp_path, postgres):
             assert time.monotonic() - killed_at < 10, "no take-over within 10 s"
             time.sleep(0.1)
         took = time.monotonic() - killed_at
-        second = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t"}).json()
+        second = c.post(
+            "/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "command": ["true"]}
+        ).json()
         deadline = time.monotonic() + 10
         while c.get(f"/api/v1/jobs/{second['id']}").json()["state"] != "admitted":
             assert time.monotonic() < deadline, "the new leader does not schedule"

@@ -75,6 +75,7 @@ def test_kill9_during_submissions_loses_and_duplicates_nothing(tmp_path):
                     if stop.is_set():
                         return
                     body = {"request": "gpu=1", "tenant": "t", "idempotency_key": key}
+                    body["command"] = ["true"]
                     try:
                         r = c.post("/api/v1/jobs", json=body)
                     except httpx.HTTPError:
@@ -104,7 +105,13 @@ def test_kill9_during_submissions_loses_and_duplicates_nothing(tmp_path):
         retried = set(keys[: max(acked.values()) + 50])
         for key in sorted(retried | set(acked)):  # clients retry everything not acknowledged
             r = c.post(
-                "/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "idempotency_key": key}
+                "/api/v1/jobs",
+                json={
+                    "request": "gpu=1",
+                    "tenant": "t",
+                    "idempotency_key": key,
+                    "command": ["true"],
+                },
             )
             assert r.status_code in (200, 201), r.text
             if key in acked:
@@ -144,7 +151,7 @@ def test_100_concurrent_clients_submit_and_cancel(tmp_path, database_url):
                 mine = []
                 for _ in range(3):
                     spec = rng.choice(["gpu=1", "gpu=2", "gpu=4,cpu=8", "cpu=2"])
-                    r = c.post("/api/v1/jobs", json={"request": spec})
+                    r = c.post("/api/v1/jobs", json={"request": spec, "command": ["true"]})
                     if r.status_code != 201:
                         errors.append(f"submit {r.status_code} {r.text}")
                         return

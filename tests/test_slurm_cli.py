@@ -186,3 +186,23 @@ def test_bad_job_control_input_exits_2_with_the_reason(sqlite_server, tmp_path):
     assert r.returncode == 2 and "line 2: --hold takes no value" in r.stderr
     r = gpupool("job", "list", "-o", "id,colour", env=env)
     assert r.returncode == 2 and "format: unknown column 'colour'" in r.stderr
+
+
+def test_alloc_holds_devices_until_cancelled_and_bare_jobs_are_refused(cluster):
+    env = _env(cluster)
+    admin = cluster.admin()
+    r = gpupool("alloc", "--tenant", "algo", "--gpu", "2", "--time", "10:00", "--wait", "60",
+                env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    job_id = int(r.stdout.split()[1])
+    assert r.stdout.startswith(f"job {job_id} holds n1[") and "gpupool job cancel" in r.stdout
+    job = ok(admin.get(f"/api/v1/jobs/{job_id}"))
+    assert (job["state"], job["name"], job["max_runtime_s"]) == ("running", "alloc", 600)
+    assert sum(len(n["devices"]) for n in job["allocation"]["nodes"]) == 2
+    r = gpupool("job", "cancel", str(job_id), env=env)
+    assert r.stdout.strip() == f"job {job_id} cancelled"
+    # a job with nothing to run is refused; an allocation needs a time limit
+    r = gpupool("job", "submit", "--tenant", "algo", "--gpu", "1", env=env)
+    assert r.returncode == 2 and "command: required" in r.stderr and "gpupool alloc" in r.stderr
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo", "allocation": True})
+    assert r.status_code == 422 and "an allocation needs a time limit" in r.text

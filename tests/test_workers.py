@@ -32,7 +32,13 @@ def _submit_all(url: str, token: str, keys: list[str], answers: dict[str, set[in
     with httpx.Client(base_url=url, timeout=30, headers=headers) as c:
         for key in keys:
             r = c.post(
-                "/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "idempotency_key": key}
+                "/api/v1/jobs",
+                json={
+                    "request": "gpu=1",
+                    "tenant": "t",
+                    "idempotency_key": key,
+                    "command": ["true"],
+                },
             )
             assert r.status_code in (200, 201), r.text
             answers.setdefault(key, set()).add(r.json()["id"])

@@ -38,7 +38,7 @@ def seed_cluster(
 
 
 def submit(client: httpx.Client, request: str, tenant: str | None = None, **extra) -> dict:
-    body = {"request": request, **extra}
+    body = {"request": request, "command": ["true"], **extra}
     if tenant is not None:
         body["tenant"] = tenant
     return ok(client.post("/api/v1/jobs", json=body), 201)

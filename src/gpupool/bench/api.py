@@ -77,7 +77,12 @@ def _load(port: int, token: str, submits: int, concurrency: int, seed: int) -> l
     specs = [s for s, w in MIX for _ in range(w)]
     bodies: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     for i in range(submits):
-        body = {"request": rng.choice(specs), "tenant": "bench", "idempotency_key": f"b-{i}"}
+        body = {
+            "request": rng.choice(specs),
+            "tenant": "bench",
+            "idempotency_key": f"b-{i}",
+            "command": ["python3", "train.py", f"--run={i}"],
+        }
         bodies.put(json.dumps(body).encode())
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     latencies: list[float] = []

@@ -146,6 +146,18 @@ def whoami(api: ApiClient) -> str:
 
 
 @client_command
+def whoami_command(as_json: bool = JSON_OPT) -> None:
+    """Who the token you use belongs to: user, role and tenant, and the server."""
+    with ApiClient.from_env() as api:
+        status = api.get("/api/v1/status")
+    me = {k: status[k] for k in ("user", "role", "tenant")} | {"server": api.server}
+    if as_json:
+        typer.echo(json.dumps(me, indent=2))
+    else:
+        typer.echo(f"{me['user']} ({me['role']}, tenant {me['tenant'] or '-'}) at {api.server}")
+
+
+@client_command
 def queue(
     state: str = typer.Option(None, help="pending or running (default: both)"),
     tenant: str = typer.Option(None, help="Only this tenant"),

@@ -5,7 +5,17 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool import __version__
-from gpupool.cli import acct, admin_client, agent, bench, client, jobs, server, simulate
+from gpupool.cli import (
+    acct,
+    admin_client,
+    agent,
+    alloc,
+    bench,
+    client,
+    jobs,
+    server,
+    simulate,
+)
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
@@ -29,6 +39,8 @@ app.add_typer(client.quota_app, name="quota")
 app.command("nodes")(client.nodes)
 app.command("queue")(client.queue)
 app.command("tenants")(client.tenants)
+app.command("alloc")(alloc.alloc)
+app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("usage")(acct.usage)
 app.add_typer(admin_client.tenant_app, name="tenant")

@@ -278,6 +278,11 @@ class JobIn(Strict):
         "together at most 128 KiB",
     )
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+    allocation: bool = Field(
+        False,
+        description="An interactive hold of devices (salloc): no command, a max_runtime_s; "
+        "the agent keeps the grant until the time limit or a cancel",
+    )
     hold: bool = Field(False, description="Keep it pending until released (sbatch --hold)")
     dependency: list[DependencyIn] = Field(
         default_factory=list,

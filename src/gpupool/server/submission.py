@@ -1,5 +1,6 @@
-"""What a submission needs beyond one row: its dependencies checked (same tenant, existing
-jobs) and an array expanded into one job per index (sbatch --array)."""
+"""What a submission needs beyond one row: a command (or an explicit allocation), its
+dependencies checked (same tenant, existing jobs) and an array expanded into one job per index
+(sbatch --array)."""
 
 from typing import Any
 
@@ -12,8 +13,32 @@ from gpupool.server.auth import Principal
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow
 from gpupool.server.errors import ApiError
+from gpupool.server.schemas import JobIn
 
 JOB_INSERT = JobRow.__table__.insert()
+
+
+def held_command(body: JobIn) -> list[str]:
+    """The command a job runs. A job without one is refused (it would only fail on its node)
+    unless it is an allocation (salloc): then a ``sleep`` of its time limit holds the devices,
+    a real process, so the agent's limits, fencing and metering apply as to any job. A job
+    with an image may leave the command to the image's entrypoint."""
+    if body.allocation:
+        if body.command or body.image:
+            raise ApiError(422, "command: an allocation runs no command or image", "command")
+        if body.max_runtime_s is None:
+            raise ApiError(422, "max_runtime_s: an allocation needs a time limit", "max_runtime_s")
+        if body.array is not None or body.gang_size != 1:
+            raise ApiError(422, "allocation: not with an array or a gang", "allocation")
+        return ["sleep", str(body.max_runtime_s)]
+    if not body.command and body.image is None:
+        raise ApiError(
+            422,
+            "command: required (what should the job run?); to hold devices interactively "
+            "submit an allocation (gpupool alloc)",
+            "command",
+        )
+    return list(body.command)
 
 
 def array_spec(text: str | None) -> ArraySpec | None:

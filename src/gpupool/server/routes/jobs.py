@@ -41,7 +41,12 @@ from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 from gpupool.server.snapshot import cached_request
-from gpupool.server.submission import add_array_tasks, array_spec, check_dependencies
+from gpupool.server.submission import (
+    add_array_tasks,
+    array_spec,
+    check_dependencies,
+    held_command,
+)
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 # Core inserts on the tables: the ORM's bulk-insert path cost 2-3x more per row here
@@ -154,9 +159,13 @@ async def submit(
     if body.dependency:
         deps = sorted({d.job for d in body.dependency})
         await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
+    command = held_command(body)
     now = time.time()
     fields = {
-        **body.model_dump(exclude={"tenant", "request", "idempotency_key", "hold", "array"}),
+        **body.model_dump(
+            exclude={"tenant", "request", "idempotency_key", "hold", "array", "allocation"}
+        ),
+        "command": command,
         "held": body.hold,
         "array_job": None,
         "array_index": array.indices[0] if array else None,

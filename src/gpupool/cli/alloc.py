@@ -1,0 +1,75 @@
+"""``gpupool alloc`` (Slurm's salloc): hold devices for a while without a command, e.g. for
+an interactive session on the node. The grant lasts until its time limit or ``gpupool job
+cancel``; it is metered like any job."""
+
+import json
+import time
+from typing import Any
+
+import typer
+
+from gpupool.cli.client import JSON_OPT, client_command
+from gpupool.cli.follow import ENDED
+from gpupool.cli.jobs import RESOURCE_FLAGS, _body
+from gpupool.cli.output import local
+from gpupool.cli.views import where
+from gpupool.client import ApiClient, ClientError
+from gpupool.model import SpecError
+
+
+@client_command
+def alloc(
+    time_limit: str = typer.Option(
+        ..., "--time", "-t", help="How long to hold them: MM, HH:MM:SS or D-HH:MM:SS"
+    ),
+    tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
+    gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
+    gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
+    gpu_share: str = typer.Option(None, help="Compute share of one card, e.g. 0.5"),
+    mig: str = typer.Option(None, help="A MIG profile, e.g. 1g.10gb"),
+    cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
+    mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
+    request: str = typer.Option(None, help="A whole request string instead of the flags above"),
+    name: str = typer.Option("alloc", help="A name to recognise it by"),
+    priority_class: str = typer.Option(None, help="Priority class \\[default: dev-test]"),
+    wait: float = typer.Option(
+        300, help="Seconds to wait for the devices (0: submit and return at once)"
+    ),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Hold devices interactively (salloc): gpupool alloc --gpu 2 --time 2:00:00. Prints
+    where they are once granted; release them early with gpupool job cancel ID."""
+    given: dict[str, Any] = {k: None for k in (*RESOURCE_FLAGS, "gang", "array", "dependency")}
+    given.update(
+        tenant=tenant, gpu=gpu, gpu_mem=gpu_mem, gpu_share=gpu_share, mig=mig, cpu=cpu,
+        mem=mem, request=request, name=name, kind="dev", time=time_limit, hold=None,
+        output=None, priority_class=priority_class or "dev-test",
+    )  # fmt: skip
+    body = _body(given, [], None, None)
+    body.pop("command", None)
+    body["allocation"] = True
+    with ApiClient.from_env() as api:
+        job = api.post("/api/v1/jobs", body)
+        typer.echo(f"job {job['id']} {job['state']}: {job['reason']}", err=True)
+        deadline = time.monotonic() + wait
+        while wait > 0 and job["state"] not in ("running", *ENDED):
+            if time.monotonic() > deadline:
+                raise ClientError(
+                    f"job {job['id']} still {job['state']} after {wait:g} s: {job['reason']} "
+                    f"(it stays queued; gpupool job cancel {job['id']} to give up)"
+                )
+            time.sleep(0.5)
+            job = api.get(f"/api/v1/jobs/{job['id']}")
+    if as_json:
+        typer.echo(json.dumps(job, indent=2))
+        return
+    if job["state"] in ENDED:
+        raise SpecError(f"job {job['id']} {job['state']}: {job['reason']}")
+    if job["state"] != "running":
+        typer.echo(f"job {job['id']} {job['state']}: {job['reason']}")
+        return
+    until = (job["started_at"] or time.time()) + job["max_runtime_s"]
+    typer.echo(
+        f"job {job['id']} holds {where(job)} until {local(until)}; "
+        f"release it with: gpupool job cancel {job['id']}"
+    )
