@@ -125,3 +125,32 @@ def test_admin_token_create_prints_the_token_last(tmp_path):
     assert r.returncode == 2 and "policy" in r.stderr and "Traceback" not in r.stderr
     r = gpupool("server", "--config", str(tmp_path / "missing.toml"))
     assert r.returncode == 2 and "missing.toml" in r.stderr
+
+
+def test_profiles_pick_a_server_like_kubectl_contexts(sqlite_server, tmp_path):
+    env = {"GPUPOOL_CONFIG_DIR": str(tmp_path / "cfg")}
+    # a file written before profiles still works, as the profile "default"
+    (tmp_path / "cfg").mkdir()
+    old = {"server": "http://127.0.0.1:9", "token": "gp_old"}
+    (tmp_path / "cfg" / "client.json").write_text(json.dumps(old))
+    r = gpupool("profile", "list", "--json", env=env)
+    assert json.loads(r.stdout) == [{"current": "*", "name": "default", "server": old["server"]}]
+    r = gpupool("login", "--server", sqlite_server.url, "--token", sqlite_server.admin_token,
+                "--profile", "lab", env=env)  # fmt: skip
+    assert r.returncode == 0 and "as root" in r.stdout and "profile lab" in r.stdout
+    assert gpupool("whoami", env=env).stdout.startswith("root (admin, tenant -) at http://")
+    # an explicit profile wins over the current one, and over GPUPOOL_SERVER
+    r = gpupool("--profile", "default", "whoami", env={**env, "GPUPOOL_SERVER": sqlite_server.url})
+    assert r.returncode == 2 and "cannot reach the gpupool server at http://127.0.0.1:9" in r.stderr
+    r = gpupool("whoami", env={**env, "GPUPOOL_PROFILE": "nope"})
+    assert r.returncode == 2 and "no profile 'nope' (known: default, lab)" in r.stderr
+    assert gpupool("profile", "use", "default", env=env).returncode == 0
+    assert gpupool("whoami", env=env).returncode == 2  # the old server is not there
+    r = gpupool("whoami", env={**env, "GPUPOOL_SERVER": sqlite_server.url,
+                               "GPUPOOL_TOKEN": sqlite_server.admin_token})  # fmt: skip
+    assert r.returncode == 0  # the environment wins over the current profile
+    assert gpupool("profile", "delete", "default", env=env).returncode == 0
+    listed = json.loads(gpupool("profile", "list", "--json", env=env).stdout)
+    assert listed == [{"current": "", "name": "lab", "server": sqlite_server.url}]
+    assert stat.S_IMODE((tmp_path / "cfg" / "client.json").stat().st_mode) == 0o600
+    assert sqlite_server.admin_token not in gpupool("profile", "list", env=env).stdout

@@ -15,6 +15,7 @@ from rich.table import Table
 from gpupool.cli.errors import err_console
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
 from gpupool.client import ApiClient, ClientError, save_credentials
+from gpupool.client.profiles import ProfileError
 from gpupool.model import SpecError
 
 P = ParamSpec("P")
@@ -27,7 +28,7 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table")
 def _errors() -> Iterator[None]:
     try:
         yield
-    except (ClientError, SpecError) as exc:
+    except (ClientError, SpecError, ProfileError) as exc:
         err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
@@ -58,12 +59,19 @@ def _ago(t: float | None) -> str:
 def login(
     server: str = typer.Option("http://127.0.0.1:8080", help="Server URL"),
     token: str = typer.Option(..., prompt=True, hide_input=True, help="API token"),
+    profile: str = typer.Option(
+        "default", "--profile", help="Save them under this name (several servers)"
+    ),
 ) -> None:
-    """Check a token against the server and save both for later commands (mode 0600)."""
+    """Check a token against the server and save both for later commands (mode 0600), as
+    the current profile."""
     with _errors(), ApiClient(server, token) as api:
         status = api.get("/api/v1/status")
-        path = save_credentials(server, token)
-    typer.echo(f"logged in to {server} (gpupool {status['version']}); saved to {path}")
+        path = save_credentials(server, token, profile)
+    typer.echo(
+        f"logged in to {server} as {status['user']} (gpupool {status['version']}); "
+        f"saved as profile {profile} in {path}"
+    )
 
 
 def all_items(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,7 @@
 """The ``gpupool`` command line: one Typer app."""
 
+import os
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +15,7 @@ from gpupool.cli import (
     bench,
     client,
     jobs,
+    profiles,
     server,
     simulate,
 )
@@ -25,7 +28,24 @@ app = typer.Typer(
     help="gpupool: pool every GPU of every server, slice it, schedule it, meter it.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstring lines flow into paragraphs at any width
 )
+
+
+@app.callback()
+def main_options(
+    profile: str = typer.Option(
+        None,
+        "--profile",
+        envvar="GPUPOOL_PROFILE",
+        help="Use this saved server and token (gpupool profile list) for this command",
+    ),
+) -> None:
+    """gpupool: pool every GPU of every server, slice it, schedule it, meter it."""
+    if profile:
+        os.environ["GPUPOOL_PROFILE"] = profile
+
+
 app.add_typer(bench.app, name="bench")
 app.add_typer(simulate.app, name="simulate")
 app.add_typer(server.admin_app, name="admin")
@@ -48,6 +68,7 @@ app.add_typer(admin_client.user_app, name="user")
 app.add_typer(admin_client.token_app, name="token")
 app.add_typer(admin_client.node_app, name="node")
 app.add_typer(admin_client.reservation_app, name="reservation")
+app.add_typer(profiles.profile_app, name="profile")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

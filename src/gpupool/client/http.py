@@ -1,7 +1,5 @@
 """``ApiClient``: httpx with the bearer token, and errors a person can read."""
 
-import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +7,8 @@ from typing import Any
 
 import httpx
 
-DEFAULT_SERVER = "http://127.0.0.1:8080"
+from gpupool.client import profiles
+from gpupool.client.profiles import DEFAULT_PROFILE
 
 
 class ClientError(Exception):
@@ -20,32 +19,17 @@ class ClientError(Exception):
         self.status = status
 
 
-def config_dir() -> Path:
-    return Path(os.environ.get("GPUPOOL_CONFIG_DIR") or Path.home() / ".config" / "gpupool")
-
-
-def save_credentials(server: str, token: str) -> Path:
-    path = config_dir() / "client.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"server": server, "token": token}, f)
-    return path
+def save_credentials(server: str, token: str, profile: str = DEFAULT_PROFILE) -> Path:
+    """Save a server and token as ``profile`` and make it current (mode 0600)."""
+    return profiles.save(profile, server, token)
 
 
 def load_credentials() -> tuple[str, str | None]:
-    """Server URL and token: ``GPUPOOL_SERVER`` / ``GPUPOOL_TOKEN``, else what ``gpupool
-    login`` saved, else the default local server without a token."""
-    saved: dict[str, str] = {}
-    path = config_dir() / "client.json"
-    if path.is_file():
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, ValueError):
-            raise ClientError(f"{path} is not readable JSON; run gpupool login again") from None
-    server = os.environ.get("GPUPOOL_SERVER") or saved.get("server") or DEFAULT_SERVER
-    token = os.environ.get("GPUPOOL_TOKEN") or saved.get("token")
-    return server.rstrip("/"), token
+    """Server URL and token for a command (``gpupool.client.profiles`` says which wins)."""
+    try:
+        return profiles.credentials()
+    except profiles.ProfileError as exc:
+        raise ClientError(str(exc)) from None
 
 
 def _explain(resp: httpx.Response) -> str:
