@@ -79,3 +79,17 @@ def test_help_shows_defaults_written_in_brackets():
     out = gpupool("server", "--help", env={"COLUMNS": "200"})
     assert out.returncode == 0
     assert "[default: data]" in out.stdout and "[default: 8080]" in out.stdout
+
+
+def test_shell_completion_completes_commands():
+    """What gpupool --install-completion wires into the shell answers with our commands."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "gpupool"
+    env = {**os.environ, "_GPUPOOL_COMPLETE": "complete_bash", "COMP_WORDS": "gpupool job re",
+           "COMP_CWORD": "2"}  # fmt: skip
+    out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["release", "requeue"]
