@@ -148,7 +148,8 @@ def test_drain_lets_running_jobs_finish_and_drain_now_requeues(cluster):
     assert "drained" in r.stdout and "new fans" in r.stdout
     done = wait_for("the running job's end", in_state(admin, running, "succeeded", "failed"))
     assert done["state"] == "succeeded"  # drained, not killed
-    assert ok(admin.get(f"/api/v1/jobs/{waiting}"))["state"] == "pending"
+    job = ok(admin.get(f"/api/v1/jobs/{waiting}"))
+    assert (job["state"], job["reason"]) == ("pending", "0/1 nodes: 1 drained, lost or fenced")
     gpupool("node", "resume", "n1", env=env)
     wait_for("the waiting job's end", in_state(admin, waiting, "succeeded"))
     long = submit("sleep", "300")
@@ -167,7 +168,9 @@ def test_bad_job_control_input_exits_2_with_the_reason(sqlite_server, tmp_path):
         ok(admin.post("/api/v1/tenants", json={"name": tenant}), 201)
     env = _env(sqlite_server)
     beta = _env(sqlite_server, sqlite_server.token("bea", "member", "beta"))
-    theirs = json.loads(gpupool("job", "submit", "--tenant", "algo", "--json", env=env).stdout)
+    theirs = json.loads(
+        gpupool("job", "submit", "--tenant", "algo", "--json", "--", "true", env=env).stdout
+    )
     script = tmp_path / "x.sh"
     cases = [
         (["--array", "5-1"], "array: '5-1' ends before it starts"),

@@ -2,8 +2,6 @@
 and CPU-hours from the usage records) and ``gpupool usage`` (a tenant's card-hours per GPU
 model for a month or a window)."""
 
-import csv
-import io
 import json
 import time
 
@@ -12,12 +10,13 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, all_items, client_command
-from gpupool.cli.output import local
+from gpupool.cli.output import emit, local, pick_columns
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
 
 FINISHED = ("succeeded", "failed", "cancelled")
+DEFAULT_COLUMNS = ("id", "user", "tenant", "state", "start", "elapsed", "exit", "card_hours")
 WHEN = "now-7d, now, an ISO date/time (UTC unless it says)"
 
 
@@ -38,11 +37,11 @@ def acct(
     user: str = typer.Option(None, help="Only jobs this user submitted"),
     state: str = typer.Option(None, help="succeeded, failed or cancelled (default: all)"),
     fields: str = typer.Option(
-        "id,user,tenant,state,start,end,elapsed,exit,card_hours,cpu_hours",
+        None,
         "--format",
         "-o",
         help="Comma list of: id, user, tenant, name, state, start, end, elapsed, exit, "
-        "card_hours, cpu_hours",
+        "card_hours, cpu_hours \\[default: id,user,tenant,state,start,elapsed,exit,card_hours]",
     ),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
     as_json: bool = JSON_OPT,
@@ -51,10 +50,7 @@ def acct(
     card equivalents: shares and MIG slices count their fraction) and CPU-hours."""
     from gpupool.cli.views import ACCT_FIELDS, acct_rows
 
-    columns = [f.strip() for f in fields.split(",") if f.strip()]
-    unknown = [c for c in columns if c not in ACCT_FIELDS]
-    if unknown or not columns:
-        raise SpecError(f"format: unknown field {unknown[0] if unknown else ''!r}", field="format")
+    columns = pick_columns(fields, ACCT_FIELDS, DEFAULT_COLUMNS)
     if state is not None and state not in FINISHED:
         raise SpecError(f"state: {state!r} is not one of {', '.join(FINISHED)}", field="state")
     start, end = _window(since, until)
@@ -71,22 +67,15 @@ def acct(
         and (user is None or j["submitted_by"] == user)
     ]
     rows = acct_rows(sorted(jobs, key=lambda j: j["id"]), usage)
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    shown = [[_cell(r, c) for c in columns] for r in rows]
-    if as_csv:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(columns)
-        writer.writerows(shown)
-        typer.echo(out.getvalue(), nl=False)
-        return
-    table = Table(*columns, box=None, pad_edge=False, header_style="bold")
-    for cells in shown:
-        table.add_row(*cells)
-    table.caption = f"{len(rows)} jobs ended {local(start)} – {local(end)}"
-    Console().print(table)
+    emit(
+        rows,
+        columns,
+        as_json=as_json,
+        as_csv=as_csv,
+        cell=_cell,
+        caption=f"{len(rows)} jobs ended {local(start)} – {local(end)}",
+        headers={"card_hours": "card-h", "cpu_hours": "cpu-h"},
+    )
 
 
 def _cell(row: dict, column: str) -> str:

@@ -10,7 +10,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from gpupool.cli.errors import err_console
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
@@ -40,13 +39,6 @@ def client_command(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
 
     return wrapper
-
-
-def _print(data: Any, as_json: bool, table: Callable[[Any], Table]) -> None:
-    if as_json:
-        typer.echo(json.dumps(data, indent=2))
-    else:
-        Console().print(table(data))
 
 
 def _ago(t: float | None) -> str:
@@ -141,7 +133,7 @@ def nodes(
         rows,
         columns,
         cell=cell,
-        caption="use: cards holding any slice; free: untouched cards; cpu, mem: free",
+        caption="use/free: cards with/without a slice; cpu, mem: free",
     )
 
 
@@ -215,36 +207,36 @@ def queue(
         columns,
         dim=lambda r: r["st"] == "PD",
         headers={"where": "where / reason"},
+        wide=long,
         caption=f"{waiting} pending, {len(rows) - waiting} running (-l: whole reasons)",
     )
 
 
 @client_command
 def tenants(as_json: bool = JSON_OPT) -> None:
-    """Tenants you may see, with quotas and what they use now."""
+    """Tenants you may see, with quotas and what they use now: guaranteed (nominal), how far
+    above it they may borrow (any: whatever others leave idle), how much they lend."""
     with ApiClient.from_env() as api:
         page = api.get("/api/v1/tenants", limit=1000)
-
-    def table(p: dict[str, Any]) -> Table:
-        t = Table("tenant", "parent", "flavour", "used", "guaranteed", "borrow limit", "lend limit")
-        for ten in p["items"]:
-            quotas = ten["quotas"] or [None]
-            for q in quotas:
-                if q is None:
-                    t.add_row(ten["name"], ten["parent"] or "", "-", "", "", "", "")
-                    continue
-                t.add_row(
-                    ten["name"],
-                    ten["parent"] or "",
-                    q["flavour"],
-                    f"{q['used']:g}",
-                    f"{q['nominal']:g}",
-                    "any" if q["borrowing_limit"] is None else f"{q['borrowing_limit']:g}",
-                    "all" if q["lending_limit"] is None else f"{q['lending_limit']:g}",
-                )
-        return t
-
-    _print(page, as_json, table)
+    if as_json:
+        typer.echo(json.dumps(page, indent=2))
+        return
+    rows = []
+    for ten in page["items"]:
+        for q in ten["quotas"] or [None]:
+            row = {"tenant": ten["name"], "parent": ten["parent"] or "-", "flavour": "-"}
+            if q is not None:
+                borrow, lend = q["borrowing_limit"], q["lending_limit"]
+                row |= {
+                    "flavour": q["flavour"],
+                    "used": f"{q['used']:g}",
+                    "guaranteed": f"{q['nominal']:g}",
+                    "borrow": "any" if borrow is None else f"{borrow:g}",
+                    "lend": "all" if lend is None else f"{lend:g}",
+                }
+            rows.append(row)
+    columns = ["tenant", "parent", "flavour", "used", "guaranteed", "borrow", "lend"]
+    emit(rows, columns, caption="gpu: cards; borrow, lend: limits above / of the guarantee")
 
 
 @quota_app.command("set")

@@ -31,7 +31,7 @@ def _tasks(api: ApiClient, job: dict[str, Any]) -> list[dict[str, Any]]:
     from gpupool.cli.client import all_items
 
     if job.get("array_job") == job["id"]:
-        return all_items(api, "/api/v1/jobs", array=job["id"])
+        return sorted(all_items(api, "/api/v1/jobs", array=job["id"]), key=lambda t: t["id"])
     return [api.get(f"/api/v1/jobs/{job['id']}")]
 
 

@@ -235,7 +235,7 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
             devs = ",".join(str(d["device"]) for d in n["devices"]) or "-"
             t.add_row("node", f"{n['node']} devices {devs}")
     for e in job["events"]:
-        change = f"{e['from_state']} -> {e['to_state']}"
+        change = f"{e['from_state'] or 'submitted'} -> {e['to_state']}"
         t.add_row("event", f"{_ago(e['time'])} ago {change} {e['reason']}")
     show(job, as_json, t)
 

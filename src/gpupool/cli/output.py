@@ -70,10 +70,12 @@ def emit(
     title: str | None = None,
     dim: Callable[[dict[str, Any]], bool] | None = None,
     headers: dict[str, str] | None = None,
+    wide: bool = False,
 ) -> None:
     """Print ``rows`` (dicts) with the chosen ``columns``: JSON (whole rows), CSV or a table
     without borders. ``cell`` renders one value (default ``plain``); ``headers`` renames
-    columns in the table."""
+    columns in the table; ``wide`` lets lines grow past the terminal instead of wrapping
+    cells (squeue -l)."""
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -91,4 +93,4 @@ def emit(
     for r, row_cells in zip(rows, cells, strict=True):
         table.add_row(*row_cells, style="dim" if dim and dim(r) else None)
     table.caption = caption
-    Console().print(table)
+    Console(width=100_000 if wide else None).print(table)

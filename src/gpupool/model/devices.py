@@ -113,6 +113,7 @@ class Node:
     devices: tuple[Device, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     pool: str = "default"
+    closed: str = ""  # why it takes no new work now (drained, lost, fenced); "" when it does
 
     def __post_init__(self) -> None:
         if not self.name:

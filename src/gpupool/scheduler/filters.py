@@ -162,6 +162,8 @@ def explain(
 def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feasibility:
     """The filters over ``state`` (a snapshot, or ``_Rows`` of one with ``rows`` given)."""
     static = ask.static_dev if rows is None else ask.static_dev[rows]
+    if steps.explain:
+        steps.node("drained, lost or fenced", ~state.closed)
     if steps.explain or (ask.cpu and ask.mem):
         cpu_ok = state.cpu_free >= ask.cpu
         mem_ok = state.mem_free >= ask.mem

@@ -65,6 +65,9 @@ class ClusterState:
         self.mem_cap = np.array([x.memory_mib for x in self.nodes], dtype=np.int64)
         self.cpu_free = self.cpu_cap.copy()
         self.mem_free = self.mem_cap.copy()
+        # closed nodes hold their live work and take none (the snapshot also sizes them to
+        # what they hold); kept apart so reasons can say "drained" rather than "unhealthy"
+        self.closed = np.array([bool(x.closed) for x in self.nodes], dtype=bool)
 
         self.exists = np.zeros((n, g), dtype=bool)
         self.model = np.full((n, g), NO_DEVICE, dtype=np.int16)

@@ -249,7 +249,7 @@ def _closed(node: Node, held: tuple[int, int]) -> Node:
     unhealthy and its free CPU and memory as zero, so live grants still fit and nothing new
     does."""
     devices = tuple(replace(d, healthy=False) for d in node.devices)
-    return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices)
+    return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices, closed="closed")
 
 
 def tenant_tree(session: Session) -> TenantTree:
