@@ -41,7 +41,7 @@ def test_acct_and_usage_equal_the_usage_records(sqlite_server):
     assert parsed == [["id", "tenant", "card_hours"], [str(jobs[2]["id"]), "dev", "0.00"]]
     future = gpupool("acct", "--since", "now+1h", "--until", "now+2h", "--json", env=env)
     assert json.loads(future.stdout) == []
-    for bad, needle in ((["-o", "id,bogus"], "unknown field 'bogus'"),
+    for bad, needle in ((["-o", "id,bogus"], "unknown column 'bogus'"),
                         (["--since", "yesterday"], "neither now"),
                         (["--state", "running"], "not one of succeeded")):  # fmt: skip
         r = gpupool("acct", *bad, env=env)

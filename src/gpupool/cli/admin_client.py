@@ -2,13 +2,15 @@
 tokens, quotas, draining nodes, reservations. Every command has ``--json``; errors are one
 line and exit code 2 (``client_command``)."""
 
+import json
 import time
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, client_command, quota_app
-from gpupool.cli.output import local, show
+from gpupool.cli.output import emit, local, pick_columns, show
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -18,6 +20,7 @@ user_app = typer.Typer(help="Users: create (with a first token), list, disable, 
 token_app = typer.Typer(help="API tokens of a user: create (optionally expiring), list, revoke.")
 node_app = typer.Typer(help="Drain a node (no new work; running jobs finish) or resume it.")
 reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
+FORMAT_OPT = typer.Option(None, "--format", "-o", help="Comma list of the columns to show")
 WHEN_HELP = "now, a duration from now (12h, 7d), or an ISO date/time (UTC unless it says)"
 
 
@@ -114,15 +117,32 @@ def user_create(
 
 @user_app.command("list")
 @client_command
-def user_list(as_json: bool = JSON_OPT) -> None:
+def user_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None:
     """Users you may see (admins: all; tenant-admins: their subtree)."""
     with ApiClient.from_env() as api:
         users = api.get("/api/v1/users")
-    table = Table("user", "role", "tenant", "node", "state", title="users")
-    for u in users:
-        state = "disabled" if u["disabled"] else "active"
-        table.add_row(u["name"], u["role"], u["tenant"] or "-", u["node"] or "-", state)
-    show(users, as_json, table)
+    rows = [
+        {
+            "user": u["name"],
+            "role": u["role"],
+            "tenant": u["tenant"],
+            "node": u["node"],
+            "state": "disabled" if u["disabled"] else "active",
+        }
+        for u in users
+    ]
+    _listing(users, rows, fields, as_json, "users")
+
+
+def _listing(
+    data: object, rows: list[dict[str, Any]], fields: str | None, as_json: bool, title: str
+) -> None:
+    """A small list: JSON as the API said it, or the rows with the columns ``-o`` chose."""
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    known = list(rows[0]) if rows else []
+    emit(rows, pick_columns(fields, known, known) if rows else [], title=title)
 
 
 def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
@@ -163,20 +183,25 @@ def token_create(
 
 @token_app.command("list")
 @client_command
-def token_list(as_json: bool = JSON_OPT) -> None:
+def token_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None:
     """Token prefixes (never the secrets): all for admins, your own otherwise."""
     with ApiClient.from_env() as api:
         tokens = api.get("/api/v1/tokens")
-    table = Table("id", "user", "prefix", "created", "expires", "state", title="tokens")
     now = time.time()
+    rows = []
     for t in tokens:
         expired = t["expires_at"] is not None and t["expires_at"] <= now
-        state = "revoked" if t["revoked"] else "expired" if expired else "active"
-        table.add_row(
-            str(t["id"]), t["user"], t["prefix"], local(t["created_at"]), local(t["expires_at"]),
-            state,
-        )  # fmt: skip
-    show(tokens, as_json, table)
+        rows.append(
+            {
+                "id": t["id"],
+                "user": t["user"],
+                "prefix": t["prefix"],
+                "created": local(t["created_at"]),
+                "expires": local(t["expires_at"]),
+                "state": "revoked" if t["revoked"] else "expired" if expired else "active",
+            }
+        )
+    _listing(tokens, rows, fields, as_json, "tokens")
 
 
 @token_app.command("revoke")
@@ -250,17 +275,22 @@ def reservation_create(
 
 @reservation_app.command("list")
 @client_command
-def reservation_list(as_json: bool = JSON_OPT) -> None:
+def reservation_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None:
     """Current and future reservations (every tenant's: they block everyone else)."""
     with ApiClient.from_env() as api:
-        rows = api.get("/api/v1/reservations")
-    table = Table("id", "tenant", "from", "until", "nodes", title="reservations (local time)")
-    for r in rows:
-        shown = ", ".join(r["nodes"][:4]) + (
-            f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""
-        )
-        table.add_row(str(r["id"]), r["tenant"], local(r["start"]), local(r["end"]), shown)
-    show(rows, as_json, table)
+        reservations = api.get("/api/v1/reservations")
+    rows = [
+        {
+            "id": r["id"],
+            "tenant": r["tenant"],
+            "from": local(r["start"]),
+            "until": local(r["end"]),
+            "nodes": ", ".join(r["nodes"][:4])
+            + (f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""),
+        }
+        for r in reservations
+    ]
+    _listing(reservations, rows, fields, as_json, "reservations (local time)")
 
 
 @reservation_app.command("delete")

@@ -13,6 +13,7 @@ from gpupool.cli import (
     agent,
     alloc,
     bench,
+    billing,
     client,
     jobs,
     profiles,
@@ -69,6 +70,7 @@ app.add_typer(admin_client.token_app, name="token")
 app.add_typer(admin_client.node_app, name="node")
 app.add_typer(admin_client.reservation_app, name="reservation")
 app.add_typer(profiles.profile_app, name="profile")
+app.add_typer(billing.billing_app, name="billing")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

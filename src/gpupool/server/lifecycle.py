@@ -1,6 +1,7 @@
 """The job state machine and the writes that go with a transition: an event row for every
 change, and usage records when an allocation is released (metering, invariant 6)."""
 
+import math
 from typing import Any
 
 from sqlalchemy import Select, select, update
@@ -66,22 +67,38 @@ def active_allocation(session: Session, job_id: int) -> AllocationRow | None:
 
 
 def release(session: Session, alloc: AllocationRow, now: float, reason: str) -> None:
-    """End an allocation and meter what it held, one usage record per device model."""
+    """End an allocation and meter what it held since its last checkpoint, one usage record
+    per device model."""
     alloc.state = "released"
     alloc.released_at = now
     alloc.release_reason = reason
-    seconds = max(0, round(now - alloc.created_at))
-    for record in meter(alloc.placement, device_models(session, alloc.placement), seconds):
-        session.add(
-            UsageRow(
-                tenant=alloc.tenant,
-                job_id=alloc.job_id,
-                allocation_id=alloc.id,
-                start=alloc.created_at,
-                end=now,
-                **record,
-            )
-        )
+    start = alloc.metered_until if alloc.metered_until is not None else alloc.created_at
+    for row in usage_rows(alloc, device_models(session, alloc.placement), start, max(start, now)):
+        session.add(UsageRow(**row))
+
+
+def metered_seconds(start: float, end: float) -> int:
+    """Whole seconds of [start, end): floor(end) - floor(start), so the pieces of a lifetime
+    cut at checkpoints add up to exactly the lifetime's (no second lost or counted twice)."""
+    return max(0, math.floor(end) - math.floor(start))
+
+
+def usage_rows(
+    alloc: AllocationRow, models: dict[tuple[str, int], str], start: float, end: float
+) -> list[dict]:
+    """The usage records of ``alloc`` over [start, end)."""
+    seconds = metered_seconds(start, end)
+    return [
+        {
+            "tenant": alloc.tenant,
+            "job_id": alloc.job_id,
+            "allocation_id": alloc.id,
+            "start": start,
+            "end": end,
+            **record,
+        }
+        for record in meter(alloc.placement, models, seconds)
+    ]
 
 
 def device_models(session: Session, placement: dict) -> dict[tuple[str, int], str]:

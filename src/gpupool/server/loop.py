@@ -16,6 +16,7 @@ from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
 from gpupool.server.capacity import PoolCapacity
+from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow
@@ -45,6 +46,7 @@ class SchedulerLoop:
         self.leadership = Leadership(db)
         self.snapshots = SnapshotBuilder()
         self.capacity = PoolCapacity()  # which waiting jobs can never run
+        self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,6 +83,7 @@ class SchedulerLoop:
             started = time.perf_counter()
             try:
                 self.check_liveness()
+                self.checkpoint_usage()
                 self.run_once()
                 self.last_error = ""
             except LostLeadership as exc:
@@ -137,6 +140,17 @@ class SchedulerLoop:
         if lost:
             log.warning("nodes lost", extra={"nodes": lost})
         return lost
+
+    def checkpoint_usage(self, now: float | None = None) -> int:
+        """Meter live allocations up to the last metering boundary, once per boundary."""
+        now = time.time() if now is None else now
+        interval = self.settings.metering_interval_s
+        if boundary(now, interval) <= self._metered_to:
+            return 0
+        with self.db.write() as s:
+            done = checkpoint(s, now, interval)
+        self._metered_to = boundary(now, interval)
+        return done
 
     def mark_never(self, result: CycleResult, pending: list[Job]) -> None:
         """A waiting job no node of the pool could ever hold, or above its tenant's ceiling

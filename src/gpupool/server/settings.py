@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
     grace_s: int = Field(30, ge=0)
+    # live allocations are metered in closed intervals ending on these boundaries (UTC), so
+    # a billing month closes while jobs run
+    metering_interval_s: int = Field(3600, ge=1, le=86400)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # a node silent this long is lost: its jobs are requeued (or failed, per job)
     heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)

@@ -208,6 +208,8 @@ class AllocationRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     released_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     release_reason: Mapped[str] = mapped_column(Text, default="")
+    # usage records cover [created_at, metered_until) already (hourly checkpoints); None: none
+    metered_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class AllocationNodeRow(Base):

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
-from gpupool.server.lifecycle import device_models
+from gpupool.server.lifecycle import device_models, metered_seconds
 from gpupool.server.metering import meter
 from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
@@ -78,8 +78,8 @@ def usage_summary(
             for a in live.scalars():
                 if not who.sees(a.tenant):
                     continue
-                start = max(a.created_at, since or 0.0)
-                seconds = max(0, round(now - start))
+                metered = a.metered_until if a.metered_until is not None else a.created_at
+                seconds = metered_seconds(max(metered, since or 0.0), now)
                 for rec in meter(a.placement, device_models(s, a.placement), seconds):
                     add(a.tenant, rec["model"], rec)
     return {

@@ -1,0 +1,153 @@
+"""A tenant's monthly invoice from metered quantities (pure: records and prices in, lines out).
+
+Months are calendar months in a time zone (default Asia/Shanghai); a usage record that spans
+a month boundary, or a price change, bills each part by its share of the record's seconds.
+Modes, as the seed lists them: ``card-hour`` (whole-card equivalents: a share or MIG slice
+bills its compute fraction), ``gpu-mem`` (GPU-memory GB-hours) and ``per-task`` (a price per
+finished job by its priority class). Each line is rounded once, half to even; the total is
+the sum of the lines, exactly.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from itertools import pairwise
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gpupool.billing.catalog import Catalog
+from gpupool.billing.money import cny, to_fen
+from gpupool.billing.plans import unit_price
+from gpupool.model import SpecError
+
+MODES = ("card-hour", "gpu-mem", "per-task")
+DEFAULT_ZONE = "Asia/Shanghai"
+MIB_PER_GB = 1024
+
+
+def month_bounds(month: str, zone: str = DEFAULT_ZONE) -> tuple[float, float]:
+    """``2026-11`` in ``zone`` as [start, end) epoch seconds."""
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SpecError(f"zone: unknown time zone {zone!r}", field="zone") from None
+    try:
+        first = datetime.strptime(month, "%Y-%m").replace(tzinfo=tz)
+    except ValueError:
+        raise SpecError(f"month: {month!r} is not YYYY-MM", field="month") from None
+    nxt = first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
+    return first.timestamp(), nxt.timestamp()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One usage record's quantities (see ``gpupool.server.metering``)."""
+
+    model: str
+    start: float
+    end: float
+    compute_pct_seconds: int
+    mem_mib_seconds: int
+
+
+@dataclass(frozen=True)
+class Task:
+    job_id: int
+    priority_class: str
+    finished_at: float
+
+
+def _parts(
+    u: Usage, start: float, end: float, cuts: Sequence[float]
+) -> list[tuple[float, Fraction]]:
+    """(a moment inside, share of the record) for each part of ``u`` inside [start, end),
+    cut at price changes."""
+    lo, hi = max(u.start, start), min(u.end, end)
+    if u.end <= u.start:  # an instant: wholly where it lies
+        return [(u.start, Fraction(1))] if start <= u.start < end else []
+    if hi <= lo:
+        return []
+    edges = [lo, *(c for c in cuts if lo < c < hi), hi]
+    span = Fraction(u.end) - Fraction(u.start)
+    return [(a, (Fraction(b) - Fraction(a)) / span) for a, b in pairwise(edges)]
+
+
+def invoice(
+    tenant: str,
+    month: str,
+    records: Iterable[Usage],
+    catalog: Catalog,
+    *,
+    mode: str = "card-hour",
+    zone: str = DEFAULT_ZONE,
+    tasks: Iterable[Task] = (),
+    task_prices: Mapping[str, int] | None = None,
+) -> dict:
+    """The invoice of ``tenant`` for ``month``: lines per model and price (or per class),
+    amounts in CNY strings, total = the sum of the lines."""
+    if mode not in MODES:
+        raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
+    start, end = month_bounds(month, zone)
+    lines: list[dict] = []
+    if mode == "per-task":
+        lines = _task_lines(tasks, start, end, task_prices or {})
+    else:
+        # (model, the price entry's start) -> (quantity, unit price)
+        acc: dict[tuple[str, float], list[Fraction]] = {}
+        for u in records:
+            if u.model == "cpu":
+                continue  # CPU and host memory come with the cards
+            cuts = catalog.boundaries(u.model, start, end)
+            for moment, share in _parts(u, start, end, cuts):
+                price = catalog.at(u.model, moment)
+                if mode == "card-hour":
+                    quantity = Fraction(u.compute_pct_seconds, 100 * 3600) * share
+                    rate = price.hourly()
+                else:
+                    quantity = Fraction(u.mem_mib_seconds, MIB_PER_GB * 3600) * share
+                    rate = price.gb_hour()
+                entry = acc.setdefault((u.model, price.effective_from), [Fraction(0), rate])
+                entry[0] += quantity
+        unit = "card-hour" if mode == "card-hour" else "GB-hour"
+        for (model, _), (quantity, rate) in sorted(acc.items()):
+            lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate))
+    total = sum(line["amount_fen"] for line in lines)
+    return {
+        "tenant": tenant,
+        "month": month,
+        "zone": zone,
+        "mode": mode,
+        "period": {"start": start, "end": end},
+        "currency": "CNY",
+        "lines": [{k: v for k, v in line.items() if k != "amount_fen"} for line in lines],
+        "total": cny(total),
+        "total_fen": total,
+    }
+
+
+def _line(description: str, quantity: Fraction, unit: str, rate: Fraction) -> dict:
+    amount = to_fen(quantity * rate)
+    exact = float(quantity)
+    return {
+        "description": description,
+        "quantity": f"{exact:.4f}",
+        "unit": unit,
+        "unit_price": unit_price(rate),
+        "amount": cny(amount),
+        "amount_fen": amount,
+    }
+
+
+def _task_lines(
+    tasks: Iterable[Task], start: float, end: float, prices: Mapping[str, int]
+) -> list[dict]:
+    counts: dict[str, int] = {}
+    for t in tasks:
+        if start <= t.finished_at < end:
+            counts[t.priority_class] = counts.get(t.priority_class, 0) + 1
+    lines = []
+    for klass, count in sorted(counts.items()):
+        if klass not in prices:
+            raise SpecError(f"price: no per-task price for class {klass!r}", field="task_prices")
+        lines.append(_line(f"{klass} jobs", Fraction(count), "job", Fraction(prices[klass])))
+    return lines

@@ -1,0 +1,30 @@
+"""Money: integer fen (1 CNY = 100 fen), exact fractions until an invoice line is rounded,
+half to even, once (DESIGN.md invariant 2). Never a float."""
+
+from fractions import Fraction
+
+FEN_PER_CNY = 100
+
+
+def to_fen(amount: Fraction) -> int:
+    """An exact amount of fen rounded to a whole fen, half to even (the one rounding rule;
+    applied per invoice line, never to unit prices or running sums)."""
+    return round(amount)
+
+
+def cny(fen: int) -> str:
+    """``2550000`` -> ``"25500.00"``: the decimal string invoices and the API carry."""
+    sign = "-" if fen < 0 else ""
+    whole, cents = divmod(abs(fen), FEN_PER_CNY)
+    return f"{sign}{whole}.{cents:02d}"
+
+
+def parse_cny(text: str) -> int:
+    """``"25500"``, ``"25500.5"`` or ``"25500.50"`` (CNY) -> fen; more than two decimals, a
+    sign or anything else is refused."""
+    from gpupool.model import SpecError
+
+    whole, dot, cents = text.strip().partition(".")
+    if not whole.isdigit() or (dot and not (cents.isdigit() and 1 <= len(cents) <= 2)):
+        raise SpecError(f"price: {text!r} is not an amount in CNY like 2500 or 2500.50")
+    return int(whole) * FEN_PER_CNY + int(cents.ljust(2, "0") if cents else 0)

@@ -1,0 +1,127 @@
+"""Billing maths (pure): money in fen, one rounding rule, effective-dated prices, rental plan
+quotes as the issue and the seed state them."""
+
+import json
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpupool.billing.catalog import Catalog, Price
+from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
+from gpupool.billing.money import cny, parse_cny, to_fen
+from gpupool.billing.plans import quote
+from gpupool.model import SpecError
+from tests.helpers import gpupool
+
+
+def test_the_issues_quotes():
+    c = Catalog.default()
+    annual = quote(c, "A100-80G", 1, "annual", 1, 0)
+    assert annual["total"] == "25500.00"  # 2,500 x 12 x 0.85
+    assert quote(c, "T4", 4, "hourly", 720, 0)["total"] == "3600.00"  # 900 / 720 x 2,880
+    assert quote(c, "H100-80G", 8, "monthly", 1, 0)["total"] == "100000.00"  # the 8-card server
+    daily = quote(c, "A100-80G", 2, "daily", 3, 0)
+    assert daily["lines"][0]["unit_price"] == "83.333333" and daily["total"] == "500.00"
+
+
+def test_rounding_is_half_even_once_per_line():
+    assert [to_fen(Fraction(n, 2)) for n in (1, 3, 5, -1)] == [0, 2, 2, 0]
+    assert to_fen(Fraction(2501, 10)) == 250
+    assert cny(2550000) == "25500.00" and cny(5) == "0.05" and cny(-120) == "-1.20"
+    assert parse_cny("2500") == 250000 and parse_cny("0.5") == 50 and parse_cny("12.34") == 1234
+    for bad in ("-1", "1.234", "1e3", "", "1,000"):
+        with pytest.raises(SpecError, match="is not an amount in CNY"):
+            parse_cny(bad)
+
+
+@given(st.integers(0, 10**12))
+def test_cny_strings_parse_back(fen):
+    assert parse_cny(cny(fen)) == fen
+
+
+def test_prices_are_effective_dated():
+    c = Catalog([Price("A100-80G", 250000, 0), Price("A100-80G", 200000, 1000.0)])
+    assert c.at("A100-80G", 999).monthly_fen == 250000
+    assert c.at("a100-80g", 1000).monthly_fen == 200000  # model names are canonical
+    assert c.boundaries("A100-80G", 0, 2000) == [1000.0]
+    assert c.at("A100-80G", 0).hourly() == Fraction(250000, 720)
+    assert c.at("A100-80G", 0).gb_hour() == Fraction(250000, 720 * 80)
+    with pytest.raises(SpecError, match="no price for A100-40G"):
+        c.at("A100-40G", 0)
+    with pytest.raises(SpecError, match="no price for A100-80G in force"):
+        Catalog([Price("A100-80G", 1, 50.0)]).at("A100-80G", 10)
+
+
+def test_billing_quote_cli():
+    r = gpupool("billing", "quote", "--model", "A100-80G", "--cards", "1", "--plan", "annual",
+                "--periods", "1", "--json")  # fmt: skip
+    out = json.loads(r.stdout)
+    assert out["total"] == "25500.00" and out["lines"][0]["amount"] == "25500.00"
+    r = gpupool("billing", "quote", "--model", "T4", "--plan", "weekly")
+    assert r.returncode == 2 and "plan: 'weekly' is not one of" in r.stderr
+    r = gpupool("billing", "quote", "--model", "T4", "--cards", "0")
+    assert r.returncode == 2 and "at least 1" in r.stderr
+
+
+HOUR = 3600
+
+
+def _card(start: float, hours: float, pct: int = 100, mib: int = 81920) -> Usage:
+    seconds = round(hours * HOUR)
+    return Usage("A100-80G", start, start + seconds, pct * seconds, mib * seconds)
+
+
+def test_an_invoice_bills_card_hours_at_the_price_in_force():
+    start, end = month_bounds("2026-11")  # Asia/Shanghai: 2026-10-31T16:00Z
+    assert end - start == 30 * 86400
+    full = invoice("algo", "2026-11", [_card(start, 720)], Catalog.default())
+    assert full["total"] == "2500.00" and full["lines"][0]["quantity"] == "720.0000"
+    half = invoice("algo", "2026-11", [_card(start, 720, pct=50)], Catalog.default())
+    assert half["total"] == "1250.00"  # a 50% share bills its fraction
+    # four hours across the month's start: two in October, two in November
+    edge = invoice("algo", "2026-11", [_card(start - 2 * HOUR, 4)], Catalog.default())
+    assert edge["lines"][0]["quantity"] == "2.0000" and edge["total"] == "6.94"
+    october = invoice("algo", "2026-10", [_card(start - 2 * HOUR, 4)], Catalog.default())
+    assert october["total"] == "6.94"
+    # a price change mid-month: each part at its price, one line each
+    cheaper = Catalog([Price("A100-80G", 250000, 0), Price("A100-80G", 180000, start + 15 * 86400)])
+    split = invoice("algo", "2026-11", [_card(start, 720)], cheaper)
+    assert [line["amount"] for line in split["lines"]] == ["1250.00", "900.00"]
+    assert split["total"] == "2150.00" and split["total_fen"] == 215000
+    # the same month in UTC has different bounds
+    assert invoice("algo", "2026-11", [], Catalog.default(), zone="UTC")["period"]["start"] == (
+        start + 8 * HOUR
+    )
+
+
+def test_gpu_memory_and_per_task_modes():
+    start, _ = month_bounds("2026-11")
+    mem = invoice("algo", "2026-11", [_card(start, 720)], Catalog.default(), mode="gpu-mem")
+    assert mem["lines"][0]["unit"] == "GB-hour" and mem["total"] == "2500.00"
+    tasks = [Task(i, "training", start + i) for i in range(3)] + [Task(9, "dev-test", start - 1)]
+    per = invoice("algo", "2026-11", [], Catalog.default(), mode="per-task", tasks=tasks,
+                  task_prices={"training": 1000})  # fmt: skip
+    assert per["total"] == "30.00" and per["lines"][0]["quantity"] == "3.0000"
+    with pytest.raises(SpecError, match="no per-task price for class 'training'"):
+        invoice("algo", "2026-11", [], Catalog.default(), mode="per-task", tasks=tasks)
+    with pytest.raises(SpecError, match="month: '2026-13' is not YYYY-MM"):
+        invoice("algo", "2026-13", [], Catalog.default())
+    with pytest.raises(SpecError, match="unknown time zone 'Mars/Base'"):
+        invoice("algo", "2026-11", [], Catalog.default(), zone="Mars/Base")
+
+
+@given(st.lists(st.tuples(st.integers(0, 60 * 86400), st.integers(1, 86400), st.sampled_from(
+    [25, 50, 100, 200])), max_size=20))  # fmt: skip
+def test_a_records_parts_bill_in_the_months_they_fall_in(spans):
+    """Billing October and November separately costs what billing the records whole would,
+    to within a fen a line: no second is billed twice or lost at a month's edge."""
+    start, _ = month_bounds("2026-10")
+    records = [_card(start + a, n / HOUR, pct) for a, n, pct in spans]
+    months = [invoice("t", m, records, Catalog.default()) for m in ("2026-10", "2026-11")]
+    exact = sum(Fraction(r.compute_pct_seconds, 100 * HOUR) for r in records) * Fraction(
+        250000, 720
+    )
+    billed = sum(m["total_fen"] for m in months)
+    assert abs(billed - exact) <= 1  # one line a month, each rounded once

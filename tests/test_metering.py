@@ -1,0 +1,60 @@
+"""Metering in closed intervals: live allocations are metered up to each hour so a month can
+close while jobs run, and the pieces of a lifetime add up to exactly its seconds — a
+checkpoint run twice, by two servers or after a release never meters a second twice."""
+
+import time
+from itertools import pairwise
+
+from sqlalchemy import select
+
+from gpupool.server.checkpoint import boundary, checkpoint
+from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.lifecycle import metered_seconds
+from tests.support.cluster import ok, seed_cluster, submit
+
+
+def test_pieces_add_up_to_the_lifetime():
+    created, end = 1000.7, 12345.2
+    cuts = [created, 3600.0, 7200.0, 10800.0, end]
+    pieces = [metered_seconds(a, b) for a, b in pairwise(cuts)]
+    assert sum(pieces) == metered_seconds(created, end) == 11345
+    assert boundary(7199.9) == 3600.0 and boundary(7200.0) == 7200.0
+
+
+def _records(server, job_id: int) -> list[UsageRow]:
+    with server.ctx.db.read() as s:
+        return list(
+            s.execute(select(UsageRow).where(UsageRow.job_id == job_id).order_by(UsageRow.id))
+            .scalars()
+            .all()
+        )
+
+
+def test_live_allocations_are_metered_hourly_and_exactly_once(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    now = time.time()
+    job = submit(admin, "gpu=2", "algo")
+    server.cycle(now - 3 * 3600 - 123.4)  # admitted a little over three hours ago
+    assert server.ctx.loop.checkpoint_usage(now) == 1
+    assert server.ctx.loop.checkpoint_usage(now) == 0  # once per boundary
+    with server.ctx.db.write() as s:
+        assert checkpoint(s, now) == 0  # another server at the same boundary: nothing twice
+        alloc = s.execute(select(AllocationRow)).scalar_one()
+        created, metered = alloc.created_at, alloc.metered_until
+    assert metered == boundary(now)
+    first = _records(server, job["id"])
+    assert len(first) == 1 and first[0].end == metered
+    assert first[0].device_seconds == 2 * metered_seconds(created, metered)
+    # the summary counts the checkpointed part once and the rest live
+    summary = ok(admin.get("/api/v1/usage/summary"))["items"][0]
+    live = metered_seconds(created, time.time())
+    assert abs(summary["device_seconds"] - 2 * live) <= 2
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    records = _records(server, job["id"])
+    assert len(records) == 2 and records[1].start == metered
+    released = ok(admin.get(f"/api/v1/jobs/{job['id']}"))["finished_at"]
+    total = sum(r.device_seconds for r in records)
+    assert total == 2 * metered_seconds(created, released)  # the lifetime, exactly
+    with server.ctx.db.write() as s:
+        assert checkpoint(s, time.time() + 7200) == 0  # released: nothing more
