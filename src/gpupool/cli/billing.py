@@ -1,6 +1,7 @@
-"""``gpupool billing``: what renting cards costs (quotes from the price catalog)."""
+"""``gpupool billing``: what renting cards costs (quotes), the price catalog, invoices."""
 
 import json
+from datetime import UTC, datetime
 
 import typer
 from rich.console import Console
@@ -9,6 +10,8 @@ from rich.table import Table
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.plans import PLANS, quote
 from gpupool.cli.client import JSON_OPT, client_command
+from gpupool.cli.output import emit, show
+from gpupool.client import ApiClient
 
 billing_app = typer.Typer(help="Prices and quotes for renting cards (CNY).")
 
@@ -37,3 +40,76 @@ def billing_quote(
         )
     t.caption = f"total ¥{out['total']} (CNY, list prices)"
     Console().print(t)
+
+
+@billing_app.command("prices")
+@client_command
+def billing_prices(as_json: bool = JSON_OPT) -> None:
+    """The price catalog: each model's list price and every price set since, with its date."""
+    with ApiClient.from_env() as api:
+        rows = api.get("/api/v1/billing/prices")
+    emit(
+        rows,
+        ["model", "monthly", "hourly", "effective_from", "source"],
+        as_json=as_json,
+        headers={"effective_from": "from"},
+        caption="CNY per card; hourly = monthly / 720 unless set",
+    )
+
+
+@billing_app.command("set-price")
+@client_command
+def billing_set_price(
+    model: str = typer.Argument(..., help="GPU model, e.g. A100-80G"),
+    monthly: str = typer.Option(..., help="CNY per card-month, e.g. 2300"),
+    hourly: str = typer.Option(None, help="CNY per card-hour (default: monthly / 720)"),
+    start: str = typer.Option(None, "--from", help="ISO date/time it applies from (default now)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Change a model's price from now or a later date (admins); usage before it keeps the
+    old price."""
+    import time
+
+    from gpupool.cli.admin_client import _when
+
+    body: dict[str, object] = {"monthly": monthly, "hourly": hourly}
+    if start is not None:
+        when = _when(start, "from")
+        body["effective_from"] = datetime.fromtimestamp(when or time.time(), UTC).isoformat()
+    with ApiClient.from_env() as api:
+        out = api.put(f"/api/v1/billing/prices/{model}", body)
+    show(out, as_json, f"{out['model']}: ¥{out['monthly']} a card-month (¥{out['hourly']} an "
+                       f"hour) from {out['effective_from']}")  # fmt: skip
+
+
+@billing_app.command("invoice")
+@client_command
+def billing_invoice(
+    tenant: str = typer.Option(..., help="The tenant billed"),
+    month: str = typer.Option(..., help="YYYY-MM"),
+    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
+    mode: str = typer.Option("card-hour", help="card-hour or gpu-mem (GB-hours)"),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """A tenant's monthly invoice from its metered usage: one line per GPU model and price
+    (finance, admins, or a tenant-admin for its subtree)."""
+    params = {"tenant": tenant, "month": month, "zone": zone, "mode": mode}
+    with ApiClient.from_env() as api:
+        if as_csv:
+            typer.echo(api.get("/api/v1/billing/invoice", format="csv", **params), nl=False)
+            return
+        out = api.get("/api/v1/billing/invoice", **params)
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    draft = " (draft: the month is not over)" if out["draft"] else ""
+    emit(
+        out["lines"],
+        ["description", "quantity", "unit", "unit_price", "amount"],
+        title=f"{tenant} {month} ({zone}){draft}",
+        headers={"unit_price": "unit price"},
+        caption=f"total ¥{out['total']} CNY",
+    )
+    if not out["lines"]:
+        typer.echo("no metered GPU usage in that month")

@@ -29,6 +29,7 @@ from gpupool.server.routes import (
     admin,
     agents,
     allocations,
+    billing,
     job_control,
     jobs,
     nodes,
@@ -74,7 +75,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    for module in (jobs, job_control, nodes, agents, allocations, tenants, usage, admin):
+    for module in (jobs, job_control, billing, nodes, agents, allocations, tenants, usage, admin):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["health"])

@@ -262,3 +262,17 @@ class AuditRow(Base):
     result: Mapped[int] = mapped_column(Integer)
     client: Mapped[str] = mapped_column(String(100))
     detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class PriceRow(Base):
+    """A card-month price in fen from ``effective_from`` (invariant 2: never a float for
+    money). Models without a row bill at the seed's list prices."""
+
+    __tablename__ = "prices"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(100), index=True)
+    monthly_fen: Mapped[int] = mapped_column(BigInteger)
+    hourly_fen: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    effective_from: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,4 +1,4 @@
-"""metering in closed intervals: how far each live allocation is metered
+"""metering in closed intervals (how far each live allocation is metered); the price catalog
 
 Revision ID: 0004
 Revises: 0003
@@ -17,8 +17,22 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("allocations") as batch:
         batch.add_column(sa.Column("metered_until", sa.Float(), nullable=True))
+    op.create_table(
+        "prices",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("model", sa.String(length=100), nullable=False),
+        sa.Column("monthly_fen", sa.BigInteger(), nullable=False),
+        sa.Column("hourly_fen", sa.BigInteger(), nullable=True),
+        sa.Column("effective_from", sa.Float(), nullable=False),
+        sa.Column("created_by", sa.String(length=100), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_prices_model", "prices", ["model"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_prices_model", table_name="prices")
+    op.drop_table("prices")
     with op.batch_alter_table("allocations") as batch:
         batch.drop_column("metered_until")

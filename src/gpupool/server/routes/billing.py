@@ -1,0 +1,180 @@
+"""Billing: the price catalog (admins edit it, everyone reads it) and monthly invoices from
+the usage records (finance reads every tenant's, a tenant-admin its subtree's). The money
+maths is ``gpupool.billing``; this module only reads and writes rows."""
+
+import csv
+import io
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
+from gpupool.billing.invoice import DEFAULT_ZONE, MODES, Usage, invoice, month_bounds
+from gpupool.billing.money import cny, parse_cny
+from gpupool.billing.plans import unit_price
+from gpupool.model import SpecError, canonical_model
+from gpupool.server.auth import Role
+from gpupool.server.db.tables import PriceRow, TenantRow, UsageRow
+from gpupool.server.deps import Caller, Ctx, human, require
+from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.schemas import Strict
+
+router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
+READERS = (Role.ADMIN, Role.FINANCE, Role.TENANT_ADMIN)
+BACKDATE_SLACK_S = 60  # clocks differ a little; a closed month never changes
+
+
+class PriceIn(Strict):
+    monthly: str = Field(description="CNY per card-month, e.g. 2500 or 2500.00")
+    hourly: str | None = Field(None, description="CNY per card-hour (default: monthly / 720)")
+    effective_from: datetime | None = Field(
+        None, description="ISO 8601; default now; never in the past"
+    )
+
+
+class PriceOut(BaseModel):
+    model: str
+    monthly: str
+    hourly: str
+    effective_from: str
+    source: Literal["list", "set"]
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def catalog(s: Session) -> Catalog:
+    """The list prices, then every price an admin set (each from its date)."""
+    rows = s.execute(select(PriceRow).order_by(PriceRow.effective_from, PriceRow.id)).scalars()
+    entries = [Price(m, fen) for m, fen in DEFAULT_MONTHLY_FEN.items()]
+    entries += [Price(r.model, r.monthly_fen, r.effective_from, r.hourly_fen) for r in rows]
+    return Catalog(entries)
+
+
+@router.get("/prices", response_model=list[PriceOut])
+def list_prices(ctx: Ctx, who: Caller) -> list[PriceOut]:
+    """Every model's prices: the list price, and each price set since, with its date."""
+    human(who)
+    with ctx.db.read() as s:
+        cat = catalog(s)
+    out = []
+    for model, entries in sorted(cat.by_model.items()):
+        for p in entries:
+            out.append(
+                PriceOut(
+                    model=model,
+                    monthly=cny(p.monthly_fen),
+                    hourly=_hourly(p),
+                    effective_from=_iso(p.effective_from),
+                    source="list" if p.effective_from == 0 and p.hourly_fen is None else "set",
+                )
+            )
+    return out
+
+
+def _hourly(p: Price) -> str:
+    return unit_price(p.hourly())
+
+
+@router.put("/prices/{model}", response_model=PriceOut, status_code=201)
+def set_price(model: str, body: PriceIn, ctx: Ctx, who: Caller, request: Request) -> PriceOut:
+    """A new price for a model from a date (admins). Earlier usage keeps its price: a price
+    never starts in the past."""
+    require(who, (Role.ADMIN,), "setting prices")
+    now = time.time()
+    try:
+        name = canonical_model(model)
+        monthly = parse_cny(body.monthly)
+        hourly = parse_cny(body.hourly) if body.hourly is not None else None
+    except SpecError as exc:
+        raise ApiError(422, str(exc), "monthly") from None
+    if monthly <= 0 or (hourly is not None and hourly <= 0):
+        raise ApiError(422, "monthly: a price must be above zero", "monthly")
+    start = body.effective_from.timestamp() if body.effective_from else now
+    if body.effective_from is not None and body.effective_from.tzinfo is None:
+        raise ApiError(422, "effective_from: give a time zone (e.g. Z or +08:00)", "effective_from")
+    if start < now - BACKDATE_SLACK_S:
+        raise ApiError(
+            422,
+            "effective_from: in the past; a price change never alters usage already metered",
+            "effective_from",
+        )
+    with ctx.db.write() as s:
+        s.add(
+            PriceRow(
+                model=name,
+                monthly_fen=monthly,
+                hourly_fen=hourly,
+                effective_from=start,
+                created_by=who.user,
+                created_at=now,
+            )
+        )
+    request.state.audit_target = f"price {name} from {_iso(start)}"
+    p = Price(name, monthly, start, hourly)
+    return PriceOut(
+        model=name,
+        monthly=cny(monthly),
+        hourly=_hourly(p),
+        effective_from=_iso(start),
+        source="set",
+    )
+
+
+@router.get("/invoice", response_model=None)
+def get_invoice(
+    ctx: Ctx,
+    who: Caller,
+    tenant: Annotated[str, Query(max_length=100)],
+    month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
+    zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
+    mode: Annotated[str, Query(description=" | ".join(MODES[:2]))] = "card-hour",
+    format: Annotated[Literal["json", "csv"], Query()] = "json",
+) -> dict | PlainTextResponse:
+    """A tenant's invoice for a calendar month in ``zone``: one line per GPU model and price,
+    from the usage records (live jobs are metered hourly, so a running month shows a draft up
+    to the last hour). Finance and admins read any tenant's, a tenant-admin its subtree's."""
+    require(who, READERS, "reading invoices")
+    if not who.sees(tenant):
+        raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
+    if mode not in MODES[:2]:
+        raise ApiError(422, f"mode: {mode!r} is not one of {', '.join(MODES[:2])}", "mode")
+    try:
+        start, end = month_bounds(month, zone)
+    except SpecError as exc:
+        raise ApiError(422, str(exc), exc.field or "month") from None
+    with ctx.db.read() as s:
+        if s.get(TenantRow, tenant) is None:
+            raise not_found(f"tenant {tenant}")
+        cat = catalog(s)
+        rows = s.execute(
+            select(UsageRow).where(
+                UsageRow.tenant == tenant, UsageRow.end > start, UsageRow.start < end
+            )
+        ).scalars()
+        records = [
+            Usage(r.model, r.start, r.end, r.compute_pct_seconds, r.mem_mib_seconds) for r in rows
+        ]
+    try:
+        out = invoice(tenant, month, records, cat, mode=mode, zone=zone)
+    except SpecError as exc:
+        raise ApiError(422, str(exc), exc.field or "prices") from None
+    out["draft"] = end > time.time()
+    out["period"] = {"start": _iso(start), "end": _iso(end)}
+    if format == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        columns = ("description", "quantity", "unit", "unit_price", "amount")
+        writer.writerow(columns)
+        for line in out["lines"]:
+            writer.writerow([line[k] for k in columns])
+        writer.writerow(["total", "", "", "", out["total"]])
+        return PlainTextResponse(buf.getvalue(), media_type="text/csv")
+    return out

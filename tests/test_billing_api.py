@@ -1,0 +1,122 @@
+"""Billing through the API and the CLI: the price catalog (admins set future prices, nobody
+rewrites the past), invoices per tenant and month from the usage records, who may read them,
+and bad input refused with the field."""
+
+import json
+import time
+from datetime import UTC, datetime
+
+from gpupool.billing.invoice import month_bounds
+from gpupool.server.db.tables import UsageRow
+from tests.helpers import gpupool
+from tests.support.cluster import ok, seed_cluster
+
+
+def _usage(server, tenant: str, start: float, hours: int, pct: int = 100) -> None:
+    """A usage record as metering writes it: one A100-80G card for ``hours``."""
+    seconds = hours * 3600
+    with server.ctx.db.write() as s:
+        s.add(
+            UsageRow(
+                tenant=tenant,
+                job_id=1,
+                allocation_id=1,
+                model="A100-80G",
+                start=start,
+                end=start + seconds,
+                devices=1,
+                device_seconds=seconds,
+                compute_pct_seconds=pct * seconds,
+                mem_mib_seconds=81920 * seconds,
+                cpu_milli_seconds=0,
+            )
+        )
+
+
+def test_invoices_from_usage_records_and_the_catalog(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4, "beta": 2})
+    start, _ = month_bounds("2026-11")
+    _usage(server, "algo", start, 720)  # all of November (Asia/Shanghai) on one card
+    _usage(server, "algo", start - 3600, 2, pct=50)  # half a card across October's end
+    _usage(server, "beta", start, 10)
+    out = ok(admin.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11"}))
+    assert out["draft"] is False and out["zone"] == "Asia/Shanghai"
+    assert out["lines"] == [
+        {"description": "A100-80G (card-hours)", "quantity": "720.5000", "unit": "card-hour",
+         "unit_price": "3.472222", "amount": "2501.74"}
+    ]  # fmt: skip
+    assert out["total"] == "2501.74" and out["period"]["start"] == "2026-10-31T16:00:00Z"
+    csv = admin.get(
+        "/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11", "format": "csv"}
+    )
+    assert csv.headers["content-type"].startswith("text/csv")
+    assert csv.text.splitlines()[-1] == "total,,,,2501.74"
+    beta = {"tenant": "beta", "month": "2026-11"}
+    mem = ok(admin.get("/api/v1/billing/invoice", params={**beta, "mode": "gpu-mem"}))
+    assert mem["lines"][0]["unit"] == "GB-hour" and mem["total"] == "34.72"  # 800 GB-h
+    # who reads invoices: finance and admins all, a tenant-admin its subtree, members nobody's
+    finance = server.client(server.token("fay", "finance"))
+    assert ok(finance.get("/api/v1/billing/invoice", params=beta))["total"] == "34.72"
+    lead = server.client(server.token("lee", "tenant-admin", "beta"))
+    r = lead.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11"})
+    assert r.status_code == 403
+    member = server.client(server.token("mo", "member", "algo"))
+    r = member.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11"})
+    assert r.status_code == 403 and "reading invoices needs role" in r.text
+    for params, field in (
+        ({"tenant": "algo", "month": "2026-13"}, "month"),
+        ({"tenant": "algo", "month": "2026-11", "zone": "Mars/Base"}, "zone"),
+        ({"tenant": "algo", "month": "2026-11", "mode": "per-hug"}, "mode"),
+    ):
+        r = admin.get("/api/v1/billing/invoice", params=params)
+        assert r.status_code == 422 and r.json()["field"] == field, r.text
+    r = admin.get("/api/v1/billing/invoice", params={"tenant": "nobody", "month": "2026-11"})
+    assert r.status_code == 404
+
+
+def test_prices_change_from_now_on_never_for_the_past(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    later = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat()
+    out = ok(admin.put("/api/v1/billing/prices/a100-80g",
+                       json={"monthly": "2160", "effective_from": later}), 201)  # fmt: skip
+    assert (out["model"], out["monthly"], out["hourly"], out["source"]) == (
+        "A100-80G",
+        "2160.00",
+        "3.00",
+        "set",
+    )
+    prices = [p for p in ok(admin.get("/api/v1/billing/prices")) if p["model"] == "A100-80G"]
+    assert [(p["monthly"], p["source"]) for p in prices] == [
+        ("2500.00", "list"),
+        ("2160.00", "set"),
+    ]
+    past = datetime.fromtimestamp(time.time() - 86400, UTC).isoformat()
+    r = admin.put("/api/v1/billing/prices/A100-80G", json={"monthly": "1", "effective_from": past})
+    assert r.status_code == 422 and "never alters usage already metered" in r.text
+    r = admin.put("/api/v1/billing/prices/A100-80G", json={"monthly": "-5"})
+    assert r.status_code == 422 and "is not an amount in CNY" in r.text
+    member = server.client(server.token("mo", "member", "algo"))
+    assert member.put("/api/v1/billing/prices/T4", json={"monthly": "1"}).status_code == 403
+    assert len(ok(member.get("/api/v1/billing/prices"))) >= 8  # everyone reads prices
+
+
+def test_billing_cli(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    start, _ = month_bounds("2026-11")
+    _usage(sqlite_server, "algo", start, 720)
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--json", env=env)
+    assert json.loads(r.stdout)["total"] == "2500.00"
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", env=env)
+    assert "A100-80G (card-hours)" in r.stdout and "total ¥2500.00 CNY" in r.stdout
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--csv", env=env)
+    assert r.stdout.splitlines()[-1] == "total,,,,2500.00"
+    r = gpupool("billing", "set-price", "T4", "--monthly", "800", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("T4: ¥800.00 a card-month")
+    r = gpupool("billing", "prices", "--json", env=env)
+    assert ("T4", "800.00") in {(p["model"], p["monthly"]) for p in json.loads(r.stdout)}
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "11/2026", env=env)
+    assert r.returncode == 2 and "month" in r.stderr
