@@ -8,6 +8,7 @@ import pytest
 
 from gpupool.agent import processes as proc
 from gpupool.devices.base import GpuProcess
+from gpupool.server.db.tables import JobRow
 from gpupool.server.settings import Settings
 from tests.support.agents import (
     agent_thread,
@@ -100,8 +101,14 @@ def test_job_without_command_or_missing_runtime_fails_clearly(live, tmp_path, mo
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
     monkeypatch.setenv("PATH", "/nonexistent")  # neither docker nor podman
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo"})
+    assert r.status_code == 422 and r.json()["field"] == "command"  # refused at the door
+    # one that got past anyway (a row from before that check) fails only itself on the node
+    empty = submit(admin, "gpu=1", "algo", hold=True)
+    with live.ctx.db.write() as s:
+        s.get(JobRow, empty["id"]).command = []
+    ok(admin.post(f"/api/v1/jobs/{empty['id']}/release"))
     with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
-        empty = submit(admin, "gpu=1", "algo")
         image = submit(admin, "gpu=1", "algo", command=["true"], image="pytorch:2")
         a = wait_for("failed", in_state(admin, empty["id"], "failed"))
         b = wait_for("failed", in_state(admin, image["id"], "failed"))

@@ -62,5 +62,5 @@ def test_cli_json_and_unknown_price():
         2.14,
         "CNY",
     )
-    bad = gpupool(*base, "--model", "H100-80G")
-    assert bad.returncode == 2 and "no monthly price for H100-80G" in bad.stderr
+    bad = gpupool(*base, "--model", "L40S")
+    assert bad.returncode == 2 and "no monthly price for L40S" in bad.stderr

@@ -231,7 +231,7 @@ def list_jobs(
     kind: Annotated[str | None, Query(max_length=20)] = None,
     user: Annotated[str | None, Query(max_length=100, description="submitted by")] = None,
     name: Annotated[str | None, Query(max_length=200)] = None,
-    array: Annotated[int | None, Query(ge=1, description="tasks of this array")] = None,
+    array: Annotated[int | None, Query(ge=1, le=2**62, description="tasks of this array")] = None,
 ) -> Page[JobOut]:
     human(who)
     q = scoped(
