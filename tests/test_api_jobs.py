@@ -1,5 +1,6 @@
 """Jobs through the real API on both database backends: lifecycle, idempotency, bad input."""
 
+from gpupool.server.lifecycle import metered_seconds
 from tests.support.cluster import node_body, ok, seed_cluster, submit
 
 
@@ -25,7 +26,8 @@ def test_submit_admit_run_finish_is_recorded_and_metered(server):
     assert [e["to_state"] for e in events] == ["pending", "admitted", "running", "succeeded"]
     usage = ok(admin.get("/api/v1/usage", params={"tenant": "algo"}))["items"]
     assert len(usage) == 1 and usage[0]["model"] == "A100-80G" and usage[0]["devices"] == 2
-    assert usage[0]["compute_pct_seconds"] == 2 * 100 * round(usage[0]["end"] - usage[0]["start"])
+    seconds = metered_seconds(usage[0]["start"], usage[0]["end"])  # whole seconds, telescoping
+    assert usage[0]["compute_pct_seconds"] == 2 * 100 * seconds
 
 
 def test_stale_generation_is_refused(server):
