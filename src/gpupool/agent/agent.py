@@ -358,7 +358,10 @@ class Agent:
             self._upload_logs(rec)
             if not rec.released:
                 state, code, reason = self._outcome(rec)
-                self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason)
+                ended = proc.ended_at(self.store.dir(alloc_id))
+                self.api.report(
+                    alloc_id, rec.generation, state, exit_code=code, reason=reason, ended_at=ended
+                )
             del self.records[alloc_id]
             try:
                 self.launcher.cleanup(rec.workdir, rec.cgroups, rec.mps, self._mps_in_use())

@@ -110,6 +110,14 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def ended_at(folder: Path) -> float | None:
+    """When the workload ended: the shim writes its exit note as it does (None without one)."""
+    try:
+        return (folder / EXIT).stat().st_mtime
+    except OSError:
+        return None
+
+
 def exit_code(folder: Path) -> int | None:
     try:
         return int((folder / EXIT).read_text().strip())

@@ -66,14 +66,23 @@ def active_allocation(session: Session, job_id: int) -> AllocationRow | None:
     ).scalar_one_or_none()
 
 
-def release(session: Session, alloc: AllocationRow, now: float, reason: str) -> None:
+def release(
+    session: Session,
+    alloc: AllocationRow,
+    now: float,
+    reason: str,
+    metered_to: float | None = None,
+) -> None:
     """End an allocation and meter what it held since its last checkpoint, one usage record
-    per device model."""
+    per device model. ``metered_to``: when its workload really stopped, if known earlier than
+    now (the agent's report of its end, a lost node's lease); never before the last
+    checkpoint, never after now."""
     alloc.state = "released"
     alloc.released_at = now
     alloc.release_reason = reason
     start = alloc.metered_until if alloc.metered_until is not None else alloc.created_at
-    for row in usage_rows(alloc, device_models(session, alloc.placement), start, max(start, now)):
+    end = now if metered_to is None else min(now, metered_to)
+    for row in usage_rows(alloc, device_models(session, alloc.placement), start, max(start, end)):
         session.add(UsageRow(**row))
 
 
@@ -126,11 +135,18 @@ def bump_nodes_version(session: Session) -> None:
 
 
 def finish(
-    session: Session, job: JobRow, to: str, now: float, reason: str, actor: str
+    session: Session,
+    job: JobRow,
+    to: str,
+    now: float,
+    reason: str,
+    actor: str,
+    metered_to: float | None = None,
 ) -> AllocationRow | None:
-    """Move a job to a terminal (or requeue) state, releasing its allocation if it holds one."""
+    """Move a job to a terminal (or requeue) state, releasing its allocation if it holds one
+    (metered up to ``metered_to`` when its workload is known to have stopped earlier)."""
     alloc = active_allocation(session, job.id) if job.state in HOLDING else None
     move(session, job, to, now, reason, actor)
     if alloc is not None:
-        release(session, alloc, now, reason)
+        release(session, alloc, now, reason, metered_to)
     return alloc

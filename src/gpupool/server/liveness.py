@@ -21,8 +21,12 @@ def any_silent(session: Session, now: float, timeout_s: float) -> bool:
     return session.execute(_silent(now, timeout_s).limit(1)).first() is not None
 
 
-def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) -> list[str]:
-    """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked."""
+def mark_lost_nodes(
+    session: Session, now: float, timeout_s: float, epoch: int, stops_within_s: float = 0.0
+) -> list[str]:
+    """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked.
+    ``stops_within_s``: how long after its last heartbeat a node's workloads have stopped
+    themselves (lease + kill time); their usage is metered to then, not to now."""
     leader = session.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
     if leader != epoch:
         raise LostLeadership(f"epoch {epoch} is no longer the leader's")
@@ -39,7 +43,10 @@ def mark_lost_nodes(session: Session, now: float, timeout_s: float, epoch: int) 
             job = session.get(JobRow, alloc.job_id, with_for_update=True)
             assert job is not None
             move(session, job, "lost", now, reason, ACTOR)
-            release(session, alloc, now, reason)
+            stopped = node.heartbeat_at + stops_within_s if stops_within_s else None
+            if job.on_lost == "keep-running":  # it may still run: meter until now
+                stopped = None
+            release(session, alloc, now, reason, stopped)
             after_lost(session, job, now, reason, ACTOR)
     if silent:
         bump_nodes_version(session)

@@ -136,7 +136,8 @@ class SchedulerLoop:
             if not any_silent(s, now, timeout):
                 return []
         with self.db.write() as s:
-            lost = mark_lost_nodes(s, now, timeout, epoch)
+            stops = self.settings.lease_s + self.settings.fence_kill_s
+            lost = mark_lost_nodes(s, now, timeout, epoch, stops)
         if lost:
             log.warning("nodes lost", extra={"nodes": lost})
         return lost

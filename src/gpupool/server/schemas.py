@@ -420,6 +420,13 @@ class JobStatusIn(Strict):
     state: Literal["running", "succeeded", "failed", "lost"]
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     reason: str = Field("", max_length=2000)
+    ended_at: float | None = Field(
+        None,
+        ge=0,
+        le=1e11,
+        description="When the workload ended (epoch seconds, the node's clock): usage is "
+        "metered to then, not to when the server hears of it",
+    )
 
 
 # -- reservations, usage, audit ---------------------------------------------------------------

@@ -79,14 +79,14 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
                 move(s, job, "running", now, body.reason or "started", actor)
         elif body.state == "lost":
             reason = body.reason or "lost on its node"
-            finish(s, job, "lost", now, reason, actor)
+            finish(s, job, "lost", now, reason, actor, body.ended_at)
             after_lost(s, job, now, reason, actor)
         else:
             job.exit_code = body.exit_code
             why = body.reason or (
                 f"exit code {body.exit_code}" if body.exit_code is not None else body.state
             )
-            finish(s, job, body.state, now, why, actor)
+            finish(s, job, body.state, now, why, actor, body.ended_at)
         out = allocation_out(alloc)
     if body.state != "running":
         ctx.loop.wake()
