@@ -122,6 +122,11 @@ def test_a_killed_agents_workloads_stop_before_their_jobs_are_requeued(
                 lost_at = min(_event_time(admin, job, "lost") for job in jobs)
                 last_tick = max(_ticks(f)[-1] for f in folders)
                 assert last_tick < lost_at, (last_tick, lost_at)
+                # metered until the lease stopped them, not until the server gave up
+                usage = admin.get("/api/v1/usage", params={"tenant": "algo"}).json()["items"]
+                ends = [u["end"] for u in usage if u["job_id"] in jobs]
+                assert len(ends) == 2, usage
+                assert all(last_tick - 0.5 <= e < lost_at for e in ends), (ends, last_tick)
                 for folder in folders:
                     assert "agent had not renewed its lease" in proc.note(folder, proc.FENCED)
                 figures = {
