@@ -2,6 +2,7 @@
 quotes as the issue and the seed state them."""
 
 import json
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -125,3 +126,38 @@ def test_a_records_parts_bill_in_the_months_they_fall_in(spans):
     )
     billed = sum(m["total_fen"] for m in months)
     assert abs(billed - exact) <= 1  # one line a month, each rounded once
+
+
+def test_rental_plans_bill_their_price_and_only_use_beyond_them():
+    from gpupool.billing.plans import new_plan
+
+    start, end = month_bounds("2026-11")  # 30 days: one monthly period exactly
+    c = Catalog.default()
+    plan = new_plan(c, 1, "algo", "A100-80G", 4, "monthly", 1, start)
+    assert (plan.total_fen, plan.end) == (1_000_000, end)
+    within = [_card(start, 720) for _ in range(4)]
+    out = invoice("algo", "2026-11", within, c, plans=[plan])
+    assert [line["amount"] for line in out["lines"]] == ["10000.00"]
+    assert out["lines"][0]["description"] == "plan 1: 4 x A100-80G, monthly"
+    # two cards more all month: billed on demand; a T4 without a plan as usual
+    more = [*within, _card(start, 720), _card(start, 720)]
+    t4 = Usage("T4", start, start + 3600, 100 * 3600, 0)
+    out = invoice("algo", "2026-11", [*more, t4], c, plans=[plan])
+    amounts = {line["description"]: line["amount"] for line in out["lines"]}
+    assert amounts["A100-80G beyond plans (card-hours)"] == "5000.00"
+    assert amounts["T4 (card-hours)"] == "1.25" and out["total"] == "15001.25"
+    # eight cards for the first week only: four beyond the plan for 168 hours; idle plan
+    # cards later in the month do not offset that week
+    week = [_card(start, 168) for _ in range(8)]
+    out = invoice("algo", "2026-11", week, c, plans=[plan])
+    assert out["lines"][1]["quantity"] == "672.0000"  # 4 x 168 card-hours
+    # cancelled after ten days: a third of its price, and its guarantee ends then
+    cancelled = replace(plan, cancelled_at=start + 10 * 86400)
+    assert not cancelled.active(start + 11 * 86400) and cancelled.active(start)
+    out = invoice("algo", "2026-11", [], c, plans=[cancelled])
+    assert out["total"] == "3333.33" and out["lines"][0]["description"].endswith("(cancelled)")
+    # an annual plan bills a month's share of its discounted year
+    year = new_plan(c, 2, "algo", "A100-80G", 1, "annual", 1, start)
+    assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "2125.00"  # 25,500 / 12
+    with pytest.raises(SpecError, match="billed by card-hour"):
+        invoice("algo", "2026-11", [], c, plans=[plan], mode="gpu-mem")

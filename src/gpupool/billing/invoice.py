@@ -8,6 +8,7 @@ finished job by its priority class). Each line is rounded once, half to even; th
 the sum of the lines, exactly.
 """
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,12 +18,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.money import cny, to_fen
-from gpupool.billing.plans import unit_price
+from gpupool.billing.plans import Plan, unit_price
 from gpupool.model import SpecError
 
 MODES = ("card-hour", "gpu-mem", "per-task")
 DEFAULT_ZONE = "Asia/Shanghai"
 MIB_PER_GB = 1024
+HOUR = 3600
 
 
 def month_bounds(month: str, zone: str = DEFAULT_ZONE) -> tuple[float, float]:
@@ -59,17 +61,17 @@ class Task:
 
 def _parts(
     u: Usage, start: float, end: float, cuts: Sequence[float]
-) -> list[tuple[float, Fraction]]:
-    """(a moment inside, share of the record) for each part of ``u`` inside [start, end),
-    cut at price changes."""
+) -> list[tuple[float, float, Fraction]]:
+    """(from, to, share of the record) for each part of ``u`` inside [start, end), cut at
+    ``cuts`` (price changes, hours)."""
     lo, hi = max(u.start, start), min(u.end, end)
     if u.end <= u.start:  # an instant: wholly where it lies
-        return [(u.start, Fraction(1))] if start <= u.start < end else []
+        return [(u.start, u.start, Fraction(1))] if start <= u.start < end else []
     if hi <= lo:
         return []
     edges = [lo, *(c for c in cuts if lo < c < hi), hi]
     span = Fraction(u.end) - Fraction(u.start)
-    return [(a, (Fraction(b) - Fraction(a)) / span) for a, b in pairwise(edges)]
+    return [(a, b, (Fraction(b) - Fraction(a)) / span) for a, b in pairwise(edges)]
 
 
 def invoice(
@@ -82,13 +84,21 @@ def invoice(
     zone: str = DEFAULT_ZONE,
     tasks: Iterable[Task] = (),
     task_prices: Mapping[str, int] | None = None,
+    plans: Sequence[Plan] = (),
 ) -> dict:
-    """The invoice of ``tenant`` for ``month``: lines per model and price (or per class),
-    amounts in CNY strings, total = the sum of the lines."""
+    """The invoice of ``tenant`` for ``month``: lines per rental plan (its locked price,
+    prorated by the second), then per model and price (or per class), amounts in CNY strings,
+    total = the sum of the lines. A model under a plan bills only what was used beyond the
+    plan's cards, hour by hour, at the on-demand rate."""
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     start, end = month_bounds(month, zone)
-    lines: list[dict] = []
+    plans = [p for p in plans if p.start < end and p.until > start]
+    if plans and mode != "card-hour":
+        raise SpecError("mode: a tenant with rental plans is billed by card-hour", field="mode")
+    lines: list[dict] = [_plan_line(p, start, end) for p in plans]
+    planned = {p.model for p in plans}
+    hours: dict[str, dict[float, Fraction]] = {}  # model -> hour -> card-seconds used
     if mode == "per-task":
         lines = _task_lines(tasks, start, end, task_prices or {})
     else:
@@ -98,7 +108,10 @@ def invoice(
             if u.model == "cpu":
                 continue  # CPU and host memory come with the cards
             cuts = catalog.boundaries(u.model, start, end)
-            for moment, share in _parts(u, start, end, cuts):
+            if u.model in planned:
+                _bucket(hours.setdefault(u.model, {}), u, start, end)
+                continue
+            for moment, _, share in _parts(u, start, end, cuts):
                 price = catalog.at(u.model, moment)
                 if mode == "card-hour":
                     quantity = Fraction(u.compute_pct_seconds, 100 * 3600) * share
@@ -111,6 +124,7 @@ def invoice(
         unit = "card-hour" if mode == "card-hour" else "GB-hour"
         for (model, _), (quantity, rate) in sorted(acc.items()):
             lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate))
+        lines += _beyond_plans(hours, plans, catalog, start, end)
     total = sum(line["amount_fen"] for line in lines)
     return {
         "tenant": tenant,
@@ -151,3 +165,48 @@ def _task_lines(
             raise SpecError(f"price: no per-task price for class {klass!r}", field="task_prices")
         lines.append(_line(f"{klass} jobs", Fraction(count), "job", Fraction(prices[klass])))
     return lines
+
+
+def _plan_line(p: Plan, start: float, end: float) -> dict:
+    cost = p.cost_between(start, end)
+    hours = p.card_seconds_between(start, end) / 3600
+    what = f"plan {p.id}: {p.cards} x {p.model}, {p.kind or 'rental'}"
+    if p.cancelled_at is not None and p.cancelled_at < p.end:
+        what += " (cancelled)"
+    return _line(what, hours, "card-hour", cost / hours if hours else Fraction(0))
+
+
+def _bucket(acc: dict[float, Fraction], u: Usage, start: float, end: float) -> None:
+    """Spread a record's card-seconds evenly over the hours (UTC) it covers in [start, end)."""
+    first = math.floor(max(u.start, start) / HOUR) * HOUR
+    cuts = [float(h) for h in range(int(first) + HOUR, int(min(u.end, end)) + HOUR, HOUR)]
+    for a, _, share in _parts(u, start, end, cuts):
+        hour = float(math.floor(a / HOUR) * HOUR)
+        acc[hour] = acc.get(hour, Fraction(0)) + Fraction(u.compute_pct_seconds, 100) * share
+
+
+def _beyond_plans(
+    hours: Mapping[str, Mapping[float, Fraction]],
+    plans: Sequence[Plan],
+    catalog: Catalog,
+    start: float,
+    end: float,
+) -> list[dict]:
+    """Per model, the card-hours used beyond the plans' cards in each hour, at the on-demand
+    rate in force at that hour's start."""
+    acc: dict[tuple[str, float], list[Fraction]] = {}
+    for model, used in sorted(hours.items()):
+        mine = [p for p in plans if p.model == model]
+        for hour, card_seconds in sorted(used.items()):
+            lo, hi = max(hour, start), min(hour + HOUR, end)
+            covered = sum((p.card_seconds_between(lo, hi) for p in mine), Fraction(0))
+            beyond = card_seconds - covered
+            if beyond <= 0:
+                continue
+            price = catalog.at(model, lo)
+            entry = acc.setdefault((model, price.effective_from), [Fraction(0), price.hourly()])
+            entry[0] += beyond / HOUR
+    return [
+        _line(f"{model} beyond plans (card-hours)", quantity, "card-hour", rate)
+        for (model, _), (quantity, rate) in sorted(acc.items())
+    ]

@@ -82,9 +82,61 @@ def quote(catalog: Catalog, model: str, cards: int, plan: str, periods: int, whe
         "plan": plan,
         "periods": periods,
         "total": cny(line.amount_fen),
+        "total_fen": line.amount_fen,
         "currency": "CNY",
         "lines": [line.as_json()],
     }
 
 
 PERIOD_NAME = {"hourly": "hour", "daily": "day", "monthly": "month", "annual": "year"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A rental: ``cards`` cards of ``model`` from ``start`` to ``end`` at a price locked when
+    it was made (``total_fen``). Cancelled early, it ends then and bills its share."""
+
+    id: int
+    tenant: str
+    model: str
+    cards: int
+    start: float
+    end: float
+    total_fen: int
+    cancelled_at: float | None = None
+    kind: str = ""  # hourly, daily, monthly or annual
+
+    @property
+    def until(self) -> float:
+        """When its guarantee ends: its end, or when it was cancelled."""
+        if self.cancelled_at is None:
+            return self.end
+        return max(self.start, min(self.end, self.cancelled_at))
+
+    def active(self, when: float) -> bool:
+        return self.start <= when < self.until
+
+    def cost_between(self, start: float, end: float) -> Fraction:
+        """What [start, end) of it costs (fen, exact): its price prorated by the second."""
+        lo, hi = max(start, self.start), min(end, self.until)
+        if hi <= lo:
+            return Fraction(0)
+        return (
+            Fraction(self.total_fen)
+            * (Fraction(hi) - Fraction(lo))
+            / (Fraction(self.end) - Fraction(self.start))
+        )
+
+    def card_seconds_between(self, start: float, end: float) -> Fraction:
+        lo, hi = max(start, self.start), min(end, self.until)
+        return Fraction(self.cards) * max(Fraction(0), Fraction(hi) - Fraction(lo))
+
+
+def new_plan(
+    catalog: Catalog, plan_id: int, tenant: str, model: str, cards: int, plan: str,
+    periods: int, start: float,
+) -> Plan:  # fmt: skip
+    """A plan priced from the catalog at ``start`` (the price is locked then)."""
+    total = quote(catalog, model, cards, plan, periods, start)["total_fen"]
+    end = start + periods * PERIOD_SECONDS[plan]
+    return Plan(plan_id, tenant, model, cards, start, end, total, kind=plan)
