@@ -120,3 +120,63 @@ def test_billing_cli(sqlite_server):
     assert ("T4", "800.00") in {(p["model"], p["monthly"]) for p in json.loads(r.stdout)}
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "11/2026", env=env)
     assert r.returncode == 2 and "month" in r.stderr
+
+
+def test_a_rental_plan_grants_guaranteed_cards_and_is_billed(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"beta": 4})
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    none = {"flavour": "gpu", "nominal": 0, "borrowing_limit": 0}
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json=none))
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo", "command": ["x"]})
+    assert r.status_code == 422 and "above what algo may ever hold" in r.text
+    body = {"tenant": "algo", "model": "A100-80G", "cards": 2, "plan": "monthly"}
+    plan = ok(admin.post("/api/v1/billing/plans", json=body), 201)
+    assert (plan["total"], plan["active"], plan["plan"]) == ("5000.00", True, "monthly")
+    job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo",
+                                               "command": ["x"]}), 201)  # fmt: skip
+    server.cycle()
+    got = ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+    assert got["state"] == "admitted" and got["reason"] == "allocate: within guarantee"
+    month = datetime.now(UTC).astimezone().strftime("%Y-%m")
+    bill = ok(admin.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": month,
+                                                             "zone": "UTC"}))  # fmt: skip
+    assert bill["lines"][0]["description"] == f"plan {plan['id']}: 2 x A100-80G, monthly"
+    assert bill["draft"] is True and float(bill["total"]) > 0
+    finance = server.client(server.token("fay", "finance"))
+    assert [p["id"] for p in ok(finance.get("/api/v1/billing/plans"))] == [plan["id"]]
+    cancelled = ok(admin.post(f"/api/v1/billing/plans/{plan['id']}/cancel"))
+    assert cancelled["active"] is False and cancelled["cancelled_at"] is not None
+    r = admin.post(f"/api/v1/billing/plans/{plan['id']}/cancel")
+    assert r.status_code == 409 and "already ended" in r.text
+    r = admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo", "command": ["x"]})
+    assert r.status_code == 422  # the guarantee ended with the plan
+    past = datetime.fromtimestamp(time.time() - 3600, UTC).isoformat()
+    for bad, field in (
+        ({**body, "plan": "weekly"}, "plan"),
+        ({**body, "tenant": "nobody"}, "tenant"),
+        ({**body, "start": past}, "start"),
+        ({**body, "model": "L40S"}, "plan"),
+    ):
+        r = admin.post("/api/v1/billing/plans", json=bad)
+        assert r.status_code == 422 and r.json()["field"] == field, r.text
+    member = server.client(server.token("mo", "member", "algo"))
+    assert member.post("/api/v1/billing/plans", json=body).status_code == 403
+
+
+def test_plan_cli(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 2})
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    r = gpupool("billing", "plan", "create", "--tenant", "algo", "--model", "A100-80G",
+                "--cards", "1", "--plan", "annual", "--start", "1h", env=env)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.startswith("plan 1: 1 x A100-80G for algo")
+    assert r.stdout.strip().endswith("¥25500.00")
+    rows = json.loads(gpupool("billing", "plan", "list", "--json", env=env).stdout)
+    assert [(p["id"], p["active"]) for p in rows] == [(1, False)]  # starts in an hour
+    assert "annual" in gpupool("billing", "plan", "list", env=env).stdout
+    r = gpupool("billing", "plan", "cancel", "1", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("plan 1 cancelled at")
+    r = gpupool("billing", "plan", "create", "--tenant", "algo", "--model", "A100-80G",
+                "--cards", "0", env=env)  # fmt: skip
+    assert r.returncode == 2 and "cards" in r.stderr

@@ -113,3 +113,63 @@ def billing_invoice(
     )
     if not out["lines"]:
         typer.echo("no metered GPU usage in that month")
+
+
+plan_app = typer.Typer(help="Rental plans: cards rented to a tenant, guaranteed while active.")
+billing_app.add_typer(plan_app, name="plan")
+PLAN_COLUMNS = ["id", "tenant", "model", "cards", "plan", "start", "end", "total", "active"]
+
+
+@plan_app.command("create")
+@client_command
+def plan_create(
+    tenant: str = typer.Option(..., help="Who rents the cards"),
+    model: str = typer.Option(..., help="GPU model, e.g. A100-80G"),
+    cards: int = typer.Option(..., help="How many cards"),
+    plan: str = typer.Option("monthly", help=f"One of {', '.join(PLANS)} (annual: 15% off)"),
+    periods: int = typer.Option(1, help="How many hours, days, months or years"),
+    start: str = typer.Option(None, help="When it starts: ISO date/time or a duration from now"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Rent cards to a tenant (admins): its guaranteed quota grows by them while the plan is
+    active, at the price quoted now; use beyond them is billed on demand."""
+    from gpupool.cli.admin_client import _when
+
+    body: dict[str, object] = {
+        "tenant": tenant, "model": model, "cards": cards, "plan": plan, "periods": periods,
+    }  # fmt: skip
+    if start is not None:
+        body["start"] = datetime.fromtimestamp(_when(start, "start") or 0, UTC).isoformat()
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/billing/plans", body)
+    show(out, as_json, f"plan {out['id']}: {out['cards']} x {out['model']} for {out['tenant']}, "
+                       f"{out['start']} to {out['end']}, ¥{out['total']}")  # fmt: skip
+
+
+@plan_app.command("list")
+@client_command
+def plan_list(
+    tenant: str = typer.Option(None, help="Only this tenant's"), as_json: bool = JSON_OPT
+) -> None:
+    """Rental plans you may read (finance and admins: all)."""
+    with ApiClient.from_env() as api:
+        rows = api.get("/api/v1/billing/plans", tenant=tenant)
+    emit(rows, PLAN_COLUMNS, as_json=as_json, cell=_plan_cell)
+
+
+def _plan_cell(row: dict, column: str) -> str:
+    value = row[column]
+    if column in ("start", "end"):
+        return str(value)[:16].replace("T", " ")
+    if column == "active":
+        return "yes" if value else ("cancelled" if row["cancelled_at"] else "no")
+    return str(value)
+
+
+@plan_app.command("cancel")
+@client_command
+def plan_cancel(plan_id: int = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
+    """End a plan now (admins): its guarantee ends, it bills its share up to now."""
+    with ApiClient.from_env() as api:
+        out = api.post(f"/api/v1/billing/plans/{plan_id}/cancel")
+    show(out, as_json, f"plan {plan_id} cancelled at {out['cancelled_at']}")

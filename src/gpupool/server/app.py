@@ -33,6 +33,7 @@ from gpupool.server.routes import (
     job_control,
     jobs,
     nodes,
+    plans,
     tenants,
     usage,
 )
@@ -75,7 +76,8 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    for module in (jobs, job_control, billing, nodes, agents, allocations, tenants, usage, admin):
+    routes = (jobs, job_control, billing, plans, nodes, agents, allocations, tenants, usage, admin)
+    for module in routes:
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["health"])

@@ -5,6 +5,7 @@ allocations are diffed against the previous cycle (apply the new, release the go
 cycle's cost follows what changed, not the size of the cluster.
 """
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -19,7 +20,7 @@ from gpupool.scheduler.cycle import RunningJob
 from gpupool.scheduler.gates import HOLDING, Gated, gate
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reservations import Reservation
-from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
+from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.server.codec import node_from_rows, placement_from_json
 from gpupool.server.db.tables import (
     AllocationRow,
@@ -32,6 +33,7 @@ from gpupool.server.db.tables import (
     ReservationRow,
     TenantRow,
 )
+from gpupool.server.rentals import active_plans
 
 
 @lru_cache(maxsize=4096)
@@ -252,12 +254,21 @@ def _closed(node: Node, held: tuple[int, int]) -> Node:
     return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices, closed="closed")
 
 
-def tenant_tree(session: Session) -> TenantTree:
+def tenant_tree(session: Session, now: float | None = None) -> TenantTree:
+    """Tenants and quotas; an active rental plan adds its cards to its tenant's guarantee of
+    every card flavour already in use (``gpu``, ``gpu:MODEL``)."""
     quotas: dict[str, dict[str, Quota]] = {}
     for q in session.execute(select(QuotaRow)).scalars():
         quotas.setdefault(q.tenant, {})[q.flavour] = Quota(
             q.nominal, q.borrowing_limit, q.lending_limit
         )
+    managed = {f for per in quotas.values() for f in per}
+    for plan in active_plans(session, time.time() if now is None else now):
+        mine = quotas.setdefault(plan.tenant, {})
+        for flavour in ("gpu", f"gpu:{plan.model}"):
+            if flavour in managed:
+                q = mine.get(flavour, Quota(0))
+                mine[flavour] = replace(q, nominal=q.nominal + plan.cards * CARD)
     return TenantTree(
         Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)
         for t in session.execute(select(TenantRow)).scalars()

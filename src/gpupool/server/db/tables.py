@@ -276,3 +276,22 @@ class PriceRow(Base):
     effective_from: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class RentalPlanRow(Base):
+    """A tenant rents ``cards`` cards of ``model`` over [start, end) at ``total_fen``, locked
+    when it was made; while active it adds to the tenant's guaranteed quota."""
+
+    __tablename__ = "rental_plans"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="CASCADE"), index=True)
+    model: Mapped[str] = mapped_column(String(100))
+    cards: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))  # hourly, daily, monthly, annual
+    periods: Mapped[int] = mapped_column(Integer)
+    start: Mapped[float] = mapped_column(Float)
+    end: Mapped[float] = mapped_column(Float)
+    total_fen: Mapped[int] = mapped_column(BigInteger)
+    cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)

@@ -23,6 +23,7 @@ from gpupool.server.auth import Role
 from gpupool.server.db.tables import PriceRow, TenantRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.rentals import plans_between
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
@@ -162,8 +163,9 @@ def get_invoice(
         records = [
             Usage(r.model, r.start, r.end, r.compute_pct_seconds, r.mem_mib_seconds) for r in rows
         ]
+        plans = plans_between(s, tenant, start, end)
     try:
-        out = invoice(tenant, month, records, cat, mode=mode, zone=zone)
+        out = invoice(tenant, month, records, cat, mode=mode, zone=zone, plans=plans)
     except SpecError as exc:
         raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > time.time()

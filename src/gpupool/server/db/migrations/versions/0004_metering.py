@@ -1,4 +1,5 @@
-"""metering in closed intervals (how far each live allocation is metered); the price catalog
+"""metering in closed intervals (how far each live allocation is metered); the price catalog;
+rental plans
 
 Revision ID: 0004
 Revises: 0003
@@ -29,9 +30,29 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_prices_model", "prices", ["model"])
+    op.create_table(
+        "rental_plans",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("model", sa.String(length=100), nullable=False),
+        sa.Column("cards", sa.Integer(), nullable=False),
+        sa.Column("kind", sa.String(length=20), nullable=False),
+        sa.Column("periods", sa.Integer(), nullable=False),
+        sa.Column("start", sa.Float(), nullable=False),
+        sa.Column("end", sa.Float(), nullable=False),
+        sa.Column("total_fen", sa.BigInteger(), nullable=False),
+        sa.Column("cancelled_at", sa.Float(), nullable=True),
+        sa.Column("created_by", sa.String(length=100), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(["tenant"], ["tenants.name"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_rental_plans_tenant", "rental_plans", ["tenant"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_rental_plans_tenant", table_name="rental_plans")
+    op.drop_table("rental_plans")
     op.drop_index("ix_prices_model", table_name="prices")
     op.drop_table("prices")
     with op.batch_alter_table("allocations") as batch:
