@@ -161,3 +161,29 @@ def test_rental_plans_bill_their_price_and_only_use_beyond_them():
     assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "2125.00"  # 25,500 / 12
     with pytest.raises(SpecError, match="billed by card-hour"):
         invoice("algo", "2026-11", [], c, plans=[plan], mode="gpu-mem")
+
+
+def test_reports_split_days_rank_jobs_and_price_idle_cards():
+    from gpupool.billing.reports import IdleHold, JobUsage, daily_usage, idle_costs, job_costs
+
+    start, end = month_bounds("2026-11")  # local midnight in Asia/Shanghai
+    across = JobUsage(
+        "algo", 7, "A100-80G", start + 86400 - 2 * HOUR, start + 86400 + HOUR, 300 * HOUR
+    )
+    rows = daily_usage([across], start, end, "Asia/Shanghai")
+    assert rows == [
+        {"tenant": "algo", "model": "A100-80G", "day": "2026-11-01", "card_hours": 2.0},
+        {"tenant": "algo", "model": "A100-80G", "day": "2026-11-02", "card_hours": 1.0},
+    ]
+    small = JobUsage("beta", 8, "T4", start, start + HOUR, 100 * HOUR)
+    top = job_costs([small, across], Catalog.default(), start, end)
+    assert [(t["job_id"], t["cost"]) for t in top] == [(7, "10.42"), (8, "1.25")]
+    assert job_costs([small, across], Catalog.default(), start, end, limit=1)[0]["job_id"] == 7
+    idle = idle_costs(
+        [
+            IdleHold("algo", 7, "A100-80G", 100 * 2 * HOUR, start),
+            IdleHold("beta", 8, "T4", 0, start),
+        ],
+        Catalog.default(),
+    )
+    assert idle == [{"tenant": "algo", "idle_card_hours": 2.0, "idle_cost": "6.94"}]

@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 
 from gpupool.billing.invoice import month_bounds
-from gpupool.server.db.tables import UsageRow
+from gpupool.server.db.tables import NodeRow, UsageRow
 from tests.helpers import gpupool
 from tests.support.cluster import ok, seed_cluster
 
@@ -118,6 +118,13 @@ def test_billing_cli(sqlite_server):
     assert r.returncode == 0 and r.stdout.startswith("T4: ¥800.00 a card-month")
     r = gpupool("billing", "prices", "--json", env=env)
     assert ("T4", "800.00") in {(p["model"], p["monthly"]) for p in json.loads(r.stdout)}
+    r = gpupool("billing", "report", "usage", "--month", "2026-11", "--json", env=env)
+    days = json.loads(r.stdout)
+    assert len(days) == 30 and sum(d["card_hours"] for d in days) == 720
+    r = gpupool("billing", "report", "top-jobs", "--month", "2026-11", "--csv", env=env)
+    assert r.stdout.splitlines() == ["job_id,tenant,card_hours,cost", "1,algo,720.00,2500.00"]
+    r = gpupool("billing", "report", "costs", "--month", "2026-11", env=env)
+    assert r.returncode == 2 and "report: 'costs' is not one of" in r.stderr
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "11/2026", env=env)
     assert r.returncode == 2 and "month" in r.stderr
 
@@ -180,3 +187,37 @@ def test_plan_cli(sqlite_server):
     r = gpupool("billing", "plan", "create", "--tenant", "algo", "--model", "A100-80G",
                 "--cards", "0", env=env)  # fmt: skip
     assert r.returncode == 2 and "cards" in r.stderr
+
+
+def test_idle_cards_from_heartbeats_and_the_reports(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo",
+                                               "command": ["x"]}), 201)  # fmt: skip
+    server.cycle()
+    held = [d["device"] for n in ok(admin.get(f"/api/v1/jobs/{job['id']}"))["allocation"]["nodes"]
+            for d in n["devices"]]  # fmt: skip
+    agent = server.client(server.token("agent-n0", "agent", node="n0"))
+    with server.ctx.db.write() as s:  # the previous heartbeat was 30 s ago
+        s.get(NodeRow, "n0").heartbeat_at = time.time() - 30
+    telemetry = [{"index": i, "util_pct": 1.0 if i == held[0] else 90.0} for i in range(4)]
+    ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": telemetry}))
+    month = datetime.now(UTC).strftime("%Y-%m")
+    idle = ok(admin.get("/api/v1/billing/reports/idle", params={"month": month, "zone": "UTC"}))
+    [row] = idle["items"]
+    assert row["tenant"] == "algo" and abs(row["idle_card_hours"] - 30 / 3600) < 0.001
+    # a silent node is not known to have been idle longer than a minute
+    with server.ctx.db.write() as s:
+        s.get(NodeRow, "n0").heartbeat_at = time.time() - 3600
+    ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": telemetry}))
+    idle = ok(admin.get("/api/v1/billing/reports/idle", params={"month": month, "zone": "UTC"}))
+    assert abs(idle["items"][0]["idle_card_hours"] - 90 / 3600) < 0.001
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    usage = ok(admin.get("/api/v1/billing/reports/usage", params={"month": month, "zone": "UTC"}))
+    assert [(r["tenant"], r["model"]) for r in usage["items"]] == [("algo", "A100-80G")]
+    top = ok(admin.get("/api/v1/billing/reports/top-jobs", params={"month": month}))
+    assert top["items"][0]["job_id"] == job["id"]
+    member = server.client(server.token("mo", "member", "algo"))
+    assert member.get("/api/v1/billing/reports/usage", params={"month": month}).status_code == 403
+    r = admin.get("/api/v1/billing/reports/costs", params={"month": month})
+    assert r.status_code == 422

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
+from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpupool.billing.catalog import Catalog
@@ -41,6 +42,11 @@ def month_bounds(month: str, zone: str = DEFAULT_ZONE) -> tuple[float, float]:
     return first.timestamp(), nxt.timestamp()
 
 
+class Spanned(Protocol):
+    start: float
+    end: float
+
+
 @dataclass(frozen=True)
 class Usage:
     """One usage record's quantities (see ``gpupool.server.metering``)."""
@@ -59,8 +65,8 @@ class Task:
     finished_at: float
 
 
-def _parts(
-    u: Usage, start: float, end: float, cuts: Sequence[float]
+def parts(
+    u: Spanned, start: float, end: float, cuts: Sequence[float]
 ) -> list[tuple[float, float, Fraction]]:
     """(from, to, share of the record) for each part of ``u`` inside [start, end), cut at
     ``cuts`` (price changes, hours)."""
@@ -111,7 +117,7 @@ def invoice(
             if u.model in planned:
                 _bucket(hours.setdefault(u.model, {}), u, start, end)
                 continue
-            for moment, _, share in _parts(u, start, end, cuts):
+            for moment, _, share in parts(u, start, end, cuts):
                 price = catalog.at(u.model, moment)
                 if mode == "card-hour":
                     quantity = Fraction(u.compute_pct_seconds, 100 * 3600) * share
@@ -180,7 +186,7 @@ def _bucket(acc: dict[float, Fraction], u: Usage, start: float, end: float) -> N
     """Spread a record's card-seconds evenly over the hours (UTC) it covers in [start, end)."""
     first = math.floor(max(u.start, start) / HOUR) * HOUR
     cuts = [float(h) for h in range(int(first) + HOUR, int(min(u.end, end)) + HOUR, HOUR)]
-    for a, _, share in _parts(u, start, end, cuts):
+    for a, _, share in parts(u, start, end, cuts):
         hour = float(math.floor(a / HOUR) * HOUR)
         acc[hour] = acc.get(hour, Fraction(0)) + Fraction(u.compute_pct_seconds, 100) * share
 

@@ -173,3 +173,37 @@ def plan_cancel(plan_id: int = typer.Argument(...), as_json: bool = JSON_OPT) ->
     with ApiClient.from_env() as api:
         out = api.post(f"/api/v1/billing/plans/{plan_id}/cancel")
     show(out, as_json, f"plan {plan_id} cancelled at {out['cancelled_at']}")
+
+
+REPORT_COLUMNS = {
+    "usage": ["day", "tenant", "model", "card_hours"],
+    "top-jobs": ["job_id", "tenant", "card_hours", "cost"],
+    "idle": ["tenant", "idle_card_hours", "idle_cost"],
+}
+
+
+@billing_app.command("report")
+@client_command
+def billing_report(
+    report: str = typer.Argument(..., help="usage, top-jobs or idle"),
+    month: str = typer.Option(..., help="YYYY-MM"),
+    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month and days are in"),
+    tenant: str = typer.Option(None, help="Only this tenant"),
+    limit: int = typer.Option(10, help="top-jobs: how many"),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Cost reports: usage (card-hours per tenant, model and day), top-jobs (the jobs that
+    cost the most at list prices), idle (card-hours held under 5% utilisation, and their
+    cost)."""
+    from gpupool.model import SpecError
+
+    if report not in REPORT_COLUMNS:
+        raise SpecError(f"report: {report!r} is not one of {', '.join(REPORT_COLUMNS)}")
+    with ApiClient.from_env() as api:
+        out = api.get(
+            f"/api/v1/billing/reports/{report}", month=month, zone=zone, tenant=tenant,
+            limit=limit,
+        )  # fmt: skip
+    emit(out["items"], REPORT_COLUMNS[report], as_json=as_json, as_csv=as_csv,
+         title=f"{report} {month} ({zone})")  # fmt: skip

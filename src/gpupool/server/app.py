@@ -34,6 +34,7 @@ from gpupool.server.routes import (
     jobs,
     nodes,
     plans,
+    reports,
     tenants,
     usage,
 )
@@ -76,7 +77,8 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    routes = (jobs, job_control, billing, plans, nodes, agents, allocations, tenants, usage, admin)
+    routes = (jobs, job_control, billing, plans, reports, nodes, agents, allocations, tenants)
+    routes += (usage, admin)
     for module in routes:
         app.include_router(module.router)
 

@@ -210,6 +210,8 @@ class AllocationRow(Base):
     release_reason: Mapped[str] = mapped_column(Text, default="")
     # usage records cover [created_at, metered_until) already (hourly checkpoints); None: none
     metered_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # card-percent-seconds its devices reported under 5% utilisation (gpupool.server.idle)
+    idle_pct_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class AllocationNodeRow(Base):

@@ -18,6 +18,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
+from gpupool.server.idle import record_idle
 from gpupool.server.lifecycle import bump_nodes_version, finish, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
@@ -261,7 +262,9 @@ def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeO
         node = s.get(NodeRow, name, with_for_update=True)
         if node is None:
             raise not_found(f"node {name}")
+        previous = node.heartbeat_at
         health_changed = heard_from(s, node, now)
+        record_idle(s, name, [(t.index, t.util_pct) for t in body.devices], now - previous)
         devices = {d.index: d for d in _devices(s, [name])[name]}
         for t in body.devices:
             d = devices.get(t.index)

@@ -18,6 +18,9 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("allocations") as batch:
         batch.add_column(sa.Column("metered_until", sa.Float(), nullable=True))
+        batch.add_column(
+            sa.Column("idle_pct_seconds", sa.BigInteger(), server_default="0", nullable=False)
+        )
     op.create_table(
         "prices",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -56,4 +59,5 @@ def downgrade() -> None:
     op.drop_index("ix_prices_model", table_name="prices")
     op.drop_table("prices")
     with op.batch_alter_table("allocations") as batch:
+        batch.drop_column("idle_pct_seconds")
         batch.drop_column("metered_until")

@@ -1,0 +1,71 @@
+"""Cost reports for finance and team leads: card-hours per tenant, model and day; the jobs
+that cost the most; the cost of cards held idle (under 5% utilisation by telemetry)."""
+
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from sqlalchemy import or_, select
+
+from gpupool.billing.invoice import DEFAULT_ZONE, month_bounds
+from gpupool.billing.reports import IdleHold, JobUsage, daily_usage, idle_costs, job_costs
+from gpupool.model import SpecError
+from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.deps import Caller, Ctx, require
+from gpupool.server.errors import ApiError
+from gpupool.server.lifecycle import device_models
+from gpupool.server.routes.billing import READERS, catalog
+
+router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
+Report = Literal["usage", "top-jobs", "idle"]
+
+
+@router.get("/reports/{report}")
+def report(
+    report: Report,
+    ctx: Ctx,
+    who: Caller,
+    month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
+    zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
+    tenant: Annotated[str | None, Query(max_length=100)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+) -> dict[str, object]:
+    """``usage``: card-hours per tenant, GPU model and local day; ``top-jobs``: the jobs
+    whose card-hours cost the most at list prices; ``idle``: per tenant, card-hours held
+    while the cards reported under 5% utilisation, and their cost. Only the tenants the
+    caller may read (finance and admins: all)."""
+    require(who, READERS, "reading cost reports")
+    try:
+        start, end = month_bounds(month, zone)
+    except SpecError as exc:
+        raise ApiError(422, str(exc), exc.field or "month") from None
+    with ctx.db.read() as s:
+        cat = catalog(s)
+        if report == "idle":
+            q = select(AllocationRow).where(
+                AllocationRow.created_at < end,
+                or_(AllocationRow.released_at.is_(None), AllocationRow.released_at >= start),
+                AllocationRow.idle_pct_seconds > 0,
+            )
+            holds = []
+            for a in s.execute(q).scalars():
+                if not who.sees(a.tenant) or (tenant is not None and a.tenant != tenant):
+                    continue
+                models = sorted(set(device_models(s, a.placement).values())) or ["cpu"]
+                at = min(a.released_at or time.time(), end - 1)
+                holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at))
+            rows = idle_costs(holds, cat)
+        else:
+            q = select(UsageRow).where(UsageRow.end > start, UsageRow.start < end)
+            if tenant is not None:
+                q = q.where(UsageRow.tenant == tenant)
+            records = [
+                JobUsage(r.tenant, r.job_id, r.model, r.start, r.end, r.compute_pct_seconds)
+                for r in s.execute(q).scalars()
+                if who.sees(r.tenant)
+            ]
+            if report == "usage":
+                rows = daily_usage(records, start, end, zone)
+            else:
+                rows = job_costs(records, cat, start, end, limit)
+    return {"report": report, "month": month, "zone": zone, "items": rows}
