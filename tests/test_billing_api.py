@@ -44,7 +44,8 @@ def test_invoices_from_usage_records_and_the_catalog(server):
     assert out["draft"] is False and out["zone"] == "Asia/Shanghai"
     assert out["lines"] == [
         {"description": "A100-80G (card-hours)", "quantity": "720.5000", "unit": "card-hour",
-         "unit_price": "3.472222", "amount": "2501.74"}
+         "unit_price": "3.472222", "amount": "2501.74",
+         "item": {"kind": "usage", "model": "A100-80G"}}
     ]  # fmt: skip
     assert out["total"] == "2501.74" and out["period"]["start"] == "2026-10-31T16:00:00Z"
     csv = admin.get(
@@ -102,7 +103,7 @@ def test_prices_change_from_now_on_never_for_the_past(server):
     assert len(ok(member.get("/api/v1/billing/prices"))) >= 8  # everyone reads prices
 
 
-def test_billing_cli(sqlite_server):
+def test_billing_cli(sqlite_server, tmp_path):
     admin = sqlite_server.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
     start, _ = month_bounds("2026-11")
@@ -125,6 +126,10 @@ def test_billing_cli(sqlite_server):
     assert r.stdout.splitlines() == ["job_id,tenant,card_hours,cost", "1,algo,720.00,2500.00"]
     r = gpupool("billing", "report", "costs", "--month", "2026-11", env=env)
     assert r.returncode == 2 and "report: 'costs' is not one of" in r.stderr
+    page = tmp_path / "invoice.html"
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--html",
+                str(page), "--lang", "en", env=env)  # fmt: skip
+    assert r.returncode == 0 and "Invoice" in page.read_text() and "¥2,500.00" in page.read_text()
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "11/2026", env=env)
     assert r.returncode == 2 and "month" in r.stderr
 
@@ -220,4 +225,28 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     member = server.client(server.token("mo", "member", "algo"))
     assert member.get("/api/v1/billing/reports/usage", params={"month": month}).status_code == 403
     r = admin.get("/api/v1/billing/reports/costs", params={"month": month})
+    assert r.status_code == 422
+
+
+def test_the_printable_invoice_in_chinese_and_english(sqlite_server):
+    import re
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    start, _ = month_bounds("2026-11")
+    _usage(sqlite_server, "algo", start, 720)
+    body = {"tenant": "algo", "model": "A100-80G", "cards": 1, "plan": "monthly"}
+    ok(admin.post("/api/v1/billing/plans", json=body), 201)  # from now: not in November
+    params = {"tenant": "algo", "month": "2026-11", "format": "html"}
+    zh = admin.get("/api/v1/billing/invoice", params={**params, "lang": "zh"})
+    assert zh.headers["content-type"].startswith("text/html")
+    for label in ("账单", "租户", "2026 年 11 月", "按卡时", "A100-80G 用量", "卡时", "¥2,500.00"):
+        assert label in zh.text, label
+    text = re.sub(r"<style.*?</style>|<[^>]+>", " ", zh.text, flags=re.S)
+    english = set(re.findall(r"[A-Za-z]{3,}", text)) - {"algo", "Asia", "Shanghai", "MIG"}
+    assert english == set(), english  # every label translated
+    en = admin.get("/api/v1/billing/invoice", params={**params, "lang": "en"})
+    for label in ("Invoice", "November 2026", "A100-80G usage", "card-hours", "Total (CNY)"):
+        assert label in en.text, label
+    r = admin.get("/api/v1/billing/invoice", params={**params, "lang": "fr"})
     assert r.status_code == 422

@@ -88,3 +88,33 @@ def test_report_renders_offline_without_errors(browser, reports, name):
     rows = page.locator("table tr")
     assert rows.count() >= 2  # a header and at least one row
     context.close()
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_printable_invoice_renders_offline(browser, tmp_path, lang):
+    """The invoice page is self-contained, logs no error, and its table says what the JSON
+    says: one row a line, the total in the footer."""
+    from gpupool.billing.catalog import Catalog
+    from gpupool.billing.invoice import Usage, invoice, month_bounds
+    from gpupool.billing.invoice_html import invoice_html
+    from gpupool.billing.plans import new_plan
+
+    start, _ = month_bounds("2026-11")
+    c = Catalog.default()
+    plan = new_plan(c, 1, "algo", "A100-80G", 4, "monthly", 1, start)
+    usage = [Usage("A100-80G", start, start + 720 * 3600, 600 * 720 * 3600, 0)]
+    inv = invoice("algo", "2026-11", usage, c, plans=[plan])
+    path = tmp_path / f"invoice-{lang}.html"
+    path.write_text(invoice_html(inv, lang, start))
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    problems: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri(), wait_until="load")
+    assert problems == [] and requests == [path.as_uri()]
+    assert page.locator("tbody tr").count() == len(inv["lines"]) == 2
+    assert page.locator("#total").inner_text() == "¥15,000.00" and inv["total"] == "15000.00"
+    context.close()

@@ -129,7 +129,8 @@ def invoice(
                 entry[0] += quantity
         unit = "card-hour" if mode == "card-hour" else "GB-hour"
         for (model, _), (quantity, rate) in sorted(acc.items()):
-            lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate))
+            item = {"kind": "usage", "model": model}
+            lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate, item))
         lines += _beyond_plans(hours, plans, catalog, start, end)
     total = sum(line["amount_fen"] for line in lines)
     return {
@@ -145,11 +146,15 @@ def invoice(
     }
 
 
-def _line(description: str, quantity: Fraction, unit: str, rate: Fraction) -> dict:
+def _line(
+    description: str, quantity: Fraction, unit: str, rate: Fraction, item: dict | None = None
+) -> dict:
+    """One invoice line; ``item`` says what it is for other languages (kind, model, ...)."""
     amount = to_fen(quantity * rate)
     exact = float(quantity)
     return {
         "description": description,
+        "item": item or {},
         "quantity": f"{exact:.4f}",
         "unit": unit,
         "unit_price": unit_price(rate),
@@ -169,7 +174,8 @@ def _task_lines(
     for klass, count in sorted(counts.items()):
         if klass not in prices:
             raise SpecError(f"price: no per-task price for class {klass!r}", field="task_prices")
-        lines.append(_line(f"{klass} jobs", Fraction(count), "job", Fraction(prices[klass])))
+        item = {"kind": "tasks", "class": klass}
+        lines.append(_line(f"{klass} jobs", Fraction(count), "job", Fraction(prices[klass]), item))
     return lines
 
 
@@ -179,7 +185,9 @@ def _plan_line(p: Plan, start: float, end: float) -> dict:
     what = f"plan {p.id}: {p.cards} x {p.model}, {p.kind or 'rental'}"
     if p.cancelled_at is not None and p.cancelled_at < p.end:
         what += " (cancelled)"
-    return _line(what, hours, "card-hour", cost / hours if hours else Fraction(0))
+    item = {"kind": "plan", "plan": p.id, "cards": p.cards, "model": p.model, "term": p.kind,
+            "cancelled": p.cancelled_at is not None and p.cancelled_at < p.end}  # fmt: skip
+    return _line(what, hours, "card-hour", cost / hours if hours else Fraction(0), item)
 
 
 def _bucket(acc: dict[float, Fraction], u: Usage, start: float, end: float) -> None:
@@ -213,6 +221,12 @@ def _beyond_plans(
             entry = acc.setdefault((model, price.effective_from), [Fraction(0), price.hourly()])
             entry[0] += beyond / HOUR
     return [
-        _line(f"{model} beyond plans (card-hours)", quantity, "card-hour", rate)
+        _line(
+            f"{model} beyond plans (card-hours)",
+            quantity,
+            "card-hour",
+            rate,
+            {"kind": "beyond", "model": model},
+        )
         for (model, _), (quantity, rate) in sorted(acc.items())
     ]

@@ -90,14 +90,25 @@ def billing_invoice(
     zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
     mode: str = typer.Option("card-hour", help="card-hour or gpu-mem (GB-hours)"),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
+    html: str = typer.Option(
+        None, "--html", help="Write the printable page to this file (see --lang)"
+    ),
+    lang: str = typer.Option("zh", help="The printable page's language: zh or en"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """A tenant's monthly invoice from its metered usage: one line per GPU model and price
-    (finance, admins, or a tenant-admin for its subtree)."""
+    """A tenant's monthly invoice from its metered usage: one line per rental plan, then per
+    GPU model and price (finance, admins, or a tenant-admin for its subtree)."""
     params = {"tenant": tenant, "month": month, "zone": zone, "mode": mode}
     with ApiClient.from_env() as api:
         if as_csv:
             typer.echo(api.get("/api/v1/billing/invoice", format="csv", **params), nl=False)
+            return
+        if html is not None:
+            page = api.get("/api/v1/billing/invoice", format="html", lang=lang, **params)
+            from pathlib import Path
+
+            Path(html).write_text(page)
+            typer.echo(f"invoice written to {html}")
             return
         out = api.get("/api/v1/billing/invoice", **params)
     if as_json:

@@ -9,13 +9,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import DEFAULT_ZONE, MODES, Usage, invoice, month_bounds
+from gpupool.billing.invoice_html import invoice_html
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
@@ -137,11 +138,13 @@ def get_invoice(
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
     zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
     mode: Annotated[str, Query(description=" | ".join(MODES[:2]))] = "card-hour",
-    format: Annotated[Literal["json", "csv"], Query()] = "json",
-) -> dict | PlainTextResponse:
+    format: Annotated[Literal["json", "csv", "html"], Query()] = "json",
+    lang: Annotated[Literal["zh", "en"], Query(description="html: Chinese or English")] = "zh",
+) -> dict | PlainTextResponse | HTMLResponse:
     """A tenant's invoice for a calendar month in ``zone``: one line per GPU model and price,
     from the usage records (live jobs are metered hourly, so a running month shows a draft up
-    to the last hour). Finance and admins read any tenant's, a tenant-admin its subtree's."""
+    to the last hour). JSON, CSV, or a printable page in Chinese or English (``format=html``,
+    ``lang``). Finance and admins read any tenant's, a tenant-admin its subtree's."""
     require(who, READERS, "reading invoices")
     if not who.sees(tenant):
         raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
@@ -170,6 +173,8 @@ def get_invoice(
         raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > time.time()
     out["period"] = {"start": _iso(start), "end": _iso(end)}
+    if format == "html":
+        return HTMLResponse(invoice_html(out, lang, time.time()))
     if format == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)
