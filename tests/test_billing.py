@@ -187,3 +187,60 @@ def test_reports_split_days_rank_jobs_and_price_idle_cards():
         Catalog.default(),
     )
     assert idle == [{"tenant": "algo", "idle_card_hours": 2.0, "idle_cost": "6.94"}]
+
+
+records_strategy = st.lists(
+    st.tuples(st.integers(-5 * 86400, 35 * 86400), st.integers(0, 3 * 86400),
+              st.sampled_from([14, 25, 50, 100, 200, 800]), st.sampled_from(["A100-80G", "T4"])),
+    max_size=15,
+)  # fmt: skip
+
+
+def _records(spans) -> list[Usage]:
+    start, _ = month_bounds("2026-11")
+    return [Usage(m, start + a, start + a + n, pct * n, 16384 * n) for a, n, pct, m in spans]
+
+
+@given(records_strategy, st.integers(0, 8), st.sampled_from(["card-hour", "gpu-mem"]))
+def test_an_invoice_total_is_the_sum_of_its_lines(spans, plan_cards, mode):
+    from gpupool.billing.money import parse_cny
+    from gpupool.billing.plans import new_plan
+
+    start, _ = month_bounds("2026-11")
+    c = Catalog.default()
+    plans = []
+    if plan_cards and mode == "card-hour":
+        plans = [new_plan(c, 1, "t", "A100-80G", plan_cards, "daily", 9, start + 86400)]
+    out = invoice("t", "2026-11", _records(spans), c, mode=mode, plans=plans)
+    assert out["total_fen"] == sum(parse_cny(line["amount"]) for line in out["lines"])
+    assert parse_cny(out["total"]) == out["total_fen"]
+
+
+@given(records_strategy, st.data())
+def test_splitting_a_record_anywhere_changes_no_bill_beyond_rounding(spans, data):
+    records = [r for r in _records(spans) if r.end - r.start >= 2]
+    if not records:
+        return
+    i = data.draw(st.integers(0, len(records) - 1))
+    r = records[i]
+    seconds = round(r.end - r.start)
+    cut = data.draw(st.integers(1, seconds - 1))
+    pct = r.compute_pct_seconds // seconds
+    split = [
+        Usage(r.model, r.start, r.start + cut, pct * cut, 16384 * cut),
+        Usage(r.model, r.start + cut, r.end, pct * (seconds - cut), 16384 * (seconds - cut)),
+    ]
+    c = Catalog.default()
+    whole = invoice("t", "2026-11", records, c)
+    parts = invoice("t", "2026-11", [*records[:i], *split, *records[i + 1 :]], c)
+    assert abs(whole["total_fen"] - parts["total_fen"]) <= len(whole["lines"]) + 1
+
+
+@given(records_strategy, st.integers(1, 10**6), st.integers(0, 60 * 86400))
+def test_a_price_change_after_a_month_closed_leaves_it_unchanged(spans, fen, after):
+    _, end = month_bounds("2026-11")
+    before = Catalog.default()
+    changed = Catalog([*(p for ps in before.by_model.values() for p in ps),
+                       Price("A100-80G", fen, end + after)])  # fmt: skip
+    records = _records(spans)
+    assert invoice("t", "2026-11", records, changed) == invoice("t", "2026-11", records, before)

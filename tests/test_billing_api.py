@@ -250,3 +250,44 @@ def test_the_printable_invoice_in_chinese_and_english(sqlite_server):
         assert label in en.text, label
     r = admin.get("/api/v1/billing/invoice", params={**params, "lang": "fr"})
     assert r.status_code == 422
+
+
+def test_a_plans_guarantee_is_what_the_scheduler_enforces_during_its_period_only(sqlite_server):
+    from gpupool.server.snapshot import tenant_tree
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=2, tenants={"algo": 1, "beta": 2})
+    soon = float(int(time.time()) + 600)  # whole seconds: ISO strings keep them exact
+    body = {"tenant": "algo", "model": "A100-80G", "cards": 3, "plan": "hourly", "periods": 2,
+            "start": datetime.fromtimestamp(soon, UTC).isoformat()}  # fmt: skip
+    plan = ok(admin.post("/api/v1/billing/plans", json=body), 201)
+    with sqlite_server.ctx.db.read() as s:
+
+        def guaranteed(at: float) -> float:
+            return tenant_tree(s, at).nominal("algo", "gpu") / 100
+
+        assert [guaranteed(t) for t in (soon - 1, soon, soon + 7199, soon + 7200)] == [1, 4, 4, 1]
+        assert tenant_tree(s, soon).nominal("beta", "gpu") == 200  # nobody else's changes
+    assert plan["end"] == datetime.fromtimestamp(soon + 7200, UTC).isoformat(
+        timespec="seconds"
+    ).replace("+00:00", "Z")
+
+
+def test_plans_are_never_overbooked(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 1, "beta": 1})  # four A100-80G
+    body = {"tenant": "algo", "model": "A100-80G", "cards": 3, "plan": "daily"}
+    first = ok(admin.post("/api/v1/billing/plans", json=body), 201)
+    r = admin.post("/api/v1/billing/plans", json={**body, "tenant": "beta", "cards": 2})
+    assert r.status_code == 409 and r.json()["detail"] == (
+        "cards: overbooked: the pool has 4 A100-80G cards and plans already rent 3 of them "
+        "over that time"
+    )
+    later = datetime.fromtimestamp(time.time() + 2 * 86400, UTC).isoformat()
+    ok(admin.post("/api/v1/billing/plans", json={**body, "tenant": "beta", "start": later}), 201)
+    ok(admin.post(f"/api/v1/billing/plans/{first['id']}/cancel"))
+    ok(admin.post("/api/v1/billing/plans", json={**body, "tenant": "beta", "cards": 4}), 201)
+    r = admin.post("/api/v1/billing/plans", json={**body, "model": "T4"})
+    assert r.status_code == 422 and "no T4 card in the pool" in r.text
+    r = admin.post("/api/v1/billing/plans", json={**body, "cards": -1})
+    assert r.status_code == 422 and r.json()["field"] == "cards"

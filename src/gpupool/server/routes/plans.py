@@ -9,13 +9,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from gpupool.billing.money import cny
 from gpupool.billing.plans import PLANS, new_plan
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
-from gpupool.server.db.tables import RentalPlanRow, TenantRow
+from gpupool.server.db.tables import DeviceRow, RentalPlanRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.rentals import plan_of
@@ -75,6 +76,7 @@ def create_plan(body: PlanIn, ctx: Ctx, who: Caller, request: Request) -> PlanOu
                             body.plan, body.periods, start)  # fmt: skip
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "plan") from None
+        _check_capacity(s, plan.model, plan.cards, plan.start, plan.end)
         row = RentalPlanRow(
             tenant=plan.tenant, model=plan.model, cards=plan.cards, kind=body.plan,
             periods=body.periods, start=plan.start, end=plan.end, total_fen=plan.total_fen,
@@ -87,6 +89,27 @@ def create_plan(body: PlanIn, ctx: Ctx, who: Caller, request: Request) -> PlanOu
     ctx.capacity.invalidate()  # guarantees changed
     ctx.loop.wake()
     return out
+
+
+def _check_capacity(s: Session, model: str, cards: int, start: float, end: float) -> None:
+    """A plan is a guarantee: refuse one the pool could not honour next to the plans already
+    sold for the same cards over an overlapping time (no overbooking)."""
+    pool = s.execute(select(func.count()).where(DeviceRow.model == model)).scalar_one()
+    if pool == 0:
+        raise ApiError(422, f"model: no {model} card in the pool", "model")
+    overlapping = s.execute(
+        select(RentalPlanRow).where(
+            RentalPlanRow.model == model, RentalPlanRow.start < end, RentalPlanRow.end > start
+        )
+    ).scalars()
+    rented = sum(r.cards for r in overlapping if plan_of(r).until > start)
+    if rented + cards > pool:
+        raise ApiError(
+            409,
+            f"cards: overbooked: the pool has {pool} {model} cards and plans already rent "
+            f"{rented} of them over that time",
+            "cards",
+        )
 
 
 @router.get("/plans", response_model=list[PlanOut])
