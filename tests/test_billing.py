@@ -244,3 +244,15 @@ def test_a_price_change_after_a_month_closed_leaves_it_unchanged(spans, fen, aft
                        Price("A100-80G", fen, end + after)])  # fmt: skip
     records = _records(spans)
     assert invoice("t", "2026-11", records, changed) == invoice("t", "2026-11", records, before)
+
+
+def test_bench_billing_reports_records_and_seconds():
+    r = gpupool("bench", "billing", "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["cards"] == 40 and out["usage_records"] > 1000 and out["seconds"] >= 0
+    small, large = out["runs"]
+    assert large["cards"] == 1000 and large["usage_records"] > 20 * small["usage_records"]
+    assert set(small["totals"]) == {"algorithm", "inference", "devtest"}
+    r = gpupool("bench", "billing", "--scenario", "nowhere.yaml")
+    assert r.returncode == 2 and "scenario: nowhere.yaml not found" in r.stderr

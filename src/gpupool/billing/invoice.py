@@ -108,27 +108,32 @@ def invoice(
     if mode == "per-task":
         lines = _task_lines(tasks, start, end, task_prices or {})
     else:
-        # (model, the price entry's start) -> (quantity, unit price)
-        acc: dict[tuple[str, float], list[Fraction]] = {}
+        card = mode == "card-hour"
+        per_unit = 100 * HOUR if card else MIB_PER_GB * HOUR  # card-%-s or MiB-s in a unit
+        # (model, the price entry's start) -> [whole records' amount (int), parts' (exact)]
+        acc: dict[tuple[str, float], list] = {}
         for u in records:
             if u.model == "cpu":
                 continue  # CPU and host memory come with the cards
-            cuts = catalog.boundaries(u.model, start, end)
             if u.model in planned:
                 _bucket(hours.setdefault(u.model, {}), u, start, end)
                 continue
+            amount = u.compute_pct_seconds if card else u.mem_mib_seconds
+            cuts = catalog.boundaries(u.model, start, end)
+            if start <= u.start and u.end <= end and not any(u.start < c < u.end for c in cuts):
+                # wholly inside the month at one price: integers only (most records)
+                price = catalog.at(u.model, u.start)
+                key = (u.model, price.effective_from)
+                acc.setdefault(key, [0, Fraction(0), price])[0] += amount
+                continue
             for moment, _, share in parts(u, start, end, cuts):
                 price = catalog.at(u.model, moment)
-                if mode == "card-hour":
-                    quantity = Fraction(u.compute_pct_seconds, 100 * 3600) * share
-                    rate = price.hourly()
-                else:
-                    quantity = Fraction(u.mem_mib_seconds, MIB_PER_GB * 3600) * share
-                    rate = price.gb_hour()
-                entry = acc.setdefault((u.model, price.effective_from), [Fraction(0), rate])
-                entry[0] += quantity
-        unit = "card-hour" if mode == "card-hour" else "GB-hour"
-        for (model, _), (quantity, rate) in sorted(acc.items()):
+                entry = acc.setdefault((u.model, price.effective_from), [0, Fraction(0), price])
+                entry[1] += amount * share
+        unit = "card-hour" if card else "GB-hour"
+        for (model, _), (whole, partial, price) in sorted(acc.items()):
+            quantity = (whole + partial) / per_unit
+            rate = price.hourly() if card else price.gb_hour()
             item = {"kind": "usage", "model": model}
             lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate, item))
         lines += _beyond_plans(hours, plans, catalog, start, end)

@@ -127,3 +127,18 @@ def _emit(result: dict[str, object], as_json: bool, title: str) -> None:
     for key, value in result.items():
         table.add_row(key, str(value))
     Console().print(table)
+
+
+@app.command("billing")
+@friendly
+def billing(
+    scenario: str = typer.Option(
+        "examples/seed-scenario.yaml", help="The scenario whose workloads shape the usage"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Invoice a 30-day month of hourly-metered usage shaped like a scenario's workloads, for
+    a 40-card pool and for 1,000 cards, and report how long the invoices took."""
+    from gpupool.bench.billing import run_billing_bench
+
+    _emit(run_billing_bench(scenario), as_json, "billing benchmark")
