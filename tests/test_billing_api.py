@@ -224,6 +224,14 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     assert top["items"][0]["job_id"] == job["id"]
     member = server.client(server.token("mo", "member", "algo"))
     assert member.get("/api/v1/billing/reports/usage", params={"month": month}).status_code == 403
+    # a member reads the cost of its own jobs only
+    mine = ok(member.get("/api/v1/billing/reports/top-jobs", params={"month": month}))
+    assert mine["items"] == []  # root submitted that job
+    own = ok(member.post("/api/v1/jobs", json={"request": "gpu=1", "command": ["x"]}), 201)
+    server.cycle()
+    ok(member.post(f"/api/v1/jobs/{own['id']}/cancel"))
+    mine = ok(member.get("/api/v1/billing/reports/top-jobs", params={"month": month}))
+    assert [j["job_id"] for j in mine["items"]] == [own["id"]]
     r = admin.get("/api/v1/billing/reports/costs", params={"month": month})
     assert r.status_code == 422
 

@@ -218,3 +218,16 @@ def billing_report(
         )  # fmt: skip
     emit(out["items"], REPORT_COLUMNS[report], as_json=as_json, as_csv=as_csv,
          title=f"{report} {month} ({zone})")  # fmt: skip
+
+
+@billing_app.command("usage")
+@client_command
+def billing_usage(
+    month: str = typer.Option(..., help="YYYY-MM"),
+    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month and days are in"),
+    tenant: str = typer.Option(None, help="Only this tenant"),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Card-hours per tenant, GPU model and day (the same as gpupool billing report usage)."""
+    billing_report("usage", month, zone, tenant, 10, as_csv, as_json)

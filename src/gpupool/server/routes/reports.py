@@ -10,7 +10,8 @@ from sqlalchemy import or_, select
 from gpupool.billing.invoice import DEFAULT_ZONE, month_bounds
 from gpupool.billing.reports import IdleHold, JobUsage, daily_usage, idle_costs, job_costs
 from gpupool.model import SpecError
-from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.auth import Role
+from gpupool.server.db.tables import AllocationRow, JobRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, require
 from gpupool.server.errors import ApiError
 from gpupool.server.lifecycle import device_models
@@ -33,8 +34,11 @@ def report(
     """``usage``: card-hours per tenant, GPU model and local day; ``top-jobs``: the jobs
     whose card-hours cost the most at list prices; ``idle``: per tenant, card-hours held
     while the cards reported under 5% utilisation, and their cost. Only the tenants the
-    caller may read (finance and admins: all)."""
-    require(who, READERS, "reading cost reports")
+    caller may read (finance and admins: all); members may ask ``top-jobs`` for the cost of
+    their own jobs."""
+    mine_only = report == "top-jobs" and who.role is Role.MEMBER  # members: their own jobs
+    if not mine_only:
+        require(who, READERS, "reading cost reports")
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:
@@ -59,6 +63,9 @@ def report(
             q = select(UsageRow).where(UsageRow.end > start, UsageRow.start < end)
             if tenant is not None:
                 q = q.where(UsageRow.tenant == tenant)
+            if mine_only:
+                own = select(JobRow.id).where(JobRow.submitted_by == who.user)
+                q = q.where(UsageRow.job_id.in_(own))
             records = [
                 JobUsage(r.tenant, r.job_id, r.model, r.start, r.end, r.compute_pct_seconds)
                 for r in s.execute(q).scalars()
