@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 
 from gpupool.billing.invoice import month_bounds
-from gpupool.server.db.tables import NodeRow, UsageRow
+from gpupool.server.db.tables import JobRow, NodeRow, UsageRow
 from tests.helpers import gpupool
 from tests.support.cluster import ok, seed_cluster
 
@@ -299,3 +299,43 @@ def test_plans_are_never_overbooked(sqlite_server):
     assert r.status_code == 422 and "no T4 card in the pool" in r.text
     r = admin.post("/api/v1/billing/plans", json={**body, "cards": -1})
     assert r.status_code == 422 and r.json()["field"] == "cards"
+
+
+def test_per_tenant_billing_modes_showback_and_per_task(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    start, _ = month_bounds("2026-11")
+    _usage(sqlite_server, "algo", start, 720)
+    month = {"tenant": "algo", "month": "2026-11"}
+    assert ok(admin.get("/api/v1/billing/tenants/algo")) == {
+        "tenant": "algo", "mode": "card-hour", "kind": "chargeback", "task_prices": {}
+    }  # fmt: skip
+    settings = "/api/v1/billing/tenants/algo"
+    r = admin.put(settings, json={"mode": "per-task", "task_prices": {"training": "20"}})
+    assert r.status_code == 422 and "missing dev-test, online-inference" in r.text
+    prices = {"training": "20", "dev-test": "2.5", "online-inference": "50"}
+    body = {"mode": "per-task", "kind": "showback", "task_prices": prices}
+    out = ok(admin.put(settings, json=body))
+    assert out["task_prices"]["dev-test"] == "2.50"
+    # two training jobs finished in November
+    with sqlite_server.ctx.db.write() as s:
+        for i in range(2):
+            s.add(JobRow(tenant="algo", request="gpu=1", kind="training",
+                         priority_class="training", submitted_by="root", state="succeeded",
+                         submit_time=start, queued_at=start, finished_at=start + 100 + i,
+                         command=["x"]))  # fmt: skip
+    bill = ok(admin.get("/api/v1/billing/invoice", params=month))
+    assert (bill["mode"], bill["kind"], bill["total"]) == ("per-task", "showback", "40.00")
+    page = admin.get("/api/v1/billing/invoice", params={**month, "format": "html"}).text
+    assert "费用报告（内部核算，不收费）" in page and "training 类任务" in page
+    # the mode of the settings is the default; a request may still ask for another
+    assert (
+        ok(admin.get("/api/v1/billing/invoice", params={**month, "mode": "card-hour"}))["total"]
+        == "2500.00"
+    )
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    r = gpupool("billing", "settings", "algo", "--mode", "gpu-mem", "--kind", "chargeback",
+                env=env)  # fmt: skip
+    assert r.stdout.startswith("algo: gpu-mem, chargeback; per-task prices: dev-test ¥2.50")
+    r = gpupool("billing", "settings", "algo", "--task-price", "oops", env=env)
+    assert r.returncode == 2 and "task-price: 'oops' is not CLASS=CNY" in r.stderr

@@ -12,7 +12,8 @@ from gpupool.model import SpecError
 LANGS = ("zh", "en")
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
-        "title": "账单", "tenant": "租户", "period": "账期", "zone": "时区", "mode": "计费方式",
+        "title": "账单", "title.showback": "费用报告（内部核算，不收费）",
+        "tenant": "租户", "period": "账期", "zone": "时区", "mode": "计费方式",
         "item": "项目", "quantity": "数量", "unit": "单位", "unit_price": "单价（元）",
         "amount": "金额（元）", "total": "合计（人民币）",
         "draft": "草稿：本账期尚未结束，金额会变化", "empty": "本账期没有计费的用量",
@@ -22,7 +23,8 @@ LABELS: dict[str, dict[str, str]] = {
         "note": "一卡时 = 一张整卡使用一小时；共享卡与 MIG 切片按其算力比例计。",
     },
     "en": {
-        "title": "Invoice", "tenant": "Tenant", "period": "Period", "zone": "Time zone",
+        "title": "Invoice", "title.showback": "Cost report (showback, not billed)",
+        "tenant": "Tenant", "period": "Period", "zone": "Time zone",
         "mode": "Billing mode", "item": "Item", "quantity": "Quantity", "unit": "Unit",
         "unit_price": "Unit price (CNY)", "amount": "Amount (CNY)", "total": "Total (CNY)",
         "draft": "Draft: the period is not over, amounts will change",
@@ -97,8 +99,10 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         }
         for line in inv["lines"]
     ]
+    title = t["title.showback"] if inv.get("kind") == "showback" else t["title"]
     return _ENV.get_template("invoice.html.j2").render(
         t=t,
+        title=title,
         lang="zh-CN" if lang == "zh" else "en",
         tenant=inv["tenant"],
         period=_month(inv["month"], lang),

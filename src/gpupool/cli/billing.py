@@ -231,3 +231,33 @@ def billing_usage(
 ) -> None:
     """Card-hours per tenant, GPU model and day (the same as gpupool billing report usage)."""
     billing_report("usage", month, zone, tenant, 10, as_csv, as_json)
+
+
+@billing_app.command("settings")
+@client_command
+def billing_settings(
+    tenant: str = typer.Argument(..., help="The tenant"),
+    mode: str = typer.Option(None, help="card-hour, gpu-mem or per-task"),
+    kind: str = typer.Option(None, help="chargeback (invoiced) or showback (reports only)"),
+    task_price: list[str] = typer.Option(
+        None, "--task-price", help="per-task: CLASS=CNY, e.g. training=20 (repeat)"
+    ),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Show how a tenant is billed, or change it (admins) with --mode, --kind, --task-price."""
+    from gpupool.model import SpecError
+
+    with ApiClient.from_env() as api:
+        path = f"/api/v1/billing/tenants/{tenant}"
+        out = api.get(path)
+        if mode or kind or task_price:
+            prices = dict(out["task_prices"])
+            for item in task_price or []:
+                klass, sep, price = item.partition("=")
+                if not sep or not klass:
+                    raise SpecError(f"task-price: {item!r} is not CLASS=CNY")
+                prices[klass] = price
+            body = {"mode": mode or out["mode"], "kind": kind or out["kind"], "task_prices": prices}
+            out = api.put(path, body)
+    prices = ", ".join(f"{k} ¥{v}" for k, v in out["task_prices"].items()) or "-"
+    show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}; per-task prices: {prices}")

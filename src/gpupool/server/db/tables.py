@@ -297,3 +297,16 @@ class RentalPlanRow(Base):
     cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class TenantBillingRow(Base):
+    """How a tenant is billed: its mode (card-hour, gpu-mem, per-task), chargeback (invoiced,
+    a renter) or showback (cost reports only, an internal team), per-task prices in fen."""
+
+    __tablename__ = "tenant_billing"
+    tenant: Mapped[str] = mapped_column(
+        ForeignKey("tenants.name", ondelete="CASCADE"), primary_key=True
+    )
+    mode: Mapped[str] = mapped_column(String(20), default="card-hour")
+    kind: Mapped[str] = mapped_column(String(20), default="chargeback")
+    task_prices: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -15,13 +15,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
-from gpupool.billing.invoice import DEFAULT_ZONE, MODES, Usage, invoice, month_bounds
+from gpupool.billing.invoice import DEFAULT_ZONE, MODES, Task, Usage, invoice, month_bounds
 from gpupool.billing.invoice_html import invoice_html
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
-from gpupool.server.db.tables import PriceRow, TenantRow, UsageRow
+from gpupool.server.db.tables import (
+    JobRow,
+    PriceRow,
+    PriorityClassRow,
+    TenantBillingRow,
+    TenantRow,
+    UsageRow,
+)
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.rentals import plans_between
@@ -137,7 +144,9 @@ def get_invoice(
     tenant: Annotated[str, Query(max_length=100)],
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
     zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
-    mode: Annotated[str, Query(description=" | ".join(MODES[:2]))] = "card-hour",
+    mode: Annotated[
+        str | None, Query(description=" | ".join(MODES) + " (default: the tenant's)")
+    ] = None,
     format: Annotated[Literal["json", "csv", "html"], Query()] = "json",
     lang: Annotated[Literal["zh", "en"], Query(description="html: Chinese or English")] = "zh",
 ) -> dict | PlainTextResponse | HTMLResponse:
@@ -148,8 +157,8 @@ def get_invoice(
     require(who, READERS, "reading invoices")
     if not who.sees(tenant):
         raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
-    if mode not in MODES[:2]:
-        raise ApiError(422, f"mode: {mode!r} is not one of {', '.join(MODES[:2])}", "mode")
+    if mode is not None and mode not in MODES:
+        raise ApiError(422, f"mode: {mode!r} is not one of {', '.join(MODES)}", "mode")
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:
@@ -167,10 +176,28 @@ def get_invoice(
             Usage(r.model, r.start, r.end, r.compute_pct_seconds, r.mem_mib_seconds) for r in rows
         ]
         plans = plans_between(s, tenant, start, end)
+        settings = s.get(TenantBillingRow, tenant)
+        mode = mode or (settings.mode if settings else "card-hour")
+        tasks = []
+        if mode == "per-task":
+            tasks = [
+                Task(j.id, j.priority_class, j.finished_at)
+                for j in s.execute(
+                    select(JobRow).where(
+                        JobRow.tenant == tenant,
+                        JobRow.finished_at >= start,
+                        JobRow.finished_at < end,
+                        JobRow.state.in_(("succeeded", "failed")),
+                    )
+                ).scalars()
+            ]
+    prices = dict(settings.task_prices) if settings else {}
     try:
-        out = invoice(tenant, month, records, cat, mode=mode, zone=zone, plans=plans)
+        out = invoice(tenant, month, records, cat, mode=mode, zone=zone, plans=plans,
+                      tasks=tasks, task_prices=prices)  # fmt: skip
     except SpecError as exc:
         raise ApiError(422, str(exc), exc.field or "prices") from None
+    out["kind"] = settings.kind if settings else "chargeback"
     out["draft"] = end > time.time()
     out["period"] = {"start": _iso(start), "end": _iso(end)}
     if format == "html":
@@ -184,4 +211,71 @@ def get_invoice(
             writer.writerow([line[k] for k in columns])
         writer.writerow(["total", "", "", "", out["total"]])
         return PlainTextResponse(buf.getvalue(), media_type="text/csv")
+    return out
+
+
+class TenantBillingIn(Strict):
+    mode: Literal["card-hour", "gpu-mem", "per-task"] = "card-hour"
+    kind: Literal["chargeback", "showback"] = Field(
+        "chargeback", description="chargeback: invoiced (renters); showback: cost reports only"
+    )
+    task_prices: dict[str, str] = Field(
+        default_factory=dict, max_length=100, description="per-task mode: CNY per job by class"
+    )
+
+
+class TenantBillingOut(BaseModel):
+    tenant: str
+    mode: str
+    kind: str
+    task_prices: dict[str, str]
+
+
+def _settings_out(tenant: str, row: TenantBillingRow | None) -> TenantBillingOut:
+    if row is None:
+        return TenantBillingOut(tenant=tenant, mode="card-hour", kind="chargeback", task_prices={})
+    prices = {k: cny(v) for k, v in sorted(row.task_prices.items())}
+    return TenantBillingOut(tenant=tenant, mode=row.mode, kind=row.kind, task_prices=prices)
+
+
+@router.get("/tenants/{name}", response_model=TenantBillingOut)
+def get_tenant_billing(name: str, ctx: Ctx, who: Caller) -> TenantBillingOut:
+    """How a tenant is billed (default: card-hour, chargeback)."""
+    require(who, READERS, "reading billing settings")
+    if not who.sees(name):
+        raise forbidden(f"{who.user} may not read tenant {name}'s billing")
+    with ctx.db.read() as s:
+        if s.get(TenantRow, name) is None:
+            raise not_found(f"tenant {name}")
+        return _settings_out(name, s.get(TenantBillingRow, name))
+
+
+@router.put("/tenants/{name}", response_model=TenantBillingOut)
+def set_tenant_billing(
+    name: str, body: TenantBillingIn, ctx: Ctx, who: Caller, request: Request
+) -> TenantBillingOut:
+    """Set a tenant's billing mode, chargeback or showback, and per-task prices (admins)."""
+    require(who, (Role.ADMIN,), "changing billing settings")
+    try:
+        prices = {klass: parse_cny(text) for klass, text in body.task_prices.items()}
+    except SpecError as exc:
+        raise ApiError(422, f"task_prices: {exc}", "task_prices") from None
+    with ctx.db.write() as s:
+        if s.get(TenantRow, name) is None:
+            raise not_found(f"tenant {name}")
+        if body.mode == "per-task":
+            classes = set(s.execute(select(PriorityClassRow.name)).scalars())
+            missing = sorted(classes - set(prices))
+            if missing:
+                raise ApiError(
+                    422,
+                    f"task_prices: per-task billing needs a price for every class; missing "
+                    f"{', '.join(missing)}",
+                    "task_prices",
+                )
+        row = s.get(TenantBillingRow, name) or TenantBillingRow(tenant=name)
+        row.mode, row.kind, row.task_prices = body.mode, body.kind, prices
+        s.add(row)
+        out = _settings_out(name, row)
+    request.state.audit_target = f"billing of {name}"
     return out

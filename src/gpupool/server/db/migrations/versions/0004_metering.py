@@ -51,9 +51,19 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_rental_plans_tenant", "rental_plans", ["tenant"])
+    op.create_table(
+        "tenant_billing",
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("mode", sa.String(length=20), nullable=False),
+        sa.Column("kind", sa.String(length=20), nullable=False),
+        sa.Column("task_prices", sa.JSON(), nullable=False),
+        sa.ForeignKeyConstraint(["tenant"], ["tenants.name"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("tenant"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("tenant_billing")
     op.drop_index("ix_rental_plans_tenant", table_name="rental_plans")
     op.drop_table("rental_plans")
     op.drop_index("ix_prices_model", table_name="prices")
