@@ -261,3 +261,29 @@ def billing_settings(
             out = api.put(path, body)
     prices = ", ".join(f"{k} ¥{v}" for k, v in out["task_prices"].items()) or "-"
     show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}; per-task prices: {prices}")
+
+
+@billing_app.command("budget")
+@client_command
+def billing_budget(
+    tenant: str = typer.Argument(..., help="The tenant"),
+    monthly: str = typer.Option(..., help="CNY a month, e.g. 10000"),
+    thresholds: str = typer.Option("80,100", help="Percentages that alert, e.g. 50,80,100"),
+    action: str = typer.Option(
+        "notify", help="At 100%: notify, or stop-elastic (no work beyond the guarantee)"
+    ),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Give a tenant a monthly budget (admins, finance): an alert at each threshold."""
+    from gpupool.model import SpecError
+
+    try:
+        marks = [int(t) for t in thresholds.split(",") if t.strip()]
+    except ValueError:
+        raise SpecError(f"thresholds: {thresholds!r} is not a comma list of percentages") from None
+    body = {"monthly": monthly, "thresholds": marks, "action": action}
+    with ApiClient.from_env() as api:
+        out = api.put(f"/api/v1/billing/budgets/{tenant}", body)
+    marks_text = ", ".join(f"{t}%" for t in out["thresholds"])
+    show(out, as_json, f"{tenant}: ¥{out['monthly']} a month, alerts at {marks_text}, "
+                       f"at 100%: {out['action']}")  # fmt: skip

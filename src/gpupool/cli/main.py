@@ -11,6 +11,7 @@ from gpupool.cli import (
     acct,
     admin_client,
     agent,
+    alerts,
     alloc,
     bench,
     billing,
@@ -63,6 +64,7 @@ app.command("tenants")(client.tenants)
 app.command("alloc")(alloc.alloc)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
+app.command("alerts")(alerts.alerts)
 app.command("usage")(acct.usage)
 app.add_typer(admin_client.tenant_app, name="tenant")
 app.add_typer(admin_client.user_app, name="user")

@@ -28,6 +28,7 @@ from gpupool.server.middleware import AuditAndMetrics
 from gpupool.server.routes import (
     admin,
     agents,
+    alerts,
     allocations,
     billing,
     job_control,
@@ -78,7 +79,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, plans, reports, nodes, agents, allocations, tenants)
-    routes += (usage, admin)
+    routes += (usage, alerts, admin)
     for module in routes:
         app.include_router(module.router)
 

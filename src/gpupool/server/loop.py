@@ -15,6 +15,10 @@ from sqlalchemy import func, select
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.server.alerts.facts import gather
+from gpupool.server.alerts.rules import Limits, firing
+from gpupool.server.alerts.store import reconcile
+from gpupool.server.alerts.webhook import deliver
 from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
@@ -47,6 +51,8 @@ class SchedulerLoop:
         self.snapshots = SnapshotBuilder()
         self.capacity = PoolCapacity()  # which waiting jobs can never run
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
+        self._alerts_at = float("-inf")
+        self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,6 +91,7 @@ class SchedulerLoop:
                 self.check_liveness()
                 self.checkpoint_usage()
                 self.run_once()
+                self.safely(self.check_alerts)
                 self.last_error = ""
             except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
@@ -153,6 +160,48 @@ class SchedulerLoop:
         self._metered_to = boundary(now, interval)
         return done
 
+    def safely(self, step) -> None:
+        """Run a side task (alerts) so that its failure never stops scheduling."""
+        try:
+            step()
+        except LostLeadership:
+            raise
+        except Exception:
+            log.exception("%s failed", step.__name__)
+
+    def check_alerts(self, now: float | None = None, *, force: bool = False) -> None:
+        """Every ``alert_interval_s``: fire and resolve alerts from the state of record, note
+        which tenants exhausted a stop-elastic budget, and deliver what changed."""
+        now = time.time() if now is None else now
+        st = self.settings
+        if not force and now - self._alerts_at < st.alert_interval_s:
+            return
+        self._alerts_at = now
+        limits = Limits(st.alert_pending_minutes, st.alert_temp_c, st.alert_idle_minutes)
+        with self.db.write() as s:
+            facts = gather(s, now, st.billing_zone, limits)
+            reconcile(s, firing(facts), now)
+            if st.alert_webhook_url:
+                deliver(s, st.alert_webhook_url, st.alert_webhook_secret, now)
+        self.over_budget = {
+            b.tenant: (
+                f"budget: {b.tenant} has spent its budget for {b.month} "
+                f"(¥{b.spent_fen / 100:,.2f} of ¥{b.budget_fen / 100:,.2f}); work beyond its "
+                "guarantee waits"
+            )
+            for b in facts.budgets
+            if b.exhausted and b.action == "stop-elastic"
+        }
+
+    def mark_over_budget(self, result: CycleResult, pending: list[Job]) -> None:
+        """A tenant over a stop-elastic budget borrows nothing: its jobs that wait for want of
+        borrowing say why."""
+        for job in pending:
+            why = self.over_budget.get(job.tenant)
+            reason = result.pending.get(job.id, "")
+            if why and reason.startswith("quota:") and "borrowing limit" in reason:
+                result.pending[job.id] = why
+
     def mark_never(self, result: CycleResult, pending: list[Job]) -> None:
         """A waiting job no node of the pool could ever hold, or above its tenant's ceiling
         (the pool shrank, a quota was lowered) says so in its reason instead of a passing
@@ -177,7 +226,7 @@ class SchedulerLoop:
         with self.db.exclusive():
             self._seen_event = self._latest_event()
             with self.db.read() as s:
-                inputs = self.snapshots.build(s)
+                inputs = self.snapshots.build(s, frozenset(self.over_budget))
             config = CycleConfig(
                 policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
             )
@@ -192,6 +241,7 @@ class SchedulerLoop:
                 Placer(self.settings.policy),
             )
             with_expected_starts(result)
+            self.mark_over_budget(result, inputs.pending)
             self.mark_never(result, inputs.pending)
             result.pending.update(inputs.invalid)
             result.pending.update(inputs.gated)

@@ -33,6 +33,14 @@ class Settings(BaseSettings):
     # live allocations are metered in closed intervals ending on these boundaries (UTC), so
     # a billing month closes while jobs run
     metering_interval_s: int = Field(3600, ge=1, le=86400)
+    billing_zone: str = "Asia/Shanghai"  # budgets' months
+    # alerts: how often they are evaluated, their limits, and where they are delivered
+    alert_interval_s: float = Field(10.0, gt=0, le=3600)
+    alert_pending_minutes: float = Field(30.0, gt=0)
+    alert_temp_c: float = Field(85.0, gt=0, le=200)
+    alert_idle_minutes: float = Field(10.0, gt=0)
+    alert_webhook_url: str = ""
+    alert_webhook_secret: str = ""
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # a node silent this long is lost: its jobs are requeued (or failed, per job)
     heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)

@@ -111,7 +111,7 @@ class SnapshotBuilder:
             nodes.append(node)
         return nodes
 
-    def build(self, session: Session) -> CycleInputs:
+    def build(self, session: Session, no_borrowing: frozenset[str] = frozenset()) -> CycleInputs:
         version = session.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar_one()
         # Core statements on the tables throughout: ORM row processing was most of a cycle's
         # snapshot cost with thousands of live allocations
@@ -175,7 +175,7 @@ class SnapshotBuilder:
             pending=pending,
             reasons=reasons,
             allocation_of=allocation_of,
-            tenants=tenant_tree(session),
+            tenants=tenant_tree(session, no_borrowing=no_borrowing),
             queue=queue_policy(session),
             reservations=reservations(session),
             invalid=invalid,
@@ -254,9 +254,12 @@ def _closed(node: Node, held: tuple[int, int]) -> Node:
     return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices, closed="closed")
 
 
-def tenant_tree(session: Session, now: float | None = None) -> TenantTree:
+def tenant_tree(
+    session: Session, now: float | None = None, no_borrowing: frozenset[str] = frozenset()
+) -> TenantTree:
     """Tenants and quotas; an active rental plan adds its cards to its tenant's guarantee of
-    every card flavour already in use (``gpu``, ``gpu:MODEL``)."""
+    every card flavour already in use (``gpu``, ``gpu:MODEL``); tenants in ``no_borrowing``
+    (over a stop-elastic budget) may borrow nothing."""
     quotas: dict[str, dict[str, Quota]] = {}
     for q in session.execute(select(QuotaRow)).scalars():
         quotas.setdefault(q.tenant, {})[q.flavour] = Quota(
@@ -269,6 +272,10 @@ def tenant_tree(session: Session, now: float | None = None) -> TenantTree:
             if flavour in managed:
                 q = mine.get(flavour, Quota(0))
                 mine[flavour] = replace(q, nominal=q.nominal + plan.cards * CARD)
+    for tenant in no_borrowing:
+        mine = quotas.setdefault(tenant, {})
+        for flavour in managed:
+            mine[flavour] = replace(mine.get(flavour, Quota(0)), borrowing_limit=0)
     return TenantTree(
         Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)
         for t in session.execute(select(TenantRow)).scalars()

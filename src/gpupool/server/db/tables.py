@@ -310,3 +310,37 @@ class TenantBillingRow(Base):
     mode: Mapped[str] = mapped_column(String(20), default="card-hour")
     kind: Mapped[str] = mapped_column(String(20), default="chargeback")
     task_prices: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class AlertRow(Base):
+    """One alert, deduplicated by ``key`` (an alert that fires again reopens its row).
+    ``notified``: the last state delivered to the webhook; deliveries retry with backoff."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (UniqueConstraint("key", name="uq_alerts_key"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(300))
+    kind: Mapped[str] = mapped_column(String(40))
+    tenant: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    subject: Mapped[str] = mapped_column(String(300))
+    message: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(20), index=True)  # firing, resolved
+    started_at: Mapped[float] = mapped_column(Float)
+    resolved_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    notified: Mapped[str] = mapped_column(String(20), default="")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[float] = mapped_column(Float, default=0.0)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+
+
+class BudgetRow(Base):
+    """A tenant's monthly budget in fen, the percentages that alert, and what happens at
+    100%: ``notify`` only, or ``stop-elastic`` (no new work beyond its guarantee)."""
+
+    __tablename__ = "budgets"
+    tenant: Mapped[str] = mapped_column(
+        ForeignKey("tenants.name", ondelete="CASCADE"), primary_key=True
+    )
+    monthly_fen: Mapped[int] = mapped_column(BigInteger)
+    thresholds: Mapped[list[Any]] = mapped_column(default=list)
+    action: Mapped[str] = mapped_column(String(20), default="notify")

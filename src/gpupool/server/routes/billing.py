@@ -12,26 +12,23 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
-from gpupool.billing.invoice import DEFAULT_ZONE, MODES, Task, Usage, invoice, month_bounds
+from gpupool.billing.catalog import Price
+from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
 from gpupool.billing.invoice_html import invoice_html
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import (
-    JobRow,
     PriceRow,
     PriorityClassRow,
     TenantBillingRow,
     TenantRow,
-    UsageRow,
 )
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.rentals import plans_between
+from gpupool.server.invoicing import catalog, month_invoice
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
@@ -57,14 +54,6 @@ class PriceOut(BaseModel):
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def catalog(s: Session) -> Catalog:
-    """The list prices, then every price an admin set (each from its date)."""
-    rows = s.execute(select(PriceRow).order_by(PriceRow.effective_from, PriceRow.id)).scalars()
-    entries = [Price(m, fen) for m, fen in DEFAULT_MONTHLY_FEN.items()]
-    entries += [Price(r.model, r.monthly_fen, r.effective_from, r.hourly_fen) for r in rows]
-    return Catalog(entries)
 
 
 @router.get("/prices", response_model=list[PriceOut])
@@ -166,38 +155,10 @@ def get_invoice(
     with ctx.db.read() as s:
         if s.get(TenantRow, tenant) is None:
             raise not_found(f"tenant {tenant}")
-        cat = catalog(s)
-        rows = s.execute(
-            select(UsageRow).where(
-                UsageRow.tenant == tenant, UsageRow.end > start, UsageRow.start < end
-            )
-        ).scalars()
-        records = [
-            Usage(r.model, r.start, r.end, r.compute_pct_seconds, r.mem_mib_seconds) for r in rows
-        ]
-        plans = plans_between(s, tenant, start, end)
-        settings = s.get(TenantBillingRow, tenant)
-        mode = mode or (settings.mode if settings else "card-hour")
-        tasks = []
-        if mode == "per-task":
-            tasks = [
-                Task(j.id, j.priority_class, j.finished_at)
-                for j in s.execute(
-                    select(JobRow).where(
-                        JobRow.tenant == tenant,
-                        JobRow.finished_at >= start,
-                        JobRow.finished_at < end,
-                        JobRow.state.in_(("succeeded", "failed")),
-                    )
-                ).scalars()
-            ]
-    prices = dict(settings.task_prices) if settings else {}
-    try:
-        out = invoice(tenant, month, records, cat, mode=mode, zone=zone, plans=plans,
-                      tasks=tasks, task_prices=prices)  # fmt: skip
-    except SpecError as exc:
-        raise ApiError(422, str(exc), exc.field or "prices") from None
-    out["kind"] = settings.kind if settings else "chargeback"
+        try:
+            out = month_invoice(s, tenant, month, zone, mode)
+        except SpecError as exc:
+            raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > time.time()
     out["period"] = {"start": _iso(start), "end": _iso(end)}
     if format == "html":

@@ -19,8 +19,9 @@ from gpupool.server.auth import Role
 from gpupool.server.db.tables import DeviceRow, RentalPlanRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, require
 from gpupool.server.errors import ApiError, not_found
+from gpupool.server.invoicing import catalog
 from gpupool.server.rentals import plan_of
-from gpupool.server.routes.billing import BACKDATE_SLACK_S, READERS, _iso, catalog
+from gpupool.server.routes.billing import BACKDATE_SLACK_S, READERS, _iso
 from gpupool.server.schemas import Name, Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])

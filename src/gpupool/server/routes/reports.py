@@ -14,8 +14,9 @@ from gpupool.server.auth import Role
 from gpupool.server.db.tables import AllocationRow, JobRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, require
 from gpupool.server.errors import ApiError
+from gpupool.server.invoicing import catalog
 from gpupool.server.lifecycle import device_models
-from gpupool.server.routes.billing import READERS, catalog
+from gpupool.server.routes.billing import READERS
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 Report = Literal["usage", "top-jobs", "idle"]

@@ -1,0 +1,24 @@
+"""``gpupool alerts``: what fires now (node lost, unhealthy or hot devices, jobs waiting too
+long, idle cards, exhausted quotas, budgets), or what resolved."""
+
+import typer
+
+from gpupool.cli.client import JSON_OPT, client_command
+from gpupool.cli.output import emit
+from gpupool.client import ApiClient
+
+
+@client_command
+def alerts(
+    state: str = typer.Option("firing", help="firing, resolved or all"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Alerts you may see, newest first (admins: all; others: their tenants')."""
+    with ApiClient.from_env() as api:
+        rows = api.get("/api/v1/alerts", state=state)
+    emit(
+        rows,
+        ["id", "state", "kind", "tenant", "message"],
+        as_json=as_json,
+        caption="delivered by webhook when one is set (alert_webhook_url)",
+    )

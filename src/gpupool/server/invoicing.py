@@ -1,0 +1,50 @@
+"""A tenant's invoice for a month from the state of record: its usage records, rental plans,
+billing settings and the price catalog, handed to the pure ``gpupool.billing.invoice``."""
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
+from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
+from gpupool.server.db.tables import JobRow, PriceRow, TenantBillingRow, UsageRow
+from gpupool.server.rentals import plans_between
+
+
+def catalog(s: Session) -> Catalog:
+    """The list prices, then every price an admin set (each from its date)."""
+    rows = s.execute(select(PriceRow).order_by(PriceRow.effective_from, PriceRow.id)).scalars()
+    entries = [Price(m, fen) for m, fen in DEFAULT_MONTHLY_FEN.items()]
+    entries += [Price(r.model, r.monthly_fen, r.effective_from, r.hourly_fen) for r in rows]
+    return Catalog(entries)
+
+
+def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | None = None) -> dict:
+    """The invoice (``mode`` None: the tenant's own); raises SpecError on bad input."""
+    start, end = month_bounds(month, zone)
+    usage = UsageRow.__table__.c
+    rows = s.execute(
+        select(usage.model, usage.start, usage.end, usage.compute_pct_seconds,
+               usage.mem_mib_seconds)
+        .where(usage.tenant == tenant, usage.end > start, usage.start < end)
+    ).all()  # fmt: skip
+    records = [Usage(*r) for r in rows]
+    settings = s.get(TenantBillingRow, tenant)
+    mode = mode or (settings.mode if settings else "card-hour")
+    tasks = []
+    if mode == "per-task":
+        jobs = s.execute(
+            select(JobRow).where(
+                JobRow.tenant == tenant,
+                JobRow.finished_at >= start,
+                JobRow.finished_at < end,
+                JobRow.state.in_(("succeeded", "failed")),
+            )
+        ).scalars()
+        tasks = [Task(j.id, j.priority_class, j.finished_at) for j in jobs]
+    out = invoice(
+        tenant, month, records, catalog(s), mode=mode, zone=zone,
+        plans=plans_between(s, tenant, start, end), tasks=tasks,
+        task_prices=dict(settings.task_prices) if settings else {},
+    )  # fmt: skip
+    out["kind"] = settings.kind if settings else "chargeback"
+    return out
