@@ -17,7 +17,7 @@ from gpupool.billing.plans import PLANS, new_plan
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import DeviceRow, RentalPlanRow, TenantRow
-from gpupool.server.deps import Caller, Ctx, require
+from gpupool.server.deps import Caller, Ctx, Id, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
 from gpupool.server.rentals import plan_of
@@ -128,7 +128,7 @@ def list_plans(
 
 
 @router.post("/plans/{plan_id}/cancel", response_model=PlanOut)
-def cancel_plan(plan_id: int, ctx: Ctx, who: Caller, request: Request) -> PlanOut:
+def cancel_plan(plan_id: Id, ctx: Ctx, who: Caller, request: Request) -> PlanOut:
     """End a plan now (admins): its guarantee ends and it bills its share up to now."""
     require(who, (Role.ADMIN,), "cancelling rental plans")
     now = time.time()
