@@ -18,8 +18,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from gpupool.server.alerts.rules import KINDS as ALERT_KINDS
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, NodeRow
+from gpupool.server.db.tables import AlertRow, AllocationRow, DeviceRow, JobRow, NodeRow
 
 DCGM = (
     ("util_pct", "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
@@ -94,6 +95,11 @@ class StateCollector(Collector):
             node_states = s.execute(
                 select(NodeRow.state, func.count()).group_by(NodeRow.state)
             ).all()
+            alerts = s.execute(
+                select(AlertRow.kind, func.count())
+                .where(AlertRow.state == "firing")
+                .group_by(AlertRow.kind)
+            ).all()
         nodes = GaugeMetricFamily("gpupool_nodes", "Nodes by state.", labels=["state"])
         counts = dict(node_states)
         for state in ("ready", "lost", "fenced"):
@@ -146,3 +152,19 @@ class StateCollector(Collector):
                 if tel.get(key) is not None:
                     family.add_metric(values, float(tel[key]))
         yield from families.values()
+        healthy = GaugeMetricFamily(
+            "gpupool_gpu_healthy", "1 while the device reports healthy, else 0.", labels=labels
+        )
+        for d, _pool in devices:
+            tenant = ",".join(sorted(tenants_on.get((d.node, d.index), ())))
+            healthy.add_metric(
+                [str(d.index), d.uuid, d.model, d.node, d.node, tenant], 1.0 if d.healthy else 0.0
+            )
+        yield healthy
+        firing = GaugeMetricFamily(
+            "gpupool_alerts_firing", "Alerts firing now, by kind (gpupool alerts).", labels=["kind"]
+        )
+        counted = dict(alerts)
+        for kind in ALERT_KINDS:
+            firing.add_metric([kind], counted.get(kind, 0))
+        yield firing

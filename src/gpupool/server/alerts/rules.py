@@ -3,6 +3,9 @@ while the condition lasts, so it is stored once and resolved when the condition 
 
 from dataclasses import dataclass, field
 
+KINDS = ("node-lost", "device-unhealthy", "device-hot", "card-idle", "job-pending",
+         "quota-exhausted", "budget")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class DeviceFact:
