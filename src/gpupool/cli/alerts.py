@@ -20,5 +20,5 @@ def alerts(
         rows,
         ["id", "state", "kind", "tenant", "message"],
         as_json=as_json,
-        caption="delivered by webhook when one is set (alert_webhook_url)",
+        empty=f"no alert {state}" if state != "all" else "no alert",
     )

@@ -52,6 +52,7 @@ def billing_prices(as_json: bool = JSON_OPT) -> None:
         rows,
         ["model", "monthly", "hourly", "effective_from", "source"],
         as_json=as_json,
+        cell=lambda r, c: "always" if c == "effective_from" and r["source"] == "list" else r[c],
         headers={"effective_from": "from"},
         caption="CNY per card; hourly = monthly / 720 unless set",
     )
@@ -165,13 +166,13 @@ def plan_list(
     """Rental plans you may read (finance and admins: all)."""
     with ApiClient.from_env() as api:
         rows = api.get("/api/v1/billing/plans", tenant=tenant)
-    emit(rows, PLAN_COLUMNS, as_json=as_json, cell=_plan_cell)
+    emit(rows, PLAN_COLUMNS, as_json=as_json, cell=_plan_cell, empty="no rental plan")
 
 
 def _plan_cell(row: dict, column: str) -> str:
     value = row[column]
     if column in ("start", "end"):
-        return str(value)[:16].replace("T", " ")
+        return str(value)[:10]  # the day; --json has the time
     if column == "active":
         return "yes" if value else ("cancelled" if row["cancelled_at"] else "no")
     return str(value)
@@ -217,7 +218,7 @@ def billing_report(
             limit=limit,
         )  # fmt: skip
     emit(out["items"], REPORT_COLUMNS[report], as_json=as_json, as_csv=as_csv,
-         title=f"{report} {month} ({zone})")  # fmt: skip
+         title=f"{report} {month} ({zone})", empty=f"nothing to report for {month}")  # fmt: skip
 
 
 @billing_app.command("usage")

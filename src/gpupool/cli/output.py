@@ -71,13 +71,17 @@ def emit(
     dim: Callable[[dict[str, Any]], bool] | None = None,
     headers: dict[str, str] | None = None,
     wide: bool = False,
+    empty: str | None = None,
 ) -> None:
     """Print ``rows`` (dicts) with the chosen ``columns``: JSON (whole rows), CSV or a table
     without borders. ``cell`` renders one value (default ``plain``); ``headers`` renames
     columns in the table; ``wide`` lets lines grow past the terminal instead of wrapping
-    cells (squeue -l)."""
+    cells (squeue -l); ``empty``: the line printed instead of a table without rows."""
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows and empty is not None and not as_csv:
+        typer.echo(empty)
         return
     render = cell or (lambda row, column: plain(row.get(column)))
     cells = [[render(r, c) for c in columns] for r in rows]
