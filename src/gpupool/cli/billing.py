@@ -173,6 +173,8 @@ def _plan_cell(row: dict, column: str) -> str:
     value = row[column]
     if column in ("start", "end"):
         return str(value)[:10]  # the day; --json has the time
+    if column == "plan":  # short, so a line fits 80 columns
+        return {"hourly": "hour", "daily": "day", "monthly": "month", "annual": "year"}[value]
     if column == "active":
         return "yes" if value else ("cancelled" if row["cancelled_at"] else "no")
     return str(value)
