@@ -156,9 +156,10 @@ def test_rental_plans_bill_their_price_and_only_use_beyond_them():
     assert not cancelled.active(start + 11 * 86400) and cancelled.active(start)
     out = invoice("algo", "2026-11", [], c, plans=[cancelled])
     assert out["total"] == "3333.33" and out["lines"][0]["description"].endswith("(cancelled)")
-    # an annual plan bills a month's share of its discounted year
+    # an annual plan bills the month's share of its discounted year
     year = new_plan(c, 2, "algo", "A100-80G", 1, "annual", 1, start)
-    assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "2125.00"  # 25,500 / 12
+    # a year runs 365 days: November's 30 of them
+    assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "2095.89"
     with pytest.raises(SpecError, match="billed by card-hour"):
         invoice("algo", "2026-11", [], c, plans=[plan], mode="gpu-mem")
 

@@ -12,7 +12,8 @@ from gpupool.model import SpecError
 
 PLANS = ("hourly", "daily", "monthly", "annual")
 ANNUAL_DISCOUNT = Fraction(15, 100)
-PERIOD_SECONDS = {"hourly": 3600, "daily": 86400, "monthly": 30 * 86400, "annual": 360 * 86400}
+# a month is 30 days (the 720-hour month of the prices); a year runs 365 days to the same date
+PERIOD_SECONDS = {"hourly": 3600, "daily": 86400, "monthly": 30 * 86400, "annual": 365 * 86400}
 
 
 @dataclass(frozen=True)
