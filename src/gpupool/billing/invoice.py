@@ -190,8 +190,14 @@ def _plan_line(p: Plan, start: float, end: float) -> dict:
     what = f"plan {p.id}: {p.cards} x {p.model}, {p.kind or 'rental'}"
     if p.cancelled_at is not None and p.cancelled_at < p.end:
         what += " (cancelled)"
-    item = {"kind": "plan", "plan": p.id, "cards": p.cards, "model": p.model, "term": p.kind,
-            "cancelled": p.cancelled_at is not None and p.cancelled_at < p.end}  # fmt: skip
+    item = {
+        "kind": "plan",
+        "plan": p.id,
+        "cards": p.cards,
+        "model": p.model,
+        "term": p.kind,
+        "cancelled": p.cancelled_at is not None and p.cancelled_at < p.end,
+    }
     return _line(what, hours, "card-hour", cost / hours if hours else Fraction(0), item)
 
 

@@ -134,9 +134,15 @@ class Plan:
 
 
 def new_plan(
-    catalog: Catalog, plan_id: int, tenant: str, model: str, cards: int, plan: str,
-    periods: int, start: float,
-) -> Plan:  # fmt: skip
+    catalog: Catalog,
+    plan_id: int,
+    tenant: str,
+    model: str,
+    cards: int,
+    plan: str,
+    periods: int,
+    start: float,
+) -> Plan:
     """A plan priced from the catalog at ``start`` (the price is locked then)."""
     total = quote(catalog, model, cards, plan, periods, start)["total_fen"]
     end = start + periods * PERIOD_SECONDS[plan]

@@ -83,10 +83,14 @@ def job_costs(
             hours[key] = hours.get(key, Fraction(0)) + card_seconds / HOUR
     top = sorted(cost.items(), key=lambda kv: (-kv[1], kv[0][1]))[:limit]
     return [
-        {"job_id": job, "tenant": tenant, "card_hours": round(float(hours[(tenant, job)]), 4),
-         "cost": cny(to_fen(value))}
+        {
+            "job_id": job,
+            "tenant": tenant,
+            "card_hours": round(float(hours[(tenant, job)]), 4),
+            "cost": cny(to_fen(value)),
+        }
         for (tenant, job), value in top
-    ]  # fmt: skip
+    ]
 
 
 @dataclass(frozen=True)

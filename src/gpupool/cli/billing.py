@@ -79,8 +79,12 @@ def billing_set_price(
         body["effective_from"] = datetime.fromtimestamp(when or time.time(), UTC).isoformat()
     with ApiClient.from_env() as api:
         out = api.put(f"/api/v1/billing/prices/{model}", body)
-    show(out, as_json, f"{out['model']}: ¥{out['monthly']} a card-month (¥{out['hourly']} an "
-                       f"hour) from {out['effective_from']}")  # fmt: skip
+    show(
+        out,
+        as_json,
+        f"{out['model']}: ¥{out['monthly']} a card-month (¥{out['hourly']} an "
+        f"hour) from {out['effective_from']}",
+    )
 
 
 @billing_app.command("invoice")
@@ -148,14 +152,22 @@ def plan_create(
     from gpupool.cli.admin_client import _when
 
     body: dict[str, object] = {
-        "tenant": tenant, "model": model, "cards": cards, "plan": plan, "periods": periods,
-    }  # fmt: skip
+        "tenant": tenant,
+        "model": model,
+        "cards": cards,
+        "plan": plan,
+        "periods": periods,
+    }
     if start is not None:
         body["start"] = datetime.fromtimestamp(_when(start, "start") or 0, UTC).isoformat()
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/billing/plans", body)
-    show(out, as_json, f"plan {out['id']}: {out['cards']} x {out['model']} for {out['tenant']}, "
-                       f"{out['start']} to {out['end']}, ¥{out['total']}")  # fmt: skip
+    show(
+        out,
+        as_json,
+        f"plan {out['id']}: {out['cards']} x {out['model']} for {out['tenant']}, "
+        f"{out['start']} to {out['end']}, ¥{out['total']}",
+    )
 
 
 @plan_app.command("list")
@@ -216,11 +228,20 @@ def billing_report(
         raise SpecError(f"report: {report!r} is not one of {', '.join(REPORT_COLUMNS)}")
     with ApiClient.from_env() as api:
         out = api.get(
-            f"/api/v1/billing/reports/{report}", month=month, zone=zone, tenant=tenant,
+            f"/api/v1/billing/reports/{report}",
+            month=month,
+            zone=zone,
+            tenant=tenant,
             limit=limit,
-        )  # fmt: skip
-    emit(out["items"], REPORT_COLUMNS[report], as_json=as_json, as_csv=as_csv,
-         title=f"{report} {month} ({zone})", empty=f"nothing to report for {month}")  # fmt: skip
+        )
+    emit(
+        out["items"],
+        REPORT_COLUMNS[report],
+        as_json=as_json,
+        as_csv=as_csv,
+        title=f"{report} {month} ({zone})",
+        empty=f"nothing to report for {month}",
+    )
 
 
 @billing_app.command("usage")
@@ -288,5 +309,8 @@ def billing_budget(
     with ApiClient.from_env() as api:
         out = api.put(f"/api/v1/billing/budgets/{tenant}", body)
     marks_text = ", ".join(f"{t}%" for t in out["thresholds"])
-    show(out, as_json, f"{tenant}: ¥{out['monthly']} a month, alerts at {marks_text}, "
-                       f"at 100%: {out['action']}")  # fmt: skip
+    show(
+        out,
+        as_json,
+        f"{tenant}: ¥{out['monthly']} a month, alerts at {marks_text}, at 100%: {out['action']}",
+    )

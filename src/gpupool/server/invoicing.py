@@ -23,10 +23,10 @@ def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | No
     start, end = month_bounds(month, zone)
     usage = UsageRow.__table__.c
     rows = s.execute(
-        select(usage.model, usage.start, usage.end, usage.compute_pct_seconds,
-               usage.mem_mib_seconds)
-        .where(usage.tenant == tenant, usage.end > start, usage.start < end)
-    ).all()  # fmt: skip
+        select(
+            usage.model, usage.start, usage.end, usage.compute_pct_seconds, usage.mem_mib_seconds
+        ).where(usage.tenant == tenant, usage.end > start, usage.start < end)
+    ).all()
     records = [Usage(*r) for r in rows]
     settings = s.get(TenantBillingRow, tenant)
     mode = mode or (settings.mode if settings else "card-hour")
@@ -42,9 +42,15 @@ def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | No
         ).scalars()
         tasks = [Task(j.id, j.priority_class, j.finished_at) for j in jobs]
     out = invoice(
-        tenant, month, records, catalog(s), mode=mode, zone=zone,
-        plans=plans_between(s, tenant, start, end), tasks=tasks,
+        tenant,
+        month,
+        records,
+        catalog(s),
+        mode=mode,
+        zone=zone,
+        plans=plans_between(s, tenant, start, end),
+        tasks=tasks,
         task_prices=dict(settings.task_prices) if settings else {},
-    )  # fmt: skip
+    )
     out["kind"] = settings.kind if settings else "chargeback"
     return out

@@ -36,8 +36,11 @@ def gather(s: Session, now: float, zone: str, limits: Limits) -> Facts:
     for d in s.execute(select(DeviceRow)).scalars():
         tel = d.telemetry or {}
         tenant, since = held.get((d.node, d.index), (None, None))
-        devices.append(DeviceFact(d.node, d.index, d.healthy, tel.get("temp_c"),
-                                  tel.get("util_pct"), tenant, since))  # fmt: skip
+        devices.append(
+            DeviceFact(
+                d.node, d.index, d.healthy, tel.get("temp_c"), tel.get("util_pct"), tenant, since
+            )
+        )
     jobs = JobRow.__table__.c
     pending = [
         PendingFact(r.id, r.tenant, r.queued_at, r.reason, bool(r.held))

@@ -3,8 +3,15 @@ while the condition lasts, so it is stored once and resolved when the condition 
 
 from dataclasses import dataclass, field
 
-KINDS = ("node-lost", "device-unhealthy", "device-hot", "card-idle", "job-pending",
-         "quota-exhausted", "budget")  # fmt: skip
+KINDS = (
+    "node-lost",
+    "device-unhealthy",
+    "device-hot",
+    "card-idle",
+    "job-pending",
+    "quota-exhausted",
+    "budget",
+)
 
 
 @dataclass(frozen=True)

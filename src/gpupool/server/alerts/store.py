@@ -23,11 +23,20 @@ def reconcile(session: Session, now_firing: list[Firing], now: float) -> tuple[i
         if row is None:
             session.add(
                 AlertRow(
-                    key=key, kind=f.kind, tenant=f.tenant, subject=f.subject, message=f.message,
-                    state="firing", started_at=now, resolved_at=None, notified="", attempts=0,
-                    next_attempt_at=0.0, last_error="",
+                    key=key,
+                    kind=f.kind,
+                    tenant=f.tenant,
+                    subject=f.subject,
+                    message=f.message,
+                    state="firing",
+                    started_at=now,
+                    resolved_at=None,
+                    notified="",
+                    attempts=0,
+                    next_attempt_at=0.0,
+                    last_error="",
                 )
-            )  # fmt: skip
+            )
             fired += 1
         elif row.state != "firing":  # it came back: fire again
             row.state, row.started_at, row.resolved_at = "firing", now, None

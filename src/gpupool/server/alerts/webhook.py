@@ -21,10 +21,16 @@ Post = Callable[[str, bytes, dict[str, str]], int]  # url, body, headers -> HTTP
 
 def payload(row: AlertRow) -> bytes:
     body = {
-        "id": row.id, "key": row.key, "kind": row.kind, "tenant": row.tenant,
-        "subject": row.subject, "message": row.message, "state": row.state,
-        "started_at": row.started_at, "resolved_at": row.resolved_at,
-    }  # fmt: skip
+        "id": row.id,
+        "key": row.key,
+        "kind": row.kind,
+        "tenant": row.tenant,
+        "subject": row.subject,
+        "message": row.message,
+        "state": row.state,
+        "started_at": row.started_at,
+        "resolved_at": row.resolved_at,
+    }
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -52,8 +58,11 @@ def deliver(
     done = 0
     for row in due:
         body = payload(row)
-        headers = {"Content-Type": "application/json", SIGNATURE: sign(secret, body),
-                   "X-Gpupool-Event": f"alert.{row.state}"}  # fmt: skip
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE: sign(secret, body),
+            "X-Gpupool-Event": f"alert.{row.state}",
+        }
         status = post(url, body, headers)
         if 200 <= status < 300:
             row.notified, row.attempts, row.last_error = row.state, 0, ""

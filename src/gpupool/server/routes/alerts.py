@@ -53,13 +53,19 @@ def list_alerts(
         ][:limit]
         return [
             AlertOut(
-                id=r.id, kind=r.kind, tenant=r.tenant, subject=r.subject, message=r.message,
-                state=r.state, started_at=_iso(r.started_at),
+                id=r.id,
+                kind=r.kind,
+                tenant=r.tenant,
+                subject=r.subject,
+                message=r.message,
+                state=r.state,
+                started_at=_iso(r.started_at),
                 resolved_at=_iso(r.resolved_at) if r.resolved_at is not None else None,
-                delivered=r.notified == r.state, last_error=r.last_error,
+                delivered=r.notified == r.state,
+                last_error=r.last_error,
             )
             for r in rows
-        ]  # fmt: skip
+        ]
 
 
 class BudgetIn(Strict):
@@ -98,8 +104,9 @@ def set_budget(tenant: str, body: BudgetIn, ctx: Ctx, who: Caller, request: Requ
         row = s.get(BudgetRow, tenant) or BudgetRow(tenant=tenant)
         row.monthly_fen, row.thresholds, row.action = fen, sorted(set(body.thresholds)), body.action
         s.add(row)
-        out = BudgetOut(tenant=tenant, monthly=cny(fen), thresholds=row.thresholds,
-                        action=row.action)  # fmt: skip
+        out = BudgetOut(
+            tenant=tenant, monthly=cny(fen), thresholds=row.thresholds, action=row.action
+        )
     request.state.audit_target = f"budget of {tenant}"
     return out
 

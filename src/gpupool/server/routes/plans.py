@@ -52,11 +52,18 @@ class PlanOut(BaseModel):
 
 def _out(r: RentalPlanRow, now: float) -> PlanOut:
     return PlanOut(
-        id=r.id, tenant=r.tenant, model=r.model, cards=r.cards, plan=r.kind, periods=r.periods,
-        start=_iso(r.start), end=_iso(r.end), total=cny(r.total_fen),
+        id=r.id,
+        tenant=r.tenant,
+        model=r.model,
+        cards=r.cards,
+        plan=r.kind,
+        periods=r.periods,
+        start=_iso(r.start),
+        end=_iso(r.end),
+        total=cny(r.total_fen),
         cancelled_at=_iso(r.cancelled_at) if r.cancelled_at is not None else None,
         active=plan_of(r).active(now),
-    )  # fmt: skip
+    )
 
 
 @router.post("/plans", response_model=PlanOut, status_code=201)
@@ -73,16 +80,32 @@ def create_plan(body: PlanIn, ctx: Ctx, who: Caller, request: Request) -> PlanOu
         if s.get(TenantRow, body.tenant) is None:
             raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
         try:
-            plan = new_plan(catalog(s), 0, body.tenant, canonical_model(body.model), body.cards,
-                            body.plan, body.periods, start)  # fmt: skip
+            plan = new_plan(
+                catalog(s),
+                0,
+                body.tenant,
+                canonical_model(body.model),
+                body.cards,
+                body.plan,
+                body.periods,
+                start,
+            )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "plan") from None
         _check_capacity(s, plan.model, plan.cards, plan.start, plan.end)
         row = RentalPlanRow(
-            tenant=plan.tenant, model=plan.model, cards=plan.cards, kind=body.plan,
-            periods=body.periods, start=plan.start, end=plan.end, total_fen=plan.total_fen,
-            cancelled_at=None, created_by=who.user, created_at=now,
-        )  # fmt: skip
+            tenant=plan.tenant,
+            model=plan.model,
+            cards=plan.cards,
+            kind=body.plan,
+            periods=body.periods,
+            start=plan.start,
+            end=plan.end,
+            total_fen=plan.total_fen,
+            cancelled_at=None,
+            created_by=who.user,
+            created_at=now,
+        )
         s.add(row)
         s.flush()
         out = _out(row, now)
