@@ -308,7 +308,8 @@ def test_per_tenant_billing_modes_showback_and_per_task(sqlite_server):
     _usage(sqlite_server, "algo", start, 720)
     month = {"tenant": "algo", "month": "2026-11"}
     assert ok(admin.get("/api/v1/billing/tenants/algo")) == {
-        "tenant": "algo", "mode": "card-hour", "kind": "chargeback", "task_prices": {}
+        "tenant": "algo", "mode": "card-hour", "kind": "chargeback", "task_prices": {},
+        "discount_pct": 0,
     }  # fmt: skip
     settings = "/api/v1/billing/tenants/algo"
     r = admin.put(settings, json={"mode": "per-task", "task_prices": {"training": "20"}})
@@ -339,3 +340,34 @@ def test_per_tenant_billing_modes_showback_and_per_task(sqlite_server):
     assert r.stdout.startswith("algo: gpu-mem, chargeback; per-task prices: dev-test ¥2.50")
     r = gpupool("billing", "settings", "algo", "--task-price", "oops", env=env)
     assert r.returncode == 2 and "task-price: 'oops' is not CLASS=CNY" in r.stderr
+
+
+def test_discounts_and_credits_are_lines_of_their_own(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    start, _ = month_bounds("2026-11")
+    _usage(sqlite_server, "algo", start, 720)
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    r = gpupool("billing", "settings", "algo", "--discount", "10", env=env)
+    assert "10% off usage" in r.stdout
+    r = gpupool("billing", "credit", "algo", "--month", "2026-11", "--amount", "100",
+                "--reason", "outage on 11-12", env=env)  # fmt: skip
+    assert r.stdout.strip() == "credit 1: ¥100.00 off algo's 2026-11 invoice"
+    bill = ok(admin.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11"}))
+    assert [(line["description"], line["amount"]) for line in bill["lines"]] == [
+        ("A100-80G (card-hours)", "2500.00"),
+        ("discount 10% on usage", "-250.00"),
+        ("credit: outage on 11-12", "-100.00"),
+    ]
+    assert bill["total"] == "2150.00"
+    html = {"tenant": "algo", "month": "2026-11", "format": "html"}
+    page = admin.get("/api/v1/billing/invoice", params=html).text
+    assert "用量折扣 10%" in page and "抵扣：outage on 11-12" in page and "-¥250.00" in page
+    for bad, field in (({"amount": "0"}, "amount"), ({"month": "2026-13"}, "month"),
+                       ({"tenant": "nobody"}, "tenant")):  # fmt: skip
+        body = {"tenant": "algo", "month": "2026-11", "amount": "5", "reason": "x", **bad}
+        r = admin.post("/api/v1/billing/credits", json=body)
+        assert r.status_code == 422 and field in r.text, r.text
+    member = sqlite_server.client(sqlite_server.token("mo", "member", "algo"))
+    body = {"tenant": "algo", "month": "2026-11", "amount": "5", "reason": "x"}
+    assert member.post("/api/v1/billing/credits", json=body).status_code == 403

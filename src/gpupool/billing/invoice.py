@@ -91,11 +91,14 @@ def invoice(
     tasks: Iterable[Task] = (),
     task_prices: Mapping[str, int] | None = None,
     plans: Sequence[Plan] = (),
+    discount_pct: int = 0,
+    credits: Sequence[tuple[str, int]] = (),
 ) -> dict:
     """The invoice of ``tenant`` for ``month``: lines per rental plan (its locked price,
-    prorated by the second), then per model and price (or per class), amounts in CNY strings,
-    total = the sum of the lines. A model under a plan bills only what was used beyond the
-    plan's cards, hour by hour, at the on-demand rate."""
+    prorated by the second), then per model and price (or per class), then a discount on the
+    usage lines (not the plans, priced already) and credits, amounts in CNY strings, total =
+    the sum of the lines. A model under a plan bills only what was used beyond the plan's
+    cards, hour by hour, at the on-demand rate."""
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     start, end = month_bounds(month, zone)
@@ -137,6 +140,15 @@ def invoice(
             item = {"kind": "usage", "model": model}
             lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate, item))
         lines += _beyond_plans(hours, plans, catalog, start, end)
+    if discount_pct:
+        on_demand = sum(line["amount_fen"] for line in lines if line["item"].get("kind") != "plan")
+        if on_demand:
+            item = {"kind": "discount", "pct": discount_pct}
+            rate = -Fraction(on_demand * discount_pct, 100)
+            lines.append(_line(f"discount {discount_pct}% on usage", Fraction(1), "", rate, item))
+    for reason, fen in credits:
+        item = {"kind": "credit", "reason": reason}
+        lines.append(_line(f"credit: {reason}", Fraction(1), "", -Fraction(fen), item))
     total = sum(line["amount_fen"] for line in lines)
     return {
         "tenant": tenant,

@@ -87,6 +87,10 @@ def describe(item: dict, lang: str) -> str:
             return f"{model} 超出套餐的用量"
         if kind == "tasks":
             return f"{item['class']} 类任务"
+        if kind == "discount":
+            return f"用量折扣 {item['pct']}%"
+        if kind == "credit":
+            return f"抵扣：{item['reason']}"
         return f"{model} 用量"
     if kind == "plan":
         cancelled = " (cancelled early)" if item.get("cancelled") else ""
@@ -96,6 +100,10 @@ def describe(item: dict, lang: str) -> str:
         return f"{model} used beyond the plans"
     if kind == "tasks":
         return f"{item['class']} jobs"
+    if kind == "discount":
+        return f"Discount {item['pct']}% on usage"
+    if kind == "credit":
+        return f"Credit: {item['reason']}"
     return f"{model} usage"
 
 

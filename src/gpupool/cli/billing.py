@@ -266,6 +266,7 @@ def billing_settings(
     task_price: list[str] = typer.Option(
         None, "--task-price", help="per-task: CLASS=CNY, e.g. training=20 (repeat)"
     ),
+    discount: int = typer.Option(None, help="Percent off usage lines (not plans)"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Show how a tenant is billed, or change it (admins) with --mode, --kind, --task-price."""
@@ -274,17 +275,23 @@ def billing_settings(
     with ApiClient.from_env() as api:
         path = f"/api/v1/billing/tenants/{tenant}"
         out = api.get(path)
-        if mode or kind or task_price:
+        if mode or kind or task_price or discount is not None:
             prices = dict(out["task_prices"])
             for item in task_price or []:
                 klass, sep, price = item.partition("=")
                 if not sep or not klass:
                     raise SpecError(f"task-price: {item!r} is not CLASS=CNY")
                 prices[klass] = price
-            body = {"mode": mode or out["mode"], "kind": kind or out["kind"], "task_prices": prices}
+            body = {
+                "mode": mode or out["mode"],
+                "kind": kind or out["kind"],
+                "task_prices": prices,
+                "discount_pct": out["discount_pct"] if discount is None else discount,
+            }
             out = api.put(path, body)
     prices = ", ".join(f"{k} ¥{v}" for k, v in out["task_prices"].items()) or "-"
-    show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}; per-task prices: {prices}")
+    off = f"; {out['discount_pct']}% off usage" if out["discount_pct"] else ""
+    show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}{off}; per-task prices: {prices}")
 
 
 @billing_app.command("budget")
@@ -314,3 +321,19 @@ def billing_budget(
         as_json,
         f"{tenant}: ¥{out['monthly']} a month, alerts at {marks_text}, at 100%: {out['action']}",
     )
+
+
+@billing_app.command("credit")
+@client_command
+def billing_credit(
+    tenant: str = typer.Argument(..., help="The tenant"),
+    month: str = typer.Option(..., help="The invoice's month, YYYY-MM"),
+    amount: str = typer.Option(..., help="CNY taken off, e.g. 500"),
+    reason: str = typer.Option(..., help="Why (shown on the invoice)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Take an amount off a tenant's invoice for a month (admins, finance)."""
+    body = {"tenant": tenant, "month": month, "amount": amount, "reason": reason}
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/billing/credits", body)
+    show(out, as_json, f"credit {out['id']}: ¥{out['amount']} off {tenant}'s {month} invoice")

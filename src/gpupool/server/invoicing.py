@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
-from gpupool.server.db.tables import JobRow, PriceRow, TenantBillingRow, UsageRow
+from gpupool.server.db.tables import CreditRow, JobRow, PriceRow, TenantBillingRow, UsageRow
 from gpupool.server.rentals import plans_between
 
 
@@ -51,6 +51,15 @@ def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | No
         plans=plans_between(s, tenant, start, end),
         tasks=tasks,
         task_prices=dict(settings.task_prices) if settings else {},
+        discount_pct=settings.discount_pct if settings else 0,
+        credits=[
+            (c.reason, c.amount_fen)
+            for c in s.execute(
+                select(CreditRow)
+                .where(CreditRow.tenant == tenant, CreditRow.month == month)
+                .order_by(CreditRow.id)
+            ).scalars()
+        ],
     )
     out["kind"] = settings.kind if settings else "chargeback"
     return out

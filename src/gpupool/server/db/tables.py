@@ -310,6 +310,7 @@ class TenantBillingRow(Base):
     mode: Mapped[str] = mapped_column(String(20), default="card-hour")
     kind: Mapped[str] = mapped_column(String(20), default="chargeback")
     task_prices: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    discount_pct: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class AlertRow(Base):
@@ -344,3 +345,17 @@ class BudgetRow(Base):
     monthly_fen: Mapped[int] = mapped_column(BigInteger)
     thresholds: Mapped[list[Any]] = mapped_column(default=list)
     action: Mapped[str] = mapped_column(String(20), default="notify")
+
+
+class CreditRow(Base):
+    """An amount (fen) taken off a tenant's invoice for a month, with why (an outage, a
+    goodwill gesture); a line of its own."""
+
+    __tablename__ = "credits"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="CASCADE"), index=True)
+    month: Mapped[str] = mapped_column(String(7))
+    amount_fen: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(String(500))
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)

@@ -21,6 +21,7 @@ from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import (
+    CreditRow,
     PriceRow,
     PriorityClassRow,
     TenantBillingRow,
@@ -183,6 +184,7 @@ class TenantBillingIn(Strict):
     task_prices: dict[str, str] = Field(
         default_factory=dict, max_length=100, description="per-task mode: CNY per job by class"
     )
+    discount_pct: int = Field(0, ge=0, le=100, description="off usage lines (not plans)")
 
 
 class TenantBillingOut(BaseModel):
@@ -190,13 +192,20 @@ class TenantBillingOut(BaseModel):
     mode: str
     kind: str
     task_prices: dict[str, str]
+    discount_pct: int = 0
 
 
 def _settings_out(tenant: str, row: TenantBillingRow | None) -> TenantBillingOut:
     if row is None:
         return TenantBillingOut(tenant=tenant, mode="card-hour", kind="chargeback", task_prices={})
     prices = {k: cny(v) for k, v in sorted(row.task_prices.items())}
-    return TenantBillingOut(tenant=tenant, mode=row.mode, kind=row.kind, task_prices=prices)
+    return TenantBillingOut(
+        tenant=tenant,
+        mode=row.mode,
+        kind=row.kind,
+        task_prices=prices,
+        discount_pct=row.discount_pct or 0,
+    )
 
 
 @router.get("/tenants/{name}", response_model=TenantBillingOut)
@@ -236,7 +245,61 @@ def set_tenant_billing(
                 )
         row = s.get(TenantBillingRow, name) or TenantBillingRow(tenant=name)
         row.mode, row.kind, row.task_prices = body.mode, body.kind, prices
+        row.discount_pct = body.discount_pct
         s.add(row)
         out = _settings_out(name, row)
     request.state.audit_target = f"billing of {name}"
+    return out
+
+
+class CreditIn(Strict):
+    tenant: str = Field(min_length=1, max_length=100)
+    month: str = Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")
+    amount: str = Field(description="CNY taken off that month's invoice")
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class CreditOut(BaseModel):
+    id: int
+    tenant: str
+    month: str
+    amount: str
+    reason: str
+    created_by: str
+
+
+@router.post("/credits", response_model=CreditOut, status_code=201)
+def add_credit(body: CreditIn, ctx: Ctx, who: Caller, request: Request) -> CreditOut:
+    """Take an amount off a tenant's invoice for a month (admins and finance)."""
+    require(who, (Role.ADMIN, Role.FINANCE), "giving credits")
+    if not who.sees(body.tenant):
+        raise forbidden(f"{who.user} may not credit tenant {body.tenant}")
+    try:
+        fen = parse_cny(body.amount)
+    except SpecError as exc:
+        raise ApiError(422, f"amount: {exc}", "amount") from None
+    if fen <= 0:
+        raise ApiError(422, "amount: a credit must be above zero", "amount")
+    with ctx.db.write() as s:
+        if s.get(TenantRow, body.tenant) is None:
+            raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
+        row = CreditRow(
+            tenant=body.tenant,
+            month=body.month,
+            amount_fen=fen,
+            reason=body.reason,
+            created_by=who.user,
+            created_at=time.time(),
+        )
+        s.add(row)
+        s.flush()
+        out = CreditOut(
+            id=row.id,
+            tenant=row.tenant,
+            month=row.month,
+            amount=cny(fen),
+            reason=row.reason,
+            created_by=row.created_by,
+        )
+    request.state.audit_target = f"credit {out.id} for {body.tenant}"
     return out

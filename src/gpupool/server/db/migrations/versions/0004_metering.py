@@ -57,6 +57,7 @@ def upgrade() -> None:
         sa.Column("mode", sa.String(length=20), nullable=False),
         sa.Column("kind", sa.String(length=20), nullable=False),
         sa.Column("task_prices", sa.JSON(), nullable=False),
+        sa.Column("discount_pct", sa.Integer(), server_default="0", nullable=False),
         sa.ForeignKeyConstraint(["tenant"], ["tenants.name"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("tenant"),
     )

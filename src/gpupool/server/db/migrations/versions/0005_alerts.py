@@ -1,4 +1,4 @@
-"""alerts (one mechanism for operations and billing) and budgets
+"""alerts (one mechanism for operations and billing), budgets, invoice credits
 
 Revision ID: 0005
 Revises: 0004
@@ -43,9 +43,24 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["tenant"], ["tenants.name"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("tenant"),
     )
+    op.create_table(
+        "credits",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("month", sa.String(length=7), nullable=False),
+        sa.Column("amount_fen", sa.BigInteger(), nullable=False),
+        sa.Column("reason", sa.String(length=500), nullable=False),
+        sa.Column("created_by", sa.String(length=100), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(["tenant"], ["tenants.name"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_credits_tenant", "credits", ["tenant"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_credits_tenant", table_name="credits")
+    op.drop_table("credits")
     op.drop_table("budgets")
     op.drop_index("ix_alerts_state", table_name="alerts")
     op.drop_table("alerts")
