@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from gpupool.billing.money import parse_cny, yuan
 from gpupool.model import SpecError
 
 LANGS = ("zh", "en")
@@ -75,43 +76,44 @@ _ENV = Environment(
 )
 
 
+DESCRIPTIONS = {
+    "zh": {
+        "plan": "租用套餐 {plan}：{cards} 张 {model}，{term}{cancelled}",
+        "beyond": "{model} 超出套餐的用量",
+        "tasks": "{class} 类任务",
+        "discount": "用量折扣 {pct}%",
+        "credit": "抵扣：{reason}",
+        "usage": "{model} 用量",
+    },
+    "en": {
+        "plan": "Rental plan {plan}: {cards} x {model}, {term}{cancelled}",
+        "beyond": "{model} used beyond the plans",
+        "tasks": "{class} jobs",
+        "discount": "Discount {pct}% on usage",
+        "credit": "Credit: {reason}",
+        "usage": "{model} usage",
+    },
+}
+CANCELLED = {"zh": "（已提前终止）", "en": " (cancelled early)"}
+
+
 def describe(item: dict, lang: str) -> str:
     """A line's description in ``lang`` from its structured ``item``."""
-    kind, model = item.get("kind"), item.get("model", "")
-    if lang == "zh":
-        if kind == "plan":
-            cancelled = "（已提前终止）" if item.get("cancelled") else ""
-            term = TERMS["zh"].get(item.get("term", ""), "")
-            return f"租用套餐 {item['plan']}：{item['cards']} 张 {model}，{term}{cancelled}"
-        if kind == "beyond":
-            return f"{model} 超出套餐的用量"
-        if kind == "tasks":
-            return f"{item['class']} 类任务"
-        if kind == "discount":
-            return f"用量折扣 {item['pct']}%"
-        if kind == "credit":
-            return f"抵扣：{item['reason']}"
-        return f"{model} 用量"
-    if kind == "plan":
-        cancelled = " (cancelled early)" if item.get("cancelled") else ""
-        term = TERMS["en"].get(item.get("term", ""), "")
-        return f"Rental plan {item['plan']}: {item['cards']} x {model}, {term}{cancelled}"
-    if kind == "beyond":
-        return f"{model} used beyond the plans"
-    if kind == "tasks":
-        return f"{item['class']} jobs"
-    if kind == "discount":
-        return f"Discount {item['pct']}% on usage"
-    if kind == "credit":
-        return f"Credit: {item['reason']}"
-    return f"{model} usage"
+    kind = item.get("kind")
+    template = DESCRIPTIONS[lang].get(kind or "", DESCRIPTIONS[lang]["usage"])
+    values = {
+        "model": "",
+        **item,
+        "term": TERMS[lang].get(item.get("term", ""), ""),
+        "cancelled": CANCELLED[lang] if item.get("cancelled") else "",
+    }
+    return template.format_map(values)
 
 
-def money(amount: str, lang: str) -> str:
-    """``"25500.00"`` -> ``¥25,500.00`` (both languages group thousands with commas)."""
-    whole, _, cents = amount.lstrip("-").partition(".")
-    sign = "-" if amount.startswith("-") else ""
-    return f"{sign}¥{int(whole):,}.{cents}"
+def _signed_fen(amount: str) -> int:
+    """An invoice's ``"-250.00"`` back to fen (discounts and credits are negative)."""
+    fen = parse_cny(amount.removeprefix("-"))
+    return -fen if amount.startswith("-") else fen
 
 
 def _month(month: str, lang: str) -> str:
@@ -132,7 +134,7 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
             "quantity": line["quantity"].rstrip("0").rstrip("."),
             "unit": t.get(line["unit"], line["unit"]),
             "unit_price": line["unit_price"],
-            "amount": money(line["amount"], lang),
+            "amount": yuan(_signed_fen(line["amount"])),
         }
         for line in inv["lines"]
     ]
@@ -146,7 +148,7 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         zone=inv["zone"],
         mode=t.get(f"mode.{inv['mode']}", inv["mode"]),
         lines=lines,
-        total=money(inv["total"], lang),
+        total=yuan(_signed_fen(inv["total"])),
         draft=inv.get("draft", False),
         issued=when.strftime("%Y-%m-%d %H:%M"),
     )

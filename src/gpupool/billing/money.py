@@ -19,6 +19,13 @@ def cny(fen: int) -> str:
     return f"{sign}{whole}.{cents:02d}"
 
 
+def yuan(fen: int) -> str:
+    """``2550000`` -> ``¥25,500.00``: for people (thousands grouped), on pages and in alerts."""
+    sign = "-" if fen < 0 else ""
+    whole, cents = divmod(abs(fen), FEN_PER_CNY)
+    return f"{sign}¥{whole:,}.{cents:02d}"
+
+
 def parse_cny(text: str) -> int:
     """``"25500"``, ``"25500.5"`` or ``"25500.50"`` (CNY) -> fen; more than two decimals, a
     sign or anything else is refused."""

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
+from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
@@ -186,7 +187,7 @@ class SchedulerLoop:
         self.over_budget = {
             b.tenant: (
                 f"budget: {b.tenant} has spent its budget for {b.month} "
-                f"(¥{b.spent_fen / 100:,.2f} of ¥{b.budget_fen / 100:,.2f}); work beyond its "
+                f"({yuan(b.spent_fen)} of {yuan(b.budget_fen)}); work beyond its "
                 "guarantee waits"
             )
             for b in facts.budgets

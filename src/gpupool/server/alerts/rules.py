@@ -3,6 +3,8 @@ while the condition lasts, so it is stored once and resolved when the condition 
 
 from dataclasses import dataclass, field
 
+from gpupool.billing.money import yuan
+
 KINDS = (
     "node-lost",
     "device-unhealthy",
@@ -73,10 +75,6 @@ class Firing:
     tenant: str | None
     subject: str
     message: str
-
-
-def _cny(fen: int) -> str:
-    return f"¥{fen // 100:,}.{fen % 100:02d}"
 
 
 def firing(f: Facts) -> list[Firing]:
@@ -174,7 +172,7 @@ def firing(f: Facts) -> list[Firing]:
                         "budget",
                         b.tenant,
                         b.tenant,
-                        f"{b.tenant} has spent {_cny(b.spent_fen)} of its {_cny(b.budget_fen)} "
+                        f"{b.tenant} has spent {yuan(b.spent_fen)} of its {yuan(b.budget_fen)} "
                         f"budget for {b.month} ({used:.0f}%, threshold {pct}%)",
                     )
                 )
