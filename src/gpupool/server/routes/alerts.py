@@ -7,13 +7,12 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from gpupool.billing.money import cny, parse_cny
-from gpupool.model import SpecError
+from gpupool.billing.money import cny
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import AlertRow, BudgetRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, Limit, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.routes.billing import READERS, _iso
+from gpupool.server.routes.billing import READERS, _iso, positive_fen
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
@@ -90,12 +89,7 @@ def set_budget(tenant: str, body: BudgetIn, ctx: Ctx, who: Caller, request: Requ
     require(who, (Role.ADMIN, Role.FINANCE), "setting budgets")
     if not who.sees(tenant):
         raise forbidden(f"{who.user} may not set tenant {tenant}'s budget")
-    try:
-        fen = parse_cny(body.monthly)
-    except SpecError as exc:
-        raise ApiError(422, f"monthly: {exc}", "monthly") from None
-    if fen <= 0:
-        raise ApiError(422, "monthly: a budget must be above zero", "monthly")
+    fen = positive_fen(body.monthly, "monthly", "a budget")
     if any(not 1 <= t <= 1000 for t in body.thresholds):
         raise ApiError(422, "thresholds: percentages from 1 to 1000", "thresholds")
     with ctx.db.write() as s:

@@ -53,6 +53,17 @@ class PriceOut(BaseModel):
     source: Literal["list", "set"]
 
 
+def positive_fen(text: str, field: str, what: str) -> int:
+    """An amount of CNY from a request, in fen, above zero; else a 422 naming ``field``."""
+    try:
+        fen = parse_cny(text)
+    except SpecError as exc:
+        raise ApiError(422, f"{field}: {exc}", field) from None
+    if fen <= 0:
+        raise ApiError(422, f"{field}: {what} must be above zero", field)
+    return fen
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -90,12 +101,10 @@ def set_price(model: str, body: PriceIn, ctx: Ctx, who: Caller, request: Request
     now = time.time()
     try:
         name = canonical_model(model)
-        monthly = parse_cny(body.monthly)
-        hourly = parse_cny(body.hourly) if body.hourly is not None else None
     except SpecError as exc:
-        raise ApiError(422, str(exc), "monthly") from None
-    if monthly <= 0 or (hourly is not None and hourly <= 0):
-        raise ApiError(422, "monthly: a price must be above zero", "monthly")
+        raise ApiError(422, f"model: {exc}", "model") from None
+    monthly = positive_fen(body.monthly, "monthly", "a price")
+    hourly = positive_fen(body.hourly, "hourly", "a price") if body.hourly is not None else None
     start = body.effective_from.timestamp() if body.effective_from else now
     if body.effective_from is not None and body.effective_from.tzinfo is None:
         raise ApiError(422, "effective_from: give a time zone (e.g. Z or +08:00)", "effective_from")
@@ -274,12 +283,7 @@ def add_credit(body: CreditIn, ctx: Ctx, who: Caller, request: Request) -> Credi
     require(who, (Role.ADMIN, Role.FINANCE), "giving credits")
     if not who.sees(body.tenant):
         raise forbidden(f"{who.user} may not credit tenant {body.tenant}")
-    try:
-        fen = parse_cny(body.amount)
-    except SpecError as exc:
-        raise ApiError(422, f"amount: {exc}", "amount") from None
-    if fen <= 0:
-        raise ApiError(422, "amount: a credit must be above zero", "amount")
+    fen = positive_fen(body.amount, "amount", "a credit")
     with ctx.db.write() as s:
         if s.get(TenantRow, body.tenant) is None:
             raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
