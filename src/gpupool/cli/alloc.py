@@ -10,7 +10,18 @@ import typer
 
 from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.follow import ENDED
-from gpupool.cli.jobs import RESOURCE_FLAGS, _body
+from gpupool.cli.jobs import (
+    CPU_OPT,
+    GPU_MEM_OPT,
+    GPU_OPT,
+    GPU_SHARE_OPT,
+    MEM_OPT,
+    MIG_OPT,
+    REQUEST_OPT,
+    RESOURCE_FLAGS,
+    TENANT_OPT,
+    _body,
+)
 from gpupool.cli.output import local
 from gpupool.cli.views import where
 from gpupool.client import ApiClient, ClientError
@@ -22,14 +33,14 @@ def alloc(
     time_limit: str = typer.Option(
         ..., "--time", "-t", help="How long to hold them: MM, HH:MM:SS or D-HH:MM:SS"
     ),
-    tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
-    gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
-    gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
-    gpu_share: str = typer.Option(None, help="Compute share of one card, e.g. 0.5"),
-    mig: str = typer.Option(None, help="A MIG profile, e.g. 1g.10gb"),
-    cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
-    mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
-    request: str = typer.Option(None, help="A whole request string instead of the flags above"),
+    tenant: str = TENANT_OPT,
+    gpu: str = GPU_OPT,
+    gpu_mem: str = GPU_MEM_OPT,
+    gpu_share: str = GPU_SHARE_OPT,
+    mig: str = MIG_OPT,
+    cpu: str = CPU_OPT,
+    mem: str = MEM_OPT,
+    request: str = REQUEST_OPT,
     name: str = typer.Option("alloc", help="A name to recognise it by"),
     priority_class: str = typer.Option(None, help="Priority class \\[default: dev-test]"),
     wait: float = typer.Option(

@@ -19,6 +19,15 @@ from gpupool.model.batch import Script, parse_array, parse_dependency, parse_tim
 job_app = typer.Typer(help="Submit, list, inspect, control and cancel jobs.")
 LIVE = ("pending", "admitted", "running")
 RESOURCE_FLAGS = ("gpu", "gpu_mem", "gpu_share", "mig", "cpu", "mem")
+# what to ask for, shared by job submit and alloc
+TENANT_OPT = typer.Option(None, help="Tenant (default: your token's)")
+GPU_OPT = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2")
+GPU_MEM_OPT = typer.Option(None, help="GPU memory per device, e.g. 20GiB")
+GPU_SHARE_OPT = typer.Option(None, help="Compute share of one card, e.g. 0.5")
+MIG_OPT = typer.Option(None, help="A MIG profile, e.g. 1g.10gb")
+CPU_OPT = typer.Option(None, help="CPU cores, e.g. 4")
+MEM_OPT = typer.Option(None, help="Memory, e.g. 32GiB")
+REQUEST_OPT = typer.Option(None, help="A whole request string instead of the flags above")
 
 
 @job_app.command("submit")
@@ -27,14 +36,14 @@ def job_submit(
     command: list[str] = typer.Argument(
         None, help="The command to run, after --; or a script with #GPUPOOL directive lines"
     ),
-    tenant: str = typer.Option(None, help="Tenant (default: your token's)"),
-    gpu: str = typer.Option(None, help="gpu=... e.g. 2, A100-80G:2"),
-    gpu_mem: str = typer.Option(None, help="GPU memory per device, e.g. 20GiB"),
-    gpu_share: str = typer.Option(None, help="Compute share of one card, e.g. 0.5"),
-    mig: str = typer.Option(None, help="A MIG profile, e.g. 1g.10gb"),
-    cpu: str = typer.Option(None, help="CPU cores, e.g. 4"),
-    mem: str = typer.Option(None, help="Memory, e.g. 32GiB"),
-    request: str = typer.Option(None, help="A whole request string instead of the flags above"),
+    tenant: str = TENANT_OPT,
+    gpu: str = GPU_OPT,
+    gpu_mem: str = GPU_MEM_OPT,
+    gpu_share: str = GPU_SHARE_OPT,
+    mig: str = MIG_OPT,
+    cpu: str = CPU_OPT,
+    mem: str = MEM_OPT,
+    request: str = REQUEST_OPT,
     name: str = typer.Option(None, help="A name to recognise the job by"),
     kind: str = typer.Option(None, help="training, inference, dev or batch \\[default: batch]"),
     priority_class: str = typer.Option(None, help="Priority class \\[default: training]"),
