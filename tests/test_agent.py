@@ -15,22 +15,14 @@ from tests.support.agents import (
     in_state,
     job_state,
     make_agent,
+    no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
-    workload_groups,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
 
 PY = sys.executable
 SLEEP = [PY, "-c", "import time; print('working', flush=True); time.sleep(300)"]
-
-
-@pytest.fixture(autouse=True)
-def _no_workload_outlives_its_test(tmp_path):
-    """Agents leave workloads running when they stop (restart safety): kill what a test left."""
-    yield
-    for pgid in workload_groups(tmp_path):
-        proc.signal_group(pgid, proc.KILL)
 
 
 def _settings(tmp_path, database_url="", timeout=5.0) -> Settings:

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from gpupool.agent import processes as proc
 from gpupool.server.db.tables import JobEventRow, JobRow
 from gpupool.server.settings import Settings
 from tests.support.agents import (
@@ -19,20 +18,13 @@ from tests.support.agents import (
     in_state,
     kill9,
     make_agent,
+    no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
-    workload_groups,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
 
 PY = sys.executable
-
-
-@pytest.fixture(autouse=True)
-def _no_workload_outlives_its_test(tmp_path):
-    yield
-    for pgid in workload_groups(tmp_path):
-        proc.signal_group(pgid, proc.KILL)
 
 
 @pytest.fixture

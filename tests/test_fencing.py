@@ -21,6 +21,7 @@ from tests.support.agents import (
     job_state,
     kill9,
     make_agent,
+    no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
     workload_groups,
 )
@@ -34,13 +35,6 @@ TICK = [
     "import time\nwhile True:\n    print(f'{time.time():.3f}', flush=True)\n    time.sleep(0.02)",
 ]
 TIMEOUT_S = 2.0  # the server's node-lost timeout: lease 1.33 s, SIGKILL 0.22 s after
-
-
-@pytest.fixture(autouse=True)
-def _no_workload_outlives_its_test(tmp_path):
-    yield
-    for pgid in workload_groups(tmp_path):
-        proc.signal_group(pgid, proc.KILL)
 
 
 def _settings(tmp_path, database_url: str = "") -> Settings:

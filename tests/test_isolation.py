@@ -24,8 +24,8 @@ from tests.support.agents import (
     in_state,
     kill9,
     make_agent,
+    no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
-    workload_groups,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
@@ -75,13 +75,6 @@ def work_root():
     path = Path(tempfile.mkdtemp(prefix="gpupool-test-work-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _no_workload_outlives_its_test(tmp_path):
-    yield
-    for pgid in workload_groups(tmp_path):
-        proc.signal_group(pgid, proc.KILL)
 
 
 def _live(tmp_path):

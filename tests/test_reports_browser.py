@@ -58,9 +58,9 @@ def reports(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["fgd", "openb-time", "scenario"])
-def test_report_renders_offline_without_errors(browser, reports, name):
-    path, charts = reports[name]
+def _open_offline(browser, path):
+    """Open a page file with the network off: it loads, logs no error and fetches nothing
+    but itself (self-contained)."""
     context = browser.new_context(offline=True)
     page = context.new_page()
     problems: list[str] = []
@@ -69,9 +69,16 @@ def test_report_renders_offline_without_errors(browser, reports, name):
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
     page.goto(path.as_uri(), wait_until="load")
-    assert page.title()
     assert problems == []
-    assert requests == [path.as_uri()]  # self-contained: nothing fetched
+    assert requests == [path.as_uri()]
+    return context, page
+
+
+@pytest.mark.parametrize("name", ["fgd", "openb-time", "scenario"])
+def test_report_renders_offline_without_errors(browser, reports, name):
+    path, charts = reports[name]
+    context, page = _open_offline(browser, path)
+    assert page.title()
     svgs = page.locator("svg")
     count = svgs.count()
     assert count >= 1 and (charts is None or count == charts)
@@ -106,15 +113,7 @@ def test_the_printable_invoice_renders_offline(browser, tmp_path, lang):
     inv = invoice("algo", "2026-11", usage, c, plans=[plan])
     path = tmp_path / f"invoice-{lang}.html"
     path.write_text(invoice_html(inv, lang, start))
-    context = browser.new_context(offline=True)
-    page = context.new_page()
-    problems: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    page.goto(path.as_uri(), wait_until="load")
-    assert problems == [] and requests == [path.as_uri()]
+    context, page = _open_offline(browser, path)
     assert page.locator("tbody tr").count() == len(inv["lines"]) == 2
     assert page.locator("#total").inner_text() == "¥15,000.00" and inv["total"] == "15000.00"
     context.close()

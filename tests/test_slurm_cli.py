@@ -7,19 +7,18 @@ import json
 
 import pytest
 
-from gpupool.agent import processes as proc
 from gpupool.server.settings import Settings
 from tests.helpers import gpupool
-from tests.support.agents import agent_thread, in_state, make_agent, wait_for, workload_groups
+from tests.support.agents import (
+    agent_thread,
+    in_state,
+    make_agent,
+    no_workload_outlives_its_test,  # noqa: F401
+    wait_for,
+    workload_groups,
+)
 from tests.support.cluster import ok
 from tests.support.live import live_server
-
-
-@pytest.fixture(autouse=True)
-def _no_workload_outlives_its_test(tmp_path):
-    yield
-    for pgid in workload_groups(tmp_path):
-        proc.signal_group(pgid, proc.KILL)
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gpupool.agent import Agent, AgentConfig
+from gpupool.agent import processes as proc
 from gpupool.agent.state import Store
 from gpupool.agent.workloads import IsolationConfig
 
@@ -38,6 +40,15 @@ def agent_thread(agent: Agent) -> Iterator[Agent]:
 def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Agent:
     config = {"devices": "simulated:2xA100-80G", **FAST, **extra}
     return Agent(AgentConfig(server=url, token=token, name=name, state_dir=state_dir, **config))
+
+
+@pytest.fixture(autouse=True)
+def no_workload_outlives_its_test(tmp_path: Path) -> Iterator[None]:
+    """Agents leave workloads running when they stop (restart safety): kill what a test left.
+    Import it into a test module to have it there."""
+    yield
+    for pgid in workload_groups(tmp_path):
+        proc.signal_group(pgid, proc.KILL)
 
 
 def workload_groups(root: Path) -> set[int]:
