@@ -73,7 +73,10 @@ def fmt_amount(flavour: str, amount: int) -> str:
 class TenantTree:
     """The tenant hierarchy with per-tenant usage; admission checks are pure arithmetic."""
 
-    def __init__(self, tenants: Iterable[Tenant]):
+    def __init__(self, tenants: Iterable[Tenant], closed: Mapping[str, str] | None = None):
+        """``closed``: tenants that may borrow nothing now, each with why (a spent budget);
+        their borrowing limits are taken as 0 and a job stopped by that says why."""
+        self.closed: Mapping[str, str] = closed or {}
         self.tenants: dict[str, Tenant] = {}
         for t in tenants:
             if t.name in self.tenants:
@@ -177,6 +180,8 @@ class TenantTree:
                 )
                 if not allow_borrow:
                     return False, True, head
+                if tenant in self.closed:
+                    return False, True, self.closed[tenant]
                 if limit is not None and over > limit:
                     return False, True, f"{head}, borrowing limit {fmt_amount(f, limit)} reached"
                 extra = over - self.borrowed(tenant, f)

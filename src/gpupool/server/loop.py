@@ -194,15 +194,6 @@ class SchedulerLoop:
             if b.exhausted and b.action == "stop-elastic"
         }
 
-    def mark_over_budget(self, result: CycleResult, pending: list[Job]) -> None:
-        """A tenant over a stop-elastic budget borrows nothing: its jobs that wait for want of
-        borrowing say why."""
-        for job in pending:
-            why = self.over_budget.get(job.tenant)
-            reason = result.pending.get(job.id, "")
-            if why and reason.startswith("quota:") and "borrowing limit" in reason:
-                result.pending[job.id] = why
-
     def mark_never(self, result: CycleResult, pending: list[Job]) -> None:
         """A waiting job no node of the pool could ever hold, or above its tenant's ceiling
         (the pool shrank, a quota was lowered) says so in its reason instead of a passing
@@ -227,7 +218,7 @@ class SchedulerLoop:
         with self.db.exclusive():
             self._seen_event = self._latest_event()
             with self.db.read() as s:
-                inputs = self.snapshots.build(s, frozenset(self.over_budget))
+                inputs = self.snapshots.build(s, self.over_budget)
             config = CycleConfig(
                 policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
             )
@@ -242,7 +233,6 @@ class SchedulerLoop:
                 Placer(self.settings.policy),
             )
             with_expected_starts(result)
-            self.mark_over_budget(result, inputs.pending)
             self.mark_never(result, inputs.pending)
             result.pending.update(inputs.invalid)
             result.pending.update(inputs.gated)

@@ -6,7 +6,7 @@ cycle's cost follows what changed, not the size of the cluster.
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -111,7 +111,7 @@ class SnapshotBuilder:
             nodes.append(node)
         return nodes
 
-    def build(self, session: Session, no_borrowing: frozenset[str] = frozenset()) -> CycleInputs:
+    def build(self, session: Session, closed: Mapping[str, str] | None = None) -> CycleInputs:
         version = session.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar_one()
         # Core statements on the tables throughout: ORM row processing was most of a cycle's
         # snapshot cost with thousands of live allocations
@@ -175,7 +175,7 @@ class SnapshotBuilder:
             pending=pending,
             reasons=reasons,
             allocation_of=allocation_of,
-            tenants=tenant_tree(session, no_borrowing=no_borrowing),
+            tenants=tenant_tree(session, closed=closed),
             queue=queue_policy(session),
             reservations=reservations(session),
             invalid=invalid,
@@ -255,11 +255,11 @@ def _closed(node: Node, held: tuple[int, int]) -> Node:
 
 
 def tenant_tree(
-    session: Session, now: float | None = None, no_borrowing: frozenset[str] = frozenset()
+    session: Session, now: float | None = None, closed: Mapping[str, str] | None = None
 ) -> TenantTree:
     """Tenants and quotas; an active rental plan adds its cards to its tenant's guarantee of
-    every card flavour already in use (``gpu``, ``gpu:MODEL``); tenants in ``no_borrowing``
-    (over a stop-elastic budget) may borrow nothing."""
+    every card flavour already in use (``gpu``, ``gpu:MODEL``); tenants in ``closed`` (over
+    a stop-elastic budget, with why) may borrow nothing."""
     quotas: dict[str, dict[str, Quota]] = {}
     for q in session.execute(select(QuotaRow)).scalars():
         quotas.setdefault(q.tenant, {})[q.flavour] = Quota(
@@ -272,13 +272,12 @@ def tenant_tree(
             if flavour in managed:
                 q = mine.get(flavour, Quota(0))
                 mine[flavour] = replace(q, nominal=q.nominal + plan.cards * CARD)
-    for tenant in no_borrowing:
-        mine = quotas.setdefault(tenant, {})
-        for flavour in managed:
-            mine[flavour] = replace(mine.get(flavour, Quota(0)), borrowing_limit=0)
     return TenantTree(
-        Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)
-        for t in session.execute(select(TenantRow)).scalars()
+        (
+            Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)
+            for t in session.execute(select(TenantRow)).scalars()
+        ),
+        closed,
     )
 
 
