@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from gpupool.cli.client import all_items
 from gpupool.client import ApiClient, ClientError
 from gpupool.model.batch import expand_output
 
@@ -28,8 +29,6 @@ def exit_status(job: dict[str, Any]) -> int:
 
 def _tasks(api: ApiClient, job: dict[str, Any]) -> list[dict[str, Any]]:
     """A job now, or every task of the array it names."""
-    from gpupool.cli.client import all_items
-
     if job.get("array_job") == job["id"]:
         return sorted(all_items(api, "/api/v1/jobs", array=job["id"]), key=lambda t: t["id"])
     return [api.get(f"/api/v1/jobs/{job['id']}")]

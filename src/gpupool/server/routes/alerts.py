@@ -12,7 +12,7 @@ from gpupool.server.auth import Role
 from gpupool.server.db.tables import AlertRow, BudgetRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, Limit, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.routes.billing import READERS, _iso, positive_fen
+from gpupool.server.routes.billing import READERS, iso_utc, positive_fen
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
@@ -58,8 +58,8 @@ def list_alerts(
                 subject=r.subject,
                 message=r.message,
                 state=r.state,
-                started_at=_iso(r.started_at),
-                resolved_at=_iso(r.resolved_at) if r.resolved_at is not None else None,
+                started_at=iso_utc(r.started_at),
+                resolved_at=iso_utc(r.resolved_at) if r.resolved_at is not None else None,
                 delivered=r.notified == r.state,
                 last_error=r.last_error,
             )

@@ -64,7 +64,7 @@ def positive_fen(text: str, field: str, what: str) -> int:
     return fen
 
 
-def _iso(t: float) -> str:
+def iso_utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -82,7 +82,7 @@ def list_prices(ctx: Ctx, who: Caller) -> list[PriceOut]:
                     model=model,
                     monthly=cny(p.monthly_fen),
                     hourly=_hourly(p),
-                    effective_from=_iso(p.effective_from),
+                    effective_from=iso_utc(p.effective_from),
                     source="list" if p.effective_from == 0 and p.hourly_fen is None else "set",
                 )
             )
@@ -125,13 +125,13 @@ def set_price(model: str, body: PriceIn, ctx: Ctx, who: Caller, request: Request
                 created_at=now,
             )
         )
-    request.state.audit_target = f"price {name} from {_iso(start)}"
+    request.state.audit_target = f"price {name} from {iso_utc(start)}"
     p = Price(name, monthly, start, hourly)
     return PriceOut(
         model=name,
         monthly=cny(monthly),
         hourly=_hourly(p),
-        effective_from=_iso(start),
+        effective_from=iso_utc(start),
         source="set",
     )
 
@@ -170,7 +170,7 @@ def get_invoice(
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > time.time()
-    out["period"] = {"start": _iso(start), "end": _iso(end)}
+    out["period"] = {"start": iso_utc(start), "end": iso_utc(end)}
     if format == "html":
         return HTMLResponse(invoice_html(out, lang, time.time()))
     if format == "csv":

@@ -21,7 +21,7 @@ from gpupool.server.deps import Caller, Ctx, Id, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
 from gpupool.server.rentals import plan_of
-from gpupool.server.routes.billing import BACKDATE_SLACK_S, READERS, _iso
+from gpupool.server.routes.billing import BACKDATE_SLACK_S, READERS, iso_utc
 from gpupool.server.schemas import Name, Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
@@ -58,10 +58,10 @@ def _out(r: RentalPlanRow, now: float) -> PlanOut:
         cards=r.cards,
         plan=r.kind,
         periods=r.periods,
-        start=_iso(r.start),
-        end=_iso(r.end),
+        start=iso_utc(r.start),
+        end=iso_utc(r.end),
         total=cny(r.total_fen),
-        cancelled_at=_iso(r.cancelled_at) if r.cancelled_at is not None else None,
+        cancelled_at=iso_utc(r.cancelled_at) if r.cancelled_at is not None else None,
         active=plan_of(r).active(now),
     )
 
