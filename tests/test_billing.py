@@ -32,7 +32,7 @@ def test_rounding_is_half_even_once_per_line():
     assert to_fen(Fraction(2501, 10)) == 250
     assert cny(2550000) == "25500.00" and cny(5) == "0.05" and cny(-120) == "-1.20"
     assert parse_cny("2500") == 250000 and parse_cny("0.5") == 50 and parse_cny("12.34") == 1234
-    for bad in ("-1", "1.234", "1e3", "", "1,000"):
+    for bad in ("-1", "1.234", "1e3", "", "1,000", "¹", "1.²", "٣"):
         with pytest.raises(SpecError, match="is not an amount in CNY"):
             parse_cny(bad)
 

@@ -25,7 +25,7 @@ def test_array_syntax():
     assert parse_array("0-99%10").limit == 10
     assert parse_array("1,3,0-8:4").indices == (0, 1, 3, 4, 8)
     for bad, why in [("5-1", "ends before it starts"), ("0-2000", "more than 1000"),
-                     ("1%0", "positive"), ("x", "is not N")]:  # fmt: skip
+                     ("1%0", "positive"), ("x", "is not N"), ("0-3%¹", "positive")]:  # fmt: skip
         with pytest.raises(SpecError, match=why):
             parse_array(bad)
     assert [(d.type, d.job) for d in parse_dependency("afterok:4:5,afterany:6")] == [
@@ -35,6 +35,8 @@ def test_array_syntax():
     ]
     with pytest.raises(SpecError, match="'before' is not one of"):
         parse_dependency("before:4")
+    with pytest.raises(SpecError, match="needs job ids"):
+        parse_dependency("afterok:²")
 
 
 def test_gate_rules():

@@ -1,9 +1,11 @@
 """Money: integer fen (1 CNY = 100 fen), exact fractions until an invoice line is rounded,
 half to even, once (DESIGN.md invariant 2). Never a float."""
 
+import re
 from fractions import Fraction
 
 FEN_PER_CNY = 100
+_AMOUNT = re.compile(r"([0-9]+)(?:\.([0-9]{1,2}))?")
 
 
 def to_fen(amount: Fraction) -> int:
@@ -31,7 +33,7 @@ def parse_cny(text: str) -> int:
     sign or anything else is refused."""
     from gpupool.model import SpecError
 
-    whole, dot, cents = text.strip().partition(".")
-    if not whole.isdigit() or (dot and not (cents.isdigit() and 1 <= len(cents) <= 2)):
+    m = _AMOUNT.fullmatch(text.strip())  # ASCII digits only: "¹" is a digit to str.isdigit
+    if m is None:
         raise SpecError(f"price: {text!r} is not an amount in CNY like 2500 or 2500.50")
-    return int(whole) * FEN_PER_CNY + int(cents.ljust(2, "0") if cents else 0)
+    return int(m[1]) * FEN_PER_CNY + int((m[2] or "").ljust(2, "0"))

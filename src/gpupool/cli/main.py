@@ -154,7 +154,7 @@ def mig_plan(
     counts: dict[str, int] = {}
     for item in wanted:
         name, sep, count = item.partition("=")
-        if not sep or not count.isdigit():
+        if not sep or not (count.isascii() and count.isdigit()):
             raise SpecError(f"mig plan: {item!r} is not PROFILE=COUNT (e.g. 3g.40gb=1)")
         counts[name.strip().lower()] = counts.get(name.strip().lower(), 0) + int(count)
     for name, start in plan_repartition(model, counts):

@@ -120,7 +120,7 @@ def parse_array(text: str) -> ArraySpec:
     spec, _, limit_text = text.strip().partition("%")
     limit = None
     if limit_text:
-        if not limit_text.isdigit() or int(limit_text) < 1:
+        if not (limit_text.isascii() and limit_text.isdigit()) or int(limit_text) < 1:
             raise SpecError(
                 f"array: limit {limit_text!r} after % is not a positive number", field="array"
             )
@@ -164,7 +164,7 @@ def parse_dependency(text: str) -> list[Dependency]:
                 "(e.g. afterok:12:13)",
                 field="dependency",
             )
-        if not ids or not all(i.isdigit() and 0 < int(i) < 2**62 for i in ids):
+        if not ids or not all(i.isascii() and i.isdigit() and 0 < int(i) < 2**62 for i in ids):
             raise SpecError(
                 f"dependency: {part.strip()!r} needs job ids, e.g. {kind}:12", field="dependency"
             )
