@@ -31,6 +31,7 @@ from gpupool.server.routes import (
     alerts,
     allocations,
     billing,
+    dashboard,
     job_control,
     jobs,
     nodes,
@@ -40,6 +41,7 @@ from gpupool.server.routes import (
     usage,
 )
 from gpupool.server.settings import Settings
+from gpupool.server.web import install as _install_web
 
 SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
@@ -79,9 +81,10 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, plans, reports, nodes, agents, allocations, tenants)
-    routes += (usage, alerts, admin)
+    routes += (usage, alerts, admin, dashboard)
     for module in routes:
         app.include_router(module.router)
+    _install_web(app)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> PlainTextResponse:

@@ -14,6 +14,7 @@ from gpupool.model import SpecError
 from gpupool.server.db.tables import TenantRow, TokenRow, UserRow
 
 TOKEN_PREFIX = "gp_"
+SESSION_PREFIX = "gps_"  # a browser session's token (the dashboard): listed like any token
 
 
 class Role(StrEnum):
@@ -45,8 +46,8 @@ class Principal:
         return self.visible is None or tenant in self.visible
 
 
-def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+def new_token(prefix: str = TOKEN_PREFIX) -> str:
+    return prefix + secrets.token_urlsafe(32)
 
 
 def token_hash(token: str) -> str:
@@ -106,6 +107,7 @@ def issue_token(
     tenant: str | None = None,
     node: str | None = None,
     expires_at: float | None = None,
+    prefix: str = TOKEN_PREFIX,
 ) -> tuple[str, int]:
     """``create_user_token``, also returning the new token's row id (for revoking it)."""
     r = validate_user(role, tenant, node)
@@ -123,7 +125,7 @@ def issue_token(
         )
     if expires_at is not None and expires_at <= now:
         raise SpecError("expires: must be in the future", field="expires")
-    token = new_token()
+    token = new_token(prefix)
     row = TokenRow(
         user=name,
         token_hash=token_hash(token),

@@ -18,6 +18,7 @@ from gpupool.server.group_commit import GroupCommit
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.ratelimit import FailedAuthLimiter
+from gpupool.server.session import SESSION_COOKIE, check_csrf
 from gpupool.server.settings import Settings
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
@@ -49,17 +50,23 @@ def context(request: Request) -> ServerContext:
     return request.app.state.ctx
 
 
-def _lookup(db: Database, token: str) -> Principal | None:
+def lookup_principal(db: Database, token: str) -> Principal | None:
     with db.read() as s:
         return principal_for(s, token)
 
 
 async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
-    """The principal of the request's bearer token. Async so that a cached token costs no hop
+    """The principal of the request's bearer token, or else of its dashboard session cookie
+    (whose changes need the page's CSRF header). Async so that a cached token costs no hop
     to the thread pool; a miss reads the database in a worker thread. An address that keeps
     presenting bad tokens is answered 429 for a while (see ``gpupool.server.ratelimit``)."""
-    if creds is None or not creds.credentials:
-        raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
+    if creds is not None and creds.credentials:
+        token = creds.credentials
+    else:
+        token = request.cookies.get(SESSION_COOKIE, "")
+        if not token:
+            raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
+        check_csrf(request, token)
     ctx: ServerContext = request.app.state.ctx
     address = request.client.host if request.client else ""
     now = time.time()
@@ -70,13 +77,13 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
             f"too many failed authentications from {address}; retry in {wait:.0f} s",
             headers={"Retry-After": str(max(1, round(wait + 0.5)))},
         )
-    key = token_hash(creds.credentials)
+    key = token_hash(token)
     who = ctx.principals.get(key)
     if who is not None and who.expires_at is not None and who.expires_at <= now:
         who = None
         ctx.principals.clear()
     if who is None:
-        who = await run_in_threadpool(_lookup, ctx.db, creds.credentials)
+        who = await run_in_threadpool(lookup_principal, ctx.db, token)
         if who is None:
             ctx.auth_failures.failed(address, now)
             raise ApiError(401, "unknown, revoked or expired token, or a disabled user")

@@ -28,6 +28,7 @@ from gpupool.server.db.tables import JobEventRow
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
+from gpupool.server.pool_read import record_sample
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
 
@@ -53,6 +54,7 @@ class SchedulerLoop:
         self.capacity = PoolCapacity()  # which waiting jobs can never run
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._alerts_at = float("-inf")
+        self._sampled_at = float("-inf")
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -93,6 +95,7 @@ class SchedulerLoop:
                 self.checkpoint_usage()
                 self.run_once()
                 self.safely(self.check_alerts)
+                self.safely(self.sample_pool)
                 self.last_error = ""
             except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
@@ -193,6 +196,15 @@ class SchedulerLoop:
             for b in facts.budgets
             if b.exhausted and b.action == "stop-elastic"
         }
+
+    def sample_pool(self, now: float | None = None) -> None:
+        """Every ``sample_interval_s``: the pool's utilisation for the dashboard's history."""
+        now = time.time() if now is None else now
+        if now - self._sampled_at < self.settings.sample_interval_s:
+            return
+        self._sampled_at = now
+        with self.db.write() as s:
+            record_sample(s, now)
 
     def mark_never(self, result: CycleResult, pending: list[Job]) -> None:
         """A waiting job no node of the pool could ever hold, or above its tenant's ceiling

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     alert_idle_minutes: float = Field(10.0, gt=0)
     alert_webhook_url: str = ""
     alert_webhook_secret: str = ""
+    sample_interval_s: float = Field(60.0, gt=0, le=3600)  # the dashboard's history
+    session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # a node silent this long is lost: its jobs are requeued (or failed, per job)
     heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)

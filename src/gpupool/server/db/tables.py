@@ -359,3 +359,17 @@ class CreditRow(Base):
     reason: Mapped[str] = mapped_column(String(500))
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class PoolSampleRow(Base):
+    """The pool per model at one instant (the leader samples every ``sample_interval_s``):
+    the dashboard's utilisation over 24 h / 7 d, allocated and really used."""
+
+    __tablename__ = "pool_samples"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    model: Mapped[str] = mapped_column(String(100))
+    cards: Mapped[int] = mapped_column(Integer)
+    allocated: Mapped[int] = mapped_column(Integer)
+    util_sum: Mapped[float] = mapped_column(Float)  # of fresh telemetry, util_n cards
+    util_n: Mapped[int] = mapped_column(Integer)

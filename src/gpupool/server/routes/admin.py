@@ -11,7 +11,7 @@ from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
 from gpupool.scheduler.reservations import iso
-from gpupool.server.auth import Principal, Role, issue_token
+from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token
 from gpupool.server.db.tables import (
     AuditRow,
     NodeRow,
@@ -210,10 +210,12 @@ def _new_token_expiry(who: Principal, name: str, wanted: float | None) -> float 
 
 
 def _live_tokens(s: Session, name: str) -> int:
+    """Live API tokens of a user (dashboard sessions are capped on their own)."""
     now = time.time()
     q = select(func.count()).where(
         TokenRow.user == name,
         TokenRow.revoked.is_(False),
+        TokenRow.prefix.not_like(f"{SESSION_PREFIX}%"),
         or_(TokenRow.expires_at.is_(None), TokenRow.expires_at > now),
     )
     return s.execute(q).scalar_one()
@@ -372,12 +374,16 @@ def audit(
     limit: Limit = 100,
     offset: Offset = 0,
     actor: Annotated[str | None, Query(max_length=100)] = None,
+    action: Annotated[str | None, Query(max_length=100, description="part of it")] = None,
 ) -> Page[AuditOut]:
-    """Every mutating API call, newest first (admins)."""
+    """Every mutating API call, newest first (admins); ``actor`` exactly, ``action`` (e.g.
+    ``DELETE`` or ``/tokens``) anywhere in the method and route."""
     require(who, ADMIN, "reading the audit log")
     q = select(AuditRow).order_by(AuditRow.id.desc())
     if actor is not None:
         q = q.where(AuditRow.actor == actor)
+    if action:
+        q = q.where(AuditRow.action.contains(action, autoescape=True))
     with ctx.db.read() as s:
         rows, total = page(s, q, limit, offset)
         items = [AuditOut.model_validate(a, from_attributes=True) for a in rows]

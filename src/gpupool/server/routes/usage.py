@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
+from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
 from gpupool.server.lifecycle import device_models, metered_seconds
@@ -47,14 +49,11 @@ def list_usage(
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
-@router.get("/usage/summary")
-def usage_summary(
-    ctx: Ctx, who: Caller, since: Since = None, until: Since = None
-) -> dict[str, object]:
-    """Totals per tenant and device model: released allocations (records ending in the
-    window) plus live allocations metered up to now."""
-    human(who)
-    now = time.time()
+def usage_totals(
+    s: Session, who: Principal, since: float | None, until: float | None, now: float
+) -> dict[tuple[str, str], dict[str, int]]:
+    """Per (tenant, model) the visible tenants' quantities: records ending in the window plus
+    live allocations metered up to now."""
     totals: dict[tuple[str, str], dict[str, int]] = {}
 
     def add(tenant: str, model: str, values: dict[str, int]) -> None:
@@ -69,19 +68,30 @@ def usage_summary(
         q = q.where(UsageRow.end >= since)
     if until is not None:
         q = q.where(UsageRow.end < until)
+    for tenant, model, *sums in s.execute(q):
+        if who.sees(tenant):
+            add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
+    if until is None or until > now:
+        live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
+        for a in live.scalars():
+            if not who.sees(a.tenant):
+                continue
+            metered = a.metered_until if a.metered_until is not None else a.created_at
+            seconds = metered_seconds(max(metered, since or 0.0), now)
+            for rec in meter(a.placement, device_models(s, a.placement), seconds):
+                add(a.tenant, rec["model"], rec)
+    return totals
+
+
+@router.get("/usage/summary")
+def usage_summary(
+    ctx: Ctx, who: Caller, since: Since = None, until: Since = None
+) -> dict[str, object]:
+    """Totals per tenant and device model: released allocations (records ending in the
+    window) plus live allocations metered up to now."""
+    human(who)
     with ctx.db.read() as s:
-        for tenant, model, *sums in s.execute(q):
-            if who.sees(tenant):
-                add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
-        if until is None or until > now:
-            live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
-            for a in live.scalars():
-                if not who.sees(a.tenant):
-                    continue
-                metered = a.metered_until if a.metered_until is not None else a.created_at
-                seconds = metered_seconds(max(metered, since or 0.0), now)
-                for rec in meter(a.placement, device_models(s, a.placement), seconds):
-                    add(a.tenant, rec["model"], rec)
+        totals = usage_totals(s, who, since, until, time.time())
     return {
         "since": since,
         "until": until,

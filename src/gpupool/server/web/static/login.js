@@ -1,0 +1,31 @@
+/* The login page: trade a token for a session cookie, then go where the user was headed. */
+'use strict';
+(() => {
+  const BOOT = JSON.parse(document.getElementById('gp-boot').textContent);
+  const t = (k) => (BOOT.messages && BOOT.messages[k]) || k;
+  const form = document.getElementById('gp-login');
+  const error = document.getElementById('gp-login-error');
+  const input = document.getElementById('gp-token');
+  document.getElementById('gp-lang').addEventListener('click', (e) => {
+    document.cookie = 'gpupool_lang=' + e.target.dataset.lang + '; path=/; max-age=31536000; samesite=strict';
+    window.location.reload();
+  });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    if (!input.value.trim()) { error.textContent = t('login.empty'); input.focus(); return; }
+    let resp;
+    try {
+      resp = await fetch('/ui/session', { method: 'POST', credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token: input.value.trim() }) });
+    } catch (err) { error.textContent = t('state.offline'); return; }
+    if (resp.ok) {
+      const next = new URLSearchParams(window.location.search).get('next') || '/';
+      window.location.assign(next.startsWith('/') && !next.startsWith('//') ? next : '/');
+      return;
+    }
+    error.textContent = t({ 401: 'login.bad', 403: 'login.not_human', 429: 'login.slow' }[resp.status] || 'login.failed');
+    input.setAttribute('aria-invalid', 'true');
+    input.focus();
+  });
+})();

@@ -1,0 +1,77 @@
+/* Billing: invoices per month and tenant, usage by model and team, rental plans, prices. */
+'use strict';
+(() => {
+  const { t, fmt, api, el, panel, table, badge, mount, BOOT } = GP;
+  let month = null;
+  let built = false, invoiceBox, usageBox, plansBox, pricesBox, monthInput;
+
+  async function invoices() {
+    const tenants = (await api('/api/v1/tenants?limit=1000')).items;
+    const all = await Promise.all(tenants.map((x) =>
+      api(`/api/v1/billing/invoice?tenant=${encodeURIComponent(x.name)}&month=${month}`).catch((e) => ({ tenant: x.name, error: e.message }))));
+    const link = (inv, format, text) => el('a', { href: `/api/v1/billing/invoice?tenant=${encodeURIComponent(inv.tenant)}&month=${month}&format=${format}&lang=${BOOT.lang}`, text });
+    const total = all.reduce((a, inv) => a + (inv.total_fen || 0), 0);
+    return el('div', {},
+      table([
+        { key: 'tenant', label: 'col.tenant' },
+        { key: 'kind', label: 'col.kind', render: (i) => i.error ? '–' : t('billing.kind_' + i.kind) },
+        { key: 'mode', label: 'col.mode', render: (i) => i.error ? '–' : t('billing.mode_' + i.mode) },
+        { key: 'lines', label: 'col.lines', num: true, render: (i) => i.error ? '–' : fmt.num(i.lines.length) },
+        { key: 'total', label: 'col.total_cny', num: true, render: (i) => i.error ? i.error : fmt.cny(i.total_fen) },
+        { key: 'draft', label: 'col.status', render: (i) => i.error ? '–' : i.draft ? badge(t('billing.draft'), 'warn') : badge(t('billing.closed'), 'ok') },
+        { key: 'files', label: 'col.files', render: (i) => i.error ? '–' : el('span', {}, link(i, 'html', t('billing.printable')), ' · ', link(i, 'csv', 'CSV')) },
+      ], all, 'state.no_tenants'),
+      el('p', { class: 'state', id: 'billing-total', text: t('billing.sum', { total: fmt.cny(total) }) }));
+  }
+
+  async function usage() {
+    const rep = await api(`/api/v1/billing/reports/usage?month=${month}`);
+    const models = [...new Set(rep.items.map((r) => r.model))].sort();
+    const per = {};
+    for (const r of rep.items) {
+      per[r.tenant] = per[r.tenant] || models.map(() => 0);
+      per[r.tenant][models.indexOf(r.model)] += r.card_hours;
+    }
+    const rows = Object.entries(per).map(([label, values]) => ({ label, values }));
+    return rows.length ? Charts.bars(rows, models, { format: (v) => t('billing.card_hours_n', { n: fmt.num(v, 1) }), title: t('billing.usage') })
+      : GP.status('empty', t('teams.no_usage'));
+  }
+
+  async function plans() {
+    const list = await api('/api/v1/billing/plans');
+    return table([
+      { key: 'id', label: 'col.id' }, { key: 'tenant', label: 'col.tenant' }, { key: 'model', label: 'col.model' },
+      { key: 'cards', label: 'col.cards', num: true }, { key: 'plan', label: 'col.plan', render: (p) => t('billing.plan_' + p.plan) },
+      { key: 'start', label: 'col.start', render: (p) => fmt.iso(p.start) }, { key: 'end', label: 'col.end', render: (p) => fmt.iso(p.end) },
+      { key: 'total', label: 'col.total_cny', num: true, render: (p) => fmt.yuan(p.total) },
+      { key: 'active', label: 'col.status', render: (p) => p.cancelled_at ? badge(t('billing.cancelled'), 'muted') : p.active ? badge(t('billing.active'), 'ok') : badge(t('billing.inactive'), 'muted') },
+    ], list, 'billing.no_plans');
+  }
+
+  async function prices() {
+    const list = await api('/api/v1/billing/prices');
+    return table([
+      { key: 'model', label: 'col.model' },
+      { key: 'monthly', label: 'col.monthly', num: true, render: (p) => fmt.yuan(p.monthly) },
+      { key: 'hourly', label: 'col.hourly', num: true, render: (p) => fmt.yuan(p.hourly) },
+      { key: 'effective_from', label: 'col.from', render: (p) => fmt.iso(p.effective_from) },
+      { key: 'source', label: 'col.source', render: (p) => t('billing.source_' + p.source) },
+    ], list, 'state.empty');
+  }
+
+  async function load() {
+    if (!built) {
+      month = (await api('/api/v1/overview')).month.month;
+      monthInput = el('input', { type: 'month', id: 'billing-month', value: month,
+        onchange: (e) => { if (/^\d{4}-\d{2}$/.test(e.target.value)) { month = e.target.value; load(); } } });
+      invoiceBox = el('div'); usageBox = el('div'); plansBox = el('div'); pricesBox = el('div');
+      mount(el('div', { class: 'toolbar' }, el('div', { class: 'field' }, el('label', { for: 'billing-month', text: t('col.month') }), monthInput)),
+        panel('billing.invoices', invoiceBox), panel('billing.usage', usageBox),
+        el('div', { class: 'grid' }, panel('billing.plans', plansBox), panel('billing.prices', pricesBox)));
+      built = true;
+    }
+    const [a, b, c, d] = await Promise.all([invoices(), usage(), plans(), prices()]);
+    invoiceBox.replaceChildren(a); usageBox.replaceChildren(b); plansBox.replaceChildren(c); pricesBox.replaceChildren(d);
+  }
+  GP.live(load, 30000);
+})();

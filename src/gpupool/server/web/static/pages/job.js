@@ -1,0 +1,72 @@
+/* One job: what it asked for, where it runs, its events, a live tail of its log, card-hours
+   and cost so far; cancel. */
+'use strict';
+(() => {
+  const { t, fmt, api, el, panel, table, stateBadge, mount, can, BOOT } = GP;
+  const id = BOOT.job;
+  let built = false, factsBox, costBox, eventsBox, logBox, actBox, lastChunk = 0;
+
+  function facts(j) {
+    const rows = [
+      ['col.id', '#' + j.id], ['col.name', j.name || '–'], ['col.tenant', j.tenant],
+      ['col.user', j.submitted_by], ['col.state', stateBadge(j.state)], ['col.request', j.request],
+      ['col.command', (j.command || []).join(' ') || '–'], ['col.class', j.priority_class],
+      ['col.submitted', fmt.date(j.submit_time)], ['col.started', fmt.date(j.started_at)],
+      ['col.finished', fmt.date(j.finished_at)], ['col.exit', j.exit_code ?? '–'],
+      ['col.where', j.allocation ? j.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ') : '–'],
+      ['col.reason', j.reason || '–'],
+    ];
+    return el('dl', { class: 'facts' }, rows.flatMap(([k, v]) => [el('dt', { text: t(k) }), el('dd', { 'data-fact': k }, v)]));
+  }
+
+  function cost(c) {
+    return el('dl', { class: 'facts' },
+      el('dt', { text: t('job.card_hours') }), el('dd', { 'data-fact': 'card_hours' }, fmt.num(c.card_hours, 3)),
+      el('dt', { text: t('job.cost') }), el('dd', { 'data-fact': 'cost' }, c.cost_fen === null ? t('job.no_price') : fmt.cny(c.cost_fen)),
+      el('dt', { text: '' }), el('dd', { class: 'state', text: t('job.estimate_note') }));
+  }
+
+  function events(list) {
+    return table([
+      { key: 'time', label: 'col.time', render: (e) => fmt.date(e.time) },
+      { key: 'to_state', label: 'col.state', render: (e) => stateBadge(e.to_state) },
+      { key: 'actor', label: 'col.actor' },
+      { key: 'reason', label: 'col.reason', cls: 'reason' },
+    ], list.slice().reverse(), 'state.empty');
+  }
+
+  async function tail() {
+    const logs = await api(`/api/v1/jobs/${id}/logs?after=${lastChunk}`);
+    for (const c of logs.chunks) { logBox.append(c.text); lastChunk = c.id; }
+    if (!logBox.textContent) logBox.textContent = '';
+    logBox.scrollTop = logBox.scrollHeight;
+  }
+
+  async function load() {
+    let j;
+    try { j = await api(`/api/v1/jobs/${id}`); } catch (e) {
+      if (e.status === 404) { mount(GP.status('error', t('job.not_found', { id }))); return; }
+      throw e;
+    }
+    const [evs, c] = await Promise.all([api(`/api/v1/jobs/${id}/events`), api(`/api/v1/jobs/${id}/cost`)]);
+    if (!built) {
+      factsBox = el('div'); costBox = el('div'); eventsBox = el('div'); actBox = el('div');
+      logBox = el('pre', { class: 'log', id: 'job-log', tabindex: '0', 'aria-label': t('job.log') });
+      mount(el('div', { class: 'grid' }, panel('job.facts', factsBox, actBox), panel('job.usage', costBox)),
+        panel('job.events', eventsBox), panel('job.log', logBox));
+      built = true;
+    }
+    factsBox.replaceChildren(facts(j));
+    costBox.replaceChildren(cost(c));
+    eventsBox.replaceChildren(events(evs));
+    const live = !['succeeded', 'failed', 'cancelled'].includes(j.state);
+    actBox.replaceChildren(live && can('admin', 'tenant-admin', 'member')
+      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: async () => {
+        if (!window.confirm(t('jobs.confirm_cancel', { id }))) return;
+        try { await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
+        load();
+      }, text: t('action.cancel') }) : '');
+    await tail();
+  }
+  GP.live(load, 3000);
+})();

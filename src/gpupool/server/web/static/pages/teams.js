@@ -1,0 +1,71 @@
+/* Teams: the quota tree (guaranteed, borrowing and lending limits, used, borrowed) and usage
+   and cost per team. */
+'use strict';
+(() => {
+  const { t, fmt, api, el, panel, table, mount, can } = GP;
+  let built = false, treeBox, usageBox, costBox;
+
+  function order(tenants) {
+    const kids = {};
+    for (const x of tenants) (kids[x.parent || ''] = kids[x.parent || ''] || []).push(x);
+    const names = new Set(tenants.map((x) => x.name));
+    const out = [];
+    const walk = (parent, depth) => (kids[parent] || []).sort((a, b) => a.name.localeCompare(b.name))
+      .forEach((x) => { out.push({ ...x, depth }); walk(x.name, depth + 1); });
+    walk('', 0);
+    for (const x of tenants) if (x.parent && !names.has(x.parent) && !out.includes(x)) { out.push({ ...x, depth: 0 }); walk(x.name, 1); }
+    return out;
+  }
+
+  function gpu(x) { return x.quotas.find((q) => q.flavour === 'gpu') || null; }
+
+  function tree(tenants) {
+    const limit = (v) => (v === null || v === undefined ? t('teams.unlimited') : fmt.num(v, 1));
+    return table([
+      { key: 'name', label: 'col.tenant', render: (x) => el('span', { class: 'indent' + Math.min(3, x.depth) }, x.name) },
+      { key: 'weight', label: 'col.weight', num: true, render: (x) => fmt.num(x.weight, 1) },
+      { key: 'nominal', label: 'col.guaranteed', num: true, render: (x) => gpu(x) ? fmt.num(gpu(x).nominal, 1) : '–' },
+      { key: 'borrowing', label: 'col.borrowing', num: true, render: (x) => gpu(x) ? limit(gpu(x).borrowing_limit) : '–' },
+      { key: 'lending', label: 'col.lending', num: true, render: (x) => gpu(x) ? limit(gpu(x).lending_limit) : '–' },
+      { key: 'used', label: 'col.used', num: true, render: (x) => gpu(x) && gpu(x).used !== null ? fmt.num(gpu(x).used, 1) : '–' },
+      { key: 'borrowed', label: 'col.borrowed', num: true, render: (x) => {
+        const q = gpu(x); if (!q || q.used === null) return '–';
+        return fmt.num(Math.max(0, q.used - q.nominal), 1);
+      } },
+      { key: 'others', label: 'col.other_quotas', render: (x) => x.quotas.filter((q) => q.flavour !== 'gpu').map((q) => `${q.flavour}: ${fmt.num(q.nominal, 1)}`).join(', ') || '–' },
+    ], order(tenants), 'state.no_tenants');
+  }
+
+  async function usage() {
+    const since = Math.floor(Date.now() / 1000) - 7 * 86400;
+    const sum = await api('/api/v1/usage/summary?since=' + since);
+    const per = {};
+    for (const r of sum.items) per[r.tenant] = (per[r.tenant] || 0) + r.compute_pct_seconds / 360000;
+    const data = Object.entries(per).sort((a, b) => b[1] - a[1]).map(([label, v]) => ({ label, values: [v] }));
+    return data.length ? Charts.bars(data, [t('teams.card_hours_7d')], { format: (v) => fmt.num(v, 1), title: t('teams.usage') })
+      : GP.status('empty', t('teams.no_usage'));
+  }
+
+  async function costs(tenants) {
+    const month = (await api('/api/v1/overview')).month.month; // the billing zone's month
+    const invoices = await Promise.all(tenants.map((x) => api(`/api/v1/billing/invoice?tenant=${encodeURIComponent(x.name)}&month=${month}`).catch(() => null)));
+    const data = invoices.filter(Boolean).map((inv) => ({ label: inv.tenant, values: [inv.total_fen] })).sort((a, b) => b.values[0] - a.values[0]);
+    return data.length ? Charts.bars(data, [t('teams.cost_month')], { format: fmt.cny, title: t('teams.cost') })
+      : GP.status('empty', t('teams.no_usage'));
+  }
+
+  async function load() {
+    const tenants = (await api('/api/v1/tenants?limit=1000')).items;
+    if (!built) {
+      treeBox = el('div'); usageBox = el('div'); costBox = el('div');
+      const parts = [panel('teams.tree', treeBox), el('div', { class: 'grid' }, panel('teams.usage', usageBox),
+        can('admin', 'finance', 'tenant-admin') ? panel('teams.cost', costBox) : null)];
+      mount(...parts);
+      built = true;
+    }
+    treeBox.replaceChildren(tree(tenants));
+    usageBox.replaceChildren(await usage());
+    if (can('admin', 'finance', 'tenant-admin')) costBox.replaceChildren(await costs(tenants));
+  }
+  GP.live(load, 15000);
+})();
