@@ -73,12 +73,12 @@ def usage_totals(
             add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
     if until is None or until > now:
         live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
-        for a in live.scalars():
-            if not who.sees(a.tenant):
-                continue
+        mine = [a for a in live.scalars() if who.sees(a.tenant)]
+        models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
+        for a in mine:
             metered = a.metered_until if a.metered_until is not None else a.created_at
             seconds = metered_seconds(max(metered, since or 0.0), now)
-            for rec in meter(a.placement, device_models(s, a.placement), seconds):
+            for rec in meter(a.placement, models, seconds):
                 add(a.tenant, rec["model"], rec)
     return totals
 

@@ -51,7 +51,7 @@
     const [evs, c] = await Promise.all([api(`/api/v1/jobs/${id}/events`), api(`/api/v1/jobs/${id}/cost`)]);
     if (!built) {
       factsBox = el('div'); costBox = el('div'); eventsBox = el('div'); actBox = el('div');
-      logBox = el('pre', { class: 'log', id: 'job-log', tabindex: '0', 'aria-label': t('job.log') });
+      logBox = el('pre', { class: 'log', id: 'job-log', role: 'log', tabindex: '0', 'aria-label': t('job.log') });
       mount(el('div', { class: 'grid' }, panel('job.facts', factsBox, actBox), panel('job.usage', costBox)),
         panel('job.events', eventsBox), panel('job.log', logBox));
       built = true;

@@ -66,7 +66,7 @@
         formMsg.textContent = t('jobs.refused', { why: err.message });
       }
     });
-    return f;
+    return el('div', {}, f, formMsg);
   }
 
   function tabs() {
