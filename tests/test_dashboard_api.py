@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gpupool.server.alerts.rules import KINDS
 from gpupool.server.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from gpupool.server.web.pages import HEADERS
 from tests.support.cluster import node_body, ok, seed_cluster, submit
@@ -215,6 +216,9 @@ def test_filters_and_history_buckets(sqlite_server):
     assert filled[-1]["allocated_pct"] == pytest.approx(100 * 2 / 6, abs=0.1)
     week = ok(admin.get("/api/v1/overview/history", params={"window": "7d"}))
     assert len(week["points"]) == 168
+    rules = {r["kind"]: r for r in ok(admin.get("/api/v1/alerts/rules"))}
+    assert rules.keys() == set(KINDS)
+    assert rules["device-hot"]["limit"] == srv.ctx.settings.alert_temp_c
 
 
 def test_every_label_exists_in_both_languages():

@@ -194,7 +194,7 @@ def test_every_page_in_chinese_has_no_english_label(browser, cluster):
     english = {v for k, v in en.items() if v != zh[k] and "{" not in v} - set(zh.values())
     patterns = [re.escape(v).replace(r"\{", "{") for v in en.values() if "{" in v]
     templated = [re.compile(re.sub(r"\\?\{[a-z]+\\?\}", ".*", p) + "$") for p in patterns]
-    context, page = _session(browser, cluster, cluster.admin_token, lang="zh")
+    context, page = _session(browser, cluster, cluster.admin_token, lang="zh", locale="zh-CN")
     assert page.get_attribute("html", "lang") == "zh-CN"
     found: dict[str, set[str]] = {}
     for path in [*PAGES, "/jobs/1"]:

@@ -206,6 +206,7 @@ def up(
             err=True,
         )
     typer.echo(f"admin token (also in {settings.data_dir / 'admin-token'}): {token}")
+    typer.echo(f"dashboard: open {url}/ and log in with the admin token")
     typer.echo(f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)")
     agents.start()
     if demo:

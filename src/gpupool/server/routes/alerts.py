@@ -67,6 +67,25 @@ def list_alerts(
         ]
 
 
+@router.get("/alerts/rules")
+def alert_rules(ctx: Ctx, who: Caller) -> list[dict[str, object]]:
+    """The conditions the server alerts on, with this server's limits (its settings; budgets
+    carry their own thresholds), and whether alerts go to a webhook."""
+    human(who)
+    st = ctx.settings
+    webhook = bool(st.alert_webhook_url)
+    limits = {
+        "node-lost": st.heartbeat_timeout_s,
+        "device-unhealthy": None,
+        "device-hot": st.alert_temp_c,
+        "card-idle": st.alert_idle_minutes,
+        "job-pending": st.alert_pending_minutes,
+        "quota-exhausted": None,
+        "budget": None,
+    }
+    return [{"kind": k, "limit": v, "webhook": webhook} for k, v in limits.items()]
+
+
 class BudgetIn(Strict):
     monthly: str = Field(description="CNY a month, e.g. 10000")
     thresholds: list[int] = Field([80, 100], min_length=1, max_length=10)

@@ -42,6 +42,9 @@ const Charts = (() => {
         pen = true;
       }
       if (d) svg.append(s('path', { class: 'line s' + (x.cls ?? i), d }));
+      for (const p of x.points) {  // dots: a lone sample still shows
+        if (p.y !== null && p.y !== undefined) svg.append(s('circle', { class: 's' + (x.cls ?? i), cx: X(p.x).toFixed(1), cy: Y(p.y).toFixed(1), r: 2.5 }));
+      }
     });
     return GP.el('figure', { class: 'chart' }, svg, legend(series));
   }

@@ -89,11 +89,12 @@
     const admin = can('admin');
     const [us, tk, tn] = await Promise.all([api('/api/v1/users'), api('/api/v1/tokens'), api('/api/v1/tenants?limit=1000')]);
     if (!built) {
-      for (const k of ['users', 'newToken', 'userForm', 'tokens', 'tenants', 'tenantForm', 'pools', 'reservations', 'alerts', 'audit', 'auditFilters']) boxes[k] = el('div');
+      for (const k of ['users', 'newToken', 'userForm', 'tokens', 'tenants', 'tenantForm', 'pools', 'reservations', 'alerts', 'audit', 'auditFilters', 'rules']) boxes[k] = el('div');
       const parts = [panel('admin.users', boxes.userForm, boxes.newToken, boxes.users), panel('admin.tokens', boxes.tokens),
         panel('admin.tenants', boxes.tenantForm, boxes.tenants)];
       if (admin) parts.push(el('div', { class: 'grid' }, panel('admin.pools', boxes.pools), panel('admin.reservations', boxes.reservations)),
-        panel('admin.alerts', boxes.alerts), panel('admin.audit', boxes.auditFilters, boxes.audit));
+        el('div', { class: 'grid' }, panel('admin.rules', boxes.rules), panel('admin.alerts', boxes.alerts)),
+        panel('admin.audit', boxes.auditFilters, boxes.audit));
       mount(...parts);
       boxes.userForm.replaceChildren(userForm(tn.items));
       boxes.tenantForm.replaceChildren(tenantForm(tn.items));
@@ -108,6 +109,10 @@
     const q = new URLSearchParams(Object.entries(audit).filter(([, v]) => v));
     const [pools, res, alerts, log] = await Promise.all([api('/api/v1/pools'), api('/api/v1/reservations'),
       api('/api/v1/alerts?state=all&limit=50'), api('/api/v1/audit?limit=100&' + q)]);
+    const rules = await api('/api/v1/alerts/rules');
+    boxes.rules.replaceChildren(table([{ key: 'kind', label: 'col.kind', render: (r) => t('alert.' + r.kind) },
+      { key: 'limit', label: 'col.condition', render: (r) => t('rule.' + r.kind, { v: fmt.num(r.limit, 0) }) },
+      { key: 'webhook', label: 'col.webhook', render: (r) => t(r.webhook ? 'admin.webhook_on' : 'admin.webhook_off') }], rules, 'state.empty'));
     boxes.pools.replaceChildren(table([{ key: 'name', label: 'col.pool' }, { key: 'sharing', label: 'col.mode', render: (p) => t('mode.' + p.sharing) },
       { key: 'policy', label: 'col.policy' }, { key: 'description', label: 'col.description' }], pools, 'state.empty'));
     boxes.reservations.replaceChildren(table([{ key: 'id', label: 'col.id' }, { key: 'tenant', label: 'col.tenant' },

@@ -54,7 +54,7 @@
       { key: 'model', label: 'col.model' },
       { key: 'monthly', label: 'col.monthly', num: true, render: (p) => fmt.yuan(p.monthly) },
       { key: 'hourly', label: 'col.hourly', num: true, render: (p) => fmt.yuan(p.hourly) },
-      { key: 'effective_from', label: 'col.from', render: (p) => fmt.iso(p.effective_from) },
+      { key: 'effective_from', label: 'col.from', render: (p) => (p.source === 'list' ? t('billing.always') : fmt.iso(p.effective_from)) },
       { key: 'source', label: 'col.source', render: (p) => t('billing.source_' + p.source) },
     ], list, 'state.empty');
   }

@@ -12,7 +12,7 @@
     return `${h.tenant} · ${t('nodes.job_n', { id: h.job_id })} · ${slice}`;
   }
 
-  const gib = (mib) => (mib === null || mib === undefined ? '–' : fmt.num(mib / 1024, 0));
+  const gib = (mib) => (mib === null || mib === undefined ? '–' : fmt.num(mib / 1024, 0));  // GiB, whole
 
   function tile(d) {
     const util = d.util_pct;
@@ -25,7 +25,7 @@
       bar,
       el('div', { class: 'meta' },
         `${t('col.util')} ${fmt.pct(util)}`),
-      el('div', { class: 'meta' }, `${t('nodes.mem')} ${gib(d.mem_used_mib)} / ${gib(d.granted_mib)} / ${fmt.gib(d.memory_mib)}`),
+      el('div', { class: 'meta', title: t('nodes.mem_help') }, `${t('nodes.mem')} ${gib(d.mem_used_mib)} / ${gib(d.granted_mib)} / ${fmt.gib(d.memory_mib)}`),
       el('div', { class: 'meta' }, `${fmt.num(d.temp_c, 0)} °C · ${fmt.num(d.power_w, 0)} W`));
   }
 
