@@ -292,6 +292,54 @@ def openb_time(
     Console().print(table)
 
 
+@app.command("defrag")
+@friendly
+def defrag_command(
+    nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
+    pods: Path = typer.Option(None, help=f"Pod list CSV (openb format) {DEFAULT_TRACE}"),
+    seed: int = typer.Option(42, help="Seed of the shuffled bag (the FGD protocol's)."),
+    arrived: float = typer.Option(0.9, min=0.05, max=1.5, help="Arrived load x capacity."),
+    policy: str = typer.Option("fgd", help="Placement policy that fills the pool."),
+    max_moves: int = typer.Option(4, min=1, max=64, help="Moves per placed job (server: 4)."),
+    strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Defragmentation on the openb trace: fill the pool online to ARRIVED x its GPUs, then
+    count how many 8-GPU and 4-GPU jobs fit one after another — as the pool is, and letting
+    the scheduler's planner move pods (each to free capacity elsewhere) to make room; with
+    the moves and pods interrupted it cost. Every pod counts as movable: an upper bound."""
+    from gpupool.scheduler.placer import POLICY_NAMES
+    from gpupool.sim.defrag_sim import defrag_report
+
+    if policy not in POLICY_NAMES:
+        raise SpecError(f"policy: {policy!r} is not one of {', '.join(POLICY_NAMES)}")
+    node_list, pod_list = _load_trace(nodes, pods, strict)
+    result = defrag_report(
+        node_list, pod_list, seed=seed, arrived=arrived, policy=policy, max_moves=max_moves
+    )
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(
+        "job",
+        "placeable as is",
+        "placeable with moves",
+        "moves",
+        "pods interrupted",
+        title=f"defragmentation at {arrived:.0%} arrived: {result['gpus']} GPUs, seed {seed}",
+    )
+    for k in ("8", "4"):
+        cost = result["by_probe"][f"{k}gpu"]  # type: ignore[index]
+        table.add_row(
+            f"{k} GPUs",
+            str(result["before"][f"placeable_{k}gpu"]),  # type: ignore[index]
+            str(result["after"][f"placeable_{k}gpu"]),  # type: ignore[index]
+            str(cost["moves"]),
+            str(cost["jobs_interrupted"]),
+        )
+    Console().print(table)
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 

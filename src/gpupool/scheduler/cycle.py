@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpupool.model import Job, ResourceRequest, SpecError
+from gpupool.scheduler.defragment import defragment
 from gpupool.scheduler.lookahead import DEPTH
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.preemption import choose_victims
@@ -48,8 +49,9 @@ class Binding:
     job_id: str
     placement: Placement
     borrowed: bool
-    action: str  # allocate, borrow, preempt, reclaim or backfill
+    action: str  # allocate, borrow, preempt, reclaim, defragment or backfill
     after: tuple[str, ...] = ()  # victims that must stop first
+    note: str = ""  # said in the job's reason with the action (defragment: the moves)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class CycleConfig:
     queue: QueuePolicy = field(default_factory=QueuePolicy)
     grace_s: int = 30
     max_victim_searches: int = 64
+    defrag_moves: int = 0  # jobs this cycle may move to make room (0: no defragmentation)
+    defrag_after_s: float = 300.0  # how long a job within its guarantee waits before
 
 
 @dataclass
@@ -158,11 +162,12 @@ class _Cycle:
         borrowed: bool,
         action: str,
         after: tuple[str, ...] = (),
+        note: str = "",
     ) -> None:
         self.state.apply(placement)
         self.tree.charge(job.tenant, self.usage(placement))
         self.running[job.id] = RunningJob(job, placement, self.now, borrowed)
-        self.result.bindings.append(Binding(job.id, placement, borrowed, action, after))
+        self.result.bindings.append(Binding(job.id, placement, borrowed, action, after, note))
         self.result.pending.pop(job.id, None)
 
     def evict(self, victim: RunningJob, by: Job, reason: str) -> None:
@@ -193,7 +198,8 @@ def run_cycle(
     blocked, to_borrow, behind = allocate(cy, queue)
     blocked += borrow(cy, to_borrow)
     blocked = preempt(cy, blocked)
-    reclaim(cy, blocked)
+    blocked = reclaim(cy, blocked)
+    defragment(cy, blocked)
     backfill(cy, behind)
     return cy.result
 

@@ -142,7 +142,7 @@ def _admit(
     for b in bindings:
         job = jobs[int(b.job_id)]
         how = "borrowing idle capacity" if b.borrowed else "within guarantee"
-        reason = f"{b.action}: {how}"
+        reason = f"{b.action}: {how}" + (f"; {b.note}" if b.note else "")
         events.append(
             {
                 "job_id": job.id,

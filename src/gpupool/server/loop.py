@@ -8,9 +8,11 @@ snapshot, decide with ``run_cycle``, commit every decision in one fenced transac
 import logging
 import threading
 import time
+from collections import deque
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from gpupool.billing.money import yuan
 from gpupool.model import Job
@@ -24,7 +26,7 @@ from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import JobEventRow
+from gpupool.server.db.tables import AuditRow, JobEventRow
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
@@ -55,6 +57,7 @@ class SchedulerLoop:
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._alerts_at = float("-inf")
         self._sampled_at = float("-inf")
+        self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -197,6 +200,31 @@ class SchedulerLoop:
             if b.exhausted and b.action == "stop-elastic"
         }
 
+    def defrag_budget(self, now: float) -> int:
+        """Moves defragmentation may still make this hour (``defrag_moves_per_hour``)."""
+        while self._moves and self._moves[0] <= now - 3600:
+            self._moves.popleft()
+        return max(0, self.settings.defrag_moves_per_hour - len(self._moves))
+
+    def audit_moves(self, s: Session, result: CycleResult, now: float) -> None:
+        """Every defragmentation move in the audit log, and counted against the hour."""
+        why = {b.job_id: b.note for b in result.bindings if b.action == "defragment"}
+        for p in result.preemptions:
+            if p.by in why and p.reason.startswith("moved by defragmentation"):
+                self._moves.append(now)
+                s.add(
+                    AuditRow(
+                        time=now,
+                        actor="scheduler",
+                        role="",
+                        action="DEFRAGMENT move",
+                        target=f"job {p.job_id} -> {p.reason}"[:500],
+                        result=200,
+                        client="",
+                        detail=why[p.by][:2000],
+                    )
+                )
+
     def sample_pool(self, now: float | None = None) -> None:
         """Every ``sample_interval_s``: the pool's utilisation for the dashboard's history."""
         now = time.time() if now is None else now
@@ -232,7 +260,11 @@ class SchedulerLoop:
             with self.db.read() as s:
                 inputs = self.snapshots.build(s, self.over_budget)
             config = CycleConfig(
-                policy=self.settings.policy, queue=inputs.queue, grace_s=self.settings.grace_s
+                policy=self.settings.policy,
+                queue=inputs.queue,
+                grace_s=self.settings.grace_s,
+                defrag_moves=self.defrag_budget(now),
+                defrag_after_s=self.settings.defrag_after_s,
             )
             result = run_cycle(
                 inputs.state,
@@ -251,6 +283,7 @@ class SchedulerLoop:
             decided = time.perf_counter()
             with self.db.write() as s:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
+                self.audit_moves(s, result, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     alert_idle_minutes: float = Field(10.0, gt=0)
     alert_webhook_url: str = ""
     alert_webhook_secret: str = ""
+    # defragmentation: a job within its tenant's guarantee that waited this long while the
+    # cards it needs are free but scattered gets room by moving jobs that allow it
+    defrag_after_s: float = Field(300.0, ge=0, le=86400 * 30)
+    defrag_moves_per_hour: int = Field(12, ge=0, le=10000)  # 0: never move jobs
     sample_interval_s: float = Field(60.0, gt=0, le=3600)  # the dashboard's history
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)

@@ -1,0 +1,151 @@
+"""Defragmentation (pure): a short list of moves that frees room for a waiting job on one
+node, when enough cards are free in the pool but scattered.
+
+A move suspends a running job that allows it and restarts it on free capacity elsewhere — the
+plan is only offered when every moved job fits elsewhere once the waiting job has its room,
+so nothing is pushed out of the pool. Among the nodes where that works, the plan that moves
+the fewest jobs wins, then the one that loses the least progress (cards x seconds run since
+their start: a suspended job resumes from its last checkpoint at best), then the lowest node.
+
+The caller decides which jobs may move (``Movable``) and how a job is placed on a node mask
+(``Place``: the scheduler's own placer with the job's reservations, or a simulator's).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.model import Job
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.types import Placement
+
+Place = Callable[[ClusterState, Job, np.ndarray], Placement | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Movable:
+    """A running job that may be moved, where it runs, and since when."""
+
+    job: Job
+    placement: Placement
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    job_id: str
+    source: str  # the node it leaves
+    target: Placement  # where it fits once the plan is applied
+    cards: int
+
+
+@dataclass(frozen=True, slots=True)
+class DefragPlan:
+    job_id: str  # the waiting job
+    node: str  # where room is made for it
+    placement: Placement  # the waiting job's placement once the moves are done
+    moves: tuple[Move, ...]
+    lost_card_s: float  # progress the moved jobs lose at worst (cards x seconds run)
+
+    def describe(self) -> str:
+        """``defragmenting: moving job 812 from node-03 to node-07 to free 4 cards on
+        node-03`` (the waiting job's reason while the moved jobs stop)."""
+        moved = ", ".join(
+            f"job {m.job_id} from {m.source} to {'+'.join(m.target.node_names)}" for m in self.moves
+        )
+        cards = len(self.placement.devices)
+        return f"defragmenting: moving {moved} to free {cards} cards on {self.node}"
+
+
+def plan_defrag(
+    state: ClusterState,
+    job: Job,
+    movable: Sequence[Movable],
+    place: Place,
+    now: float,
+    *,
+    max_moves: int = 4,
+    max_nodes: int = 8,
+) -> DefragPlan | None:
+    """The cheapest plan that makes room for ``job`` (one worker) on one node, moving at most
+    ``max_moves`` single-node jobs, trying the ``max_nodes`` most promising nodes; None when
+    there is none (``state`` is left as it was)."""
+    if job.gang_size != 1 or max_moves < 1:
+        return None
+    on_row: dict[int, list[Movable]] = {}
+    for m in movable:
+        rows = {state.index[n.node] for n in m.placement.nodes}
+        if len(rows) == 1 and m.placement.devices and m.job.id in state.placements:
+            on_row.setdefault(rows.pop(), []).append(m)
+    need = (job.request.gpu_count or 1) if job.request.kind.value == "whole" else 1
+    free = state.idle.sum(axis=1)
+    open_rows = ~state.closed
+    candidates = [
+        r
+        for r, ms in on_row.items()
+        if open_rows[r] and free[r] + sum(len(m.placement.devices) for m in ms) >= need
+    ]
+    # the nodes with the most free cards need the fewest moves
+    candidates.sort(key=lambda r: (-int(free[r]), r))
+    best: DefragPlan | None = None
+    for row in candidates[:max_nodes]:
+        plan = _plan_on(state, job, row, on_row[row], place, now, max_moves)
+        if plan is not None and (best is None or _cost(plan) < _cost(best)):
+            best = plan
+    return best
+
+
+def _cost(plan: DefragPlan) -> tuple[int, float, str]:
+    return (len(plan.moves), plan.lost_card_s, plan.node)
+
+
+def _plan_on(
+    state: ClusterState,
+    job: Job,
+    row: int,
+    here: list[Movable],
+    place: Place,
+    now: float,
+    max_moves: int,
+) -> DefragPlan | None:
+    only = np.zeros(state.size, dtype=bool)
+    only[row] = True
+    trial = state.clone()
+    # the least progress lost first; bigger jobs first at equal progress (fewer moves)
+    order = sorted(here, key=lambda m: (_lost(m, now), -len(m.placement.devices), m.job.id))
+    chosen: list[Movable] = []
+    placement = None
+    for m in order:
+        if len(chosen) == max_moves:
+            return None
+        trial.release(m.job.id)
+        chosen.append(m)
+        placement = place(trial, job, only)
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    for m in sorted(chosen[:-1], key=lambda m: -_lost(m, now)):  # keep what is not needed
+        trial.apply(m.placement)
+        again = place(trial, job, only)
+        if again is None:
+            trial.release(m.job.id)
+        else:
+            chosen.remove(m)
+            placement = again
+    trial.apply(placement)
+    elsewhere = ~only
+    moves = []
+    for m in sorted(chosen, key=lambda m: (-len(m.placement.devices), m.job.id)):
+        target = place(trial, m.job, elsewhere)
+        if target is None:
+            return None
+        trial.apply(target)
+        moves.append(Move(m.job.id, state.nodes[row].name, target, len(m.placement.devices)))
+    lost = sum(_lost(m, now) for m in chosen)
+    return DefragPlan(job.id, state.nodes[row].name, placement, tuple(moves), lost)
+
+
+def _lost(m: Movable, now: float) -> float:
+    return len(m.placement.devices) * max(0.0, now - m.started)

@@ -1,0 +1,195 @@
+"""Defragmentation: the issue's story — inference at 6 of its 10 guaranteed cards asks for 4
+on one server while 8 cards are free but scattered — gets its cards by moving the fewest jobs
+that allow it, never an inference replica, never a job that forbids it, never for borrowing;
+the moved jobs restart in the next cycle."""
+
+import json
+
+import pytest
+
+from gpupool.model import Job, JobKind, parse_request
+from gpupool.scheduler import ClusterState
+from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
+from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
+from tests.test_cycle_scenarios import cluster, tree
+
+ON = CycleConfig(defrag_moves=4, defrag_after_s=60)
+LAYOUT = {  # node -> jobs on it, one card each; every node has 4 cards
+    "s00": ["inf0", "inf1", "tr0"],
+    "s01": ["inf2", "inf3", "tr1"],
+    "s02": ["inf4", "inf5", "tr2"],
+    "s03": ["tr3", "tr4"],
+    "s04": ["tr5"],
+}
+
+
+def running(**overrides) -> list[RunningJob]:
+    out = []
+    for node, names in LAYOUT.items():
+        for i, name in enumerate(names):
+            tenant = "inference" if name.startswith("inf") else "training"
+            kind = JobKind.INFERENCE if tenant == "inference" else JobKind.TRAINING
+            fields = {"tenant": tenant, "kind": kind, **overrides.get(name, {})}
+            job = Job(name, parse_request("gpu=1"), **fields)
+            grant = DeviceGrant(node, i, 100, 81920, exclusive=True)
+            placement = Placement(name, (NodeGrant(node, 0, 0, (grant,)),), "test")
+            out.append(RunningJob(job, placement, start_time=100.0 * (i + 1)))
+    return out
+
+
+def ask(spec: str = "gpu=4", submitted: float = 0.0) -> Job:
+    return Job("big", parse_request(spec), tenant="inference", submit_time=submitted)
+
+
+def cycle(jobs: list[RunningJob], waiting: list[Job], config=ON, now: float = 1000.0):
+    tenants = tree(inference=10, training=10)  # 20 guaranteed of 20 cards: nothing to borrow
+    return run_cycle(ClusterState(cluster(5)), jobs, waiting, tenants, now, config=config)
+
+
+def test_without_defragmentation_the_job_waits_for_ever():
+    result = cycle(running(), [ask()], CycleConfig())
+    assert result.admitted == 0 and "big" in result.pending
+
+
+def test_the_fewest_moves_free_a_node_and_the_moved_job_restarts_next_cycle():
+    jobs = running()
+    result = cycle(jobs, [ask()])
+    (binding,) = result.bindings
+    assert binding.action == "defragment" and binding.after == ("tr5",)
+    assert binding.placement.node_names == ("s04",) and len(binding.placement.devices) == 4
+    (moved,) = result.preemptions
+    assert moved.job_id == "tr5" and moved.action == "suspend"
+    assert moved.reason.startswith("moved by defragmentation: restarts on s0")
+    assert binding.note.startswith("defragmenting: moving job tr5 from s04 to s0")
+    assert binding.note.endswith("to free 4 cards on s04")
+    # next cycle: the big job runs, tr5 is pending again and finds the card it was promised
+    still = [r for r in jobs if r.job.id != "tr5"]
+    big = RunningJob(ask(), binding.placement, 1000.0)
+    tr5 = next(r.job for r in jobs if r.job.id == "tr5")
+    after = cycle([*still, big], [tr5], now=1001.0)
+    assert [b.job_id for b in after.bindings] == ["tr5"] and not after.preemptions
+
+
+def test_jobs_that_forbid_it_and_inference_replicas_are_never_moved():
+    jobs = running(tr5={"on_preempt": "kill"})
+    result = cycle(jobs, [ask()])
+    (binding,) = result.bindings
+    assert binding.placement.node_names == ("s03",)  # two moves instead of the forbidden one
+    assert {p.job_id for p in result.preemptions} == {"tr3", "tr4"}
+    kill_all = {f"tr{i}": {"on_preempt": "kill"} for i in range(6)}
+    result = cycle(running(**kill_all), [ask()])
+    assert result.admitted == 0 and not result.preemptions  # only inference left: untouched
+    assert result.pending["big"].endswith("; no defragmentation move frees room for it")
+
+
+@pytest.mark.parametrize(
+    ("waiting", "why"),
+    [
+        (ask("gpu=5"), "over its guarantee: defragmentation never serves borrowing"),
+        (ask(submitted=990.0), "has not waited defrag_after_s yet"),
+    ],
+)
+def test_only_guaranteed_jobs_that_waited_are_served(waiting, why):
+    result = cycle(running(), [waiting])
+    assert result.admitted == 0 and not result.preemptions, why
+
+
+def test_the_budget_bounds_the_moves():
+    result = cycle(running(tr5={"on_preempt": "kill"}), [ask()], CycleConfig(defrag_moves=1))
+    assert result.admitted == 0 and not result.preemptions  # s03 needs 2 moves
+
+
+def test_the_server_moves_audits_and_says_why(tmp_path):
+    """Through the API: five servers x 4 cards, no borrowing (top-level teams, guarantees
+    that add up to the pool), 12 cards held, 8 free scattered; a 4-card inference job within
+    its guarantee gets a server."""
+    from gpupool.server.settings import Settings
+    from tests.support.cluster import ok, seed_cluster, submit
+    from tests.support.live import live_server
+
+    settings = Settings(data_dir=tmp_path, log_json=False, defrag_after_s=0)
+    with live_server(settings) as srv:
+        admin = srv.admin()
+        seed_cluster(admin, nodes=5, cards=4, tenants={"inference": 10, "training": 10})
+        ids = {}
+        for i in range(20):  # fill every card, alternating teams
+            team = "inference" if i % 2 else "training"
+            kind = "inference" if team == "inference" else "training"
+            ids[submit(admin, "gpu=1", team, kind=kind)["id"]] = team
+        srv.cycle()
+        allocs = ok(admin.get("/api/v1/allocations", params={"state": "active"}))["items"]
+        by_node: dict[str, list[int]] = {}
+        for a in sorted(allocs, key=lambda a: a["job_id"]):
+            by_node.setdefault(a["nodes"][0]["node"], []).append(a["job_id"])
+        # free 2, 2, 2, 1, 1 cards; then inference's guarantee is what it holds + 4
+        for count, node in zip((2, 2, 2, 1, 1), sorted(by_node), strict=True):
+            for job_id in by_node[node][:count]:
+                ok(admin.post(f"/api/v1/jobs/{job_id}/cancel"))
+                del ids[job_id]
+        held = sum(team == "inference" for team in ids.values())
+        for team, cards in (("inference", held + 4), ("training", 16 - held)):
+            quota = {"flavour": "gpu", "nominal": cards}
+            ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
+        big = submit(admin, "gpu=4", "inference", kind="inference", name="big")
+        srv.cycle()
+        job = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
+        assert job["state"] == "admitted", job["reason"]
+        assert job["reason"].startswith("defragment: within guarantee; defragmenting: moving job")
+        moved = job["allocation"]["after"]
+        assert moved and len(job["allocation"]["nodes"][0]["devices"]) == 4
+        audit = ok(admin.get("/api/v1/audit", params={"action": "DEFRAGMENT"}))["items"]
+        assert len(audit) == len(moved)
+        victims = [a["target"].split()[1] for a in audit]
+        assert all(ids[int(v)] == "training" for v in victims)  # replicas stay put
+        for v in victims:
+            state = ok(admin.get(f"/api/v1/jobs/{v}"))
+            assert state["state"] == "pending" and "moved by defragmentation" in state["reason"]
+        srv.cycle()  # the moved jobs restart where the plan found room
+        for v in victims:
+            assert ok(admin.get(f"/api/v1/jobs/{v}"))["state"] == "admitted"
+
+
+def test_probes_fit_after_moves_and_count_what_they_cost():
+    """Two 4-card servers, two 1-card pods on each: no 4-card job fits as the pool is; with
+    moves, one does (two pods moved onto the other server), a second does not."""
+    from gpupool.scheduler import Placer
+    from gpupool.scheduler.defrag import Movable
+    from gpupool.sim.defrag_sim import probe_count
+
+    state = ClusterState(cluster(2))
+    placer = Placer("spread")
+    placed = {}
+    for i in range(4):
+        job = Job(f"p{i}", parse_request("gpu=1"))
+        placement = placer.place(state, job, explain=False)
+        state.apply(placement)
+        placed[job.id] = Movable(job, placement, float(i))
+    assert sorted(len(state.placements[p].devices) for p in placed) == [1, 1, 1, 1]
+    plain = probe_count(state, placer, placed, 4, defrag=False, max_moves=0, max_nodes=0)
+    moved = probe_count(state, placer, placed, 4, defrag=True, max_moves=4, max_nodes=8)
+    assert plain == {"placeable": 0, "moves": 0, "jobs_interrupted": 0}
+    assert moved == {"placeable": 1, "moves": 2, "jobs_interrupted": 2}
+    assert len(state.placements) == 4  # the pool itself is left as it was
+
+
+def test_simulate_defrag_on_a_trace_file(tmp_path):
+    from tests.helpers import gpupool
+    from tests.test_openb_time import HEADER
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i},64000,262144,8,V100M32\n" for i in range(4)))  # fmt: skip
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        HEADER + "".join(f"p{i},1000,1024,1,1000,,LS,Running,0,100,0\n" for i in range(40))
+    )
+    run = gpupool("simulate", "defrag", "--nodes", str(nodes), "--pods", str(pods), "--json",
+                  "--arrived", "0.5", "--policy", "spread")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["before"]["placeable_8gpu"] == 0  # spread leaves 4 per server: no 8 fit
+    assert out["after"]["placeable_8gpu"] >= 1 and out["moves"] >= 4
+    assert out["after"]["placeable_4gpu"] >= out["before"]["placeable_4gpu"]
+    bad = gpupool("simulate", "defrag", "--nodes", str(nodes), "--pods", str(pods),
+                  "--policy", "nope")  # fmt: skip
+    assert bad.returncode == 2 and "policy" in bad.stderr
