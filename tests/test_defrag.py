@@ -193,3 +193,19 @@ def test_simulate_defrag_on_a_trace_file(tmp_path):
     bad = gpupool("simulate", "defrag", "--nodes", str(nodes), "--pods", str(pods),
                   "--policy", "nope")  # fmt: skip
     assert bad.returncode == 2 and "policy" in bad.stderr
+
+
+def test_on_the_seed_scenario_the_guaranteed_team_waits_less():
+    """Two days of the seed example, pooled: defragmentation moves jobs and the algorithm
+    team (guaranteed 20 cards, 4-card jobs) waits less at p95; nobody waits more."""
+    from gpupool.sim.scenario import load_scenario
+    from gpupool.sim.team_replay import defrag_waits
+
+    scenario = load_scenario("examples/seed-scenario.yaml").model_copy(update={"days": 2})
+    result = defrag_waits(scenario)
+    without, with_ = result["without"], result["with"]
+    assert with_["preemptions"] > without["preemptions"]
+    p95 = {k: {t: v["queue_delay_p95_s"] for t, v in r["tenants"].items()}
+           for k, r in (("without", without), ("with", with_))}  # fmt: skip
+    assert p95["with"]["algorithm"] < p95["without"]["algorithm"]
+    assert all(p95["with"][t] <= p95["without"][t] for t in p95["without"])

@@ -301,15 +301,24 @@ def defrag_command(
     arrived: float = typer.Option(0.9, min=0.05, max=1.5, help="Arrived load x capacity."),
     policy: str = typer.Option("fgd", help="Placement policy that fills the pool."),
     max_moves: int = typer.Option(4, min=1, max=64, help="Moves per placed job (server: 4)."),
+    scenario: Path | None = typer.Option(
+        None, help="Instead: replay this team scenario pooled, without and with moves."
+    ),
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Defragmentation on the openb trace: fill the pool online to ARRIVED x its GPUs, then
     count how many 8-GPU and 4-GPU jobs fit one after another — as the pool is, and letting
     the scheduler's planner move pods (each to free capacity elsewhere) to make room; with
-    the moves and pods interrupted it cost. Every pod counts as movable: an upper bound."""
+    the moves and pods interrupted it cost. Every pod counts as movable: an upper bound.
+    With --scenario: each team's queue delays in the pooled replay without and with
+    defragmentation (the server's limits: 12 moves an hour, after 5 minutes of waiting)."""
     from gpupool.scheduler.placer import POLICY_NAMES
     from gpupool.sim.defrag_sim import defrag_report
+
+    if scenario is not None:
+        _scenario_defrag(scenario, as_json)
+        return
 
     if policy not in POLICY_NAMES:
         raise SpecError(f"policy: {policy!r} is not one of {', '.join(POLICY_NAMES)}")
@@ -338,6 +347,32 @@ def defrag_command(
             str(cost["jobs_interrupted"]),
         )
     Console().print(table)
+
+
+def _scenario_defrag(path: Path, as_json: bool) -> None:
+    from gpupool.sim.scenario import load_scenario
+    from gpupool.sim.team_replay import defrag_waits
+
+    result = defrag_waits(load_scenario(path))
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in result.items()}, default=str))
+        return
+    table = Table(
+        "team", "p95 wait without", "p95 wait with", "started without", "started with",
+        title=f"{result['scenario']}: pooled, without and with defragmentation",
+    )  # fmt: skip
+    without, with_ = result["without"]["tenants"], result["with"]["tenants"]  # type: ignore[index]
+    for team in without:
+        table.add_row(
+            team,
+            _hours(without[team]["queue_delay_p95_s"]),
+            _hours(with_[team]["queue_delay_p95_s"]),
+            str(without[team]["started"]),
+            str(with_[team]["started"]),
+        )
+    Console().print(table)
+    moves = result["with"]["preemptions"] - result["without"]["preemptions"]  # type: ignore[index]
+    typer.echo(f"jobs moved (extra preemptions): {moves}")
 
 
 def _ratio(value: float | None) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
-from gpupool.scheduler.cycle import RunningJob, run_cycle
+from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
@@ -183,7 +183,9 @@ class ModeResult:
         }
 
 
-def replay_mode(scenario: Scenario, jobs: list[SimJob], mode: str) -> ModeResult:
+def replay_mode(
+    scenario: Scenario, jobs: list[SimJob], mode: str, config: CycleConfig | None = None
+) -> ModeResult:
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     reservations: list[Reservation] = []
@@ -224,6 +226,7 @@ def replay_mode(scenario: Scenario, jobs: list[SimJob], mode: str) -> ModeResult
             _tree(scenario, pooled),
             now,
             reservations=reservations,
+            config=config,
         )
         by_id = {j.id: j for j in pending}
         for p in cycle.preemptions:
@@ -274,4 +277,18 @@ def compare(scenario: Scenario) -> dict[str, object]:
     out: dict[str, object] = {"scenario": scenario.name, "cards": cards, "jobs": len(jobs)}
     for mode in MODES:
         out[mode] = replay_mode(scenario, jobs, mode).summary(cards, horizon)
+    return out
+
+
+def defrag_waits(scenario: Scenario, moves_per_hour: int = 12, after_s: float = 300.0) -> dict:
+    """The pooled replay without and with defragmentation (the server's limits: moves per
+    hour spread over the cycles, a job waits ``after_s`` first): queue delays per team."""
+    jobs = generate_jobs(scenario)
+    cards = sum(g.count * g.cards for g in scenario.cluster)
+    horizon = scenario.days * 24 * HOUR
+    per_cycle = max(1, math.ceil(moves_per_hour * scenario.tick_minutes / 60))
+    out: dict[str, object] = {"scenario": scenario.name, "moves_per_cycle": per_cycle}
+    for name, moves in (("without", 0), ("with", per_cycle)):
+        config = CycleConfig(defrag_moves=moves, defrag_after_s=after_s)
+        out[name] = replay_mode(scenario, jobs, "pooled", config).summary(cards, horizon)
     return out
