@@ -49,15 +49,46 @@ class _Gpu:
     migs: list[_Mig]
     processes: list = field(default_factory=list)
     links: dict[int, str] = field(default_factory=dict)
+    pending: list[_Mig] = field(default_factory=list)  # GPU instances without compute
 
 
 class NVMLError_Timeout(NVMLError):
     pass
 
 
+def model_of(h: _Gpu) -> str:
+    from gpupool.devices.naming import model_name
+    from gpupool.model import Vendor
+
+    return model_name(Vendor.NVIDIA, h.name, h.total_mib)
+
+
+class NVMLError_InsufficientResources(NVMLError):
+    pass
+
+
+class NVMLError_InvalidArgument(NVMLError):
+    pass
+
+
+class _Placement:  # c_nvmlGpuInstancePlacement_t
+    start = 0
+    size = 0
+
+
 class FakeNvml:
     NVMLError = NVMLError
     NVML_DEVICE_MIG_ENABLE = 1
+    c_nvmlGpuInstancePlacement_t = _Placement
+    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
+    # pynvml's compute-instance profile indexes, by compute slices
+    NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0
+    NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 1
+    NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 2
+    NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 3
+    NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 4
+    NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 5
+    NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 6
     NVML_NVLINK_MAX_LINKS = 4
     nvmlEventTypeXidCriticalError = 8
 
@@ -65,6 +96,7 @@ class FakeNvml:
         self.missing = missing
         self.pending_xids: list[tuple[int, int]] = []  # (gpu index, xid) to deliver
         self.registered: set[int] = set()
+        self.calls: list[tuple] = []  # MIG control calls, in order
         self.gpus: list[_Gpu] = []
         for d, t in zip(report.devices, report.telemetry, strict=True) if report else ():
             table = table_for(d.model)
@@ -122,7 +154,59 @@ class FakeNvml:
         return next(m for m in h.migs if m.gi == gi)
 
     def nvmlGpuInstanceGetInfo(self, m: _Mig) -> SimpleNamespace:
-        return SimpleNamespace(profileId=m.profile_id, placement=SimpleNamespace(start=m.start))
+        placement = SimpleNamespace(start=m.start)
+        return SimpleNamespace(id=m.gi, profileId=m.profile_id, placement=placement)
+
+    # -- MIG control, as NVML documents it: a legal free placement of the profile, or an
+    # error; a compute instance must exist before the MIG device shows; destroy in order
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, h: _Gpu, profile_id, placement) -> _Mig:
+        table = table_for(model_of(h))
+        profile = next((p for p in table.profiles if p.profile_id == profile_id), None)
+        if profile is None or placement.start not in profile.starts:
+            raise NVMLError_InvalidArgument("Invalid Argument")
+        if placement.size != profile.size:
+            raise NVMLError_InvalidArgument("Invalid Argument")
+        occupied = 0
+        for m in h.migs + h.pending:
+            p = next(p for p in table.profiles if p.profile_id == m.profile_id)
+            occupied |= p.mask(m.start)
+        if occupied & profile.mask(placement.start):
+            raise NVMLError_InsufficientResources("Insufficient Resources")
+        gi = max((m.gi for m in h.migs + h.pending), default=0) + 1
+        made = _Mig(f"MIG-{h.uuid[4:]}-gi{gi}", gi, profile_id, placement.start,
+                    profile.memory_mib)  # fmt: skip
+        h.pending.append(made)  # no MIG device until it has a compute instance
+        self.calls.append(("create-gi", profile.name, placement.start))
+        return made
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi: _Mig, index, engine):
+        return SimpleNamespace(id=100 + index)
+
+    def nvmlGpuInstanceCreateComputeInstance(self, gi: _Mig, ci_profile_id) -> object:
+        h = next(g for g in self.gpus if gi in g.pending)
+        h.pending.remove(gi)
+        h.migs.append(gi)
+        self.calls.append(("create-ci", gi.gi))
+        return object()
+
+    def nvmlDeviceGetComputeInstanceId(self, m: _Mig) -> int:
+        return 0
+
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi: _Mig, ci: int) -> tuple:
+        return ("ci", gi)
+
+    def nvmlComputeInstanceDestroy(self, ci: tuple) -> None:
+        if ci[1].processes:
+            raise NVMLError("In use by another client")
+        self.calls.append(("destroy-ci", ci[1].gi))
+        ci[1].ci_gone = True
+
+    def nvmlGpuInstanceDestroy(self, gi: _Mig) -> None:
+        if not getattr(gi, "ci_gone", False):
+            raise NVMLError("In use by another client")  # compute instances first
+        h = next(g for g in self.gpus if gi in g.migs)
+        h.migs.remove(gi)
+        self.calls.append(("destroy-gi", gi.gi))
 
     def nvmlDeviceGetUtilizationRates(self, h: _Gpu) -> SimpleNamespace:
         if h.util is None:

@@ -24,6 +24,7 @@ from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.lease import write_lease
+from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import registration, telemetry
 from gpupool.agent.state import Record, Store
 from gpupool.agent.watchdog import Watched, over_limit
@@ -84,6 +85,7 @@ class Agent:
             )
             for loc in located
         }
+        self.by_index = {loc.index: loc for loc in located}
         self.hami_core = config.hami_core or next(
             (p for p in HAMI_CORE_PATHS if Path(p).is_file()), None
         )
@@ -167,6 +169,10 @@ class Agent:
         self._next_heartbeat = time.monotonic() + self.config.heartbeat_s
         self._publish_load()
         devices = telemetry(self.located)
+        cut = layouts(self.local, self.by_index)
+        for entry in devices:
+            if entry["index"] in cut:
+                entry["mig"] = cut[entry["index"]]
         sent = time.monotonic()
         node = self.api.heartbeat(devices)
         self.state = node["state"]
@@ -258,6 +264,14 @@ class Agent:
             self._refuse(order, "the agent has no record of this workload")
             return
         grants = self._grants(order)
+        stopping = {u for r in self.records.values() if r.released for u in r.limits_mib}
+        if in_the_way(grants, self.local, self.by_index) & stopping:
+            return  # a released workload still stops on those MIG slices: next round
+        busy = {u for r in self.records.values() for u in r.limits_mib}
+        try:
+            ensure_instances(grants, self.local, self.by_index, busy)
+        except MigLayoutError as exc:
+            raise LaunchError(str(exc)) from None
         lease = self.store.lease if self.lease_s is not None else None
         ready = self.launcher.prepare(order, grants, lease, self.fence_kill_s)
         folder = self.store.dir(alloc_id)

@@ -136,3 +136,16 @@ def optional_number(text: str | None) -> float | None:
         return number(text, "")
     except DiscoveryError:
         return None
+
+
+class MigControl(Protocol):
+    """A backend that can cut its cards on order (dynamic MIG): instances are created where
+    the scheduler granted them and destroyed when idle and in the way."""
+
+    def create_mig(self, local_index: int, profile: str, start: int) -> MigInstance:
+        """Create a GPU instance (with one compute instance over all of it) at ``start``."""
+        ...
+
+    def destroy_mig(self, local_index: int, uuid: str) -> None:
+        """Destroy the instance with this MIG UUID (its compute instances first)."""
+        ...

@@ -9,6 +9,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
+from gpupool.devices import nvidia_mig
 from gpupool.devices.base import (
     BackendUnavailable,
     DeviceInfo,
@@ -18,6 +19,7 @@ from gpupool.devices.base import (
     MigInstance,
 )
 from gpupool.devices.naming import model_name
+from gpupool.devices.nvidia_mig import MigError
 from gpupool.model import SharingMode, Vendor
 from gpupool.sharing.mig import table_for
 
@@ -125,6 +127,23 @@ class NvmlBackend:
                 MigInstance(profile, info.placement.start, _text(nv.nvmlDeviceGetUUID(mig)), memory)
             )
         return tuple(out)
+
+    # -- dynamic MIG (MigControl) ---------------------------------------------------------
+    def create_mig(self, local_index: int, profile: str, start: int) -> MigInstance:
+        h = self.nvml.nvmlDeviceGetHandleByIndex(local_index)
+        model = model_name(
+            Vendor.NVIDIA,
+            _text(self.nvml.nvmlDeviceGetName(h)),
+            self.nvml.nvmlDeviceGetMemoryInfo(h).total // MIB,
+        )
+        table = table_for(model)
+        if table is None or not self._mig_on(h):
+            raise MigError(f"nvidia: card {local_index} ({model}) is not in MIG mode")
+        return nvidia_mig.create(self.nvml, h, local_index, table, profile, start)
+
+    def destroy_mig(self, local_index: int, uuid: str) -> None:
+        h = self.nvml.nvmlDeviceGetHandleByIndex(local_index)
+        nvidia_mig.destroy(self.nvml, h, local_index, uuid)
 
     def telemetry(self) -> list[DeviceTelemetry]:
         nv = self.nvml

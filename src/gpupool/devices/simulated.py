@@ -15,6 +15,7 @@ YAML format (``examples/devices-simulated.yaml``)::
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +58,20 @@ class _File(BaseModel):
 
 
 def parse_spec(spec: str) -> _File:
-    """``4xA100-80G`` or ``2xA100-80G,2xT4`` (count defaults to 1)."""
+    """``4xA100-80G`` or ``2xA100-80G,2xT4`` (count defaults to 1); ``2xA100-80G:mig`` for
+    cards in MIG mode with no instance yet (the agent cuts them as jobs are granted)."""
     groups = []
     for part in spec.split(","):
-        count, sep, model = part.strip().partition("x")
+        part, colon, mode = part.strip().partition(":")
+        count, sep, model = part.partition("x")
         if not sep or not count.isdigit():
-            count, model = "1", part.strip()
+            count, model = "1", part
         if not model:
             raise SpecError(f"simulated devices: {part!r} is not COUNTxMODEL", token=part)
-        groups.append({"model": model, "count": int(count), "island": 0})
+        group: dict[str, Any] = {"model": model, "count": int(count), "island": 0}
+        if colon:
+            group["mode"] = mode
+        groups.append(group)
     return _validated({"devices": groups}, f"simulated:{spec}")
 
 
@@ -180,6 +186,31 @@ class SimulatedBackend:
 
     def processes(self) -> list[GpuProcess]:
         return []
+
+    # -- dynamic MIG (MigControl) ---------------------------------------------------------
+    def create_mig(self, local_index: int, profile: str, start: int) -> MigInstance:
+        """As NVML would: a legal start on a MIG-mode card, no overlap with live instances."""
+        d = self._devices[local_index]
+        table = table_for(d.model)
+        if d.mode != SharingMode.MIG or table is None:
+            raise SpecError(f"mig: device {local_index} ({d.model}) is not in MIG mode")
+        p = table.profile(profile)
+        occupied = 0
+        for m in d.mig:
+            occupied |= table.profile(m.profile).mask(m.start or 0)
+        if start not in p.starts or occupied & p.mask(start):
+            raise SpecError(f"mig: {profile} cannot start at slice {start} on device {local_index}")
+        made = MigInstance(
+            p.name, start, f"MIG-sim-{self.node}-{local_index}-{p.name}-{start}", p.memory_mib
+        )
+        self._devices[local_index] = replace(d, mig=(*d.mig, made))
+        return made
+
+    def destroy_mig(self, local_index: int, uuid: str) -> None:
+        d = self._devices[local_index]
+        if not any(m.uuid == uuid for m in d.mig):
+            raise SpecError(f"mig: no instance {uuid} on device {local_index}")
+        self._devices[local_index] = replace(d, mig=tuple(m for m in d.mig if m.uuid != uuid))
 
 
 def simulated_backend(spec: str, node: str) -> SimulatedBackend:

@@ -122,6 +122,9 @@ class Telemetry(Strict):
     healthy: bool = True
     ecc_errors: int | None = Field(None, ge=0)
     xid: int | None = Field(None, ge=0)
+    mig: list[Annotated[str, Field(max_length=40)]] | None = Field(
+        None, max_length=8, description="a MIG card's instances now, as profile@start"
+    )
 
 
 class HeartbeatIn(Strict):

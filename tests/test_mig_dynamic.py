@@ -1,0 +1,142 @@
+"""MIG re-layout, executed: agents cut MIG cards where the scheduler granted instances —
+destroying idle instances in the way, never one in use — through the simulated backend here
+and through NVML (a stand-in that follows NVML's documented rules: legal free placements,
+compute instances before a MIG device shows, compute instances destroyed first)."""
+
+import pytest
+
+from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, layouts
+from gpupool.devices.detect import Located
+from gpupool.devices.nvidia_mig import MigError
+from gpupool.devices.nvidia_nvml import NvmlBackend
+from gpupool.devices.nvidia_smi import parse_query_xml
+from gpupool.devices.simulated import simulated_backend
+from gpupool.model import SharingMode, SpecError
+from gpupool.server.settings import Settings
+from gpupool.sharing.runtime_env import Grant, LocalDevice
+from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
+    agent_thread,
+    in_state,
+    make_agent,
+    no_workload_outlives_its_test,
+    wait_for,
+)
+from tests.support.cluster import ok, submit
+from tests.support.fake_nvml import FakeNvml
+from tests.support.live import live_server
+from tests.test_devices import A100_XML
+
+
+def test_the_simulated_backend_cuts_like_nvml():
+    backend = simulated_backend("simulated:1xA100-80G:mig", "n1")
+    (card,) = backend.discover()
+    assert card.mode is SharingMode.MIG and card.mig == ()
+    made = backend.create_mig(0, "3g.40gb", 4)
+    assert (made.profile, made.start) == ("3g.40gb", 4) and made.memory_mib > 39000
+    with pytest.raises(SpecError, match="cannot start at slice 4"):
+        backend.create_mig(0, "1g.10gb", 4)  # overlaps
+    with pytest.raises(SpecError, match="cannot start at slice 1"):
+        backend.create_mig(0, "3g.40gb", 1)  # not a legal start
+    backend.destroy_mig(0, made.uuid)
+    assert backend.discover()[0].mig == ()
+    whole = simulated_backend("simulated:1xA100-80G", "n1")
+    with pytest.raises(SpecError, match="not in MIG mode"):
+        whole.create_mig(0, "3g.40gb", 4)
+
+
+def test_nvml_destroys_idle_instances_then_creates_the_granted_one():
+    nvml = FakeNvml(parse_query_xml(A100_XML.read_text()))  # 4 x 1g.20gb at 0, 2, 4, 6
+    backend = NvmlBackend(nvml)
+    (card,) = backend.discover()
+    loc = {0: Located(0, card, backend)}
+    instances = tuple((m.profile, m.start, m.uuid) for m in card.mig)
+    local = {0: LocalDevice(card.vendor, 0, card.uuid, instances)}
+    grant = Grant(0, 42, 40960, False, mig_profile="3g.40gb", mig_start=4)
+    busy = {card.mig[2].uuid}  # a workload runs on the instance at slice 4
+    with pytest.raises(MigLayoutError, match=r"overlaps instances in use \(1g\.20gb@4"):
+        ensure_instances([grant], local, loc, busy)
+    assert nvml.calls == []  # nothing touched
+    done = ensure_instances([grant], local, loc, set())
+    assert done == [
+        "destroyed 1g.20gb@4 on device 0",
+        "destroyed 1g.20gb@6 on device 0",
+        "created 3g.40gb@4 on device 0",
+    ]
+    assert [c[0] for c in nvml.calls] == [
+        "destroy-ci", "destroy-gi", "destroy-ci", "destroy-gi", "create-gi", "create-ci",
+    ]  # fmt: skip
+    (card,) = backend.discover()
+    assert [(m.profile, m.start) for m in card.mig] == [
+        ("1g.20gb", 0),
+        ("1g.20gb", 2),
+        ("3g.40gb", 4),
+    ]
+    assert layouts(local, loc) == {0: ["1g.20gb@0", "1g.20gb@2", "3g.40gb@4"]}
+    assert local[0].mig[-1][2] == card.mig[-1].uuid  # the UUID CUDA gets is NVML's
+    assert ensure_instances([grant], local, loc, set()) == []  # exists: nothing to do
+
+
+def test_nvml_refusals_are_clear_errors():
+    nvml = FakeNvml(parse_query_xml(A100_XML.read_text()))
+    backend = NvmlBackend(nvml)
+    with pytest.raises(MigError, match=r"cannot create 3g\.40gb at slice 4"):
+        backend.create_mig(0, "3g.40gb", 4)  # the 1g instances are still there
+    (card,) = backend.discover()
+    nvml.gpus[0].migs[0].processes = [(4242, 100)]
+    with pytest.raises(MigError, match="cannot destroy MIG instance"):
+        backend.destroy_mig(0, card.mig[0].uuid)
+    with pytest.raises(MigError, match="no MIG instance MIG-nope"):
+        backend.destroy_mig(0, "MIG-nope")
+
+
+def test_a_whole_card_backend_without_mig_control_says_so():
+    class Plain:
+        name = "tool"
+
+    backend = simulated_backend("simulated:1xA100-80G:mig", "n1")
+    (card,) = backend.discover()
+    grant = Grant(0, 42, 40960, False, mig_profile="3g.40gb", mig_start=4)
+    local = {0: LocalDevice(card.vendor, 0, card.uuid, ())}
+    with pytest.raises(MigLayoutError, match="cannot create one"):
+        ensure_instances([grant], local, {0: Located(0, card, Plain())}, set())
+
+
+def test_the_agent_cuts_the_card_as_jobs_come_and_reports_the_layout(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(
+            srv.url, token, "n1", tmp_path / "agent", devices="simulated:1xA100-80G:mig"
+        )
+        with agent_thread(agent):
+            wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+            show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
+            cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
+            a = submit(admin, "mig=3g.40gb", "algo", command=cmd)
+            b = submit(admin, "mig=3g.40gb", "algo", command=cmd)
+            for job in (a, b):
+                wait_for("running", in_state(admin, job["id"], "running"))
+
+            def layout():
+                (dev,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
+                return dev["telemetry"].get("mig")
+
+            assert wait_for("layout", lambda: layout() and len(layout()) == 2 and layout()) == [
+                "3g.40gb@0",
+                "3g.40gb@4",
+            ]
+            seen = wait_for("log", lambda: ok(admin.get(f"/api/v1/jobs/{a['id']}/logs"))["chunks"])
+            assert seen[0]["text"].startswith("MIG-sim-n1-0-3g.40gb-")
+            for job in (a, b):
+                ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+            # the card is free: a 7g job gets it, the idle 3g instances are destroyed first
+            c = submit(admin, "mig=7g.80gb", "algo", command=cmd)
+            wait_for("7g running", in_state(admin, c["id"], "running"), timeout=30)
+            assert wait_for("7g layout", lambda: layout() == ["7g.80gb@0"] and layout())
+            seen = wait_for(
+                "7g log", lambda: ok(admin.get(f"/api/v1/jobs/{c['id']}/logs"))["chunks"]
+            )
+            assert seen[0]["text"].startswith("MIG-sim-n1-0-7g.80gb-0")
+            ok(admin.post(f"/api/v1/jobs/{c['id']}/cancel"))
