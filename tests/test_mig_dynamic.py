@@ -127,6 +127,8 @@ def test_the_agent_cuts_the_card_as_jobs_come_and_reports_the_layout(tmp_path):
                 "3g.40gb@0",
                 "3g.40gb@4",
             ]
+            (tile,) = ok(admin.get("/api/v1/devices"))  # what the dashboard draws
+            assert tile["mig_layout"] == ["3g.40gb@0", "3g.40gb@4"]
             seen = wait_for("log", lambda: ok(admin.get(f"/api/v1/jobs/{a['id']}/logs"))["chunks"])
             assert seen[0]["text"].startswith("MIG-sim-n1-0-3g.40gb-")
             for job in (a, b):

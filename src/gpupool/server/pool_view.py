@@ -107,6 +107,7 @@ def tiles(cards: list[Card], held: dict[tuple, list], now: float) -> list[dict[s
                 "mem_used_mib": t.get("mem_used_mib"),
                 "temp_c": t.get("temp_c"),
                 "power_w": t.get("power_w"),
+                "mig_layout": t.get("mig") if isinstance(t.get("mig"), list) else None,
             }
         )
     return out

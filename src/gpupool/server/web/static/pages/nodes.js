@@ -22,6 +22,7 @@
       el('div', { class: 'head' }, el('span', {}, `${d.node} #${d.index}`), stateBadge(d.state)),
       el('div', { class: 'meta' }, `${d.model} · ${t('mode.' + d.mode)}${d.healthy ? '' : ' · ' + t('nodes.unhealthy')}`),
       d.holders.length ? el('div', {}, d.holders.map((h) => el('div', { class: 'holder' }, holderText(h)))) : null,
+      d.mig_layout ? el('div', { class: 'meta' }, `${t('nodes.mig_layout')} ${d.mig_layout.join(', ') || t('nodes.mig_empty')}`) : null,
       bar,
       el('div', { class: 'meta' },
         `${t('col.util')} ${fmt.pct(util)}`),
