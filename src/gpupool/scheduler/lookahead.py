@@ -14,17 +14,22 @@ FGD on every published list (docs/simulation.md). ``DEPTH`` was chosen on seeds 
 """
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpupool.model import Job, ResourceRequest, SliceKind
-from gpupool.scheduler.fragmentation import FragmentationModel
+from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement, PlacementResult
 
-if TYPE_CHECKING:
-    from gpupool.scheduler.placer import Placer
-
 DEPTH = 4
+
+
+class JobPlacer(Protocol):
+    """What the look-ahead needs of a placer (``Placer`` is one): no import of it here."""
+
+    workload: Workload | None
+
+    def place(self, state: ClusterState, job: Job, *, explain: bool) -> PlacementResult: ...
 
 
 def gpu_milli(request: ResourceRequest) -> int:
@@ -37,7 +42,7 @@ def gpu_milli(request: ResourceRequest) -> int:
 
 
 class LookAhead:
-    def __init__(self, primary: "Placer", alternatives: Sequence["Placer"], depth: int = DEPTH):
+    def __init__(self, primary: JobPlacer, alternatives: Sequence[JobPlacer], depth: int = DEPTH):
         self.primary = primary
         self.alternatives = list(alternatives)
         self.depth = depth

@@ -1,22 +1,18 @@
-"""The defragment action of a cycle (after reclaim): room for a job within its tenant's
-guarantee on one node when the cards it needs are free but scattered — the plan comes from
-``gpupool.scheduler.defrag``, the moved jobs are suspended with a reason naming where they
-restart, and the waiting job is bound behind them."""
-
-from typing import TYPE_CHECKING
+"""defragment: room for a job within its tenant's guarantee on one node when the cards it
+needs are free but scattered — the plan comes from ``gpupool.scheduler.defrag``, the moved
+jobs (those the ``preemptable`` plugin lets move) are suspended with a reason naming where
+they restart, and the waiting job is bound behind them."""
 
 import numpy as np
 
 from gpupool.model import Job
 from gpupool.scheduler.defrag import Movable, plan_defrag
+from gpupool.scheduler.session import Session
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement
 
-if TYPE_CHECKING:
-    from gpupool.scheduler.cycle import _Cycle
 
-
-def defragment(cy: "_Cycle", blocked: list[Job]) -> None:
+def defragment(cy: Session, blocked: list[Job]) -> None:
     """A job within its tenant's guarantee that waited ``defrag_after_s`` while the cards it
     needs are free but scattered gets room on one node: jobs that allow it (``on_preempt:
     suspend``, not inference: a replica is never broken) are suspended and restart on free
@@ -24,17 +20,12 @@ def defragment(cy: "_Cycle", blocked: list[Job]) -> None:
     budget = cy.config.defrag_moves
     if budget <= 0:
         return
-    movable = [
-        Movable(r.job, r.placement, r.start_time)
-        for r in cy.running.values()
-        if r.job.id in cy.started_before and _may_move(r.job)
-    ]
+    may = cy.plugins.preemptable
 
     def place(state: ClusterState, job: Job, allowed: np.ndarray) -> Placement | None:
         mask, _ = cy.mask(job)
-        result = cy.placer.place(
-            state, job, allowed if mask is None else allowed & mask, explain=False
-        )
+        where = allowed if mask is None else allowed & mask
+        result = cy.plugins.place(state, job, where, "not available to this job", False, ())
         return result if isinstance(result, Placement) else None
 
     for job in blocked:
@@ -42,10 +33,14 @@ def defragment(cy: "_Cycle", blocked: list[Job]) -> None:
             break
         if cy.now - job.submit_time < cy.config.defrag_after_s:
             continue
-        ok, _, _ = cy.tree.check(job.tenant, cy.estimate(job), allow_borrow=False)
+        ok, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
         if not ok:
             continue  # defragmentation serves guarantees, never borrowing
-        live = [m for m in movable if m.job.id in cy.running]
+        live = [
+            Movable(r.job, r.placement, r.start_time)
+            for r in cy.running.values()
+            if r.job.id in cy.started_before and may(r, job, "defragment")
+        ]
         plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, 4))
         if plan is None:
             if job.id in cy.result.pending:
@@ -61,7 +56,3 @@ def defragment(cy: "_Cycle", blocked: list[Job]) -> None:
         after = tuple(m.job_id for m in plan.moves)
         cy.bind(job, plan.placement, False, "defragment", after, plan.describe())
         budget -= len(plan.moves)
-
-
-def _may_move(job: Job) -> bool:
-    return job.on_preempt == "suspend" and job.kind.value != "inference"

@@ -1,0 +1,142 @@
+"""Victim search shared by preempt and reclaim: the jobs running before this cycle that the
+``preemptable`` plugin lets give way, the fewest, lowest-priority, most recently started of
+them whose release lets the job fit (within its tenant's guarantee), and none at all when it
+still would not fit. Searches are bounded per cycle and a failed ask is remembered until
+capacity is released."""
+
+from collections.abc import Callable
+
+from gpupool.model import Job
+from gpupool.scheduler.session import RunningJob, Session, estimate_usage
+from gpupool.scheduler.types import Placement
+
+
+class VictimPool:
+    """Jobs running before this cycle (a job bound in this cycle is never evicted in it),
+    indexed by tenant and by borrowing; evicted ones drop out as the cycle goes."""
+
+    def __init__(self, cy: Session):
+        self.cy = cy
+        self.by_tenant: dict[str, list[RunningJob]] = {}
+        self.lent: list[RunningJob] = []
+        for r in cy.running.values():
+            if r.job.id in cy.started_before:
+                self.by_tenant.setdefault(r.job.tenant, []).append(r)
+                if r.borrowed:
+                    self.lent.append(r)
+
+    def of_tenant(self, tenant: str) -> list[RunningJob]:
+        return [r for r in self.by_tenant.get(tenant, ()) if r.job.id in self.cy.running]
+
+    def borrowed(self) -> list[RunningJob]:
+        return [r for r in self.lent if r.job.id in self.cy.running]
+
+
+def search_victims(
+    cy: Session, blocked: list[Job], action: str, candidates: Callable[[Job], list[RunningJob]]
+) -> list[Job]:
+    """Try ``action`` for each blocked job while the cycle's search budget lasts; returns the
+    jobs still blocked."""
+    left: list[Job] = []
+    for i, job in enumerate(blocked):
+        if cy.searches_left <= 0:
+            left.extend(blocked[i:])
+            break
+        if not _take(cy, job, candidates(job), action):
+            left.append(job)
+    return left
+
+
+def _take(cy: Session, job: Job, candidates: list[RunningJob], action: str) -> bool:
+    if not candidates or cy.searches_left <= 0:
+        return False
+    same = [r for r in candidates if r.job.tenant == job.tenant]
+    if not _guarantee_allows(cy, job, same):
+        return False
+    key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
+    if cy.victimless.get(key) == cy.state.releases:
+        return False  # the same ask found no victims and nothing was freed since
+    cy.searches_left -= 1
+    chosen = choose_victims(cy, job, candidates, within_guarantee=True)
+    if chosen is None:
+        cy.victimless[key] = cy.state.releases
+        return False
+    victims, placement = chosen
+    why = (
+        f"preempted by higher-priority {job.id}"
+        if action == "preempt"
+        else f"reclaimed by {job.tenant} for {job.id} (capacity was borrowed)"
+    )
+    for v in victims:
+        cy.evict(v, job, why)
+    cy.bind(job, placement, False, action, tuple(v.job.id for v in victims))
+    return True
+
+
+def _guarantee_allows(cy: Session, job: Job, own_victims: list[RunningJob]) -> bool:
+    """Cheap necessary check before a victim search: with every own victim gone, the job's
+    cards and CPU fit its tenant's guarantee (a share counts its compute percent, MIG and
+    memory-only shares 1%). Preemption never lifts a job above its guarantee."""
+    need = dict(estimate_usage(job))
+    for v in own_victims:
+        for f, q in cy.usage(v.placement).items():
+            if f in need:
+                need[f] -= q
+    ok, _, _ = cy.plugins.quota(job.tenant, need, False)
+    return ok
+
+
+def choose_victims(
+    cy: Session, job: Job, candidates: list[RunningJob], *, within_guarantee: bool
+) -> tuple[list[RunningJob], Placement] | None:
+    """Release candidates in preference order on a trial snapshot until ``job`` fits (and,
+    with ``within_guarantee``, fits its tenant's guarantee); then put back every victim that
+    is not needed. Returns (victims, placement) or None."""
+    order = sorted(candidates, key=lambda r: (cy.q.base_priority(r.job), -r.start_time, r.job.id))
+    trial = cy.state.clone()
+    freed: dict[str, int] = {}
+    chosen: list[RunningJob] = []
+    placement: Placement | None = None
+    for victim in order:
+        trial.release(victim.job.id)
+        chosen.append(victim)
+        if victim.job.tenant == job.tenant:
+            for f, q in cy.usage(victim.placement).items():
+                freed[f] = freed.get(f, 0) + q
+        placement = _fits(cy, trial, job, freed, within_guarantee)
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    for victim in sorted(chosen[:-1], key=lambda r: (-cy.q.base_priority(r.job), r.start_time)):
+        trial.apply(victim.placement)
+        if victim.job.tenant == job.tenant:
+            usage = cy.usage(victim.placement)
+            for f, q in usage.items():
+                freed[f] -= q
+        again = _fits(cy, trial, job, freed, within_guarantee)
+        if again is None:
+            trial.release(victim.job.id)
+            if victim.job.tenant == job.tenant:
+                for f, q in cy.usage(victim.placement).items():
+                    freed[f] += q
+        else:
+            chosen.remove(victim)
+            placement = again
+    return chosen, placement
+
+
+def _fits(cy: Session, trial, job: Job, freed: dict[str, int], within: bool):
+    mask, reason = cy.mask(job)
+    result = cy.plugins.place(trial, job, mask, reason, False, ())
+    if not isinstance(result, Placement):
+        return None
+    if within:
+        usage = cy.usage(result)
+        have = cy.tree.usage[job.tenant]
+        for f, q in usage.items():
+            if not cy.tree.managed(f) or q <= 0:
+                continue
+            if have.get(f, 0) - freed.get(f, 0) + q > cy.tree.nominal(job.tenant, f):
+                return None
+    return result

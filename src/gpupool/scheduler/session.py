@@ -1,0 +1,198 @@
+"""One cycle's session, as Volcano's: the snapshot it owns, the tenant tree charged with what
+runs, the decisions so far, and the plugins its actions call. Actions (``scheduler/actions``)
+read and change the session; nothing else does."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpupool.model import Job, ResourceRequest
+from gpupool.scheduler.placer import Placer
+from gpupool.scheduler.plugins import Plugins, default_plugins
+from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reservations import Reservation, node_mask
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
+from gpupool.scheduler.types import Placement, Unplaceable
+from gpupool.sharing import TABLES
+
+MIG_PERCENT = {
+    p.name: round(100 * p.compute_slices / t.compute_slices)
+    for t in TABLES.values()
+    for p in t.profiles
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    job: Job
+    placement: Placement
+    start_time: float
+    borrowed: bool = False  # admitted above its tenant's guarantee: reclaimable
+
+    @property
+    def expected_end(self) -> float:
+        m = self.job.max_runtime_s
+        return float("inf") if m is None else self.start_time + m
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    job_id: str
+    placement: Placement
+    borrowed: bool
+    action: str  # allocate, borrow, preempt, reclaim, defragment or backfill
+    after: tuple[str, ...] = ()  # victims that must stop first
+    note: str = ""  # said in the job's reason with the action (defragment: the moves)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job_id: str
+    by: str
+    reason: str
+    grace_s: int
+    action: str  # suspend (requeue, keeps its place) or kill
+
+
+@dataclass
+class CycleConfig:
+    """``max_victim_searches`` bounds the trial placements preempt + reclaim may run in one
+    cycle (each clones the snapshot); jobs past the budget wait for the next cycle."""
+
+    policy: str = "auto"
+    queue: QueuePolicy = field(default_factory=QueuePolicy)
+    grace_s: int = 30
+    max_victim_searches: int = 64
+    defrag_moves: int = 0  # jobs this cycle may move to make room (0: no defragmentation)
+    defrag_after_s: float = 300.0  # how long a job within its guarantee waits before
+
+
+@dataclass
+class CycleResult:
+    bindings: list[Binding] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # job id -> reason
+    # pending heads whose earliest start backfill computed: if running jobs end at their
+    # declared time limits, they can start by then (squeue's expected start time)
+    starts_by: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def admitted(self) -> int:
+        return len(self.bindings)
+
+
+def estimate_usage(job: Job) -> Usage:
+    """The card percent and CPU a job takes wherever it lands (device memory and per-model
+    cards depend on the placement and are checked after it)."""
+    r = job.request
+    kind = r.kind.value
+    if kind == "mig":
+        per = MIG_PERCENT.get(r.mig_profile or "", 1)
+    elif kind == "share":
+        per = r.gpu_share_pct or 1
+    else:
+        per = 100
+    usage: Usage = {"cpu": r.cpu_millis * job.gang_size}
+    if r.gpu_count:
+        usage["gpu"] = per * r.gpu_count * job.gang_size
+    return usage
+
+
+class Session:
+    def __init__(
+        self,
+        state: ClusterState,
+        running: Sequence[RunningJob],
+        tenants: TenantTree,
+        reservations: Sequence[Reservation],
+        now: float,
+        config: CycleConfig,
+        placer: Placer,
+        plugins: Plugins | None = None,
+    ):
+        self.state = state
+        self.tree = tenants
+        self.reservations = reservations
+        self.now = now
+        self.config = config
+        self.placer = placer
+        self.q = config.queue
+        self.plugins = plugins or default_plugins(config.queue, tenants, placer)
+        self.models = state.device_model
+        self._usage = state.usage_cache
+        self._estimates: dict[tuple, Usage] = {}
+        self.running: dict[str, RunningJob] = {}
+        self.started_before = {r.job.id for r in running}  # only these can be victims
+        for r in running:
+            self.running[r.job.id] = r
+            if r.job.id not in state.placements:
+                state.apply(r.placement)
+            self.tree.charge(r.job.tenant, self.usage(r.placement))
+        self.result = CycleResult()
+        self.failed: dict[tuple, tuple[int, str]] = {}  # (request, gang) -> (releases, reason)
+        self.searches_left = config.max_victim_searches
+        self.victimless: dict[tuple, int] = {}  # victim searches that failed, by ask
+        # quotas on per-model cards or device memory need the placement to be checked
+        self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})
+
+    def usage(self, placement: Placement) -> Usage:
+        cached = self._usage.get(placement.job_id)
+        if cached is None or cached[0] is not placement:
+            cached = self._usage[placement.job_id] = (
+                placement,
+                usage_of(placement, MIG_PERCENT, self.models),
+            )
+        return cached[1]
+
+    def estimate(self, job: Job) -> Usage:
+        """Usage known before placement: cards (percent) and CPU (see ``estimate_usage``)."""
+        key = (job.request, job.gang_size)
+        usage = self._estimates.get(key)
+        if usage is None:
+            usage = self._estimates[key] = estimate_usage(job)
+        return usage
+
+    def mask(self, job: Job):
+        return node_mask(
+            self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
+        )
+
+    def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | str:
+        """Place ``job`` on the snapshot (not applied). Failures are remembered until the
+        snapshot releases capacity, so identical asks behind a refused one cost nothing.
+        ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``)."""
+        mask, reason = self.mask(job)
+        key = (job.request, job.gang_size)
+        if mask is None:
+            seen = self.failed.get(key)
+            if seen is not None and seen[0] == self.state.releases:
+                return seen[1]
+        result = self.plugins.place(self.state, job, mask, reason, True, upcoming)
+        if isinstance(result, Unplaceable):
+            if mask is None:
+                self.failed[key] = (self.state.releases, result.reason)
+            return result.reason
+        return result
+
+    def bind(
+        self,
+        job: Job,
+        placement: Placement,
+        borrowed: bool,
+        action: str,
+        after: tuple[str, ...] = (),
+        note: str = "",
+    ) -> None:
+        self.state.apply(placement)
+        self.tree.charge(job.tenant, self.usage(placement))
+        self.running[job.id] = RunningJob(job, placement, self.now, borrowed)
+        self.result.bindings.append(Binding(job.id, placement, borrowed, action, after, note))
+        self.result.pending.pop(job.id, None)
+
+    def evict(self, victim: RunningJob, by: Job, reason: str) -> None:
+        self.state.release(victim.job.id)
+        self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
+        del self.running[victim.job.id]
+        self.result.preemptions.append(
+            Preemption(victim.job.id, by.id, reason, self.config.grace_s, victim.job.on_preempt)
+        )
