@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpupool.model import Job, ResourceRequest
+from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
@@ -129,7 +130,7 @@ class Session:
                 state.apply(r.placement)
             self.tree.charge(r.job.tenant, self.usage(r.placement))
         self.result = CycleResult()
-        self.failed: dict[tuple, tuple[int, str]] = {}  # (request, gang) -> (releases, reason)
+        self.failed = RefusedAsks(state)  # (request, gang) -> reason
         self.searches_left = config.max_victim_searches
         self.victimless: dict[tuple, int] = {}  # victim searches that failed, by ask
         # quotas on per-model cards or device memory need the placement to be checked
@@ -163,14 +164,12 @@ class Session:
         ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``)."""
         mask, reason = self.mask(job)
         key = (job.request, job.gang_size)
-        if mask is None:
-            seen = self.failed.get(key)
-            if seen is not None and seen[0] == self.state.releases:
-                return seen[1]
+        if mask is None and self.failed.refused(key):
+            return str(self.failed.detail(key))
         result = self.plugins.place(self.state, job, mask, reason, True, upcoming)
         if isinstance(result, Unplaceable):
             if mask is None:
-                self.failed[key] = (self.state.releases, result.reason)
+                self.failed.add(key, result.reason)
             return result.reason
         return result
 

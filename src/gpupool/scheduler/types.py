@@ -41,6 +41,12 @@ class Placement:
     def devices(self) -> tuple[DeviceGrant, ...]:
         return tuple(d for n in self.nodes for d in n.devices)
 
+    @property
+    def card_percent(self) -> int:
+        """How much of the cards it holds, in percent of a card: a whole card counts 100,
+        a share its compute percent (what the simulator's utilisation adds up)."""
+        return sum(100 if d.exclusive else d.compute_pct for d in self.devices)
+
 
 @dataclass(frozen=True, slots=True)
 class Unplaceable:

@@ -20,6 +20,7 @@ from gpupool.model import Job, Node, parse_request
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.defrag import Movable, plan_defrag
 from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.memo import RefusedAsks
 from gpupool.sim.fgd_protocol import PROTOCOL_SHARING, workload_bag
 from gpupool.sim.traces.openb import Pod
 
@@ -40,12 +41,12 @@ def fill(
     placer.observe_requests(Counter(p.request for p in pods), state)
     placed: dict[str, Movable] = {}
     total = 0
-    refused: set[object] = set()
+    refused = RefusedAsks(state)
     for i, pod in enumerate(workload_bag(pods, capacity, seed, max(arrived, 0.01))):
         if total >= arrived * capacity:
             break
         total += pod.gpu_milli_total
-        if pod.request in refused:
+        if refused.refused(pod.request):
             continue
         job = Job(id=f"p{i}", request=pod.request)
         result = placer.place(state, job, explain=False)

@@ -22,6 +22,7 @@ from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import FragmentationModel, Workload
 from gpupool.scheduler.lookahead import DEPTH
+from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.placer import LOOKAHEAD
 from gpupool.sharing import SharePolicy
 from gpupool.sim.paper_policies import PAPER_POLICIES, PaperGpuClustering, PaperRandom
@@ -95,10 +96,10 @@ def replay(
     curve: list[tuple[float, float, float]] = []
     # pods never leave, so free capacity only shrinks: a request that fitted nowhere once
     # fits nowhere later, and is refused without running the filters again
-    refused: set[object] = set()
+    refused = RefusedAsks(state)
     for i, pod in enumerate(bag):
         arrived += pod.gpu_milli_total
-        if pod.request in refused:
+        if refused.refused(pod.request):
             result = None
         else:
             job = Job(id=f"{i}", request=pod.request)

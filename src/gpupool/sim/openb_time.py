@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from gpupool.model import Job, Node, ResourceRequest, SliceKind, SpecError
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.memo import RefusedAsks
 from gpupool.sim.fgd_protocol import PROTOCOL_SHARING
 from gpupool.sim.stats import percentile
 from gpupool.sim.traces.openb import Pod
@@ -140,7 +141,7 @@ def replay_in_time(
     departures: list[tuple[float, int]] = []
     queue: dict[str, deque[int]] = {}  # shape -> waiting pods in arrival order
     waiting = 0
-    blocked: set[str] = set()  # shapes that did not fit since the last departure
+    blocked = RefusedAsks(state)  # shapes that did not fit since the last departure
     delays: list[float] = []
     allocated = useful = cpu = 0
     alloc_area = useful_area = cpu_area = 0.0
@@ -179,7 +180,6 @@ def replay_in_time(
             break
         advance(t)
         while departures and departures[0][0] <= t:
-            blocked.clear()  # freed capacity: every shape may fit again
             _, k = heapq.heappop(departures)
             state.release(str(k))
             allocated -= held_of.pop(k)
@@ -191,16 +191,16 @@ def replay_in_time(
             i += 1
         # FIFO with backfill: pods in arrival order, skipping a shape once one of it did not
         # fit in this pass; kept per shape so a pass costs O(placements + shapes)
-        heads = [(dq[0], key) for key, dq in queue.items() if key not in blocked]
+        heads = [(dq[0], key) for key, dq in queue.items() if not blocked.refused(key)]
         heapq.heapify(heads)
         while heads:
             k, key = heapq.heappop(heads)
             placed = placer.place(state, Job(id=str(k), request=requests[k]), explain=False)
             if not isinstance(placed, Placement):
-                blocked.add(key)  # and stays blocked until something departs
+                blocked.add(key)  # and stays refused until something departs
                 continue
             state.apply(placed)
-            held = sum(100 if d.exclusive else d.compute_pct for d in placed.devices)
+            held = placed.card_percent
             held_of[k] = held
             allocated += held
             useful += useful_of[k]

@@ -244,7 +244,7 @@ def replay_mode(
         step = min(tick, horizon - now)
         in_use = 0.0
         for rid, r in running.items():
-            cards = sum(CARD if d.exclusive else d.compute_pct for d in r.placement.devices) / CARD
+            cards = r.placement.card_percent / CARD
             used = min(step, left[rid])
             result.card_seconds += cards * used
             in_use += cards
