@@ -7,13 +7,15 @@ import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpupool.cli.errors import friendly, user_errors
+
+if TYPE_CHECKING:
+    from gpupool.server.settings import Settings
 from gpupool.model import SpecError
-from gpupool.server.db.files import private_dir
-from gpupool.server.settings import Settings, load_settings
 
 admin_app = typer.Typer(help="Administration without a running server (first setup).")
 token_app = typer.Typer(help="API tokens.")
@@ -22,7 +24,10 @@ admin_app.add_typer(token_app, name="token")
 
 def _settings(
     data_dir: Path | None, database_url: str | None, config: Path | None, **more: object
-) -> Settings:
+) -> "Settings":
+    """The server's settings (pydantic-settings is imported here, not for every command)."""
+    from gpupool.server.settings import load_settings
+
     try:
         return load_settings(config, data_dir=data_dir, database_url=database_url, **more)
     except SpecError:
@@ -31,7 +36,15 @@ def _settings(
         raise SpecError(f"settings: {exc}".replace("\n", " ")) from None
 
 
-def serve(settings: Settings, workers: int = 1, on_exit: Callable[[], None] | None = None) -> None:
+def _private(path: Path) -> None:
+    from gpupool.server.db.files import private_dir
+
+    private_dir(path)
+
+
+def serve(
+    settings: "Settings", workers: int = 1, on_exit: Callable[[], None] | None = None
+) -> None:
     """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way);
     ``on_exit`` runs as soon as the stop signal arrives, before the server stops."""
     import os
@@ -124,7 +137,7 @@ def server(
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     with user_errors():
         settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
-    private_dir(settings.data_dir)
+    _private(settings.data_dir)
     serve(settings, workers)
 
 
@@ -169,7 +182,7 @@ def up(
         settings = _settings(data_dir, None, config, host=host, port=port)
         if devices != "auto":
             check(devices)
-    private_dir(settings.data_dir)
+    _private(settings.data_dir)
     db = Database(settings.db_url)
     try:
         db.migrate()
@@ -247,7 +260,7 @@ def token_create(
 
     expires_at = parse_point_in_time(expires, time.time()) if expires else None
     settings = _settings(data_dir, database_url, config)
-    private_dir(settings.data_dir)
+    _private(settings.data_dir)
     db = Database(settings.db_url)
     try:
         db.migrate()
