@@ -35,6 +35,8 @@ class ServerContext:
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
     auth_failures: FailedAuthLimiter = field(init=False)
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
+    # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
+    month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(60.0))
 
     def __post_init__(self) -> None:
         self.auth_failures = FailedAuthLimiter(

@@ -32,7 +32,6 @@ from gpupool.server.routes.usage import usage_totals
 
 router = APIRouter(prefix="/api/v1", tags=["dashboard"])
 WINDOWS = {"24h": (86400, 96), "7d": (7 * 86400, 168)}
-_month_costs: TtlCache[tuple, dict[str, Any]] = TtlCache(60.0)
 
 
 def _queue(s: Any, visible: frozenset[str] | None, now: float) -> dict[str, Any]:
@@ -48,7 +47,7 @@ def _queue(s: Any, visible: frozenset[str] | None, now: float) -> dict[str, Any]
     }
 
 
-def _month(s: Any, who: Any, now: float, zone: str) -> dict[str, Any]:
+def _month(s: Any, who: Any, now: float, zone: str, costs: TtlCache) -> dict[str, Any]:
     """This month's card-hours of the visible tenants (live jobs up to now) and, for those
     who may read invoices, their cost so far (invoices recomputed at most once a minute)."""
     month = current_month(now, zone)
@@ -60,12 +59,12 @@ def _month(s: Any, who: Any, now: float, zone: str) -> dict[str, Any]:
     out: dict[str, Any] = {"month": month, "card_hours": round(pct_seconds / 360000, 1)}
     if who.role in READERS:
         key = (month, who.visible)
-        cached = _month_costs.get(key)
+        cached = costs.get(key)
         if cached is None:
             names = s.execute(select(TenantRow.name)).scalars()
             fen = sum(month_invoice(s, t, month, zone)["total_fen"] for t in names if who.sees(t))
             cached = {"cost_fen": fen, "cost": cny(fen)}
-            _month_costs.put(key, cached)
+            costs.put(key, cached)
         out |= cached
     return out
 
@@ -92,7 +91,7 @@ def overview(ctx: Ctx, who: Caller) -> dict[str, Any]:
             "utilisation": utilisation(cards, held, now),
             "queue": _queue(s, who.visible, now),
             "alerts_firing": len(alerts),
-            "month": _month(s, who, now, ctx.settings.billing_zone),
+            "month": _month(s, who, now, ctx.settings.billing_zone, ctx.month_costs),
         }
 
 
