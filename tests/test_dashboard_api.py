@@ -236,3 +236,10 @@ def test_every_label_exists_in_both_languages():
         )
     used = {k for k in used if not k.endswith("_")}  # prefixes completed at run time
     assert used and used - en.keys() == set()
+
+
+def test_boot_data_cannot_close_its_script_element():
+    from gpupool.server.web.pages import _script_json
+
+    text = _script_json({"name": "</script><script>alert(1)</script><!--"})
+    assert "<" not in text and json.loads(text)["name"].startswith("</script>")

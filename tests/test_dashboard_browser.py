@@ -90,6 +90,21 @@ def _kpi(page, key: str) -> str:
     return page.inner_text(f'[data-kpi="{key}"] .value')
 
 
+def test_login_goes_back_only_to_this_server(browser, cluster):
+    context = browser.new_context()
+    page = context.new_page()
+    for evil in ("//evil.test/x", "/%5Cevil.test/x", "https://evil.test/"):
+        page.goto(f"{cluster.url}/login?next={evil}")
+        page.fill("#gp-token", cluster.admin_token)
+        page.click("#gp-login button[type=submit]")
+        page.wait_for_url(cluster.url + "/")
+    page.goto(f"{cluster.url}/login?next=/teams")
+    page.fill("#gp-token", cluster.admin_token)
+    page.click("#gp-login button[type=submit]")
+    page.wait_for_url(cluster.url + "/teams")
+    context.close()
+
+
 def test_the_overview_shows_the_apis_numbers(browser, cluster):
     context, page = _session(browser, cluster, cluster.admin_token)
     _open(page, cluster.url + "/")

@@ -72,6 +72,11 @@ async def session_principal(request: Request) -> tuple[Principal | None, str]:
     return who, token
 
 
+def _script_json(value: object) -> str:
+    """JSON safe inside a <script> element: no '<' at all, so no '</script>' or '<!--'."""
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+
+
 def render(template: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
     lang = language(request)
     table = messages(lang)
@@ -85,7 +90,7 @@ def render(template: str, request: Request, status: int = 200, **values: Any) ->
 def login_page(request: Request) -> HTMLResponse:
     lang = language(request)
     boot = {"lang": lang, "messages": messages(lang)}
-    return render("login.html", request, boot=json.dumps(boot, ensure_ascii=False))
+    return render("login.html", request, boot=_script_json(boot))
 
 
 def _page(spec: PageDef):
@@ -95,8 +100,8 @@ def _page(spec: PageDef):
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
         lang = language(request)
         job_id = request.path_params.get("job_id")
-        if job_id is not None and not (job_id.isascii() and job_id.isdigit()):
-            job_id = "0"
+        if job_id is not None and not (job_id.isascii() and job_id.isdigit() and int(job_id)):
+            job_id = "0"  # the page says no such job
         allowed = who.role in spec.roles
         boot = {
             "lang": lang,
@@ -105,7 +110,7 @@ def _page(spec: PageDef):
             "user": who.user,
             "role": str(who.role),
             "tenant": who.tenant,
-            "job": min(int(job_id), MAX_ID) if job_id is not None else None,
+            "job": min(int(job_id), MAX_ID) if job_id is not None else None,  # 0: none
             "messages": messages(lang),
         }
         return render(
@@ -115,7 +120,7 @@ def _page(spec: PageDef):
             page=spec.name,
             nav=[p for p in PAGES if p.in_nav and who.role in p.roles],
             who=who,
-            boot=json.dumps(boot, ensure_ascii=False).replace("</", "<\\/"),
+            boot=_script_json(boot),
         )
 
     show.__name__ = f"page_{spec.name}"

@@ -20,8 +20,14 @@
         headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token: input.value.trim() }) });
     } catch (err) { error.textContent = t('state.offline'); return; }
     if (resp.ok) {
+      // only a path of this server: never '//elsewhere' or '/\\elsewhere' (browsers read \\ as /)
       const next = new URLSearchParams(window.location.search).get('next') || '/';
-      window.location.assign(next.startsWith('/') && !next.startsWith('//') ? next : '/');
+      let target = '/';
+      try {
+        const url = new URL(next, window.location.origin);
+        if (url.origin === window.location.origin && next.startsWith('/')) target = url.pathname + url.search;
+      } catch (err) { /* not a URL: go home */ }
+      window.location.assign(target);
       return;
     }
     error.textContent = t({ 401: 'login.bad', 403: 'login.not_human', 429: 'login.slow' }[resp.status] || 'login.failed');

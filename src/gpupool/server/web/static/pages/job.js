@@ -43,6 +43,7 @@
   }
 
   async function load() {
+    if (!id) { mount(GP.status('error', t('job.not_found', { id: '?' }))); return; }
     let j;
     try { j = await api(`/api/v1/jobs/${id}`); } catch (e) {
       if (e.status === 404) { mount(GP.status('error', t('job.not_found', { id }))); return; }
