@@ -79,6 +79,17 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
             f"too many failed authentications from {address}; retry in {wait:.0f} s",
             headers={"Retry-After": str(max(1, round(wait + 0.5)))},
         )
+    who = await principal_of(ctx, token, now)
+    if who is None:
+        ctx.auth_failures.failed(address, now)
+        raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
+    request.state.principal = who
+    return who
+
+
+async def principal_of(ctx: ServerContext, token: str, now: float) -> Principal | None:
+    """The principal of a token (bearer or session), from the few-seconds cache or, on a
+    miss, the database in a worker thread; None if unknown, revoked, expired or disabled."""
     key = token_hash(token)
     who = ctx.principals.get(key)
     if who is not None and who.expires_at is not None and who.expires_at <= now:
@@ -86,11 +97,8 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
         ctx.principals.clear()
     if who is None:
         who = await run_in_threadpool(lookup_principal, ctx.db, token)
-        if who is None:
-            ctx.auth_failures.failed(address, now)
-            raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
-        ctx.principals.put(key, who)
-    request.state.principal = who
+        if who is not None:
+            ctx.principals.put(key, who)
     return who
 
 

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gpupool import __version__
-from gpupool.server.auth import Principal, Role, token_hash
-from gpupool.server.deps import MAX_ID, ServerContext, lookup_principal
+from gpupool.server.auth import Principal, Role
+from gpupool.server.deps import MAX_ID, principal_of
 from gpupool.server.session import SESSION_COOKIE, csrf_token
 from gpupool.server.web.i18n import language, messages
 
@@ -60,15 +59,7 @@ async def session_principal(request: Request) -> tuple[Principal | None, str]:
     token = request.cookies.get(SESSION_COOKIE, "")
     if not token:
         return None, ""
-    ctx: ServerContext = request.app.state.ctx
-    key = token_hash(token)
-    who = ctx.principals.get(key)
-    if who is not None and who.expires_at is not None and who.expires_at <= time.time():
-        who = None
-    if who is None:
-        who = await run_in_threadpool(lookup_principal, ctx.db, token)
-        if who is not None:
-            ctx.principals.put(key, who)
+    who = await principal_of(request.app.state.ctx, token, time.time())
     return who, token
 
 
