@@ -10,7 +10,6 @@ are an upper bound of what the server would do with the same limits; ``moves`` a
 ``jobs_interrupted`` say what they cost.
 """
 
-import random
 from collections import Counter
 from collections.abc import Sequence
 
@@ -21,7 +20,7 @@ from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.defrag import Movable, plan_defrag
 from gpupool.scheduler.fragmentation import Workload
 from gpupool.scheduler.memo import RefusedAsks
-from gpupool.sim.fgd_protocol import PROTOCOL_SHARING, workload_bag
+from gpupool.sim.fgd_protocol import protocol_state, workload_bag
 from gpupool.sim.traces.openb import Pod
 
 PROBES = (8, 4)
@@ -32,10 +31,7 @@ def fill(
 ) -> tuple[ClusterState, Placer, dict[str, Movable]]:
     """The pool once ``arrived`` x capacity has arrived (as ``fgd_protocol.replay`` orders
     nodes and pods), with the placed pods."""
-    order = list(range(len(nodes)))
-    random.Random(seed).shuffle(order)
-    ranked = [nodes[i] for i in sorted(range(len(nodes)), key=lambda i: order[i])]
-    state = ClusterState(ranked, PROTOCOL_SHARING)
+    state = protocol_state(nodes, seed)
     capacity = state.gpu_count() * 1000
     placer = Placer(policy, Workload(coverage=0.95))
     placer.observe_requests(Counter(p.request for p in pods), state)

@@ -61,6 +61,16 @@ def workload_bag(pods: Sequence[Pod], capacity_milli: int, seed: int, tune: floa
     return bag
 
 
+def protocol_state(nodes: Sequence[Node], seed: int) -> ClusterState:
+    """The empty pool as the protocol sees it. The paper's simulator renames nodes
+    "<random index>-<name>" with a seeded permutation, so its "smallest name" tie-break is a
+    random but fixed node order: do the same."""
+    order = list(range(len(nodes)))
+    random.Random(seed).shuffle(order)
+    ranked = [nodes[i] for i in sorted(range(len(nodes)), key=lambda i: order[i])]
+    return ClusterState(ranked, PROTOCOL_SHARING)
+
+
 def replay(
     nodes: Sequence[Node],
     pods: Sequence[Pod],
@@ -71,12 +81,7 @@ def replay(
     depth: int = DEPTH,
     futures: int = FUTURES,
 ) -> ReplayResult:
-    # The paper's simulator renames nodes "<random index>-<name>" with a seeded permutation,
-    # so its "smallest name" tie-break is a random but fixed node order: do the same.
-    order = list(range(len(nodes)))
-    random.Random(seed).shuffle(order)
-    ranked = [nodes[i] for i in sorted(range(len(nodes)), key=lambda i: order[i])]
-    state = ClusterState(ranked, PROTOCOL_SHARING)
+    state = protocol_state(nodes, seed)
     capacity = state.gpu_count() * 1000
     typical = Workload(coverage=0.95)
     custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
