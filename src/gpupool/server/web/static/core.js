@@ -157,6 +157,19 @@ const GP = (() => {
 
   function can(...roles) { return roles.includes(BOOT.role); }
 
+  /* Where a job runs: node[devices] per node, '–' when it holds nothing. */
+  function placement(job) {
+    if (!job.allocation) return '–';
+    return job.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ');
+  }
+
+  /* Cancel a job after the user confirms; any refusal is shown; then ``after()``. */
+  async function cancelJob(id, after) {
+    if (!window.confirm(t('jobs.confirm_cancel', { id }))) return;
+    try { await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
+    after();
+  }
+
   function wireHeader() {
     const lang = document.getElementById('gp-lang');
     if (lang) lang.addEventListener('click', () => {
@@ -171,5 +184,5 @@ const GP = (() => {
   }
   wireHeader();
 
-  return { BOOT, t, fmt, api, ApiError, el, panel, kpi, table, badge, stateBadge, status, mount, live, slot, can, LOCALE };
+  return { BOOT, t, fmt, api, ApiError, el, panel, kpi, table, badge, stateBadge, status, mount, live, slot, can, placement, cancelJob, LOCALE };
 })();

@@ -1,15 +1,10 @@
 /* The login page: trade a token for a session cookie, then go where the user was headed. */
 'use strict';
 (() => {
-  const BOOT = JSON.parse(document.getElementById('gp-boot').textContent);
-  const t = (k) => (BOOT.messages && BOOT.messages[k]) || k;
+  const { t } = GP;  // core.js: boot data, messages, and the language switch
   const form = document.getElementById('gp-login');
   const error = document.getElementById('gp-login-error');
   const input = document.getElementById('gp-token');
-  document.getElementById('gp-lang').addEventListener('click', (e) => {
-    document.cookie = 'gpupool_lang=' + e.target.dataset.lang + '; path=/; max-age=31536000; samesite=strict';
-    window.location.reload();
-  });
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     error.textContent = '';

@@ -13,7 +13,7 @@
       ['col.command', (j.command || []).join(' ') || '–'], ['col.class', j.priority_class],
       ['col.submitted', fmt.date(j.submit_time)], ['col.started', fmt.date(j.started_at)],
       ['col.finished', fmt.date(j.finished_at)], ['col.exit', j.exit_code ?? '–'],
-      ['col.where', j.allocation ? j.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ') : '–'],
+      ['col.where', GP.placement(j)],
       ['col.reason', j.reason || '–'],
     ];
     return el('dl', { class: 'facts' }, rows.flatMap(([k, v]) => [el('dt', { text: t(k) }), el('dd', { 'data-fact': k }, v)]));
@@ -62,11 +62,8 @@
     eventsBox.replaceChildren(events(evs));
     const live = !['succeeded', 'failed', 'cancelled'].includes(j.state);
     actBox.replaceChildren(live && can('admin', 'tenant-admin', 'member')
-      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: async () => {
-        if (!window.confirm(t('jobs.confirm_cancel', { id }))) return;
-        try { await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
-        load();
-      }, text: t('action.cancel') }) : '');
+      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: () => GP.cancelJob(id, load),
+        text: t('action.cancel') }) : '');
     await tail();
   }
   GP.live(load, 3000);

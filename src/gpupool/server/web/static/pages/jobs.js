@@ -22,12 +22,7 @@
 
   const link = (id) => el('a', { href: '/jobs/' + id, text: '#' + id });
   const cancelButton = (id) => el('button', { type: 'button', class: 'secondary', 'data-cancel': id,
-    onclick: async () => {
-      if (!window.confirm(t('jobs.confirm_cancel', { id }))) return;
-      try { await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
-      load();
-    }, text: t('action.cancel') });
-  const where = (j) => j.allocation ? j.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ') : '–';
+    onclick: () => GP.cancelJob(id, load), text: t('action.cancel') });
   const mayCancel = () => can('admin', 'tenant-admin', 'member');
 
   async function form() {
@@ -96,7 +91,7 @@
       { key: 'tenant', label: 'col.tenant' }, { key: 'submitted_by', label: 'col.user' },
       { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request' },
       { key: 'state', label: 'col.state', render: (j) => stateBadge(j.state) },
-      { key: 'where', label: 'col.where', render: where },
+      { key: 'where', label: 'col.where', render: GP.placement },
       { key: 'started_at', label: 'col.started', render: (j) => fmt.date(j.started_at || (j.allocation && j.allocation.created_at)) },
     ];
     if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j.id) });
