@@ -142,3 +142,22 @@ def test_the_agent_cuts_the_card_as_jobs_come_and_reports_the_layout(tmp_path):
             )
             assert seen[0]["text"].startswith("MIG-sim-n1-0-7g.80gb-0")
             ok(admin.post(f"/api/v1/jobs/{c['id']}/cancel"))
+
+
+def test_two_grants_behind_one_idle_instance_destroy_it_once():
+    backend = simulated_backend("simulated:1xA100-80G:mig", "n1")
+    big = backend.create_mig(0, "7g.80gb", 0)  # idle, in the way of both
+    (card,) = backend.discover()
+    loc = {0: Located(0, card, backend)}
+    local = {0: LocalDevice(card.vendor, 0, card.uuid, ((big.profile, big.start, big.uuid),))}
+    grants = [
+        Grant(0, 42, 40960, False, mig_profile="3g.40gb", mig_start=0),
+        Grant(0, 42, 40960, False, mig_profile="3g.40gb", mig_start=4),
+    ]
+    done = ensure_instances(grants, local, loc, set())
+    assert done == [
+        "destroyed 7g.80gb@0 on device 0",
+        "created 3g.40gb@0 on device 0",
+        "created 3g.40gb@4 on device 0",
+    ]
+    assert layouts(local, loc) == {0: ["3g.40gb@0", "3g.40gb@4"]}

@@ -5,7 +5,7 @@ An instance a running workload uses is never touched: the start is refused inste
 scheduler's next grant is made against the layout the heartbeat reports."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from gpupool.devices.detect import Located
 from gpupool.model import SharingMode
@@ -27,11 +27,11 @@ def _overlaps(model: str, a: tuple[str, int | None], b: tuple[str, int]) -> bool
     return bool(table.profile(a[0]).mask(a[1]) & table.profile(b[0]).mask(b[1]))
 
 
-def in_the_way(
+def _missing(
     grants: Iterable[Grant], local: dict[int, LocalDevice], located: dict[int, Located]
-) -> set[str]:
-    """UUIDs of existing instances that overlap a granted instance not made yet."""
-    out: set[str] = set()
+) -> Iterator[tuple[Grant, list[tuple[str, int | None, str]]]]:
+    """Each MIG grant with no instance at its (profile, start) yet, with the existing
+    instances that overlap it."""
     for g in grants:
         if g.mig_profile is None or g.mig_start is None:
             continue
@@ -40,8 +40,14 @@ def in_the_way(
         if any((p, s) == wanted for p, s, _ in dev.mig):
             continue
         model = located[g.device].device.model
-        out |= {u for p, s, u in dev.mig if _overlaps(model, (p, s), wanted)}
-    return out
+        yield g, [m for m in dev.mig if _overlaps(model, (m[0], m[1]), wanted)]
+
+
+def in_the_way(
+    grants: Iterable[Grant], local: dict[int, LocalDevice], located: dict[int, Located]
+) -> set[str]:
+    """UUIDs of existing instances that overlap a granted instance not made yet."""
+    return {uuid for _, in_way in _missing(grants, local, located) for _, _, uuid in in_way}
 
 
 def ensure_instances(
@@ -53,13 +59,8 @@ def ensure_instances(
     """Make every granted MIG instance exist; ``local`` is updated in place. ``busy``: MIG
     UUIDs running workloads use. Returns what was done, for the log and the tests."""
     done: list[str] = []
-    for g in grants:
-        if g.mig_profile is None or g.mig_start is None:
-            continue
+    for g, in_way in _missing(grants, local, located):  # lazily: sees each creation
         dev = local[g.device]
-        wanted = (g.mig_profile, g.mig_start)
-        if any((p, s) == wanted for p, s, _ in dev.mig):
-            continue
         loc = located[g.device]
         backend = loc.backend
         if not hasattr(backend, "create_mig"):
@@ -67,7 +68,6 @@ def ensure_instances(
                 f"device {g.device}: no MIG instance {g.mig_profile} at slice {g.mig_start} and "
                 f"the {getattr(backend, 'name', 'device')} backend cannot create one"
             )
-        in_way = [m for m in dev.mig if _overlaps(loc.device.model, (m[0], m[1]), wanted)]
         taken = [m for m in in_way if m[2] in busy]
         if taken:
             names = ", ".join(f"{p}@{s}" for p, s, _ in taken)

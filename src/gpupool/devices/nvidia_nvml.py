@@ -131,14 +131,10 @@ class NvmlBackend:
     # -- dynamic MIG (MigControl) ---------------------------------------------------------
     def create_mig(self, local_index: int, profile: str, start: int) -> MigInstance:
         h = self.nvml.nvmlDeviceGetHandleByIndex(local_index)
-        model = model_name(
-            Vendor.NVIDIA,
-            _text(self.nvml.nvmlDeviceGetName(h)),
-            self.nvml.nvmlDeviceGetMemoryInfo(h).total // MIB,
-        )
-        table = table_for(model)
-        if table is None or not self._mig_on(h):
-            raise MigError(f"nvidia: card {local_index} ({model}) is not in MIG mode")
+        card = self._device(local_index, h)
+        table = table_for(card.model)
+        if table is None or card.mode is not SharingMode.MIG:
+            raise MigError(f"nvidia: card {local_index} ({card.model}) is not in MIG mode")
         return nvidia_mig.create(self.nvml, h, local_index, table, profile, start)
 
     def destroy_mig(self, local_index: int, uuid: str) -> None:

@@ -194,15 +194,11 @@ class SimulatedBackend:
         table = table_for(d.model)
         if d.mode != SharingMode.MIG or table is None:
             raise SpecError(f"mig: device {local_index} ({d.model}) is not in MIG mode")
-        p = table.profile(profile)
-        occupied = 0
-        for m in d.mig:
-            occupied |= table.profile(m.profile).mask(m.start or 0)
-        if start not in p.starts or occupied & p.mask(start):
-            raise SpecError(f"mig: {profile} cannot start at slice {start} on device {local_index}")
-        made = MigInstance(
-            p.name, start, f"MIG-sim-{self.node}-{local_index}-{p.name}-{start}", p.memory_mib
-        )
+        # the same legality check as a YAML layout: legal start, no overlap
+        wanted = [_Mig.model_construct(profile=m.profile, start=m.start) for m in d.mig]
+        wanted.append(_Mig.model_construct(profile=profile, start=start))
+        name, _, mib = _mig_layout(d.model, wanted)[-1]
+        made = MigInstance(name, start, f"MIG-sim-{self.node}-{local_index}-{name}-{start}", mib)
         self._devices[local_index] = replace(d, mig=(*d.mig, made))
         return made
 
