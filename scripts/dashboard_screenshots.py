@@ -9,20 +9,14 @@ Needs Playwright and Debian's chromium (``apt-get install chromium``); CJK fonts
 (``fonts-wqy-microhei`` or ``fonts-noto-cjk``) for the Chinese pages.
 """
 
-import shutil
 import sys
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests/
+from tests.support.browser import CHROMIUM, FLAGS  # the browser tests' own flags
+
 PAGES = [
     ("overview", "/"),
     ("nodes", "/nodes"),
@@ -38,7 +32,7 @@ def main(base: str, token_file: str, out: str) -> None:
     token = Path(token_file).read_text().strip()
     Path(out).mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         for lang in ("en", "zh"):
             locale = "zh-CN" if lang == "zh" else "en-US"  # the browser's own widgets follow it
             context = browser.new_context(viewport={"width": 1280, "height": 800}, locale=locale)

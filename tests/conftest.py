@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from gpupool.server.settings import Settings
+from tests.support.browser import browser  # noqa: F401 (a fixture for the browser tests)
 from tests.support.live import live_server
 from tests.support.postgres import PostgresServer
 

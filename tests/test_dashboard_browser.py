@@ -15,13 +15,14 @@ from playwright.sync_api import expect
 from gpupool.agent import processes as proc
 from gpupool.server.settings import Settings
 from gpupool.server.web.i18n import messages
-from tests.support.agents import agent_thread, make_agent, wait_for, workload_groups
+from tests.support.agents import two_teams_and_a_node, wait_for, workload_groups
+from tests.support.browser import needs_chromium
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
-from tests.test_reports_browser import CHROMIUM, pytestmark  # noqa: F401 (skip without it)
 
 AXE = Path(__file__).parent / "support" / "vendor" / "axe.min.js"
 PAGES = ["/", "/nodes", "/jobs", "/teams", "/billing", "/admin"]
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -29,36 +30,14 @@ def cluster(tmp_path_factory):
     """Tenants algo and beta (2 guaranteed cards each), node n1 with 4 simulated cards, and
     members ann (algo) and bea (beta)."""
     tmp = tmp_path_factory.mktemp("dashboard")
-    settings = Settings(data_dir=tmp, log_json=False, cycle_interval_s=0.2, sample_interval_s=1)
-    with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        for tenant in ("algo", "beta"):
-            ok(admin.post("/api/v1/tenants", json={"name": tenant}), 201)
-            quota = {"flavour": "gpu", "nominal": 2}
-            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
-        srv.ann = srv.token("ann", "member", "algo")
-        srv.bea = srv.token("bea", "member", "beta")
-        token = srv.token("agent-n1", "agent", node="n1")
-        agent = make_agent(srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G")
-        try:
-            with agent_thread(agent):
-                wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
-                yield srv
-        finally:
-            for pgid in workload_groups(tmp):
-                proc.signal_group(pgid, proc.KILL)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_reports_browser import FLAGS
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
+    try:
+        with two_teams_and_a_node(tmp, sample_interval_s=1) as srv:
+            srv.ann = srv.token("ann", "member", "algo")
+            srv.bea = srv.token("bea", "member", "beta")
+            yield srv
+    finally:
+        for pgid in workload_groups(tmp):
+            proc.signal_group(pgid, proc.KILL)
 
 
 def _session(browser, srv, token: str, lang: str = "en", **options):

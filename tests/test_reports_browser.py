@@ -2,39 +2,13 @@
 a file with the network off, request nothing else, log no errors, and draw every chart with
 its lines and every table with its rows."""
 
-import os
-import shutil
-
 import pytest
 
 from tests.helpers import gpupool
+from tests.support.browser import needs_chromium
 from tests.test_openb_time import SMALL, _trace
 
-CHROMIUM = shutil.which("chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-if CHROMIUM is None and os.environ.get("GPUPOOL_REQUIRE_BROWSER"):
-    raise RuntimeError("chromium is required here (GPUPOOL_REQUIRE_BROWSER) but not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (apt-get install chromium; CI installs it)"
-)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")

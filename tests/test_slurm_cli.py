@@ -7,35 +7,22 @@ import json
 
 import pytest
 
-from gpupool.server.settings import Settings
 from tests.helpers import gpupool
 from tests.support.agents import (
-    agent_thread,
     in_state,
-    make_agent,
     no_workload_outlives_its_test,  # noqa: F401
+    two_teams_and_a_node,
     wait_for,
     workload_groups,
 )
 from tests.support.cluster import ok
-from tests.support.live import live_server
 
 
 @pytest.fixture
 def cluster(tmp_path):
     """A server with its scheduler loop, tenants algo and beta, and node n1 with 4 cards."""
-    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
-    with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        for tenant in ("algo", "beta"):
-            ok(admin.post("/api/v1/tenants", json={"name": tenant}), 201)
-            quota = {"flavour": "gpu", "nominal": 2}
-            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
-        token = srv.token("agent-n1", "agent", node="n1")
-        agent = make_agent(srv.url, token, "n1", tmp_path / "agent", devices="simulated:4xA100-80G")
-        with agent_thread(agent):
-            wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
-            yield srv
+    with two_teams_and_a_node(tmp_path) as srv:
+        yield srv
 
 
 def _env(srv, token: str | None = None) -> dict[str, str]:

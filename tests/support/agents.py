@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -18,6 +19,9 @@ from gpupool.agent import Agent, AgentConfig
 from gpupool.agent import processes as proc
 from gpupool.agent.state import Store
 from gpupool.agent.workloads import IsolationConfig
+
+if TYPE_CHECKING:
+    from tests.support.live import LiveServer
 
 # tests of other things run workloads as the test's own user (their commands use this venv's
 # Python, which other users may not be able to run); tests/test_isolation.py runs tenant users
@@ -35,6 +39,29 @@ def agent_thread(agent: Agent) -> Iterator[Agent]:
     finally:
         stop.set()
         t.join(timeout=30)
+
+
+@contextmanager
+def two_teams_and_a_node(tmp: Path, **settings: object) -> Iterator["LiveServer"]:
+    """A server with its scheduler loop (cycles every 0.2 s), top-level tenants algo and beta
+    with 2 guaranteed cards each, and node n1 with 4 simulated A100-80G run by an agent in
+    a thread."""
+    from gpupool.server.settings import Settings
+    from tests.support.cluster import ok
+    from tests.support.live import live_server
+
+    config = Settings(data_dir=tmp, log_json=False, cycle_interval_s=0.2, **settings)
+    with live_server(config, run_scheduler=True) as srv:
+        admin = srv.admin()
+        for tenant in ("algo", "beta"):
+            ok(admin.post("/api/v1/tenants", json={"name": tenant}), 201)
+            quota = {"flavour": "gpu", "nominal": 2}
+            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G")
+        with agent_thread(agent):
+            wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+            yield srv
 
 
 def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Agent:
