@@ -98,9 +98,9 @@
   }
 
   async function load() {
-    const q = new URLSearchParams(Object.entries(filters).filter(([, v]) => v));
-    const [all, shown, nodes] = await Promise.all([
-      api('/api/v1/devices'), api('/api/v1/devices?' + q), api('/api/v1/nodes?limit=1000')]);
+    const [all, nodes] = await Promise.all([api('/api/v1/devices'), api('/api/v1/nodes?limit=1000')]);
+    // the filters are the API's (?pool=&model=&vendor=&state=), applied here to the one read
+    const shown = all.filter((d) => Object.entries(filters).every(([k, v]) => !v || d[k] === v));
     if (!built) {
       filterBox = el('div'); countBox = el('p', { class: 'state' }); cardsBox = el('div'); nodesBox = el('div');
       mount(panel('nodes.cards', filterBox, countBox, cardsBox), panel('nodes.nodes', nodesBox));
