@@ -72,6 +72,17 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
     ctx: ServerContext = request.app.state.ctx
     address = request.client.host if request.client else ""
     now = time.time()
+    throttle(ctx, address, now)
+    who = await principal_of(ctx, token, now)
+    if who is None:
+        ctx.auth_failures.failed(address, now)
+        raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
+    request.state.principal = who
+    return who
+
+
+def throttle(ctx: ServerContext, address: str, now: float) -> None:
+    """429 for an address that kept presenting bad tokens (``gpupool.server.ratelimit``)."""
     wait = ctx.auth_failures.retry_after(address, now)
     if wait is not None:
         raise ApiError(
@@ -79,12 +90,6 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
             f"too many failed authentications from {address}; retry in {wait:.0f} s",
             headers={"Retry-After": str(max(1, round(wait + 0.5)))},
         )
-    who = await principal_of(ctx, token, now)
-    if who is None:
-        ctx.auth_failures.failed(address, now)
-        raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
-    request.state.principal = who
-    return who
 
 
 async def principal_of(ctx: ServerContext, token: str, now: float) -> Principal | None:

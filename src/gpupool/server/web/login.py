@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token, token_hash
 from gpupool.server.db.tables import AuditRow, TokenRow
-from gpupool.server.deps import Ctx, ServerContext, lookup_principal
+from gpupool.server.deps import Ctx, ServerContext, lookup_principal, throttle
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.middleware import audit_values
 from gpupool.server.session import SESSION_COOKIE, check_csrf, is_https, same_origin
@@ -69,9 +69,7 @@ async def log_in(body: LoginIn, request: Request, ctx: Ctx) -> JSONResponse:
         raise forbidden("log in from this server's own login page")
     address = request.client.host if request.client else ""
     now = time.time()
-    wait = ctx.auth_failures.retry_after(address, now)
-    if wait is not None:
-        raise ApiError(429, f"too many failed logins from {address}; retry in {wait:.0f} s")
+    throttle(ctx, address, now)
     who = await run_in_threadpool(lookup_principal, ctx.db, body.token.strip())
     if who is None:
         ctx.auth_failures.failed(address, now)
