@@ -7,6 +7,7 @@ import numpy as np
 
 from gpupool.model import Job
 from gpupool.scheduler.defrag import Movable, plan_defrag
+from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.session import Session
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement
@@ -21,6 +22,8 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
     if budget <= 0:
         return
     may = cy.plugins.preemptable
+    # an ask no plan served stays unserved until something is released (as victim searches)
+    planless = RefusedAsks(cy.state)
 
     def place(state: ClusterState, job: Job, allowed: np.ndarray) -> Placement | None:
         mask, _ = cy.mask(job)
@@ -36,13 +39,18 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
         ok, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
         if not ok:
             continue  # defragmentation serves guarantees, never borrowing
-        live = [
-            Movable(r.job, r.placement, r.start_time)
-            for r in cy.running.values()
-            if r.job.id in cy.started_before and may(r, job, "defragment")
-        ]
-        plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, 4))
+        key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
+        if planless.refused(key):
+            plan = None
+        else:
+            live = [
+                Movable(r.job, r.placement, r.start_time)
+                for r in cy.running.values()
+                if r.job.id in cy.started_before and may(r, job, "defragment")
+            ]
+            plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, 4))
         if plan is None:
+            planless.add(key)
             if job.id in cy.result.pending:
                 cy.result.pending[job.id] += "; no defragmentation move frees room for it"
             continue
