@@ -45,7 +45,7 @@ def live(tmp_path):
 def _tenant(srv, cards=4):
     admin = srv.admin()
     ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": cards}))
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": cards}))
 
 
 def _node_state(admin, name):

@@ -35,7 +35,7 @@ def live(tmp_path):
     with live_server(settings, run_scheduler=True) as srv:
         admin = srv.admin()
         ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 4}))
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
         yield srv
 
 

@@ -53,12 +53,16 @@ def test_quotas_and_usage_are_tenant_scoped(server):
     assert ok(c["finance"].get("/api/v1/usage"))["total"] == 1
     summary = ok(c["a"].get("/api/v1/usage/summary"))["items"]
     assert summary == []
-    quota = {"flavour": "gpu", "nominal": 10}
+    quota = {"resource": "gpu", "nominal": 10}
     assert c["a"].put("/api/v1/tenants/a/quotas/gpu", json=quota).status_code == 403
     assert c["a"].put("/api/v1/tenants/b/quotas/gpu", json=quota).status_code == 404
     # a tenant-admin manages below its tenant, never its own guarantee
     assert c["a_admin"].put("/api/v1/tenants/a/quotas/gpu", json=quota).status_code == 403
-    ok(c["a_admin"].put("/api/v1/tenants/a-proj/quotas/gpu", json={"flavour": "gpu", "nominal": 1}))
+    ok(
+        c["a_admin"].put(
+            "/api/v1/tenants/a-proj/quotas/gpu", json={"resource": "gpu", "nominal": 1}
+        )
+    )
     assert c["a_admin"].put("/api/v1/tenants/b/quotas/gpu", json=quota).status_code == 404
 
 
@@ -127,7 +131,7 @@ def test_audit_log_records_every_mutating_call(server):
     job = submit(alice, "gpu=1")
     alice.post(f"/api/v1/jobs/{job['id']}/cancel")
     alice.post("/api/v1/jobs", json={"request": "gpu=two"})  # refused: still audited
-    alice.put("/api/v1/tenants/a/quotas/gpu", json={"flavour": "gpu", "nominal": 9})
+    alice.put("/api/v1/tenants/a/quotas/gpu", json={"resource": "gpu", "nominal": 9})
     alice.get("/api/v1/jobs")  # reads are not audited
     entries = ok(admin.get("/api/v1/audit", params={"actor": "alice"}))["items"]
     seen = [(e["action"], e["result"]) for e in reversed(entries)]
@@ -135,7 +139,7 @@ def test_audit_log_records_every_mutating_call(server):
         ("POST /api/v1/jobs", 201),
         ("POST /api/v1/jobs/{job_id}/cancel", 200),
         ("POST /api/v1/jobs", 422),
-        ("PUT /api/v1/tenants/{name}/quotas/{flavour}", 403),
+        ("PUT /api/v1/tenants/{name}/quotas/{resource}", 403),
     ]
     first = entries[-1]
     assert first["target"] == f"/api/v1/jobs -> job {job['id']}"

@@ -220,7 +220,7 @@ def test_a_request_above_the_tenants_ceiling_is_refused(sqlite_server):
     seed_cluster(admin, nodes=2, cards=8, tenants={})
     ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
     ok(admin.post("/api/v1/tenants", json={"name": "algo", "parent": "org"}), 201)
-    quota = {"flavour": "gpu", "nominal": 1, "borrowing_limit": 1}
+    quota = {"resource": "gpu", "nominal": 1, "borrowing_limit": 1}
     ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json=quota))
     r = admin.post("/api/v1/jobs", json={"request": "gpu=3", "tenant": "algo"})
     assert r.status_code == 422 and r.json()["detail"] == (
@@ -229,9 +229,11 @@ def test_a_request_above_the_tenants_ceiling_is_refused(sqlite_server):
     )
     submit(admin, "gpu=2", "algo")  # the ceiling itself may run (borrowing)
     # no borrowing limit: no ceiling of its own; the parent's cap still counts
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 1}))
+    old_client = {"flavour": "gpu", "nominal": 1}  # the field's name before 0007, still read
+    out = ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json=old_client))
+    assert out["quotas"][0]["resource"] == "gpu" and "flavour" not in out["quotas"][0]
     submit(admin, "gpu=6", "algo")
-    ok(admin.put("/api/v1/tenants/org/quotas/gpu", json={"flavour": "gpu", "nominal": 5}))
+    ok(admin.put("/api/v1/tenants/org/quotas/gpu", json={"resource": "gpu", "nominal": 5}))
     r = admin.post("/api/v1/jobs", json={"request": "gpu=6", "tenant": "algo"})
     assert r.status_code == 422
     assert "above what org (for its subtree) may ever hold: 5 guaranteed" in r.text
@@ -250,11 +252,11 @@ def test_a_queued_job_says_when_it_can_never_run(server):
         j for j in fill if ok(admin.get(f"/api/v1/jobs/{j['id']}"))["state"] == "pending"
     )
     ok(admin.put("/api/v1/tenants/algo/quotas/gpu",
-                 json={"flavour": "gpu", "nominal": 2, "borrowing_limit": 1}))  # fmt: skip
+                 json={"resource": "gpu", "nominal": 2, "borrowing_limit": 1}))  # fmt: skip
     server.cycle()
     reason = ok(admin.get(f"/api/v1/jobs/{waiting['id']}"))["reason"]
     assert reason.startswith("can never run: quota: asks 4 gpu, above what algo"), reason
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 8}))
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 8}))
     for job in (big, *fill):
         if job is not waiting:
             ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))

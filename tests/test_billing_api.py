@@ -138,7 +138,7 @@ def test_a_rental_plan_grants_guaranteed_cards_and_is_billed(server):
     admin = server.admin()
     seed_cluster(admin, nodes=1, tenants={"beta": 4})
     ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    none = {"flavour": "gpu", "nominal": 0, "borrowing_limit": 0}
+    none = {"resource": "gpu", "nominal": 0, "borrowing_limit": 0}
     ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json=none))
     r = admin.post("/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo", "command": ["x"]})
     assert r.status_code == 422 and "above what algo may ever hold" in r.text

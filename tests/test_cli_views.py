@@ -81,7 +81,7 @@ def test_nodes_and_queue_commands_at_80_columns(sqlite_server):
     for name in ("n0", "n1"):
         ok(admin.post("/api/v1/nodes", json=node_body(name, cards=4)))
     ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 4}))
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
     running = submit(admin, "gpu=4", "algo")
     waiting = submit(admin, "gpu=4", "algo")  # borrows n1, or waits
     sqlite_server.cycle()

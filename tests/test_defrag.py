@@ -128,7 +128,7 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
                 del ids[job_id]
         held = sum(team == "inference" for team in ids.values())
         for team, cards in (("inference", held + 4), ("training", 16 - held)):
-            quota = {"flavour": "gpu", "nominal": cards}
+            quota = {"resource": "gpu", "nominal": cards}
             ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
         big = submit(admin, "gpu=4", "inference", kind="inference", name="big")
         srv.cycle()

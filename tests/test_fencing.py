@@ -50,7 +50,7 @@ def _settings(tmp_path, database_url: str = "") -> Settings:
 def _tenant(srv) -> None:
     admin = srv.admin()
     ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"flavour": "gpu", "nominal": 4}))
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
 
 
 def _ticks(folder: Path) -> list[float]:

@@ -3,7 +3,7 @@ import numpy as np
 from gpupool.model import SharingMode, job
 from gpupool.scheduler import ClusterState, DeviceGrant, NodeGrant, Placement, Placer
 from gpupool.scheduler.ask import compile_ask
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.scheduler.policies import FragmentationGradientDescent
 from tests.helpers import node
 
@@ -22,7 +22,7 @@ def _share(state, name, dev, pct, cpu=0, job_id=None):
 
 
 def _model(state, specs_weights):
-    w = Workload()
+    w = ShapeMix()
     for spec, n in specs_weights:
         w.observe(compile_ask(state, job("x", spec).request), weight=n)
     shapes, weights = w.typical()
@@ -51,7 +51,7 @@ def test_fragmentation_follows_the_paper_definition():
 
 def test_typical_shapes_cover_95_percent_of_the_workload():
     state = ClusterState([node("n0")])
-    w = Workload(coverage=0.95)
+    w = ShapeMix(coverage=0.95)
     for spec, n in [("gpu=1", 60), ("gpu_share=0.5", 30), ("gpu=2", 6), ("gpu=4", 4)]:
         w.observe(compile_ask(state, job("x", spec).request), weight=n)
     shapes, weights = w.typical()
@@ -77,7 +77,7 @@ def test_incremental_delta_matches_recomputation():
 
 
 def model_shapes(model, state):
-    w = Workload()
+    w = ShapeMix()
     for spec, n in [("gpu=1,cpu=2", 5), ("gpu_share=0.5,cpu=1", 4), ("gpu_share=0.2", 2)]:
         w.observe(compile_ask(state, job("x", spec).request), weight=n)
     return w.typical()[0]
@@ -118,7 +118,7 @@ def test_fgd_kept_scores_decide_as_a_fresh_scoring_under_churn():
             state.release(live.pop(rng.randrange(len(live))))
             continue
         spec = mix[rng.randrange(len(mix))][0]
-        fresh = Placer("fgd", kept.workload)  # same workload, no kept scores
+        fresh = Placer("fgd", kept.mix)  # same workload, no kept scores
         ask = kept.ask(state, job("q", spec).request)
         fe = feasibility(state, ask)
         if not fe.node_ok.any():
@@ -162,7 +162,7 @@ def test_asks_differing_only_in_host_cpu_and_memory_decide_as_fresh_asks():
             j = job(f"j{step}", spec)
             full = compile_ask(state, j.request)
             fe = _run(state, full, _FAST)
-            fresh = Placer(policy, kept.workload).policy_for(j)
+            fresh = Placer(policy, kept.mix).policy_for(j)
             want = fresh.choose(state, full, fe) if fe.node_ok.any() else None
             got = kept.place(state, j, explain=False)
             if want is None:
@@ -191,7 +191,7 @@ def test_fgd_keeps_the_papers_measure_for_shapes_of_other_gpu_types():
         Node("v", 32000, 131072, make_devices("A100-80G", 2, mode=SharingMode.SHARE, node="v")),
     ]
     state = ClusterState(nodes)
-    w = Workload()
+    w = ShapeMix()
     w.observe(compile_ask(state, job("x", "gpu=A100-80G:1").request), weight=3)
     w.observe(compile_ask(state, job("y", "gpu_share=0.5").request), weight=1)
     shapes, weights = w.typical()
@@ -203,7 +203,7 @@ def test_fgd_keeps_the_papers_measure_for_shapes_of_other_gpu_types():
     policy = FragmentationGradientDescent(w)
     assert policy.model_for(state).frag[t] == paper.frag[t]  # FGD itself: the paper's measure
     # with untyped shapes only, both models agree everywhere
-    w2 = Workload()
+    w2 = ShapeMix()
     w2.observe(compile_ask(state, job("y", "gpu_share=0.7").request), weight=1)
     _share(state, "t", 0, 50)
     s2, p2 = w2.typical()

@@ -86,7 +86,7 @@ def _teams(srv) -> None:
     admin = srv.admin()
     for team in ("alpha", "beta"):
         ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-        quota = {"flavour": "gpu", "nominal": 2}
+        quota = {"resource": "gpu", "nominal": 2}
         ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
 
 

@@ -5,7 +5,7 @@ with the queue as the look-ahead."""
 from gpupool.model import Job, SharingMode, job, parse_request
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.cycle import CycleConfig, run_cycle
-from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.fragmentation import ShapeMix
 from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
 from tests.helpers import node
 
@@ -22,7 +22,7 @@ def _nodes():
 
 
 def _placers(state, policy):
-    workload = Workload()
+    workload = ShapeMix()
     placer = Placer(policy, workload)
     for spec, n in MIX:
         workload.observe(placer.ask(state, job("t", spec).request), weight=n)

@@ -158,7 +158,7 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
         "fgd",
         *_trace_args(tmp_path),
         "--policies",
-        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd",
+        "random,dot-product,gpu-clustering,gpu-packing,paper-best-fit,fgd",
         "--seeds",
         "1-3",
         "--json",
@@ -171,10 +171,10 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
         "dot-product",
         "gpu-clustering",
         "gpu-packing",
-        "best-fit",
+        "paper-best-fit",
         "fgd",
     ]
-    for name in ("best-fit", "fgd"):
+    for name in ("paper-best-fit", "fgd"):
         row = result["policies"][name]
         assert {
             "unallocated_gpus_at_100",
@@ -274,7 +274,7 @@ def test_bench_simulate_reports_runs_and_throughput(tmp_path):
         "simulate",
         *args,
         "--policies",
-        "best-fit,fgd",
+        "paper-best-fit,fgd",
         "--seeds",
         "1-2",
         "--workers",
@@ -303,7 +303,7 @@ def test_html_report_and_csv_are_self_contained(tmp_path):
         "fgd",
         *_trace_args(tmp_path),
         "--policies",
-        "best-fit,fgd",
+        "paper-best-fit,fgd",
         "--seeds",
         "1-2",
         "--report",
@@ -357,17 +357,17 @@ def test_family_runs_every_pod_list_and_judges_fgd_against_the_baselines(tmp_pat
     (family / "notes.txt").write_text("not a pod list")
     out = gpupool(
         "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
-        "--policies", "random,best-fit,fgd", "--seeds", "1-2", "--json",
+        "--policies", "random,paper-best-fit,fgd", "--seeds", "1-2", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert sorted(result["files"]) == ["default", "gpushare100"]
     for name, row in result["files"].items():
         unallocated = row["unallocated_gpus_at_100"]
-        assert sorted(unallocated) == ["best-fit", "fgd", "random"]
+        assert sorted(unallocated) == ["fgd", "paper-best-fit", "random"]
         assert row["best_policy"] == min(unallocated, key=unallocated.get)
-        assert row["best_baseline"] in ("random", "best-fit")
-        baseline = min(unallocated["random"], unallocated["best-fit"])
+        assert row["best_baseline"] in ("random", "paper-best-fit")
+        baseline = min(unallocated["random"], unallocated["paper-best-fit"])
         assert row["fgd_beats_baselines"] == (unallocated["fgd"] < baseline), name
     assert result["files"]["gpushare100"]["pods"] == 8
     everywhere = all(r["fgd_beats_baselines"] for r in result["files"].values())
@@ -393,7 +393,7 @@ def test_family_reads_five_column_lists_reports_unreadable_ones_and_compares_wit
     )
     out = gpupool(
         "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
-        "--policies", "best-fit,fgd", "--seeds", "1-2", "--json",
+        "--policies", "paper-best-fit,fgd", "--seeds", "1-2", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -402,7 +402,7 @@ def test_family_reads_five_column_lists_reports_unreadable_ones_and_compares_wit
     row = result["files"]["multigpu20"]
     assert row["pods"] == len(lines) - 1
     assert row["paper"]["fgd"] == {"at_100": 1.0, "at_130": 0.5}
-    assert row["paper"]["best-fit"] == {"at_100": 9.0, "at_130": 9.0}
+    assert row["paper"]["paper-best-fit"] == {"at_100": 9.0, "at_130": 9.0}
     ours = row["versus_paper_fgd"]["fgd"]
     want = round(row["unallocated_gpus_at_100"]["fgd"] / 1.0 - 1, 4)
     assert ours["relative"]["at_100"] == want
@@ -410,7 +410,7 @@ def test_family_reads_five_column_lists_reports_unreadable_ones_and_compares_wit
     assert result["fgd_within_5pct_of_paper_everywhere"] == ours["within_tolerance"]
     table = gpupool(
         "simulate", "family", "--dir", str(family), "--nodes", str(tmp_path / "nodes.csv"),
-        "--policies", "best-fit,fgd", "--seeds", "1",
+        "--policies", "paper-best-fit,fgd", "--seeds", "1",
     )  # fmt: skip
     assert table.returncode == 0 and "cannot read" in table.stdout and "paper FGD" in table.stdout
 

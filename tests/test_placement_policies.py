@@ -5,7 +5,7 @@ import pytest
 
 from gpupool.model import Job, SharingMode, job
 from gpupool.scheduler import ClusterState, Placement, Placer, Unplaceable, schedule
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.sharing import PoolSharing, SharePolicy
 from tests.helpers import node
 
@@ -194,7 +194,7 @@ def test_fgd_choice_minimises_fragmentation_increase():
         g = DeviceGrant(target, 0, placed.devices[0].compute_pct, placed.devices[0].mem_mib)
         state.apply(Placement(j.id, (NodeGrant(target, 2000, 0, (g,)),), "test"))
         assert state.compute_free[row, col] < 100
-    workload = Workload()
+    workload = ShapeMix()
     placer = Placer("fgd-exact", workload)
     mix = [job(f"m{i}", s) for i, s in enumerate(["gpu_share=0.5,cpu=2"] * 6 + ["gpu=1,cpu=4"] * 3)]
     placer.observe(mix, state)

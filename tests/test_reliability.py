@@ -40,7 +40,7 @@ def _seed(url: str, token: str, nodes: int, cards: int, tenants: list[str]) -> h
         assert c.post("/api/v1/nodes", json=node_body(f"n{i}", cards=cards)).status_code == 200
     for t in tenants:
         assert c.post("/api/v1/tenants", json={"name": t}).status_code == 201
-        quota = {"flavour": "gpu", "nominal": nodes * cards / len(tenants)}
+        quota = {"resource": "gpu", "nominal": nodes * cards / len(tenants)}
         assert c.put(f"/api/v1/tenants/{t}/quotas/gpu", json=quota).status_code == 200
     return c
 

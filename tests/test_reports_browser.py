@@ -17,7 +17,7 @@ def reports(tmp_path_factory):
     nodes, pods = _trace(tmp, SMALL, nodes="n1,32000,262144,1,G2\nn2,64000,262144,2,T4\n")
     out = {}
     for name, args, charts in (
-        ("fgd", ["fgd", "--policies", "best-fit,fgd", "--seeds", "1-2"], 2),
+        ("fgd", ["fgd", "--policies", "paper-best-fit,fgd", "--seeds", "1-2"], 2),
         ("openb-time", ["openb-time", "--policies", "best-fit"], 3),
     ):
         path = tmp / f"{name}.html"

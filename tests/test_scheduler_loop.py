@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 
 from gpupool.server.commit import LostLeadership
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import Base, Meta
+from gpupool.server.db.tables import Base, Meta, QuotaRow
 from gpupool.server.leader import Leadership
 from tests.support.cluster import ok, seed_cluster, submit
 
@@ -115,12 +115,27 @@ def test_unhealthy_device_is_skipped_after_a_heartbeat(server):
 
 
 def test_migrations_match_the_tables_and_upgrade_in_place(database_url):
+    from alembic import command
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
+    from sqlalchemy import text
+
+    from gpupool.server.db.engine import alembic_config
 
     db = Database(database_url)
     try:
+        with db.engine.connect() as conn:  # a database of the previous release, with a quota
+            cfg = alembic_config(database_url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0006")
+            conn.execute(text("INSERT INTO tenants (name, weight, created_at) VALUES ('a', 1, 0)"))
+            conn.execute(
+                text("INSERT INTO quotas (tenant, flavour, nominal) VALUES ('a', 'gpu', 300)")
+            )
+            conn.commit()
         db.migrate()
+        with db.read() as s:  # 0007 renamed the column and kept the row
+            assert s.execute(select(QuotaRow.resource, QuotaRow.nominal)).one() == ("gpu", 300)
         with db.engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == [], diff

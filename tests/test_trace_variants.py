@@ -126,7 +126,7 @@ def test_variants_command_writes_a_family_that_simulate_family_runs(tmp_path):
     )
     family = gpupool(
         "simulate", "family", "--dir", str(out), "--nodes", str(nodes),
-        "--policies", "best-fit,fgd", "--seeds", "1-2", "--json",
+        "--policies", "paper-best-fit,fgd", "--seeds", "1-2", "--json",
     )  # fmt: skip
     assert family.returncode == 0, family.stderr
     assert set(json.loads(family.stdout)["files"]) == {v.name for v in STANDARD}

@@ -55,7 +55,7 @@ def two_teams_and_a_node(tmp: Path, **settings: object) -> Iterator["LiveServer"
         admin = srv.admin()
         for tenant in ("algo", "beta"):
             ok(admin.post("/api/v1/tenants", json={"name": tenant}), 201)
-            quota = {"flavour": "gpu", "nominal": 2}
+            quota = {"resource": "gpu", "nominal": 2}
             ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
         token = srv.token("agent-n1", "agent", node="n1")
         agent = make_agent(srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G")

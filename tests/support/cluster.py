@@ -33,7 +33,7 @@ def seed_cluster(
         ok(admin.post("/api/v1/nodes", json=node_body(f"n{i}", cards=cards)))
     for name, cards_ in tenants.items():
         ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
-        quota = {"flavour": "gpu", "nominal": cards_}
+        quota = {"resource": "gpu", "nominal": cards_}
         ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
 
 

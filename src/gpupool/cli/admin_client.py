@@ -57,11 +57,11 @@ def tenantshow(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> Non
     """A tenant with its quotas and what it uses now."""
     with ApiClient.from_env() as api:
         out = api.get(f"/api/v1/tenants/{name}")
-    table = Table("flavour", "nominal", "borrowing", "lending", "used", title=f"tenant {name}")
+    table = Table("resource", "nominal", "borrowing", "lending", "used", title=f"tenant {name}")
     for q in out["quotas"]:
         limit = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
         table.add_row(
-            q["flavour"],
+            q["resource"],
             f"{q['nominal']:g}",
             limit(q["borrowing_limit"]),
             limit(q["lending_limit"]),
@@ -82,10 +82,10 @@ def tenant_delete(name: str = typer.Argument(...)) -> None:
 @client_command
 def quota_delete(
     tenant: str = typer.Argument(..., help="Tenant name"),
-    flavour: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
+    resource: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
 ) -> None:
-    """Remove one quota of a tenant (it then has no guarantee of that flavour)."""
-    _delete(f"/api/v1/tenants/{tenant}/quotas/{flavour}", f"{tenant} {flavour}: quota removed")
+    """Remove one quota of a tenant (it then has no guarantee of that resource)."""
+    _delete(f"/api/v1/tenants/{tenant}/quotas/{resource}", f"{tenant} {resource}: quota removed")
 
 
 # -- users and tokens -------------------------------------------------------------------------

@@ -224,18 +224,18 @@ def tenants(as_json: bool = JSON_OPT) -> None:
     rows = []
     for ten in page["items"]:
         for q in ten["quotas"] or [None]:
-            row = {"tenant": ten["name"], "parent": ten["parent"] or "-", "flavour": "-"}
+            row = {"tenant": ten["name"], "parent": ten["parent"] or "-", "resource": "-"}
             if q is not None:
                 borrow, lend = q["borrowing_limit"], q["lending_limit"]
                 row |= {
-                    "flavour": q["flavour"],
+                    "resource": q["resource"],
                     "used": f"{q['used']:g}",
                     "guaranteed": f"{q['nominal']:g}",
                     "borrow": "any" if borrow is None else f"{borrow:g}",
                     "lend": "all" if lend is None else f"{lend:g}",
                 }
             rows.append(row)
-    columns = ["tenant", "parent", "flavour", "used", "guaranteed", "borrow", "lend"]
+    columns = ["tenant", "parent", "resource", "used", "guaranteed", "borrow", "lend"]
     emit(rows, columns, caption="gpu: cards; borrow, lend: limits above / of the guarantee")
 
 
@@ -243,7 +243,7 @@ def tenants(as_json: bool = JSON_OPT) -> None:
 @client_command
 def quota_set(
     tenant: str = typer.Argument(..., help="Tenant name"),
-    flavour: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
+    resource: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
     nominal: float = typer.Option(..., help="Guaranteed amount (cards, MiB or cores)"),
     borrowing_limit: float = typer.Option(None, help="How far above the guarantee it may go"),
     lending_limit: float = typer.Option(None, help="How much idle guarantee it lends"),
@@ -251,23 +251,23 @@ def quota_set(
 ) -> None:
     """Set a tenant's quota, e.g. gpupool quota set algo gpu --nominal 20 --borrowing-limit 10"""
     body = {
-        "flavour": flavour,
+        "resource": resource,
         "nominal": nominal,
         "borrowing_limit": borrowing_limit,
         "lending_limit": lending_limit,
     }
     with ApiClient.from_env() as api:
-        out = api.put(f"/api/v1/tenants/{tenant}/quotas/{flavour}", body)
+        out = api.put(f"/api/v1/tenants/{tenant}/quotas/{resource}", body)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    q = next((q for q in out["quotas"] if q["flavour"] == flavour), body)
+    q = next((q for q in out["quotas"] if q["resource"] == resource), body)
 
     def limit(value: float | None, none: str) -> str:
         return none if value is None else f"{value:g}"
 
     typer.echo(
-        f"{tenant} {flavour}: nominal {q['nominal']:g}, borrowing limit "
+        f"{tenant} {resource}: nominal {q['nominal']:g}, borrowing limit "
         f"{limit(q['borrowing_limit'], 'none (any idle capacity)')}, lending limit "
         f"{limit(q['lending_limit'], 'none (lends all its idle guarantee)')}"
     )

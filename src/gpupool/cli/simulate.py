@@ -22,7 +22,7 @@ def fgd(
     nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
     pods: Path = typer.Option(None, help=f"Pod list CSV (openb format) {DEFAULT_TRACE}"),
     policies: str = typer.Option(
-        "best-fit,fgd", help="Comma list of policies (see gpupool policies)."
+        "paper-best-fit,fgd", help="Comma list of policies (see gpupool policies)."
     ),
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
@@ -83,7 +83,7 @@ def family(
     ),
     nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
     policies: str = typer.Option(
-        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd", help="Comma list."
+        "random,dot-product,gpu-clustering,gpu-packing,paper-best-fit,fgd", help="Comma list."
     ),
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),

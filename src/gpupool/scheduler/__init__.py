@@ -2,7 +2,7 @@
 
 from gpupool.scheduler.ask import Ask, compile_ask
 from gpupool.scheduler.filters import Feasibility, feasibility
-from gpupool.scheduler.fragmentation import FragmentationModel, Shape, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, Shape, ShapeMix
 from gpupool.scheduler.placer import POLICY_NAMES, Placer, make_policy, schedule
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import (
@@ -25,8 +25,8 @@ __all__ = [
     "PlacementResult",
     "Placer",
     "Shape",
+    "ShapeMix",
     "Unplaceable",
-    "Workload",
     "compile_ask",
     "feasibility",
     "make_policy",

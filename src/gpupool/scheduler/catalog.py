@@ -18,8 +18,8 @@ CATALOG: tuple[PolicyInfo, ...] = (
     PolicyInfo("first-fit", "the first node that fits, its lowest free devices", True, "server"),
     PolicyInfo(
         "best-fit",
-        "the node left with the least free capacity (a node-fraction score; in the FGD "
-        "protocol the paper's best-fit score)",
+        "the node left with the least free capacity (a node-fraction score; the paper's "
+        "best-fit is paper-best-fit)",
         True,
         "server",
     ),
@@ -72,7 +72,13 @@ CATALOG: tuple[PolicyInfo, ...] = (
         True,
         "protocol",
     ),
-    PolicyInfo("gpupool-best-fit", "gpupool's best-fit inside the FGD protocol", True, "protocol"),
+    PolicyInfo(
+        "paper-best-fit",
+        "the paper's baseline: least absolute CPU and GPU left (gpupool's best-fit uses node "
+        "fractions)",
+        True,
+        "protocol",
+    ),
     PolicyInfo(
         "fgd-lookahead-clairvoyant",
         "fgd-lookahead reading the next pods of the trace before they arrive (research only: "

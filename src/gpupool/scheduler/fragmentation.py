@@ -29,7 +29,7 @@ class Shape:
     models: tuple[bool, ...]  # allowed per model code of the snapshot (+ padding False)
 
 
-class Workload:
+class ShapeMix:
     """Task shapes with popularity; ``typical()`` keeps the most popular covering ``coverage``."""
 
     def __init__(self, coverage: float = 0.95):
@@ -159,4 +159,4 @@ class FragmentationModel:
         return after - self.frag[rows]
 
 
-__all__ = ["NO_DEVICE", "FragmentationModel", "Shape", "Workload"]
+__all__ = ["NO_DEVICE", "FragmentationModel", "Shape", "ShapeMix"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpupool.model import Job, ResourceRequest, SliceKind
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement, PlacementResult
 
@@ -27,7 +27,7 @@ DEPTH = 4
 class JobPlacer(Protocol):
     """What the look-ahead needs of a placer (``Placer`` is one): no import of it here."""
 
-    workload: Workload | None
+    mix: ShapeMix | None
 
     def place(self, state: ClusterState, job: Job, *, explain: bool) -> PlacementResult: ...
 
@@ -50,11 +50,11 @@ class LookAhead:
         self._key: tuple[int, int] | None = None
 
     def measure(self, state: ClusterState) -> FragmentationModel:
-        workload = self.primary.workload
-        assert workload is not None
-        key = (id(state), workload.version)
+        mix = self.primary.mix
+        assert mix is not None
+        key = (id(state), mix.version)
         if self._measure is None or self._key != key or self._measure.state is not state:
-            shapes, weights = workload.typical()
+            shapes, weights = mix.typical()
             self._measure = FragmentationModel(state, shapes, weights)
             self._key = key
         return self._measure

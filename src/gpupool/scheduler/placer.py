@@ -14,7 +14,7 @@ import numpy as np
 from gpupool.model import Job, ResourceRequest, SliceKind, Topology
 from gpupool.scheduler.ask import Ask, compile_ask, device_request, with_host
 from gpupool.scheduler.filters import Feasibility, explain, feasibility
-from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.fragmentation import ShapeMix
 from gpupool.scheduler.lookahead import LookAhead
 from gpupool.scheduler.policies import AUTO_BY_KIND, POLICIES, FragmentationGradientDescent, Policy
 from gpupool.scheduler.state import ClusterState, any_true
@@ -26,7 +26,7 @@ POLICY_NAMES = (*POLICIES, LOOKAHEAD, "auto")
 Mask = np.ndarray | None
 
 
-def make_policy(name: str, workload: Workload | None = None) -> Policy:
+def make_policy(name: str, mix: ShapeMix | None = None) -> Policy:
     if name not in POLICIES:
         from gpupool.model import SpecError
 
@@ -34,7 +34,7 @@ def make_policy(name: str, workload: Workload | None = None) -> Policy:
             f"policy: {name!r} is not one of {', '.join(POLICY_NAMES)}", token=name, field="policy"
         )
     if name in ("fgd", "fgd-exact"):
-        return FragmentationGradientDescent(workload, quantize=name == "fgd")
+        return FragmentationGradientDescent(mix, quantize=name == "fgd")
     return POLICIES[name]()
 
 
@@ -43,23 +43,23 @@ class Placer:
     """Places jobs with a named policy (or ``auto``: one policy per job kind)."""
 
     policy: str = "first-fit"
-    workload: Workload | None = None
+    mix: ShapeMix | None = None
     custom: Mapping[str, Policy] | None = None  # extra named policies (e.g. a simulator's)
 
     def __post_init__(self) -> None:
-        self.workload = self.workload or Workload()
+        self.mix = self.mix or ShapeMix()
         custom = dict(self.custom or {})
         self._lookahead: LookAhead | None = None
         if self.policy in custom:
             self._policies = {self.policy: custom[self.policy]}
         elif self.policy == LOOKAHEAD:  # plain placements and the look-ahead share one FGD
-            fgd = make_policy("fgd", self.workload)
+            fgd = make_policy("fgd", self.mix)
             self._policies = {LOOKAHEAD: fgd}
-            primary = Placer("fgd", self.workload, {"fgd": fgd})
-            self._lookahead = LookAhead(primary, [Placer("best-fit", self.workload)])
+            primary = Placer("fgd", self.mix, {"fgd": fgd})
+            self._lookahead = LookAhead(primary, [Placer("best-fit", self.mix)])
         else:
             names = set(AUTO_BY_KIND.values()) if self.policy == "auto" else {self.policy}
-            self._policies = {n: make_policy(n, self.workload) for n in sorted(names)}
+            self._policies = {n: make_policy(n, self.mix) for n in sorted(names)}
         self._asks: dict[tuple[int, ResourceRequest], tuple[object, Ask]] = {}
 
     def observe(self, jobs: Iterable[Job], state: ClusterState) -> None:
@@ -72,9 +72,9 @@ class Placer:
     def observe_requests(self, counts: Counter[ResourceRequest], state: ClusterState) -> None:
         """The same for requests with their number of workers (a trace's pods): each distinct
         request is compiled once."""
-        assert self.workload is not None
+        assert self.mix is not None
         for request, n in counts.items():
-            self.workload.observe(self.ask(state, request), weight=n)
+            self.mix.observe(self.ask(state, request), weight=n)
 
     def ask(self, state: ClusterState, request: ResourceRequest) -> Ask:
         key = (id(state.layout), request)

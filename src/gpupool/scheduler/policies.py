@@ -12,7 +12,7 @@ import numpy as np
 from gpupool.model import JobKind, SliceKind, Topology
 from gpupool.scheduler.ask import Ask
 from gpupool.scheduler.filters import Feasibility, best_island
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.scheduler.state import ClusterState
 from gpupool.sharing import choose_start
 from gpupool.sharing.mig import MEDIA_BIT
@@ -160,8 +160,8 @@ class FragmentationGradientDescent(Policy):
 
     name = "fgd"
 
-    def __init__(self, workload: Workload | None = None, quantize: bool = True):
-        self.workload = workload or Workload()
+    def __init__(self, mix: ShapeMix | None = None, quantize: bool = True):
+        self.mix = mix or ShapeMix()
         self.quantize = quantize
         self.name = "fgd" if quantize else "fgd-exact"
         self._model: FragmentationModel | None = None
@@ -170,9 +170,9 @@ class FragmentationGradientDescent(Policy):
         self._scores: dict[tuple[int, int | None], _AskScores] = {}
 
     def model_for(self, state: ClusterState) -> FragmentationModel:
-        key = (id(state), self.workload.version)
+        key = (id(state), self.mix.version)
         if self._model is None or self._model_key != key or self._model.state is not state:
-            shapes, weights = self.workload.typical()
+            shapes, weights = self.mix.typical()
             # the paper's measure: for a shape that may not use a node's GPU type, all of the
             # node's idle GPU is fragmented. Leaving such shapes out (tried on a variant we had
             # generated) left ~610 GPUs unallocated on the published gpuspec20 list where this
@@ -184,7 +184,7 @@ class FragmentationGradientDescent(Policy):
 
     def choose(self, state, ask, fe):
         multi_share = ask.kind is SliceKind.SHARE and ask.count > 1
-        if ask.kind is SliceKind.MIG or multi_share or not self.workload.counts:
+        if ask.kind is SliceKind.MIG or multi_share or not self.mix.counts:
             return self._fallback.choose(state, ask, fe)
         model = self.model_for(state)
         if fe.masked:  # a mask (reservation) is per call: score the allowed nodes afresh

@@ -1,13 +1,13 @@
 """Tenants and quotas: guaranteed (nominal) capacity, borrowing and lending limits.
 
-Vocabulary follows Kueue's ClusterQueue/cohort: every tenant may hold a ``Quota`` per resource
-flavour — ``nominal`` is guaranteed, ``borrowing_limit`` caps how far above nominal it may go on
+Vocabulary follows Kueue's ClusterQueue/cohort: every tenant may hold a ``Quota`` per
+resource — ``nominal`` is guaranteed, ``borrowing_limit`` caps how far above nominal it may go on
 capacity others leave idle, ``lending_limit`` caps how much of its idle nominal others may
 borrow. All tenants under one root form a cohort that borrows from one another. A quota on an
 inner tenant (organisation, team) caps the usage of its whole subtree at nominal + borrowing.
 
-Flavours: ``gpu`` (any card), ``gpu:MODEL`` (cards of one model), ``gpu_mem`` (MiB of device
-memory), ``cpu`` (millicores). Card flavours count percent of a card (100 = one whole card, a
+Resources: ``gpu`` (any card), ``gpu:MODEL`` (cards of one model), ``gpu_mem`` (MiB of device
+memory), ``cpu`` (millicores). Card resources count percent of a card (100 = one whole card, a
 50% share = 50, a 3g MIG instance on a 7-slice GPU = 43), so whole cards, shares and MIG draw on
 one quota; ``Quota.cards`` builds them from card counts.
 """
@@ -36,7 +36,7 @@ class Quota:
 
     @staticmethod
     def cards(nominal: float, borrowing: float | None = None, lending: float | None = None):
-        """A card-flavour quota from card counts (fractions allowed)."""
+        """A card-resource quota from card counts (fractions allowed)."""
 
         def pct(x: float | None) -> int | None:
             return None if x is None else round(x * CARD)
@@ -58,13 +58,13 @@ class Tenant:
             raise SpecError(f"tenant {self.name}: weight must be positive", field="weight")
 
 
-def flavour_label(flavour: str) -> str:
+def resource_label(resource: str) -> str:
     """``gpu:A100-80G`` reads as ``A100-80G`` in reasons."""
-    return flavour.split(":", 1)[1] if flavour.startswith("gpu:") else flavour
+    return resource.split(":", 1)[1] if resource.startswith("gpu:") else resource
 
 
-def fmt_amount(flavour: str, amount: int) -> str:
-    if flavour.startswith("gpu") and flavour != "gpu_mem":
+def fmt_amount(resource: str, amount: int) -> str:
+    if resource.startswith("gpu") and resource != "gpu_mem":
         cards = amount / CARD
         return f"{cards:g}"
     return str(amount)
@@ -88,11 +88,11 @@ class TenantTree:
         self.chain: dict[str, tuple[str, ...]] = {n: self._ancestry(n) for n in self.tenants}
         self.root = {n: c[-1] for n, c in self.chain.items()}
         self.usage: dict[str, Usage] = {n: {} for n in self.tenants}  # own jobs only
-        # own + descendants, for managed flavours
+        # own + descendants, for managed resources
         self.subtree: dict[str, Usage] = {n: {} for n in self.tenants}
-        self.flavours = sorted({f for t in self.tenants.values() for f in t.quotas})
-        self._managed = frozenset(self.flavours)
-        # per cohort (root) and flavour: idle nominal its members lend, and what they borrow
+        self.resources = sorted({f for t in self.tenants.values() for f in t.quotas})
+        self._managed = frozenset(self.resources)
+        # per cohort (root) and resource: idle nominal its members lend, and what they borrow
         self.cohort_lend: dict[str, Usage] = {}
         self.cohort_borrowed: dict[str, Usage] = {}
         for n in self.tenants:
@@ -134,30 +134,30 @@ class TenantTree:
                 if f in self._managed:
                     sub[f] = sub.get(f, 0) + sign * q
 
-    def nominal(self, tenant: str, flavour: str) -> int:
-        quota = self.tenants[tenant].quotas.get(flavour)
+    def nominal(self, tenant: str, resource: str) -> int:
+        quota = self.tenants[tenant].quotas.get(resource)
         return quota.nominal if quota else 0
 
-    def borrowed(self, tenant: str, flavour: str) -> int:
-        return max(0, self.usage[tenant].get(flavour, 0) - self.nominal(tenant, flavour))
+    def borrowed(self, tenant: str, resource: str) -> int:
+        return max(0, self.usage[tenant].get(resource, 0) - self.nominal(tenant, resource))
 
-    def idle_lendable(self, tenant: str, flavour: str) -> int:
-        """What ``tenant`` lends of ``flavour`` right now (its unused nominal, capped)."""
-        quota = self.tenants[tenant].quotas.get(flavour)
+    def idle_lendable(self, tenant: str, resource: str) -> int:
+        """What ``tenant`` lends of ``resource`` right now (its unused nominal, capped)."""
+        quota = self.tenants[tenant].quotas.get(resource)
         if quota is None:
             return 0
-        unused = max(0, quota.nominal - self.usage[tenant].get(flavour, 0))
+        unused = max(0, quota.nominal - self.usage[tenant].get(resource, 0))
         return unused if quota.lending_limit is None else min(unused, quota.lending_limit)
 
-    def cohort_free(self, tenant: str, flavour: str) -> int:
+    def cohort_free(self, tenant: str, resource: str) -> int:
         """Idle lendable capacity in ``tenant``'s cohort not yet borrowed by anyone else."""
         root = self.root[tenant]
-        lend = self.cohort_lend[root].get(flavour, 0) - self.idle_lendable(tenant, flavour)
-        taken = self.cohort_borrowed[root].get(flavour, 0)  # the asker's own included
+        lend = self.cohort_lend[root].get(resource, 0) - self.idle_lendable(tenant, resource)
+        taken = self.cohort_borrowed[root].get(resource, 0)  # the asker's own included
         return max(0, lend - taken)
 
-    def managed(self, flavour: str) -> bool:
-        return flavour in self._managed
+    def managed(self, resource: str) -> bool:
+        return resource in self._managed
 
     # -- admission ---------------------------------------------------------------------------
     def check(
@@ -175,7 +175,7 @@ class TenantTree:
                 quota = self.tenants[tenant].quotas.get(f, Quota())
                 limit = quota.borrowing_limit
                 head = (
-                    f"quota: {tenant} {flavour_label(f)} {fmt_amount(f, have)}/"
+                    f"quota: {tenant} {resource_label(f)} {fmt_amount(f, have)}/"
                     f"{fmt_amount(f, nominal)} guaranteed"
                 )
                 if not allow_borrow:
@@ -199,7 +199,7 @@ class TenantTree:
                         False,
                         borrows,
                         (
-                            f"quota: {parent} {flavour_label(f)} {fmt_amount(f, used)}/"
+                            f"quota: {parent} {resource_label(f)} {fmt_amount(f, used)}/"
                             f"{fmt_amount(f, cap)} for its subtree"
                         ),
                     )
@@ -220,7 +220,7 @@ class TenantTree:
                 if q > cap:
                     whose = name if name == tenant else f"{name} (for its subtree)"
                     return (
-                        f"quota: asks {fmt_amount(f, q)} {flavour_label(f)}, above what "
+                        f"quota: asks {fmt_amount(f, q)} {resource_label(f)}, above what "
                         f"{whose} may ever hold: {fmt_amount(f, quota.nominal)} guaranteed + "
                         f"{fmt_amount(f, quota.borrowing_limit or 0)} borrowing limit"
                     )

@@ -28,7 +28,7 @@ def seed_example(db: Database) -> None:
             for team, cards in TEAMS.items():
                 s.add(TenantRow(name=team, parent=COMPANY, weight=1.0, created_at=now))
                 s.flush()
-                s.add(QuotaRow(tenant=team, flavour="gpu", nominal=cards * 100))
+                s.add(QuotaRow(tenant=team, resource="gpu", nominal=cards * 100))
 
 
 def saved_token(

@@ -89,40 +89,40 @@ def node_from_rows(node: NodeRow, devices: list[DeviceRow]) -> Node:
     )
 
 
-def _is_card(flavour: str) -> bool:
-    return flavour == "gpu" or flavour.startswith("gpu:")
+def _is_card(resource: str) -> bool:
+    return resource == "gpu" or resource.startswith("gpu:")
 
 
-def check_flavour(flavour: str) -> str:
-    if flavour in ("gpu", "gpu_mem", "cpu"):
-        return flavour
-    if flavour.startswith("gpu:") and len(flavour) > 4:
-        return "gpu:" + canonical_model(flavour[4:])
+def check_resource(resource: str) -> str:
+    if resource in ("gpu", "gpu_mem", "cpu"):
+        return resource
+    if resource.startswith("gpu:") and len(resource) > 4:
+        return "gpu:" + canonical_model(resource[4:])
     raise SpecError(
-        f"quota: flavour {flavour!r} is not gpu, gpu:MODEL, gpu_mem or cpu",
-        field="flavour",
-        token=flavour,
+        f"quota: resource {resource!r} is not gpu, gpu:MODEL, gpu_mem or cpu",
+        field="resource",
+        token=resource,
     )
 
 
-def quota_to_engine(flavour: str, value: float | None) -> int | None:
+def quota_to_engine(resource: str, value: float | None) -> int | None:
     """Natural units (cards, MiB, cores) to engine units (card-percent, MiB, millicores)."""
     if value is None:
         return None
-    if _is_card(flavour):
+    if _is_card(resource):
         return round(value * CARD)
-    if flavour == "cpu":
+    if resource == "cpu":
         return round(value * 1000)
     if value != int(value):
-        raise SpecError(f"quota {flavour}: MiB must be a whole number", field="nominal")
+        raise SpecError(f"quota {resource}: MiB must be a whole number", field="nominal")
     return int(value)
 
 
-def quota_from_engine(flavour: str, value: int | None) -> float | None:
+def quota_from_engine(resource: str, value: int | None) -> float | None:
     if value is None:
         return None
-    if _is_card(flavour):
+    if _is_card(resource):
         return value / CARD
-    if flavour == "cpu":
+    if resource == "cpu":
         return value / 1000
     return float(value)

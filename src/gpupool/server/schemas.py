@@ -3,7 +3,7 @@ grammar's units: cards for ``gpu`` quotas, MiB for memory, millicores for node C
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
 
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -164,14 +164,19 @@ class QuotaIn(Strict):
     cores. ``borrowing_limit`` null: may borrow any idle capacity; ``lending_limit`` null: lends
     all its idle guarantee."""
 
-    flavour: str = Field(min_length=1, max_length=120)
+    resource: str = Field(
+        min_length=1,
+        max_length=120,
+        # the old name ``flavour`` is still read (in Kueue a flavour is a node class)
+        validation_alias=AliasChoices("resource", "flavour"),
+    )
     nominal: float = Field(ge=0, le=10**9)
     borrowing_limit: float | None = Field(None, ge=0, le=10**9)
     lending_limit: float | None = Field(None, ge=0, le=10**9)
 
 
 class QuotaOut(BaseModel):
-    flavour: str
+    resource: str
     nominal: float
     borrowing_limit: float | None
     lending_limit: float | None

@@ -258,20 +258,20 @@ def tenant_tree(
     session: Session, now: float | None = None, closed: Mapping[str, str] | None = None
 ) -> TenantTree:
     """Tenants and quotas; an active rental plan adds its cards to its tenant's guarantee of
-    every card flavour already in use (``gpu``, ``gpu:MODEL``); tenants in ``closed`` (over
+    every card resource already in use (``gpu``, ``gpu:MODEL``); tenants in ``closed`` (over
     a stop-elastic budget, with why) may borrow nothing."""
     quotas: dict[str, dict[str, Quota]] = {}
     for q in session.execute(select(QuotaRow)).scalars():
-        quotas.setdefault(q.tenant, {})[q.flavour] = Quota(
+        quotas.setdefault(q.tenant, {})[q.resource] = Quota(
             q.nominal, q.borrowing_limit, q.lending_limit
         )
     managed = {f for per in quotas.values() for f in per}
     for plan in active_plans(session, time.time() if now is None else now):
         mine = quotas.setdefault(plan.tenant, {})
-        for flavour in ("gpu", f"gpu:{plan.model}"):
-            if flavour in managed:
-                q = mine.get(flavour, Quota(0))
-                mine[flavour] = replace(q, nominal=q.nominal + plan.cards * CARD)
+        for resource in ("gpu", f"gpu:{plan.model}"):
+            if resource in managed:
+                q = mine.get(resource, Quota(0))
+                mine[resource] = replace(q, nominal=q.nominal + plan.cards * CARD)
     return TenantTree(
         (
             Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)

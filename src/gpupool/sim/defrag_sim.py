@@ -18,7 +18,7 @@ import numpy as np
 from gpupool.model import Job, Node, parse_request
 from gpupool.scheduler import ClusterState, Placement, Placer
 from gpupool.scheduler.defrag import Movable, plan_defrag
-from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.fragmentation import ShapeMix
 from gpupool.scheduler.memo import RefusedAsks
 from gpupool.sim.fgd_protocol import protocol_state, workload_bag
 from gpupool.sim.traces.openb import Pod
@@ -33,7 +33,7 @@ def fill(
     nodes and pods), with the placed pods."""
     state = protocol_state(nodes, seed)
     capacity = state.gpu_count() * 1000
-    placer = Placer(policy, Workload(coverage=0.95))
+    placer = Placer(policy, ShapeMix(coverage=0.95))
     placer.observe_requests(Counter(p.request for p in pods), state)
     placed: dict[str, Movable] = {}
     total = 0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gpupool.model import Job, Node
 from gpupool.scheduler import ClusterState, Placement, Placer
-from gpupool.scheduler.fragmentation import FragmentationModel, Workload
+from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.scheduler.lookahead import DEPTH
 from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.placer import LOOKAHEAD
@@ -83,7 +83,7 @@ def replay(
 ) -> ReplayResult:
     state = protocol_state(nodes, seed)
     capacity = state.gpu_count() * 1000
-    typical = Workload(coverage=0.95)
+    typical = ShapeMix(coverage=0.95)
     custom = {name: cls() for name, cls in PAPER_POLICIES.items()}
     custom["paper-random"] = PaperRandom(seed)
     clairvoyant = policy == CLAIRVOYANT

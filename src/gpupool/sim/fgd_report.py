@@ -10,19 +10,19 @@ from gpupool.sim.fgd_protocol import ReplayResult, replay
 from gpupool.sim.traces.openb import Pod
 
 # Names as the paper's figures use them -> the policy that replays it. The paper's baselines
-# are the simulator's own scorers (gpupool.sim.paper_policies); gpupool's node-fraction
-# best-fit is kept under "gpupool-best-fit".
+# are the simulator's own scorers (gpupool.sim.paper_policies); the paper's BestFit is
+# "paper-best-fit", and "best-fit" is gpupool's own (node fractions), as everywhere else.
 PROTOCOL_POLICIES = {
     "random": "paper-random",
     "dot-product": "paper-dot-product",
     "gpu-clustering": "paper-gpu-clustering",
     "gpu-packing": "paper-gpu-packing",
-    "best-fit": "paper-best-fit",
+    "paper-best-fit": "paper-best-fit",
     "fgd": "fgd",
     "fgd-exact": "fgd-exact",
     "fgd-lookahead": "fgd-lookahead",
     "fgd-lookahead-clairvoyant": "fgd-lookahead-clairvoyant",
-    "gpupool-best-fit": "best-fit",
+    "best-fit": "best-fit",
     "first-fit": "first-fit",
     "spread": "spread",
     "topology": "topology",

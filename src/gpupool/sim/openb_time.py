@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from gpupool.model import Job, Node, ResourceRequest, SliceKind, SpecError
 from gpupool.scheduler import ClusterState, Placement, Placer
-from gpupool.scheduler.fragmentation import Workload
+from gpupool.scheduler.fragmentation import ShapeMix
 from gpupool.scheduler.memo import RefusedAsks
 from gpupool.sim.fgd_protocol import PROTOCOL_SHARING
 from gpupool.sim.stats import percentile
@@ -133,7 +133,7 @@ def replay_in_time(
     step = sample_s if sample_s is not None else max(horizon / SAMPLES, 1e-3)
     requests = [whole_card(p.request) if mode == "whole-cards" else p.request for p in arrivals]
     keys = [r.to_spec() for r in requests]
-    typical = Workload(coverage=0.95)
+    typical = ShapeMix(coverage=0.95)
     placer = Placer(policy, typical)
     placer.observe_requests(Counter(requests), state)
     useful_of = [p.gpu_milli_total // 10 for p in arrivals]

@@ -14,7 +14,7 @@ PAPER_NAMES = {
     "02-DotProd": "dot-product",
     "03-GpuClustering": "gpu-clustering",
     "04-GpuPacking": "gpu-packing",
-    "05-BestFit": "best-fit",
+    "05-BestFit": "paper-best-fit",
     "06-FGD": "fgd",
 }
 TOLERANCE = 0.05  # "within ±5% or better than the paper's FGD"

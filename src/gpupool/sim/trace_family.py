@@ -13,7 +13,7 @@ from gpupool.sim.replays import replay_files
 
 PATTERN = "openb_pod_list_*.csv"
 # the paper's baselines; FGD has to beat each of them on every file
-BASELINES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit")
+BASELINES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "paper-best-fit")
 
 
 def family_files(folder: Path) -> list[Path]:

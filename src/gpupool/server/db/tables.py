@@ -93,7 +93,7 @@ class QuotaRow(Base):
     tenant: Mapped[str] = mapped_column(
         ForeignKey("tenants.name", ondelete="CASCADE"), primary_key=True
     )
-    flavour: Mapped[str] = mapped_column(String(120), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(120), primary_key=True)
     nominal: Mapped[int] = mapped_column(BigInteger)
     borrowing_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     lending_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -10,7 +10,7 @@ from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.scheduler.tenants import usage_of
 from gpupool.server.auth import Role
 from gpupool.server.codec import (
-    check_flavour,
+    check_resource,
     placement_from_json,
     quota_from_engine,
     quota_to_engine,
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api/v1", tags=["tenants"])
 
 
 def _used(s: Session, tenant: str) -> dict[str, int]:
-    """What the tenant's live allocations hold, per quota flavour (engine units)."""
+    """What the tenant's live allocations hold, per quota resource (engine units)."""
     rows = s.execute(
         select(AllocationRow.job_id, AllocationRow.placement).where(
             AllocationRow.tenant == tenant, AllocationRow.state == "active"
@@ -40,10 +40,10 @@ def _used(s: Session, tenant: str) -> dict[str, int]:
     }
     total: dict[str, int] = {}
     for job_id, p in rows:
-        for flavour, amount in usage_of(
+        for resource, amount in usage_of(
             placement_from_json(str(job_id), p), MIG_PERCENT, models
         ).items():
-            total[flavour] = total.get(flavour, 0) + amount
+            total[resource] = total.get(resource, 0) + amount
     return total
 
 
@@ -51,14 +51,14 @@ def tenant_out(s: Session, t: TenantRow, with_usage: bool = False) -> TenantOut:
     used = _used(s, t.name) if with_usage else {}
     quotas = [
         QuotaOut(
-            flavour=q.flavour,
-            nominal=quota_from_engine(q.flavour, q.nominal) or 0.0,
-            borrowing_limit=quota_from_engine(q.flavour, q.borrowing_limit),
-            lending_limit=quota_from_engine(q.flavour, q.lending_limit),
-            used=quota_from_engine(q.flavour, used.get(q.flavour, 0)) if with_usage else None,
+            resource=q.resource,
+            nominal=quota_from_engine(q.resource, q.nominal) or 0.0,
+            borrowing_limit=quota_from_engine(q.resource, q.borrowing_limit),
+            lending_limit=quota_from_engine(q.resource, q.lending_limit),
+            used=quota_from_engine(q.resource, used.get(q.resource, 0)) if with_usage else None,
         )
         for q in s.execute(
-            select(QuotaRow).where(QuotaRow.tenant == t.name).order_by(QuotaRow.flavour)
+            select(QuotaRow).where(QuotaRow.tenant == t.name).order_by(QuotaRow.resource)
         ).scalars()
     ]
     return TenantOut(name=t.name, parent=t.parent, weight=t.weight, quotas=quotas)
@@ -131,14 +131,16 @@ def delete_tenant(name: str, ctx: Ctx, who: Caller) -> None:
     ctx.names.clear()
 
 
-@router.put("/tenants/{name}/quotas/{flavour}", response_model=TenantOut)
-def set_quota(name: str, flavour: str, body: QuotaIn, ctx: Ctx, who: Caller) -> TenantOut:
+@router.put("/tenants/{name}/quotas/{resource}", response_model=TenantOut)
+def set_quota(name: str, resource: str, body: QuotaIn, ctx: Ctx, who: Caller) -> TenantOut:
     """Set one quota: ``gpu`` / ``gpu:MODEL`` in cards, ``gpu_mem`` in MiB, ``cpu`` in cores.
-    The body's ``flavour`` must match the path's."""
+    The body's ``resource`` must match the path's."""
     human(who)
-    canonical = check_flavour(flavour)
-    if check_flavour(body.flavour) != canonical:
-        raise ApiError(422, f"flavour: body says {body.flavour}, path says {flavour}", "flavour")
+    canonical = check_resource(resource)
+    if check_resource(body.resource) != canonical:
+        raise ApiError(
+            422, f"resource: body says {body.resource}, path says {resource}", "resource"
+        )
     values = {
         k: quota_to_engine(canonical, getattr(body, k))
         for k in ("nominal", "borrowing_limit", "lending_limit")
@@ -150,7 +152,7 @@ def set_quota(name: str, flavour: str, body: QuotaIn, ctx: Ctx, who: Caller) -> 
         may_administer(who, name, "set quotas")
         row = s.get(QuotaRow, (name, canonical), with_for_update=True)
         if row is None:
-            s.add(QuotaRow(tenant=name, flavour=canonical, **values))
+            s.add(QuotaRow(tenant=name, resource=canonical, **values))
         else:
             for k, v in values.items():
                 setattr(row, k, v)
@@ -161,10 +163,10 @@ def set_quota(name: str, flavour: str, body: QuotaIn, ctx: Ctx, who: Caller) -> 
     return out
 
 
-@router.delete("/tenants/{name}/quotas/{flavour}", response_model=TenantOut)
-def delete_quota(name: str, flavour: str, ctx: Ctx, who: Caller) -> TenantOut:
+@router.delete("/tenants/{name}/quotas/{resource}", response_model=TenantOut)
+def delete_quota(name: str, resource: str, ctx: Ctx, who: Caller) -> TenantOut:
     human(who)
-    canonical = check_flavour(flavour)
+    canonical = check_resource(resource)
     with ctx.db.write() as s:
         t = s.get(TenantRow, name)
         if t is None or not who.sees(name):

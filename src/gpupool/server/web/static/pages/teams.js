@@ -17,7 +17,7 @@
     return out;
   }
 
-  function gpu(x) { return x.quotas.find((q) => q.flavour === 'gpu') || null; }
+  function gpu(x) { return x.quotas.find((q) => q.resource === 'gpu') || null; }
 
   function tree(tenants) {
     const limit = (v) => (v === null || v === undefined ? t('teams.unlimited') : fmt.num(v, 1));
@@ -32,7 +32,7 @@
         const q = gpu(x); if (!q || q.used === null) return '–';
         return fmt.num(Math.max(0, q.used - q.nominal), 1);
       } },
-      { key: 'others', label: 'col.other_quotas', render: (x) => x.quotas.filter((q) => q.flavour !== 'gpu').map((q) => `${q.flavour}: ${fmt.num(q.nominal, 1)}`).join(', ') || '–' },
+      { key: 'others', label: 'col.other_quotas', render: (x) => x.quotas.filter((q) => q.resource !== 'gpu').map((q) => `${q.resource}: ${fmt.num(q.nominal, 1)}`).join(', ') || '–' },
     ], order(tenants), 'state.no_tenants');
   }
 
