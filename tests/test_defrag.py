@@ -94,9 +94,26 @@ def test_only_guaranteed_jobs_that_waited_are_served(waiting, why):
     assert result.admitted == 0 and not result.preemptions, why
 
 
-def test_the_budget_bounds_the_moves():
-    result = cycle(running(tr5={"on_preempt": "kill"}), [ask()], CycleConfig(defrag_moves=1))
-    assert result.admitted == 0 and not result.preemptions  # s03 needs 2 moves
+@pytest.mark.parametrize(
+    "config, said",
+    [
+        (CycleConfig(defrag_moves=1), "defragmentation would move 2 jobs, 1 move left in this"),
+        (
+            CycleConfig(defrag_moves=1, defrag_hourly=12),
+            "defragmentation would move 2 jobs, 1 move left of this hour's 12",
+        ),
+        (CycleConfig(defrag_moves=0, defrag_hourly=12), "defragmentation paused: this hour's 12"),
+        (CycleConfig(defrag_moves=0, defrag_hourly=0), None),  # off: not a word of it
+    ],
+)
+def test_the_bound_refuses_a_plan_that_needs_more_moves_and_says_so(config, said):
+    config.defrag_after_s = 60
+    result = cycle(running(tr5={"on_preempt": "kill"}), [ask()], config)  # s03 needs 2 moves
+    assert result.admitted == 0 and not result.preemptions
+    if said is None:
+        assert "defragment" not in result.pending["big"]
+    else:
+        assert said in result.pending["big"], result.pending["big"]
 
 
 def test_the_server_moves_audits_and_says_why(tmp_path):

@@ -264,6 +264,7 @@ class SchedulerLoop:
                 queue=inputs.queue,
                 grace_s=self.settings.grace_s,
                 defrag_moves=self.defrag_budget(now),
+                defrag_hourly=self.settings.defrag_moves_per_hour,
                 defrag_after_s=self.settings.defrag_after_s,
             )
             result = run_cycle(

@@ -12,15 +12,29 @@ from gpupool.scheduler.session import Session
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement
 
+MAX_MOVES = 4  # jobs one plan may move
+
+
+def spent(hourly: int | None) -> str:
+    if hourly is None:
+        return "defragmentation: no moves left in this cycle"
+    return f"defragmentation paused: this hour's {hourly} moves are made (defrag_moves_per_hour)"
+
+
+def over(needed: int, left: int, hourly: int | None) -> str:
+    bound = "in this cycle" if hourly is None else f"of this hour's {hourly}"
+    moves = "move" if left == 1 else "moves"
+    return f"defragmentation would move {needed} jobs, {left} {moves} left {bound}"
+
 
 def defragment(cy: Session, blocked: list[Job]) -> None:
     """A job within its tenant's guarantee that waited ``defrag_after_s`` while the cards it
     needs are free but scattered gets room on one node: jobs that allow it (``on_preempt:
     suspend``, not inference: a replica is never broken) are suspended and restart on free
     cards elsewhere, at most ``defrag_moves`` in the cycle (see ``gpupool.scheduler.defrag``)."""
-    budget = cy.config.defrag_moves
-    if budget <= 0:
-        return
+    budget, hourly = cy.config.defrag_moves, cy.config.defrag_hourly
+    if hourly == 0 or (hourly is None and budget <= 0):
+        return  # off
     may = cy.plugins.preemptable
     # an ask no plan served stays unserved until something is released (as victim searches)
     planless = RefusedAsks(cy.state)
@@ -31,28 +45,37 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
         result = cy.plugins.place(state, job, where, "not available to this job", False, ())
         return result if isinstance(result, Placement) else None
 
+    def refuse(job: Job, why: str) -> None:
+        if job.id in cy.result.pending:
+            cy.result.pending[job.id] += f"; {why}"
+
     for job in blocked:
-        if budget <= 0:
-            break
         if cy.now - job.submit_time < cy.config.defrag_after_s:
             continue
         ok, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
         if not ok:
             continue  # defragmentation serves guarantees, never borrowing
+        if budget <= 0:  # nothing is planned: the bound is the whole answer
+            refuse(job, spent(hourly))
+            continue
         key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
-        if planless.refused(key):
-            plan = None
-        else:
+        plan, why = None, planless.detail(key) if planless.refused(key) else None
+        if why is None:
             live = [
                 Movable(r.job, r.placement, r.start_time)
                 for r in cy.running.values()
                 if r.job.id in cy.started_before and may(r, job, "defragment")
             ]
-            plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, 4))
+            plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, MAX_MOVES))
+            if plan is None:
+                why = "no defragmentation move frees room for it"
+                if budget < MAX_MOVES:  # would more moves than are left serve it?
+                    bigger = plan_defrag(cy.state, job, live, place, cy.now, max_moves=MAX_MOVES)
+                    if bigger is not None:
+                        why = over(len(bigger.moves), budget, hourly)
+                planless.add(key, why)
         if plan is None:
-            planless.add(key)
-            if job.id in cy.result.pending:
-                cy.result.pending[job.id] += "; no defragmentation move frees room for it"
+            refuse(job, why)
             continue
         for m in plan.moves:
             where = "+".join(m.target.node_names)
