@@ -3,13 +3,16 @@ destroying idle instances in the way, never one in use — through the simulated
 and through NVML (a stand-in that follows NVML's documented rules: legal free placements,
 compute instances before a MIG device shows, compute instances destroyed first)."""
 
+import re
+
 import pytest
 
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, layouts
 from gpupool.devices.detect import Located
 from gpupool.devices.nvidia_mig import MigError
 from gpupool.devices.nvidia_nvml import NvmlBackend
-from gpupool.devices.nvidia_smi import parse_query_xml
+from gpupool.devices.nvidia_smi import NvidiaSmiBackend, parse_query_xml
+from gpupool.devices.nvidia_smi_mig import parse_created, parse_gpu_instances, parse_mig_ids
 from gpupool.devices.simulated import simulated_backend
 from gpupool.model import SharingMode, SpecError
 from gpupool.server.settings import Settings
@@ -23,6 +26,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
 )
 from tests.support.cluster import ok, submit
 from tests.support.fake_nvml import FakeNvml
+from tests.support.fake_smi import FakeSmi
 from tests.support.live import live_server
 from tests.test_devices import A100_XML
 
@@ -87,6 +91,68 @@ def test_nvml_refusals_are_clear_errors():
         backend.destroy_mig(0, card.mig[0].uuid)
     with pytest.raises(MigError, match="no MIG instance MIG-nope"):
         backend.destroy_mig(0, "MIG-nope")
+
+
+def test_nvidia_smi_cuts_like_nvml_when_the_binding_is_missing():
+    """The same story as NVML's, through ``nvidia-smi mig`` (the stand-in tool runs on the
+    NVML stand-in's driver state): placements come from ``-lgi``, the compute instance is
+    destroyed before its GPU instance, the new one is made at the granted placement."""
+    nvml = FakeNvml(parse_query_xml(A100_XML.read_text()))  # 4 x 1g.20gb at 0, 2, 4, 6
+    smi = FakeSmi(nvml, A100_XML.read_text())
+    backend = NvidiaSmiBackend(run=smi)
+    card = backend.discover()[0]
+    assert [(m.profile, m.start) for m in card.mig] == [("1g.20gb", s) for s in (0, 2, 4, 6)]
+    assert all(m.uuid.startswith("MIG-") for m in card.mig)
+    loc = {0: Located(0, card, backend)}
+    local = {0: LocalDevice(card.vendor, 0, card.uuid, tuple((m.profile, m.start, m.uuid)
+                                                              for m in card.mig))}  # fmt: skip
+    grant = Grant(0, 42, 40960, False, mig_profile="3g.40gb", mig_start=4)
+    with pytest.raises(MigLayoutError, match="overlaps instances in use"):
+        ensure_instances([grant], local, loc, {card.mig[3].uuid})
+    assert not [c for c in smi.commands if " mig -i " in c]  # nothing touched
+    assert ensure_instances([grant], local, loc, set())[-1] == "created 3g.40gb@4 on device 0"
+    orders = [c.split(" mig ")[1] for c in smi.commands if " mig -i " in c]
+    assert orders == [
+        "-i 0 -dci -gi 5 -ci 0", "-i 0 -dgi -gi 5",
+        "-i 0 -dci -gi 6 -ci 0", "-i 0 -dgi -gi 6",
+        "-i 0 -cgi 9:4 -C",
+    ]  # fmt: skip
+    card = backend.discover()[0]
+    assert [(m.profile, m.start) for m in card.mig] == [
+        ("1g.20gb", 0), ("1g.20gb", 2), ("3g.40gb", 4),
+    ]  # fmt: skip
+    assert local[0].mig[-1][2] == card.mig[-1].uuid
+    # refusals name the card and what the tool said
+    with pytest.raises(MigError, match=r"cannot create 1g\.20gb at slice 4: .*Insufficient"):
+        backend.create_mig(0, "1g.20gb", 4)
+    with pytest.raises(MigError, match=r"has no profile '5g\.99gb'"):
+        backend.create_mig(0, "5g.99gb", 0)
+    nvml.gpus[0].migs[0].processes = [(4242, 100)]
+    with pytest.raises(MigError, match=r"cannot destroy MIG instance .*In use by another client"):
+        backend.destroy_mig(0, card.mig[0].uuid)
+    with pytest.raises(MigError, match="no MIG instance MIG-nope"):
+        backend.destroy_mig(0, "MIG-nope")
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("Segmentation fault\n", "not a GPU instance table ('Segmentation fault')"),
+        ("| GPU instances: |\n|   0  MIG 3g.40gb   9   2   0:4   |\n|   0  MIG 1g.10gb  19  x |\n",
+         "line 3 is not an instance row"),
+    ],
+)  # fmt: skip
+def test_nvidia_smi_garbage_is_a_clear_error(text, said):
+    with pytest.raises(MigError, match=re.escape(said)):
+        parse_gpu_instances(text)
+
+
+def test_nvidia_smi_answers_that_are_not_refusals_or_rows():
+    assert parse_gpu_instances("No GPU instances found: Not Found\n") == []
+    with pytest.raises(MigError, match="did not report a GPU instance with its compute"):
+        parse_created("Successfully created GPU instance ID  2 on GPU  0 using profile x\n", 0)
+    with pytest.raises(MigError, match="not XML"):
+        parse_mig_ids("<nvidia_smi_log")
 
 
 def test_a_whole_card_backend_without_mig_control_says_so():

@@ -1,8 +1,11 @@
-"""NVIDIA without NVML's Python binding: parse ``nvidia-smi -q -x`` (XML) and ``nvidia-smi
--L`` (MIG UUIDs and profile names). Also the parser the NVML tests build their stand-in from."""
+"""NVIDIA without NVML's Python binding: parse ``nvidia-smi -q -x`` (XML), ``nvidia-smi -L``
+(MIG UUIDs and profile names) and ``nvidia-smi mig -lgi`` (placements); cut MIG cards with
+``nvidia-smi mig``. Also the parser the NVML tests build their stand-in from."""
 
+import logging
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import replace
 
 from gpupool.devices.base import (
@@ -17,9 +20,20 @@ from gpupool.devices.base import (
     optional_number,
 )
 from gpupool.devices.naming import model_name
+from gpupool.devices.nvidia_mig import MigError
+from gpupool.devices.nvidia_smi_mig import (
+    MigDeviceIds,
+    create_argv,
+    destroy_argvs,
+    parse_created,
+    parse_gpu_instances,
+    parse_mig_ids,
+)
 from gpupool.devices.tools import run_tool
-from gpupool.model import SharingMode, Vendor
+from gpupool.model import SharingMode, SpecError, Vendor
 from gpupool.sharing.mig import table_for
+
+log = logging.getLogger("gpupool.devices")
 
 SM_PER_SLICE = {"A100": 14, "A30": 14, "H100": 16, "H200": 16}
 _GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
@@ -133,15 +147,88 @@ def with_mig_uuids(devices: list[DeviceInfo], listing: dict[int, list]) -> list[
 
 
 class NvidiaSmiBackend(ToolBackend):
-    """Used when NVML's binding is missing but the driver's ``nvidia-smi`` is there."""
+    """Used when NVML's binding is missing but the driver's ``nvidia-smi`` is there; it cuts
+    MIG cards on order too (``gpupool.devices.nvidia_smi_mig``). ``run`` is ``run_tool``
+    (tests give a stand-in)."""
 
     name = "nvidia-smi"
 
+    def __init__(self, run: Callable[[list[str]], str] = run_tool):
+        self.run = run
+
     def report(self) -> ToolReport:
-        return parse_query_xml(run_tool(["nvidia-smi", "-q", "-x"]))
+        return parse_query_xml(self.run(["nvidia-smi", "-q", "-x"]))
 
     def discover(self) -> list[DeviceInfo]:
-        devices = self.report().devices
-        if any(d.mig for d in devices):
-            devices = with_mig_uuids(devices, parse_list(run_tool(["nvidia-smi", "-L"])))
-        return devices
+        return [d for d, _ in self._cards()]
+
+    def _cards(self) -> list[tuple[DeviceInfo, list[MigDeviceIds]]]:
+        """Each card, its MIG instances named, with UUIDs and placements, and their ids."""
+        xml_text = self.run(["nvidia-smi", "-q", "-x"])
+        devices = parse_query_xml(xml_text).devices
+        if not any(d.mig for d in devices):
+            return [(d, []) for d in devices]
+        devices = with_mig_uuids(devices, parse_list(self.run(["nvidia-smi", "-L"])))
+        ids = parse_mig_ids(xml_text)
+        try:
+            rows = parse_gpu_instances(self.run(["nvidia-smi", "mig", "-lgi"]))
+        except (DiscoveryError, MigError) as exc:  # placements unknown: nothing is cut
+            log.warning("nvidia-smi: MIG placements unknown: %s", exc)
+            rows = []
+        start = {(r.gpu, r.gi): r.start for r in rows}
+        out = []
+        for d in devices:
+            mine = ids.get(d.local_index, [])
+            if d.mig and len(mine) == len(d.mig):
+                placed = tuple(
+                    replace(inst, start=start.get((d.local_index, m.gi)))
+                    for inst, m in zip(d.mig, mine, strict=True)
+                )
+                d = replace(d, mig=placed)
+            out.append((d, mine))
+        return out
+
+    def _card(self, index: int) -> tuple[DeviceInfo, list[MigDeviceIds]]:
+        for d, ids in self._cards():
+            if d.local_index == index:
+                return d, ids
+        raise MigError(f"nvidia: no card {index}")
+
+    # -- dynamic MIG (MigControl) ---------------------------------------------------------
+    def create_mig(self, local_index: int, profile: str, start: int) -> MigInstance:
+        card, _ = self._card(local_index)
+        table = table_for(card.model)
+        if table is None or card.mode is not SharingMode.MIG:
+            raise MigError(f"nvidia: card {local_index} ({card.model}) is not in MIG mode")
+        try:
+            p = table.profile(profile)
+        except SpecError as exc:
+            raise MigError(f"nvidia: card {local_index}: {exc}") from None
+        try:
+            said = self.run(create_argv(local_index, p.profile_id, start))
+        except DiscoveryError as exc:
+            raise MigError(
+                f"nvidia: card {local_index}: cannot create {profile} at slice {start}: {exc}"
+            ) from None
+        gi = parse_created(said, local_index)
+        card, ids = self._card(local_index)
+        for inst, m in zip(card.mig, ids, strict=False):
+            if m.gi == gi:
+                return inst
+        raise MigError(
+            f"nvidia: card {local_index}: created {profile} at slice {start} but cannot find it"
+        )
+
+    def destroy_mig(self, local_index: int, uuid: str) -> None:
+        card, ids = self._card(local_index)
+        for inst, m in zip(card.mig, ids, strict=False):
+            if inst.uuid == uuid:
+                try:
+                    for argv in destroy_argvs(local_index, m.gi, m.ci):
+                        self.run(argv)
+                except DiscoveryError as exc:
+                    raise MigError(
+                        f"nvidia: card {local_index}: cannot destroy MIG instance {uuid}: {exc}"
+                    ) from None
+                return
+        raise MigError(f"nvidia: card {local_index}: no MIG instance {uuid}")
