@@ -4,6 +4,7 @@ that allow it, never an inference replica, never a job that forbids it, never fo
 the moved jobs restart in the next cycle."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -164,6 +165,69 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
         srv.cycle()  # the moved jobs restart where the plan found room
         for v in victims:
             assert ok(admin.get(f"/api/v1/jobs/{v}"))["state"] == "admitted"
+
+
+def _one_node(mode, spec_of: dict[str, tuple[str, int]]):
+    """One 8-card node (NVLink islands of 4); ``spec_of``: job -> (request, first card)."""
+    from gpupool.model import Node, make_devices
+    from gpupool.scheduler import Placer
+    from gpupool.scheduler.defrag import Movable
+
+    node = Node(
+        "n0", 64000, 512 * 1024, make_devices("A100-80G", 8, node="n0", mode=mode, island_size=4)
+    )
+    state = ClusterState([node])
+    placer, movable = Placer("best-fit"), []
+    for name, (spec, card) in spec_of.items():
+        job = Job(name, parse_request(spec), tenant="t")
+        allowed = None
+        placement = placer.place(state, job, allowed, explain=False)
+        grants = tuple(replace(g, device=card) for g in placement.devices)  # where we say
+        placement = Placement(name, (NodeGrant("n0", 0, 0, grants),), "test")
+        state.apply(placement)
+        movable.append(Movable(job, placement, started=0.0))
+
+    def place(s, job, allowed):
+        result = placer.place(s, job, allowed, explain=False)
+        return result if isinstance(result, Placement) else None
+
+    return state, movable, place
+
+
+def test_shares_are_repacked_onto_fewer_cards_of_their_node():
+    """One node, no other: eight half-card shares on eight cards leave no whole card; moving
+    one share next to another frees a card — a move within the node."""
+    from gpupool.model import SharingMode
+    from gpupool.scheduler.defrag import plan_defrag
+
+    shares = {f"s{i}": ("gpu_share=0.5", i) for i in range(8)}
+    state, movable, place = _one_node(SharingMode.SHARE, shares)
+    plan = plan_defrag(state, Job("w", parse_request("gpu=1"), tenant="t"), movable, place, 10.0)
+    assert plan is not None and len(plan.moves) == 1
+    (move,) = plan.moves
+    assert move.targets() == "n0" and move.route() == "to other cards of n0"
+    freed = {g.device for g in plan.placement.devices}
+    assert freed == {g.device for m in movable if m.job.id == move.job_id
+                     for g in m.placement.devices}  # fmt: skip
+    assert move.target.devices[0].device != next(iter(freed))
+    assert plan.describe() == f"defragmenting: moving job {move.job_id} to other cards of n0 " \
+        "to free 1 card on n0"  # fmt: skip
+
+
+def test_a_job_moves_to_the_other_nvlink_island_to_free_one():
+    """Cards 0 and 4 taken, one per island: a 4-card NVLink job fits on neither island until
+    one job moves to the other island of the same node."""
+    from gpupool.model import SharingMode
+    from gpupool.scheduler.defrag import plan_defrag
+
+    state, movable, place = _one_node(SharingMode.WHOLE, {"a": ("gpu=1", 0), "b": ("gpu=1", 4)})
+    wide = Job("w", parse_request("gpu=4,topology=nvlink"), tenant="t")
+    assert place(state, wide, None) is None
+    plan = plan_defrag(state, wide, movable, place, 10.0)
+    assert plan is not None and len(plan.moves) == 1
+    (move,) = plan.moves
+    islands = {g.device // 4 for g in plan.placement.devices}
+    assert len(islands) == 1 and move.target.devices[0].device // 4 not in islands
 
 
 def test_probes_fit_after_moves_and_count_what_they_cost():

@@ -1,9 +1,11 @@
 """Defragmentation (pure): a short list of moves that frees room for a waiting job on one
-node, when enough cards are free in the pool but scattered.
+node, when enough capacity is free in the pool but scattered — across nodes, across a node's
+NVLink islands, or as fractional shares spread over a node's cards.
 
-A move suspends a running job that allows it and restarts it on free capacity elsewhere — the
-plan is only offered when every moved job fits elsewhere once the waiting job has its room,
-so nothing is pushed out of the pool. Among the nodes where that works, the plan that moves
+A move suspends a running job that allows it and restarts it on free capacity elsewhere —
+another node, or the same node's other cards (shares re-packed onto fewer cards, a job moved
+off the island the waiting job needs) — and the plan is only offered when every moved job fits
+once the waiting job has its room, so nothing is pushed out of the pool. Among the nodes where that works, the plan that moves
 the fewest jobs wins, then the one that loses the least progress (cards x seconds run since
 their start: a suspended job resumes from its last checkpoint at best), then the lowest node.
 
@@ -39,6 +41,15 @@ class Move:
     target: Placement  # where it fits once the plan is applied
     cards: int
 
+    def targets(self) -> str:
+        return "+".join(dict.fromkeys(self.target.node_names))
+
+    def route(self) -> str:
+        """``from n0 to n3``, or ``to other cards of n0`` when it stays on its node."""
+        if self.targets() == self.source:
+            return f"to other cards of {self.source}"
+        return f"from {self.source} to {self.targets()}"
+
 
 @dataclass(frozen=True, slots=True)
 class DefragPlan:
@@ -51,11 +62,12 @@ class DefragPlan:
     def describe(self) -> str:
         """``defragmenting: moving job 812 from node-03 to node-07 to free 4 cards on
         node-03`` (the waiting job's reason while the moved jobs stop)."""
-        moved = ", ".join(
-            f"job {m.job_id} from {m.source} to {'+'.join(m.target.node_names)}" for m in self.moves
-        )
+        moved = ", ".join(f"job {m.job_id} {m.route()}" for m in self.moves)
+        return f"defragmenting: moving {moved} to free {self.room()} on {self.node}"
+
+    def room(self) -> str:
         cards = len(self.placement.devices)
-        return f"defragmenting: moving {moved} to free {cards} cards on {self.node}"
+        return "1 card" if cards == 1 else f"{cards} cards"
 
 
 def plan_defrag(
@@ -135,10 +147,12 @@ def _plan_on(
             chosen.remove(m)
             placement = again
     trial.apply(placement)
-    elsewhere = ~only
+    # anywhere, this node included: shares re-packed onto its other cards, a job moved to
+    # another NVLink island of the node, free room on other nodes
+    anywhere = np.ones(state.size, dtype=bool)
     moves = []
     for m in sorted(chosen, key=lambda m: (-len(m.placement.devices), m.job.id)):
-        target = place(trial, m.job, elsewhere)
+        target = place(trial, m.job, anywhere)
         if target is None:
             return None
         trial.apply(target)

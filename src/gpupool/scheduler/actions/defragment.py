@@ -78,10 +78,9 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             refuse(job, why)
             continue
         for m in plan.moves:
-            where = "+".join(m.target.node_names)
             why = (
-                f"moved by defragmentation: restarts on {where} so that {job.id} gets "
-                f"{len(plan.placement.devices)} cards on {plan.node}"
+                f"moved by defragmentation: restarts on {m.targets()} so that {job.id} gets "
+                f"{plan.room()} on {plan.node}"
             )
             cy.evict(cy.running[m.job_id], job, why)
         after = tuple(m.job_id for m in plan.moves)
