@@ -79,6 +79,7 @@ class _Placement:  # c_nvmlGpuInstancePlacement_t
 class FakeNvml:
     NVMLError = NVMLError
     NVML_DEVICE_MIG_ENABLE = 1
+    NVML_DEVICE_MIG_DISABLE = 0
     c_nvmlGpuInstancePlacement_t = _Placement
     NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
     # pynvml's compute-instance profile indexes, by compute slices
@@ -94,6 +95,7 @@ class FakeNvml:
 
     def __init__(self, report: ToolReport | None = None, *, missing: bool = False):
         self.missing = missing
+        self.needs_reset = False  # a driver that applies MIG mode changes at the next reset
         self.pending_xids: list[tuple[int, int]] = []  # (gpu index, xid) to deliver
         self.registered: set[int] = set()
         self.calls: list[tuple] = []  # MIG control calls, in order
@@ -137,7 +139,20 @@ class FakeNvml:
         return SimpleNamespace(busId=h.bus.encode())
 
     def nvmlDeviceGetMigMode(self, h: _Gpu) -> tuple[int, int]:
-        return (1, 1) if h.mig_on else (0, 0)
+        current = int(h.mig_on)
+        return current, getattr(h, "pending_mode", current)
+
+    def nvmlDeviceSetMigMode(self, h: _Gpu, mode: int) -> int:
+        """NVML refuses while instances exist; ``needs_reset`` plays a driver that holds the
+        change until a GPU reset (the mode reads as before, the pending one as asked)."""
+        if h.migs or h.pending:
+            raise NVMLError("In use by another client")
+        self.calls.append(("set-mig-mode", mode))
+        if self.needs_reset:
+            h.pending_mode = mode
+            return 0
+        h.mig_on = bool(mode)
+        return 0
 
     def nvmlDeviceGetMaxMigDeviceCount(self, h: _Gpu) -> int:
         return 7

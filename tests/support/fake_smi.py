@@ -27,6 +27,14 @@ class FakeSmi:
             return self._list()
         if argv[1:] == ["mig", "-lgi"]:
             return self._lgi()
+        if argv[1] == "-i" and argv[3] == "-mig":
+            h = self.nvml.gpus[int(argv[2])]
+            try:
+                self.nvml.nvmlDeviceSetMigMode(h, int(argv[4]))
+            except NVMLError as exc:
+                said = f"Unable to set MIG mode for GPU {h.bus}: {exc}"
+                raise DiscoveryError(f"{' '.join(argv)}: exit 2: {said}") from None
+            return f"{'Enabled' if argv[4] == '1' else 'Disabled'} MIG Mode for GPU {h.bus}.\n"
         if argv[1] == "mig" and argv[2] == "-i":
             h = self.nvml.gpus[int(argv[3])]
             try:
@@ -42,6 +50,9 @@ class FakeSmi:
     def _xml(self) -> str:
         root = ET.fromstring(self.xml_text)
         for gpu, h in zip(root.findall("gpu"), self.nvml.gpus, strict=False):
+            current = gpu.find("mig_mode/current_mig")
+            if current is not None:
+                current.text = "Enabled" if h.mig_on else "Disabled"
             devices = gpu.find("mig_devices")
             if devices is None:
                 continue

@@ -23,6 +23,7 @@ from typing import Any
 from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
+from gpupool.agent.card_modes import CardModes
 from gpupool.agent.lease import write_lease
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import registration, telemetry
@@ -100,6 +101,7 @@ class Agent:
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
+        self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -173,6 +175,7 @@ class Agent:
         for entry in devices:
             if entry["index"] in cut:
                 entry["mig"] = cut[entry["index"]]
+            self.modes.report(entry)
         sent = time.monotonic()
         node = self.api.heartbeat(devices)
         self.state = node["state"]
@@ -232,10 +235,22 @@ class Agent:
                 self._begin_stop(rec, "allocation released by the server")
         self._enforce_limits(desired)
         self._harvest()
+        if answer.get("modes"):
+            self._switch_modes({int(i): m for i, m in answer["modes"].items()})
         for alloc_id, order in desired.items():
             if alloc_id not in self.records:
                 self._start_safely(order)
         self._upload_logs()
+
+    def _switch_modes(self, wanted: dict[int, str]) -> None:
+        """Cards the server ordered into MIG mode or out of it, once nothing runs there."""
+        busy = {i for r in self.records.values() for i in r.load}
+        failed = len(self.modes.failed)
+        if self.modes.apply(wanted, self.by_index, self.local, busy):
+            self.located = [self.by_index[loc.index] for loc in self.located]
+            self._next_heartbeat = 0.0  # tell the server now
+        if len(self.modes.failed) > failed:
+            self._next_heartbeat = 0.0  # and why a card stays as it is
 
     # -- workloads ------------------------------------------------------------------------
     def _grants(self, order: dict[str, Any]) -> list[Grant]:

@@ -17,6 +17,7 @@ from gpupool.cli import (
     billing,
     client,
     jobs,
+    pool_client,
     profiles,
     server,
     simulate,
@@ -71,6 +72,7 @@ app.add_typer(admin_client.user_app, name="user")
 app.add_typer(admin_client.token_app, name="token")
 app.add_typer(admin_client.node_app, name="node")
 app.add_typer(admin_client.reservation_app, name="reservation")
+app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")
 app.add_typer(billing.billing_app, name="billing")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")

@@ -141,6 +141,24 @@ class NvmlBackend:
         h = self.nvml.nvmlDeviceGetHandleByIndex(local_index)
         nvidia_mig.destroy(self.nvml, h, local_index, uuid)
 
+    def set_mig_mode(self, local_index: int, on: bool) -> None:
+        """``nvmlDeviceSetMigMode``; where the driver applies it only after a GPU reset, the
+        card keeps its mode and this says so (the agent does not reset cards)."""
+        nv = self.nvml
+        h = nv.nvmlDeviceGetHandleByIndex(local_index)
+        want = nv.NVML_DEVICE_MIG_ENABLE if on else nv.NVML_DEVICE_MIG_DISABLE
+        state = "on" if on else "off"
+        try:
+            nv.nvmlDeviceSetMigMode(h, want)
+            current, _pending = nv.nvmlDeviceGetMigMode(h)
+        except nv.NVMLError as exc:
+            raise MigError(f"nvidia: card {local_index}: cannot turn MIG {state}: {exc}") from None
+        if current != want:
+            raise MigError(
+                f"nvidia: card {local_index}: MIG {state} is pending a GPU reset "
+                f"(nvidia-smi -i {local_index} -r with nothing on the card)"
+            )
+
     def telemetry(self) -> list[DeviceTelemetry]:
         nv = self.nvml
         out = []

@@ -219,6 +219,21 @@ class NvidiaSmiBackend(ToolBackend):
             f"nvidia: card {local_index}: created {profile} at slice {start} but cannot find it"
         )
 
+    def set_mig_mode(self, local_index: int, on: bool) -> None:
+        """``nvidia-smi -i N -mig 1|0``; a change the driver holds until a GPU reset leaves
+        the card as it is, and this says so."""
+        state = "on" if on else "off"
+        try:
+            self.run(["nvidia-smi", "-i", str(local_index), "-mig", "1" if on else "0"])
+        except DiscoveryError as exc:
+            raise MigError(f"nvidia: card {local_index}: cannot turn MIG {state}: {exc}") from None
+        card, _ = self._card(local_index)
+        if (card.mode is SharingMode.MIG) != on:
+            raise MigError(
+                f"nvidia: card {local_index}: MIG {state} is pending a GPU reset "
+                f"(nvidia-smi -i {local_index} -r with nothing on the card)"
+            )
+
     def destroy_mig(self, local_index: int, uuid: str) -> None:
         card, ids = self._card(local_index)
         for inst, m in zip(card.mig, ids, strict=False):

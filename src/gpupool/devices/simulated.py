@@ -208,6 +208,17 @@ class SimulatedBackend:
             raise SpecError(f"mig: no instance {uuid} on device {local_index}")
         self._devices[local_index] = replace(d, mig=tuple(m for m in d.mig if m.uuid != uuid))
 
+    def set_mig_mode(self, local_index: int, on: bool) -> None:
+        """MIG mode on or off, as NVML allows it: only with no instance left; it takes effect
+        at once (as on cards that need no GPU reset for it)."""
+        d = self._devices[local_index]
+        if table_for(d.model) is None:
+            raise SpecError(f"mig: device {local_index} ({d.model}) cannot do MIG")
+        if d.mig:
+            names = ", ".join(f"{m.profile}@{m.start}" for m in d.mig)
+            raise SpecError(f"mig: device {local_index} still has instances ({names})")
+        self._devices[local_index] = replace(d, mode=SharingMode.MIG if on else SharingMode.WHOLE)
+
 
 def simulated_backend(spec: str, node: str) -> SimulatedBackend:
     """``simulated:4xA100-80G`` or a YAML file path."""

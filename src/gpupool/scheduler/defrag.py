@@ -5,9 +5,10 @@ NVLink islands, or as fractional shares spread over a node's cards.
 A move suspends a running job that allows it and restarts it on free capacity elsewhere —
 another node, or the same node's other cards (shares re-packed onto fewer cards, a job moved
 off the island the waiting job needs) — and the plan is only offered when every moved job fits
-once the waiting job has its room, so nothing is pushed out of the pool. Among the nodes where that works, the plan that moves
-the fewest jobs wins, then the one that loses the least progress (cards x seconds run since
-their start: a suspended job resumes from its last checkpoint at best), then the lowest node.
+once the waiting job has its room, so nothing is pushed out of the pool. Among the nodes where
+that works, the plan that moves the fewest jobs wins, then the one that loses the least
+progress (cards x seconds run since their start: a suspended job resumes from its last
+checkpoint at best), then the lowest node.
 
 The caller decides which jobs may move (``Movable``) and how a job is placed on a node mask
 (``Place``: the scheduler's own placer with the job's reservations, or a simulator's).

@@ -12,25 +12,49 @@ every request (agents may not have registered)."""
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 
 from sqlalchemy import select
 
-from gpupool.model import Job, ResourceRequest
+from gpupool.model import Job, Node, ResourceRequest, SharingMode
 from gpupool.scheduler import ClusterState, Placer, Unplaceable
 from gpupool.scheduler.cycle import estimate_usage
 from gpupool.scheduler.tenants import TenantTree
 from gpupool.server.codec import node_from_rows
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import DeviceRow, Meta, NodeRow
+from gpupool.server.db.tables import DeviceRow, Meta, NodeRow, Pool
 from gpupool.server.snapshot import tenant_tree
+from gpupool.sharing.mig import table_for
+
+
+def _hybrid_modes(pools: Iterable[Pool]) -> list[SharingMode]:
+    """The ways hybrid pools' MIG-capable cards may all be cut within their bounds."""
+    pools = list(pools)
+    out = []
+    if any(p.mig_cards_max != 0 for p in pools):
+        out.append(SharingMode.MIG)
+    if pools:
+        out.append(SharingMode.SHARE)
+    return out
+
+
+def _cut(node: Node, hybrid: dict[str, Pool], mode: SharingMode) -> Node:
+    pool = hybrid.get(node.pool or "")
+    if pool is None or (mode is SharingMode.MIG and pool.mig_cards_max == 0):
+        return node
+    devices = tuple(
+        replace(d, mode=mode) if table_for(d.model) is not None else d for d in node.devices
+    )
+    return replace(node, devices=devices)
 
 
 class PoolCapacity:
     def __init__(self, refresh_s: float = 5.0):
         self.refresh_s = refresh_s
-        # the empty pool and the answers found on it, replaced together when nodes change
-        self._pool: tuple[ClusterState, dict[ResourceRequest, str | None]] | None = None
+        # the empty pool (as it is cut, then with hybrid pools' cards cut the other ways) and
+        # the answers found on it, replaced together when nodes change
+        self._pool: tuple[list[ClusterState], dict[ResourceRequest, str | None]] | None = None
         self._version = -1
         self._checked = float("-inf")
         self._placer = Placer("first-fit")
@@ -57,12 +81,18 @@ class PoolCapacity:
                 devices: dict[str, list[DeviceRow]] = {}
                 for d in s.execute(select(DeviceRow)).scalars():
                     devices.setdefault(d.node, []).append(d)
+                hybrid = {
+                    p.name: p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"
+                }
                 nodes = []
                 for row in s.execute(select(NodeRow).order_by(NodeRow.name)).scalars():
                     node = node_from_rows(row, devices.get(row.name, []))
                     healthy = tuple(replace(d, healthy=True) for d in node.devices)
                     nodes.append(replace(node, devices=healthy))
-            self._pool = (ClusterState(nodes), {})
+            states = [ClusterState(nodes)]
+            for mode in _hybrid_modes(hybrid.values()):  # its cards may switch: try each way
+                states.append(ClusterState([_cut(n, hybrid, mode) for n in nodes]))
+            self._pool = (states, {})
             self._version = version if version is not None else -1
 
     def never_for(self, job: Job) -> str | None:
@@ -76,15 +106,19 @@ class PoolCapacity:
 
     def never(self, request: ResourceRequest) -> str | None:
         """Why ``request`` fits on no node of the pool even when it is empty, or None."""
-        if self._pool is None or self._pool[0].size == 0:
+        if self._pool is None or self._pool[0][0].size == 0:
             return None
-        state, answers = self._pool
+        states, answers = self._pool
         if request in answers:  # the same answer until the nodes change
             return answers[request]
-        result = self._placer.place(state, Job(id="capacity-check", request=request))
         answer = None
-        if isinstance(result, Unplaceable):
-            answer = f"can never run on this pool (every node empty): {result.reason}"
+        for n, state in enumerate(states):
+            result = self._placer.place(state, Job(id="capacity-check", request=request))
+            if not isinstance(result, Unplaceable):
+                answer = None
+                break
+            if n == 0:
+                answer = f"can never run on this pool (every node empty): {result.reason}"
         if len(answers) > 4096:
             answers.clear()
         answers[request] = answer

@@ -77,7 +77,8 @@ def node_from_rows(node: NodeRow, devices: list[DeviceRow]) -> Node:
                 vendor=Vendor(d.vendor),
                 memory_mib=d.memory_mib,
                 uuid=d.uuid,
-                healthy=d.healthy,
+                # a card the server ordered into another mode takes no new work meanwhile
+                healthy=d.healthy and d.want_mode in (None, d.mode),
                 mode=SharingMode(d.mode),
                 island=d.island,
                 pcie_switch=d.pcie_switch,

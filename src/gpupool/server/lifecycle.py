@@ -130,6 +130,18 @@ def live_on(query: Select[Any], node: str) -> Select[Any]:
     )
 
 
+def held_devices(session: Session, node: str | None = None) -> set[tuple[str, int]]:
+    """(node, device) pairs live allocations hold any part of — on ``node``, or anywhere."""
+    everywhere = select(AllocationRow.placement).where(AllocationRow.state == "active")
+    query = everywhere if node is None else live_on(select(AllocationRow.placement), node)
+    held: set[tuple[str, int]] = set()
+    for (placement,) in session.execute(query):
+        for n in placement["nodes"]:
+            if node is None or n["node"] == node:
+                held.update((n["node"], d["device"]) for d in n["devices"])
+    return held
+
+
 def bump_nodes_version(session: Session) -> None:
     session.execute(update(Meta).where(Meta.id == 1).values(nodes_version=Meta.nodes_version + 1))
 

@@ -27,6 +27,7 @@ from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow
+from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
@@ -285,6 +286,7 @@ class SchedulerLoop:
             with self.db.write() as s:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
+                order_switches(s, result, inputs.pending, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")

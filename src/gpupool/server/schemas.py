@@ -125,6 +125,12 @@ class Telemetry(Strict):
     mig: list[Annotated[str, Field(max_length=40)]] | None = Field(
         None, max_length=8, description="a MIG card's instances now, as profile@start"
     )
+    mode: Literal["whole", "mig", "share"] | None = Field(
+        None, description="how the card is cut now, once the agent switched it (hybrid pools)"
+    )
+    mode_error: str | None = Field(
+        None, max_length=300, description="why the agent could not switch the card's mode"
+    )
 
 
 class HeartbeatIn(Strict):
@@ -133,10 +139,16 @@ class HeartbeatIn(Strict):
 
 # -- pools, tenants, quotas, classes ----------------------------------------------------------
 class PoolIn(Strict):
+    """``mig_cards_min``/``mig_cards_max``: in a ``hybrid`` pool, how many of its MIG-capable
+    cards may be MIG cards (the others are shared); the pool switches idle cards between the
+    two by demand within them (max null: all)."""
+
     name: Name
     sharing: Literal["whole", "mig", "share", "hybrid"] = "whole"
     policy: str = "auto"
     description: str = Field("", max_length=2000)
+    mig_cards_min: int = Field(0, ge=0, le=1_000_000)
+    mig_cards_max: int | None = Field(None, ge=0, le=1_000_000)
 
 
 class PoolOut(BaseModel):
@@ -144,6 +156,8 @@ class PoolOut(BaseModel):
     sharing: str
     policy: str
     description: str
+    mig_cards_min: int = 0
+    mig_cards_max: int | None = None
 
 
 class TenantIn(Strict):
@@ -361,6 +375,8 @@ class OrdersOut(BaseModel):
     generation: int
     node_state: str
     orders: list[OrderOut]
+    # hybrid pools: cards to switch to this mode once nothing runs on them (node-wide index)
+    modes: dict[int, Literal["mig", "share"]] = Field(default_factory=dict)
 
 
 class ReconcileIn(Strict):

@@ -45,6 +45,9 @@ class Pool(Base):
     sharing: Mapped[str] = mapped_column(String(20), default="whole")
     policy: Mapped[str] = mapped_column(String(20), default="auto")
     description: Mapped[str] = mapped_column(Text, default="")
+    # hybrid pools: how many MIG-capable cards may be MIG cards (max None: all)
+    mig_cards_min: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    mig_cards_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class NodeRow(Base):
@@ -73,6 +76,8 @@ class DeviceRow(Base):
     uuid: Mapped[str] = mapped_column(String(200), default="")
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
     mode: Mapped[str] = mapped_column(String(10), default="whole")
+    # the mode the server ordered (hybrid pools); None once the agent reports it
+    want_mode: Mapped[str | None] = mapped_column(String(10), nullable=True)
     island: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pcie_switch: Mapped[int | None] = mapped_column(Integer, nullable=True)
     telemetry: Mapped[dict[str, Any]] = mapped_column(default=dict)

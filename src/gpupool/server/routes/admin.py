@@ -89,12 +89,21 @@ def put_pool(name: str, body: PoolIn, ctx: Ctx, who: Caller) -> PoolOut:
         raise ApiError(422, f"name: body says {body.name}, path says {name}", "name")
     if body.policy not in POLICY_NAMES:
         raise ApiError(422, f"policy: must be one of {', '.join(POLICY_NAMES)}", "policy")
+    bounded = body.mig_cards_min > 0 or body.mig_cards_max is not None
+    if bounded and body.sharing != "hybrid":
+        raise ApiError(
+            422, "mig_cards_min/mig_cards_max: only a hybrid pool has them", "mig_cards_min"
+        )
+    if body.mig_cards_max is not None and body.mig_cards_min > body.mig_cards_max:
+        said = f"mig_cards_min: {body.mig_cards_min} is above mig_cards_max {body.mig_cards_max}"
+        raise ApiError(422, said, "mig_cards_min")
     with ctx.db.write() as s:
         row = s.get(Pool, name)
         if row is None:
             row = Pool(name=name)
             s.add(row)
         row.sharing, row.policy, row.description = body.sharing, body.policy, body.description
+        row.mig_cards_min, row.mig_cards_max = body.mig_cards_min, body.mig_cards_max
         s.flush()
         return PoolOut.model_validate(row, from_attributes=True)
 

@@ -6,7 +6,7 @@ import time
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from gpupool.server.db.tables import AllocationRow, JobRow, Meta, NodeRow
+from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, Meta, NodeRow
 from gpupool.server.deps import Caller, Ctx, agent_for
 from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
@@ -44,7 +44,17 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
             )
             for a, j in rows
         ]
-        return OrdersOut(generation=generation, node_state=node.state, orders=out)
+        modes = s.execute(
+            select(DeviceRow.index, DeviceRow.want_mode).where(
+                DeviceRow.node == name, DeviceRow.want_mode.is_not(None)
+            )
+        ).all()
+        return OrdersOut(
+            generation=generation,
+            node_state=node.state,
+            orders=out,
+            modes={i: m for i, m in modes},
+        )
 
 
 @router.post("/nodes/{name}/reconcile", response_model=ReconcileOut)

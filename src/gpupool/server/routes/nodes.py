@@ -19,7 +19,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.idle import record_idle
-from gpupool.server.lifecycle import bump_nodes_version, finish, live_on
+from gpupool.server.lifecycle import bump_nodes_version, finish, held_devices, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
@@ -33,6 +33,7 @@ from gpupool.server.schemas import (
     NodePatch,
     Page,
 )
+from gpupool.sharing.mig import table_for
 
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
 TOPOLOGY = ("model", "vendor", "memory_mib", "uuid", "healthy", "mode", "island", "pcie_switch")
@@ -73,24 +74,20 @@ def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
     )
 
 
-def _held_devices(s: Session, node: str) -> set[int]:
-    held: set[int] = set()
-    for (placement,) in s.execute(live_on(select(AllocationRow.placement), node)):
-        for n in placement["nodes"]:
-            if n["node"] == node:
-                held.update(d["device"] for d in n["devices"])
-    return held
-
-
 def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
     """Insert or update a node and its devices; the scheduler's snapshot is rebuilt only if
     capacity, devices or topology changed."""
-    if s.get(Pool, body.pool) is None:
+    pool = s.get(Pool, body.pool)
+    if pool is None:
         raise ApiError(422, f"pool: unknown pool {body.pool!r}", "pool")
     indexes = [d.index for d in body.devices]
     if len(set(indexes)) != len(indexes):
         raise ApiError(422, "devices: duplicate device index", "devices")
     wanted = {d.index: device_fields(d.model_dump()) for d in body.devices}
+    if pool.sharing == "hybrid":  # a hybrid pool's MIG-capable card is a MIG or a shared card
+        for fields in wanted.values():
+            if fields["mode"] == "whole" and table_for(fields["model"]) is not None:
+                fields["mode"] = "share"
     node = s.get(NodeRow, body.name, with_for_update=True)
     changed = node is None
     if node is None:
@@ -112,7 +109,7 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
         changed = fenced or before != (node.pool, node.cpu_millis, node.memory_mib, node.labels)
     s.flush()
     current = {d.index: d for d in _devices(s, [body.name])[body.name]}
-    held = _held_devices(s, body.name)
+    held = {i for _, i in held_devices(s, body.name)}
     for index, d in current.items():
         if index in wanted:
             continue
@@ -270,9 +267,15 @@ def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeO
             d = devices.get(t.index)
             if d is None:
                 raise ApiError(422, f"devices: node {name} has no device {t.index}", "devices")
-            d.telemetry = t.model_dump(exclude={"index"}) | {"time": now}
+            d.telemetry = t.model_dump(exclude={"index", "mode"}) | {"time": now}
             if d.healthy != t.healthy:
                 d.healthy = t.healthy
+                health_changed = True
+            if t.mode is not None and t.mode != d.mode:  # the agent switched it (hybrid)
+                d.mode = t.mode
+                health_changed = True
+            if d.want_mode is not None and (d.want_mode == d.mode or t.mode_error):
+                d.want_mode = None  # switched, or it cannot: back to work as it is
                 health_changed = True
         if health_changed:
             bump_nodes_version(s)

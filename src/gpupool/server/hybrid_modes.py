@@ -1,0 +1,96 @@
+"""After each cycle, hybrid pools follow their queue: ``gpupool.sharing.hybrid.plan_modes``
+picks idle cards to switch between MIG and sharing within the pool's bounds; the server marks
+them (``want_mode``: no new work lands there meanwhile), audits each order, and the node's
+agent switches the card and reports its new mode in its next heartbeat."""
+
+import re
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.model import Job, SharingMode, SliceKind
+from gpupool.model.devices import model_matches
+from gpupool.scheduler.cycle import CycleResult
+from gpupool.server.db.tables import AuditRow, DeviceRow, NodeRow, Pool
+from gpupool.server.lifecycle import bump_nodes_version, held_devices
+from gpupool.sharing.hybrid import HybridBounds, HybridCard, ModeChange, plan_modes
+from gpupool.sharing.mig import table_for
+
+# a placement refusal ("0/12 nodes: 8 no free gpu, ..."), not a quota or a gate
+_NO_ROOM = re.compile(r"^\d+/\d+ nodes: ")
+
+
+def waiting_for_room(result: CycleResult, pending: list[Job], models: set[str]) -> tuple[int, int]:
+    """(MIG requests, share or whole-card requests) that wait because nothing fits and could
+    use a card of one of ``models`` (a T4 request does not re-cut A100s)."""
+    mig = other = 0
+    for job in pending:
+        reason = result.pending.get(job.id)
+        request = job.request
+        if reason is None or not _NO_ROOM.match(reason) or not request.gpu_count:
+            continue
+        if request.gpu_model and not any(model_matches(request.gpu_model, m) for m in models):
+            continue
+        if request.kind is not SliceKind.MIG:
+            other += 1
+        elif any(_has_profile(m, request.mig_profile or "") for m in models):
+            mig += 1
+    return mig, other
+
+
+def _has_profile(model: str, profile: str) -> bool:
+    table = table_for(model)
+    return table is not None and table.has(profile)
+
+
+def order_switches(
+    s: Session, result: CycleResult, pending: list[Job], now: float
+) -> list[ModeChange]:
+    """Order the switches each hybrid pool needs now; returns them (for the tests)."""
+    pools = [p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"]
+    if not pools:
+        return []
+    held = held_devices(s)
+    ordered: list[ModeChange] = []
+    for pool in pools:
+        rows = s.execute(
+            select(DeviceRow)
+            .join(NodeRow, NodeRow.name == DeviceRow.node)
+            .where(NodeRow.pool == pool.name, NodeRow.state == "ready", NodeRow.schedulable)
+        ).scalars()
+        devices = {(d.node, d.index): d for d in rows if d.mode in ("mig", "share")}
+        cards = [
+            HybridCard(
+                d.node,
+                d.index,
+                d.model,
+                SharingMode(d.mode),
+                # a card that could not switch is not asked again (its agent says why)
+                idle=key not in held and d.healthy and not (d.telemetry or {}).get("mode_error"),
+                want=SharingMode(d.want_mode) if d.want_mode else None,
+            )
+            for key, d in sorted(devices.items())
+        ]
+        bounds = HybridBounds(pool.mig_cards_min, pool.mig_cards_max)
+        waiting_mig, waiting_other = waiting_for_room(result, pending, {c.model for c in cards})
+        for change in plan_modes(cards, bounds, waiting_mig, waiting_other):
+            devices[(change.node, change.index)].want_mode = change.mode.value
+            s.add(
+                AuditRow(
+                    time=now,
+                    actor="scheduler",
+                    role="",
+                    action="MODE switch",
+                    target=(
+                        f"{change.node} device {change.index} -> {change.mode.value} "
+                        f"(pool {pool.name}: {change.why})"
+                    )[:500],
+                    result=200,
+                    client="",
+                    detail="",
+                )
+            )
+            ordered.append(change)
+    if ordered:
+        bump_nodes_version(s)  # the switching cards take no new work meanwhile
+    return ordered
