@@ -4,6 +4,7 @@ that allow it, never an inference replica, never a job that forbids it, never fo
 the moved jobs restart in the next cycle."""
 
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -95,6 +96,20 @@ def test_only_guaranteed_jobs_that_waited_are_served(waiting, why):
     assert result.admitted == 0 and not result.preemptions, why
 
 
+def test_the_gain_must_beat_the_cost():
+    """tr5 ran 900 s on one card; the ask (4 cards) waited 100 s: 400 card-seconds denied do
+    not pay for up to 900 lost — unless tr5 checkpoints every minute."""
+    late = ask(submitted=900.0)
+    result = cycle(running(), [late], CycleConfig(defrag_moves=4, defrag_after_s=60))
+    assert result.admitted == 0 and not result.preemptions
+    assert (
+        "defragmentation waits: moving 1 job would lose up to 0.25 card-hours"
+        in (result.pending["big"])
+    )
+    often = CycleConfig(defrag_moves=4, defrag_after_s=60, defrag_checkpoint_s=60)
+    assert cycle(running(), [late], often).admitted == 1
+
+
 @pytest.mark.parametrize(
     "config, said",
     [
@@ -149,7 +164,10 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
             quota = {"resource": "gpu", "nominal": cards}
             ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
         big = submit(admin, "gpu=4", "inference", kind="inference", name="big")
-        srv.cycle()
+        srv.cycle()  # it has not waited: moving jobs would cost more than it gains
+        job = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
+        assert job["state"] == "pending" and "defragmentation waits: moving" in job["reason"]
+        srv.cycle(now=time.time() + 3000)  # 4 cards x 50 min waited beat <= 2 moves x 1 h
         job = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
         assert job["state"] == "admitted", job["reason"]
         assert job["reason"].startswith("defragment: within guarantee; defragmenting: moving job")
@@ -167,22 +185,23 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
             assert ok(admin.get(f"/api/v1/jobs/{v}"))["state"] == "admitted"
 
 
-def _one_node(mode, spec_of: dict[str, tuple[str, int]]):
-    """One 8-card node (NVLink islands of 4); ``spec_of``: job -> (request, first card)."""
-    from gpupool.model import Node, make_devices
+def _one_node(mode, spec_of: dict[str, tuple[str, int]], cards: int = 8):
+    """One node (NVLink islands of 4); ``spec_of``: job -> (request, its card, or for a MIG
+    request its start slice on card 0)."""
+    from gpupool.model import Node, SharingMode, make_devices
     from gpupool.scheduler import Placer
     from gpupool.scheduler.defrag import Movable
 
-    node = Node(
-        "n0", 64000, 512 * 1024, make_devices("A100-80G", 8, node="n0", mode=mode, island_size=4)
-    )
-    state = ClusterState([node])
+    devices = make_devices("A100-80G", cards, node="n0", mode=mode, island_size=4)
+    state = ClusterState([Node("n0", 64000, 512 * 1024, devices)])
     placer, movable = Placer("best-fit"), []
-    for name, (spec, card) in spec_of.items():
+    for name, (spec, where) in spec_of.items():
         job = Job(name, parse_request(spec), tenant="t")
-        allowed = None
-        placement = placer.place(state, job, allowed, explain=False)
-        grants = tuple(replace(g, device=card) for g in placement.devices)  # where we say
+        placement = placer.place(state, job, None, explain=False)
+        if mode is SharingMode.MIG:
+            grants = tuple(replace(g, device=0, mig_start=where) for g in placement.devices)
+        else:
+            grants = tuple(replace(g, device=where) for g in placement.devices)
         placement = Placement(name, (NodeGrant("n0", 0, 0, grants),), "test")
         state.apply(placement)
         movable.append(Movable(job, placement, started=0.0))
@@ -228,6 +247,24 @@ def test_a_job_moves_to_the_other_nvlink_island_to_free_one():
     (move,) = plan.moves
     islands = {g.device // 4 for g in plan.placement.devices}
     assert len(islands) == 1 and move.target.devices[0].device // 4 not in islands
+
+
+def test_a_mig_card_is_re_laid_out_by_moving_an_instance():
+    """One MIG card, 1g instances at slices 0 and 4: a 4g instance (slices 0-3) does not fit
+    though 5 slices are free, until the job at slice 0 restarts on another slice."""
+    from gpupool.model import SharingMode
+    from gpupool.scheduler.defrag import plan_defrag
+
+    jobs = {"a": ("mig=1g.10gb", 0), "b": ("mig=1g.10gb", 4)}
+    state, movable, place = _one_node(SharingMode.MIG, jobs, cards=1)
+    wide = Job("w", parse_request("mig=4g.40gb"), tenant="t")
+    assert place(state, wide, None) is None  # fragmented by the two 1g instances on card 0
+    plan = plan_defrag(state, wide, movable, place, 10.0)
+    assert plan is not None and len(plan.moves) == 1
+    (grant,) = plan.placement.devices
+    assert (grant.device, grant.mig_profile, grant.mig_start) == (0, "4g.40gb", 0)
+    (move,) = plan.moves
+    assert move.target.devices[0].mig_start not in (0, 1, 2, 3)
 
 
 def test_probes_fit_after_moves_and_count_what_they_cost():

@@ -69,6 +69,8 @@ class CycleConfig:
     # reasons: 0 there means defragmentation is off; None: the cycle's own budget
     defrag_hourly: int | None = None
     defrag_after_s: float = 300.0  # how long a job within its guarantee waits before
+    # a suspendable job is taken to lose at most this much work when moved (its checkpoints)
+    defrag_checkpoint_s: float = 3600.0
 
 
 @dataclass

@@ -267,6 +267,7 @@ class SchedulerLoop:
                 defrag_moves=self.defrag_budget(now),
                 defrag_hourly=self.settings.defrag_moves_per_hour,
                 defrag_after_s=self.settings.defrag_after_s,
+                defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
             )
             result = run_cycle(
                 inputs.state,

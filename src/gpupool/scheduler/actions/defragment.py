@@ -27,11 +27,24 @@ def over(needed: int, left: int, hourly: int | None) -> str:
     return f"defragmentation would move {needed} jobs, {left} {moves} left {bound}"
 
 
+def not_yet(moves: int, cost: float, gain: float) -> str:
+    jobs = "1 job" if moves == 1 else f"{moves} jobs"
+    return (
+        f"defragmentation waits: moving {jobs} would lose up to {cost / 3600:.2f} card-hours of "
+        f"work, more than the {gain / 3600:.2f} card-hours this job has waited"
+    )
+
+
 def defragment(cy: Session, blocked: list[Job]) -> None:
     """A job within its tenant's guarantee that waited ``defrag_after_s`` while the cards it
     needs are free but scattered gets room on one node: jobs that allow it (``on_preempt:
     suspend``, not inference: a replica is never broken) are suspended and restart on free
-    cards elsewhere, at most ``defrag_moves`` in the cycle (see ``gpupool.scheduler.defrag``)."""
+    cards elsewhere, at most ``defrag_moves`` in the cycle (see ``gpupool.scheduler.defrag``).
+
+    Only when the gain beats the cost: the work the moved jobs may lose (their cards x the
+    time since they started, at most ``defrag_checkpoint_s``: a job that may be suspended is
+    taken to checkpoint at least that often) must not exceed the service the waiting job has
+    been denied (its cards x the time it waited)."""
     budget, hourly = cy.config.defrag_moves, cy.config.defrag_hourly
     if hourly == 0 or (hourly is None and budget <= 0):
         return  # off
@@ -76,6 +89,16 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 planless.add(key, why)
         if plan is None:
             refuse(job, why)
+            continue
+        cost = sum(
+            cy.estimate(cy.running[m.job_id].job).get("gpu", 0)
+            / 100
+            * min(cy.now - cy.running[m.job_id].start_time, cy.config.defrag_checkpoint_s)
+            for m in plan.moves
+        )
+        gain = cy.estimate(job).get("gpu", 0) / 100 * (cy.now - job.submit_time)
+        if gain < cost:  # not remembered: the gain grows as the job waits
+            refuse(job, not_yet(len(plan.moves), cost, gain))
             continue
         for m in plan.moves:
             why = (
