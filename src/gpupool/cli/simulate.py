@@ -304,6 +304,9 @@ def defrag_command(
     scenario: Path | None = typer.Option(
         None, help="Instead: replay this team scenario pooled, without and with moves."
     ),
+    checkpoint_s: float = typer.Option(
+        1800.0, min=0, help="--scenario: work a move may cost a job, s (server's default)."
+    ),
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -312,12 +315,13 @@ def defrag_command(
     the scheduler's planner move pods (each to free capacity elsewhere) to make room; with
     the moves and pods interrupted it cost. Every pod counts as movable: an upper bound.
     With --scenario: each team's queue delays in the pooled replay without and with
-    defragmentation (the server's limits: 12 moves an hour, after 5 minutes of waiting)."""
+    defragmentation (the server's limits: 12 moves an hour, after 5 minutes of waiting, a
+    move costing a job at most --checkpoint-s of work)."""
     from gpupool.scheduler.placer import POLICY_NAMES
     from gpupool.sim.defrag_sim import defrag_report
 
     if scenario is not None:
-        _scenario_defrag(scenario, as_json)
+        _scenario_defrag(scenario, as_json, checkpoint_s)
         return
 
     if policy not in POLICY_NAMES:
@@ -349,11 +353,11 @@ def defrag_command(
     Console().print(table)
 
 
-def _scenario_defrag(path: Path, as_json: bool) -> None:
+def _scenario_defrag(path: Path, as_json: bool, checkpoint_s: float) -> None:
     from gpupool.sim.scenario import load_scenario
     from gpupool.sim.team_replay import defrag_waits
 
-    result = defrag_waits(load_scenario(path))
+    result = defrag_waits(load_scenario(path), checkpoint_s=checkpoint_s)
     if as_json:
         typer.echo(json.dumps({k: v for k, v in result.items()}, default=str))
         return

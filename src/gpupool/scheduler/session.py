@@ -70,7 +70,7 @@ class CycleConfig:
     defrag_hourly: int | None = None
     defrag_after_s: float = 300.0  # how long a job within its guarantee waits before
     # a suspendable job is taken to lose at most this much work when moved (its checkpoints)
-    defrag_checkpoint_s: float = 3600.0
+    defrag_checkpoint_s: float = 1800.0
 
 
 @dataclass

@@ -280,15 +280,23 @@ def compare(scenario: Scenario) -> dict[str, object]:
     return out
 
 
-def defrag_waits(scenario: Scenario, moves_per_hour: int = 12, after_s: float = 300.0) -> dict:
+def defrag_waits(
+    scenario: Scenario,
+    moves_per_hour: int = 12,
+    after_s: float = 300.0,
+    checkpoint_s: float = 1800.0,
+) -> dict:
     """The pooled replay without and with defragmentation (the server's limits: moves per
-    hour spread over the cycles, a job waits ``after_s`` first): queue delays per team."""
+    hour spread over the cycles, a job waits ``after_s`` first, a move costs at most
+    ``checkpoint_s`` of a job's work): queue delays per team."""
     jobs = generate_jobs(scenario)
     cards = sum(g.count * g.cards for g in scenario.cluster)
     horizon = scenario.days * 24 * HOUR
     per_cycle = max(1, math.ceil(moves_per_hour * scenario.tick_minutes / 60))
     out: dict[str, object] = {"scenario": scenario.name, "moves_per_cycle": per_cycle}
     for name, moves in (("without", 0), ("with", per_cycle)):
-        config = CycleConfig(defrag_moves=moves, defrag_after_s=after_s)
+        config = CycleConfig(
+            defrag_moves=moves, defrag_after_s=after_s, defrag_checkpoint_s=checkpoint_s
+        )
         out[name] = replay_mode(scenario, jobs, "pooled", config).summary(cards, horizon)
     return out
