@@ -90,7 +90,7 @@ def decisions(result) -> dict:
             for n in p.nodes
         ]  # fmt: skip
 
-    return {
+    out = {
         "bindings": [
             [b.job_id, b.action, b.borrowed, list(b.after), placement(b.placement)]
             for b in result.bindings
@@ -101,6 +101,11 @@ def decisions(result) -> dict:
         "pending": sorted(result.pending.items()),
         "starts_by": sorted(result.starts_by.items()),
     }
+    if result.replacements:  # (make-before-break copies: recorded since they exist)
+        out["replacements"] = [
+            [r.job_id, r.by, r.reason, placement(r.placement)] for r in result.replacements
+        ]
+    return out
 
 
 def run(seed: int) -> list[dict]:
@@ -136,11 +141,12 @@ def test_decisions_are_the_recorded_ones():
 
 def test_the_scenarios_exercise_every_action():
     actions: dict[str, int] = {}
-    preempted = 0
+    preempted = copied = 0
     for seed in SEEDS:
         for cycle in run(seed):
             for b in cycle["bindings"]:
                 actions[b[1]] = actions.get(b[1], 0) + 1
             preempted += len(cycle["preemptions"])
+            copied += len(cycle.get("replacements", ()))
     assert set(actions) == {"allocate", "borrow", "preempt", "reclaim", "backfill", "defragment"}
-    assert preempted > 0
+    assert preempted > 0 and copied > 0

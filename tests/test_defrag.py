@@ -72,7 +72,7 @@ def test_the_fewest_moves_free_a_node_and_the_moved_job_restarts_next_cycle():
     assert [b.job_id for b in after.bindings] == ["tr5"] and not after.preemptions
 
 
-def test_jobs_that_forbid_it_and_inference_replicas_are_never_moved():
+def test_jobs_that_forbid_it_are_never_moved():
     jobs = running(tr5={"on_preempt": "kill"})
     result = cycle(jobs, [ask()])
     (binding,) = result.bindings
@@ -80,8 +80,30 @@ def test_jobs_that_forbid_it_and_inference_replicas_are_never_moved():
     assert {p.job_id for p in result.preemptions} == {"tr3", "tr4"}
     kill_all = {f"tr{i}": {"on_preempt": "kill"} for i in range(6)}
     result = cycle(running(**kill_all), [ask()])
-    assert result.admitted == 0 and not result.preemptions  # only inference left: untouched
+    assert result.admitted == 0 and not result.preemptions  # only replicas + kill: no room
     assert result.pending["big"].endswith("; no defragmentation move frees room for it")
+
+
+def test_inference_replicas_are_copied_before_they_stop():
+    """Only s00 can be freed (the other training jobs forbid moving): its two replicas get a
+    copy elsewhere first (make-before-break), tr0 is moved; big waits for the replicas to stop
+    and nothing else is planned while their copies start."""
+    kill = {f"tr{i}": {"on_preempt": "kill"} for i in range(1, 6)}
+    result = cycle(running(**kill), [ask()])
+    assert result.admitted == 0
+    assert {r.job_id for r in result.replacements} == {"inf0", "inf1"}
+    assert [p.job_id for p in result.preemptions] == ["tr0"]
+    assert all(r.by == "big" and "a copy starts on s0" in r.reason for r in result.replacements)
+    assert all(r.placement.node_names[0] != "s00" for r in result.replacements)
+    said = result.pending["big"]
+    assert said.startswith("defragmenting: starting copies of job inf0 on s0")
+    assert said.endswith("to free 4 cards on s00; it starts once they stopped")
+    waiting = CycleConfig(defrag_moves=4, defrag_after_s=60, replacing=frozenset({"inf0"}))
+    result = cycle(running(**kill), [ask()], waiting)
+    assert not result.replacements and not result.preemptions
+    assert result.pending["big"].endswith(
+        "defragmentation waits for the copies of job inf0 to start"
+    )
 
 
 @pytest.mark.parametrize(

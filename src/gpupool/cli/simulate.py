@@ -377,6 +377,9 @@ def _scenario_defrag(path: Path, as_json: bool, checkpoint_s: float) -> None:
     Console().print(table)
     moves = result["with"]["preemptions"] - result["without"]["preemptions"]  # type: ignore[index]
     typer.echo(f"jobs moved (extra preemptions): {moves}")
+    typer.echo(
+        f"inference replicas copied first (make-before-break): {result['with']['replicas_copied']}"
+    )  # type: ignore[index]
 
 
 def _ratio(value: float | None) -> str:

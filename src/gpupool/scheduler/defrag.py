@@ -14,7 +14,7 @@ The caller decides which jobs may move (``Movable``) and how a job is placed on 
 (``Place``: the scheduler's own placer with the job's reservations, or a simulator's).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,11 +60,20 @@ class DefragPlan:
     moves: tuple[Move, ...]
     lost_card_s: float  # progress the moved jobs lose at worst (cards x seconds run)
 
-    def describe(self) -> str:
+    def describe(self, copied: Collection[str] = ()) -> str:
         """``defragmenting: moving job 812 from node-03 to node-07 to free 4 cards on
-        node-03`` (the waiting job's reason while the moved jobs stop)."""
-        moved = ", ".join(f"job {m.job_id} {m.route()}" for m in self.moves)
-        return f"defragmenting: moving {moved} to free {self.room()} on {self.node}"
+        node-03`` (the waiting job's reason while the moved jobs stop); ``copied`` jobs are
+        replicas whose copy starts first (``starting a copy of job 7 on node-07``)."""
+        copies = [f"job {m.job_id} on {m.targets()}" for m in self.moves if m.job_id in copied]
+        moved = [f"job {m.job_id} {m.route()}" for m in self.moves if m.job_id not in copied]
+        parts = []
+        if len(copies) == 1:
+            parts.append(f"starting a copy of {copies[0]} before it stops")
+        elif copies:
+            parts.append(f"starting copies of {', '.join(copies)} before they stop")
+        if moved:
+            parts.append(f"moving {', '.join(moved)}")
+        return f"defragmenting: {' and '.join(parts)} to free {self.room()} on {self.node}"
 
     def room(self) -> str:
         cards = len(self.placement.devices)

@@ -43,13 +43,17 @@ def default_plugins(queue: QueuePolicy, tree: TenantTree, placer: Placer) -> Plu
     def preemptable(victim: "RunningJob", job: Job, action: str) -> bool:
         """preempt: a lower-priority job of the same tenant; reclaim: another tenant's job
         running on borrowed capacity; defragment: a job that may be suspended and is no
-        inference replica (one is never broken before its replacement runs)."""
+        inference replica; replace (defragment, make-before-break): an inference replica that
+        allows moving — a copy starts elsewhere and it stops once the copy runs."""
         if action == "preempt":
             return queue.base_priority(victim.job) < queue.base_priority(job)
         if action == "reclaim":
             return victim.borrowed and victim.job.tenant != job.tenant
+        inference = victim.job.kind.value == "inference"
         if action == "defragment":
-            return victim.job.on_preempt == "suspend" and victim.job.kind.value != "inference"
+            return victim.job.on_preempt == "suspend" and not inference
+        if action == "replace":
+            return victim.job.on_preempt == "suspend" and inference
         return False
 
     def place(

@@ -3,7 +3,7 @@ runs, the decisions so far, and the plugins its actions call. Actions (``schedul
 read and change the session; nothing else does."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpupool.model import Job, ResourceRequest
 from gpupool.scheduler.memo import RefusedAsks
@@ -71,12 +71,26 @@ class CycleConfig:
     defrag_after_s: float = 300.0  # how long a job within its guarantee waits before
     # a suspendable job is taken to lose at most this much work when moved (its checkpoints)
     defrag_checkpoint_s: float = 1800.0
+    # jobs whose replacement is starting (make-before-break): not moved again meanwhile
+    replacing: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """Make-before-break: start a copy of ``job_id`` at ``placement``; the running one stops
+    once the copy runs (the server does that), and its room goes to ``by``."""
+
+    job_id: str
+    placement: Placement
+    by: str
+    reason: str
 
 
 @dataclass
 class CycleResult:
     bindings: list[Binding] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # job id -> reason
     # pending heads whose earliest start backfill computed: if running jobs end at their
     # declared time limits, they can start by then (squeue's expected start time)
@@ -192,6 +206,13 @@ class Session:
         self.running[job.id] = RunningJob(job, placement, self.now, borrowed)
         self.result.bindings.append(Binding(job.id, placement, borrowed, action, after, note))
         self.result.pending.pop(job.id, None)
+
+    def replace(self, victim: RunningJob, placement: Placement, by: Job, reason: str) -> None:
+        """Start a copy of ``victim`` at ``placement`` (make-before-break); ``victim`` keeps
+        its room until the copy runs, so ``by`` is not bound in this cycle."""
+        self.state.apply(replace(placement, job_id=f"{victim.job.id}+"))
+        self.tree.charge(victim.job.tenant, self.usage(placement))
+        self.result.replacements.append(Replacement(victim.job.id, placement, by.id, reason))
 
     def evict(self, victim: RunningJob, by: Job, reason: str) -> None:
         self.state.release(victim.job.id)

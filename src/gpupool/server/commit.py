@@ -7,14 +7,17 @@ only the leader writes allocations and the cycle saw every live one.
 """
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
 
-from sqlalchemy import Row, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import Binding, CycleResult
 from gpupool.server.codec import placement_to_json
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
+from gpupool.server.replacements import create_copies
 
 ACTOR = "scheduler"
 
@@ -44,7 +47,7 @@ def commit_cycle(
         for jid, reason in result.pending.items()
         if old_reasons.get(jid) is not None and old_reasons[jid] != reason
     ]
-    if not (result.bindings or result.preemptions or changed):
+    if not (result.bindings or result.preemptions or result.replacements or changed):
         return CommitSummary()
     fenced = session.execute(
         update(Meta)
@@ -88,6 +91,10 @@ def commit_cycle(
         b for b in result.bindings if (job := jobs.get(int(b.job_id))) and job.state == "pending"
     ]
     out.skipped += len(result.bindings) - len(admit)
+    for copy, binding in create_copies(session, result.replacements, allocation_of, now):
+        jobs[copy.id] = SimpleNamespace(id=copy.id, state="pending", tenant=copy.tenant,
+                                        queued_at=now)  # fmt: skip
+        admit.append(binding)
     if admit:
         _admit(session, admit, jobs, allocation_of, generation, now, out)
     for jid, reason in changed:
@@ -102,7 +109,7 @@ def commit_cycle(
 def _admit(
     session: Session,
     bindings: list[Binding],
-    jobs: dict[int, Row],
+    jobs: dict[int, Any],
     allocation_of: dict[str, int],
     generation: int,
     now: float,

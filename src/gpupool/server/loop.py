@@ -32,6 +32,7 @@ from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
 from gpupool.server.pool_read import record_sample
+from gpupool.server.replacements import end_replaced
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
 
@@ -209,6 +210,14 @@ class SchedulerLoop:
 
     def audit_moves(self, s: Session, result: CycleResult, now: float) -> None:
         """Every defragmentation move in the audit log, and counted against the hour."""
+        for r in result.replacements:
+            self._moves.append(now)
+            where = "+".join(dict.fromkeys(r.placement.node_names))
+            s.add(
+                AuditRow(time=now, actor="scheduler", role="", action="DEFRAGMENT copy",
+                         target=f"job {r.job_id} -> a copy on {where} (make-before-break)",
+                         result=200, client="", detail=r.reason[:2000])
+            )  # fmt: skip
         why = {b.job_id: b.note for b in result.bindings if b.action == "defragment"}
         for p in result.preemptions:
             if p.by in why and p.reason.startswith("moved by defragmentation"):
@@ -268,6 +277,7 @@ class SchedulerLoop:
                 defrag_hourly=self.settings.defrag_moves_per_hour,
                 defrag_after_s=self.settings.defrag_after_s,
                 defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
+                replacing=inputs.replacing,
             )
             result = run_cycle(
                 inputs.state,
@@ -288,6 +298,7 @@ class SchedulerLoop:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
                 order_switches(s, result, inputs.pending, now)
+                end_replaced(s, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")

@@ -417,6 +417,7 @@ class JobOut(BaseModel):
     array_limit: int | None = None
     array_size: int | None = None  # on submission of an array: how many tasks it made
     output: str | None = None
+    replaces: int | None = None  # the replica this copy replaces (defragmentation)
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str

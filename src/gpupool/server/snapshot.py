@@ -34,6 +34,7 @@ from gpupool.server.db.tables import (
     TenantRow,
 )
 from gpupool.server.rentals import active_plans
+from gpupool.server.replacements import replacing
 
 
 @lru_cache(maxsize=4096)
@@ -53,6 +54,7 @@ class CycleInputs:
     reservations: list[Reservation]
     invalid: dict[str, str]  # pending jobs the engine cannot read: id -> why
     gated: dict[str, str]  # pending jobs held, waiting for dependencies or an array's limit
+    replacing: frozenset[str] = frozenset()  # replicas whose copy starts (make-before-break)
 
 
 _JOB_FIELDS = (
@@ -180,6 +182,7 @@ class SnapshotBuilder:
             reservations=reservations(session),
             invalid=invalid,
             gated=gated,
+            replacing=replacing(session),
         )
 
 

@@ -154,6 +154,7 @@ class ModeResult:
     mode: str
     card_seconds: float = 0.0
     preemptions: int = 0
+    copies: int = 0  # replicas moved make-before-break (a copy started, then it stopped)
     started: dict[str, list[float]] = field(default_factory=dict)  # team -> queue delays
     waiting: dict[str, list[float]] = field(default_factory=dict)  # never started: wait so far
     busy: list[tuple[float, float]] = field(default_factory=list)  # (hour, cards in use)
@@ -179,6 +180,7 @@ class ModeResult:
             "cards_in_use": self.busy,
             "queue_delay_p95_s": percentile(every, 95),
             "preemptions": self.preemptions,
+            "replicas_copied": self.copies,
             "tenants": teams,
         }
 
@@ -234,6 +236,10 @@ def replay_mode(
             pending_job = victim.job
             by_id[pending_job.id] = pending_job
             result.preemptions += 1
+        for r in cycle.replacements:  # the copy starts and the replica stops in the tick
+            moved = running[r.job_id]
+            running[r.job_id] = RunningJob(moved.job, r.placement, moved.start_time)
+            result.copies += 1
         for b in cycle.bindings:
             job = by_id[b.job_id]
             running[job.id] = RunningJob(job, b.placement, now, b.borrowed)

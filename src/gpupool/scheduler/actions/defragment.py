@@ -38,8 +38,10 @@ def not_yet(moves: int, cost: float, gain: float) -> str:
 def defragment(cy: Session, blocked: list[Job]) -> None:
     """A job within its tenant's guarantee that waited ``defrag_after_s`` while the cards it
     needs are free but scattered gets room on one node: jobs that allow it (``on_preempt:
-    suspend``, not inference: a replica is never broken) are suspended and restart on free
-    cards elsewhere, at most ``defrag_moves`` in the cycle (see ``gpupool.scheduler.defrag``).
+    suspend``) are suspended and restart on free cards elsewhere — an inference replica is
+    never broken: a copy of it starts first (make-before-break, ``Session.replace``) and the
+    job gets its room once the replicas stopped — at most ``defrag_moves`` in the cycle (see
+    ``gpupool.scheduler.defrag``). While copies start, no other plan is made.
 
     Only when the gain beats the cost: the work the moved jobs may lose (their cards x the
     time since they started, at most ``defrag_checkpoint_s``: a job that may be suspended is
@@ -62,12 +64,16 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
         if job.id in cy.result.pending:
             cy.result.pending[job.id] += f"; {why}"
 
+    starting = ", ".join(sorted(cy.config.replacing))
     for job in blocked:
         if cy.now - job.submit_time < cy.config.defrag_after_s:
             continue
         ok, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
         if not ok:
             continue  # defragmentation serves guarantees, never borrowing
+        if starting:  # one plan at a time while replicas' copies start: never two for one
+            refuse(job, f"defragmentation waits for the copies of job {starting} to start")
+            continue
         if budget <= 0:  # nothing is planned: the bound is the whole answer
             refuse(job, spent(hourly))
             continue
@@ -77,7 +83,8 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             live = [
                 Movable(r.job, r.placement, r.start_time)
                 for r in cy.running.values()
-                if r.job.id in cy.started_before and may(r, job, "defragment")
+                if r.job.id in cy.started_before
+                and (may(r, job, "defragment") or may(r, job, "replace"))
             ]
             plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, MAX_MOVES))
             if plan is None:
@@ -90,22 +97,37 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
         if plan is None:
             refuse(job, why)
             continue
+        # a replica is copied first (make-before-break): its move loses no work
+        copied = {m.job_id for m in plan.moves if may(cy.running[m.job_id], job, "replace")}
         cost = sum(
             cy.estimate(cy.running[m.job_id].job).get("gpu", 0)
             / 100
             * min(cy.now - cy.running[m.job_id].start_time, cy.config.defrag_checkpoint_s)
             for m in plan.moves
+            if m.job_id not in copied
         )
         gain = cy.estimate(job).get("gpu", 0) / 100 * (cy.now - job.submit_time)
         if gain < cost:  # not remembered: the gain grows as the job waits
             refuse(job, not_yet(len(plan.moves), cost, gain))
             continue
+        budget -= len(plan.moves)
         for m in plan.moves:
+            victim = cy.running[m.job_id]
+            if m.job_id in copied:
+                why = (
+                    f"replaced by defragmentation: a copy starts on {m.targets()} and this one "
+                    f"stops once it runs, so that {job.id} gets {plan.room()} on {plan.node}"
+                )
+                cy.replace(victim, m.target, job, why)
+                continue
             why = (
                 f"moved by defragmentation: restarts on {m.targets()} so that {job.id} gets "
                 f"{plan.room()} on {plan.node}"
             )
-            cy.evict(cy.running[m.job_id], job, why)
+            cy.evict(victim, job, why)
+        if copied:  # its room is still held by the replicas: it starts once they stopped
+            cy.result.pending[job.id] = plan.describe(copied) + "; it starts once they stopped"
+            starting = ", ".join(sorted(copied))
+            continue
         after = tuple(m.job_id for m in plan.moves)
         cy.bind(job, plan.placement, False, "defragment", after, plan.describe())
-        budget -= len(plan.moves)

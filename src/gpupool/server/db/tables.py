@@ -173,6 +173,8 @@ class JobRow(Base):
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     array_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
     output: Mapped[str | None] = mapped_column(String(500), nullable=True)  # sbatch --output
+    # a copy started by defragmentation (make-before-break) names the replica it replaces
+    replaces: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
 
 
 class JobEventRow(Base):

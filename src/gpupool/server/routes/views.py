@@ -77,6 +77,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
         array_index=j.array_index,
         array_limit=j.array_limit,
         output=j.output,
+        replaces=j.replaces,
         allocation=allocation_out(alloc) if alloc is not None else None,
         logs_url=f"{API}/jobs/{j.id}/logs",
         events_url=f"{API}/jobs/{j.id}/events",

@@ -1,8 +1,9 @@
-"""quotas per resource, hybrid pools' bounds and card mode switches
+"""quotas per resource, hybrid pools' bounds, card mode switches, replica copies
 
 The quotas' column ``flavour`` is named ``resource`` (in Kueue a flavour is a node class);
 pools get ``mig_cards_min``/``mig_cards_max`` (how many of a hybrid pool's MIG-capable cards
-may be MIG cards); a device gets ``want_mode``, the mode the server ordered it into.
+may be MIG cards); a device gets ``want_mode``, the mode the server ordered it into; a job
+gets ``replaces``, the replica a defragmentation copy replaces (make-before-break).
 
 Revision ID: 0007
 Revises: 0006
@@ -28,9 +29,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column("mig_cards_max", sa.Integer(), nullable=True))
     with op.batch_alter_table("devices") as batch:
         batch.add_column(sa.Column("want_mode", sa.String(length=10), nullable=True))
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("replaces", sa.BigInteger(), nullable=True))
+        batch.create_index("ix_jobs_replaces", ["replaces"])
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_index("ix_jobs_replaces")
+        batch.drop_column("replaces")
     with op.batch_alter_table("devices") as batch:
         batch.drop_column("want_mode")
     with op.batch_alter_table("pools") as batch:
