@@ -17,7 +17,8 @@ NOW = 1_800_000_000.0
 def card(node: str, i: int, model="A100-80G", mode="whole", **kw) -> Card:
     state = kw.pop("node_state", "ready")
     return Card(node, "default", i, model, "nvidia", mode, 81920, kw.pop("healthy", True),
-                state, kw.pop("schedulable", True), kw.pop("telemetry", {}))  # fmt: skip
+                state, kw.pop("schedulable", True), kw.pop("telemetry", {}),
+                kw.pop("want_mode", None))  # fmt: skip
 
 
 def live(job: int, tenant: str, *devices: tuple[str, int], pct: int = 100) -> Live:
@@ -54,6 +55,13 @@ def test_another_teams_slices_hide_tenant_and_job():
     (tile,) = tiles(cards, holders(allocs, lambda t: t == "algo"), NOW)
     assert [(h["tenant"], h["job_id"]) for h in tile["holders"]] == [("algo", 1), (None, None)]
     assert tile["granted_mib"] == 2048 and tile["state"] == "allocated"
+
+
+def test_a_card_switching_mode_takes_no_work_and_says_so():
+    cards = [card("n", 0, mode="mig", want_mode="share"), card("n", 1, mode="mig", want_mode="mig")]
+    switching, settled = tiles(cards, {}, NOW)
+    assert (switching["state"], switching["switching_to"]) == ("unavailable", "share")
+    assert (settled["state"], settled["switching_to"]) == ("free", None)
 
 
 def test_only_fresh_telemetry_says_how_busy_cards_are():

@@ -15,9 +15,9 @@ def read_cards(s: Session) -> list[Card]:
     on every dashboard refresh)."""
     n, d = NodeRow.__table__.c, DeviceRow.__table__.c
     columns = (d.node, n.pool, d.index, d.model, d.vendor, d.mode, d.memory_mib, d.healthy)
-    columns += (n.state, n.schedulable, d.telemetry)
+    columns += (n.state, n.schedulable, d.telemetry, d.want_mode)
     q = select(*columns).join(NodeRow.__table__, n.name == d.node).order_by(d.node, d.index)
-    return [Card(*row[:-1], dict(row[-1] or {})) for row in s.execute(q)]
+    return [Card(*row[:-2], dict(row[-2] or {}), row[-1]) for row in s.execute(q)]
 
 
 def read_live(s: Session) -> list[Live]:

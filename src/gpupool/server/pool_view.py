@@ -24,6 +24,11 @@ class Card:
     node_state: str  # ready, lost, fenced
     schedulable: bool
     telemetry: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    want_mode: str | None = None  # a hybrid pool's switch in progress
+
+    @property
+    def switching(self) -> bool:
+        return self.want_mode not in (None, self.mode)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -31,8 +36,9 @@ class Card:
 
     @property
     def open(self) -> bool:
-        """Takes new work: healthy, on a ready node that is not drained."""
-        return self.healthy and self.node_state == "ready" and self.schedulable
+        """Takes new work: healthy, on a ready node that is not drained, not switching mode."""
+        ready = self.node_state == "ready" and self.schedulable
+        return self.healthy and ready and not self.switching
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,8 @@ def tiles(cards: list[Card], held: dict[tuple, list], now: float) -> list[dict[s
                 "temp_c": t.get("temp_c"),
                 "power_w": t.get("power_w"),
                 "mig_layout": t.get("mig") if isinstance(t.get("mig"), list) else None,
+                "switching_to": c.want_mode if c.switching else None,
+                "mode_error": t.get("mode_error"),
             }
         )
     return out

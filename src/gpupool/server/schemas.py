@@ -70,6 +70,7 @@ class DeviceOut(BaseModel):
     uuid: str
     healthy: bool
     mode: str
+    want_mode: str | None = None  # hybrid pools: the mode it is being switched to
     island: int | None
     pcie_switch: int | None
     telemetry: dict[str, Any]

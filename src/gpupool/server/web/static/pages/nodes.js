@@ -20,7 +20,8 @@
     bar.firstChild.style.width = (util || 0) + '%';
     return el('div', { class: 'tile ' + d.state, 'data-node': d.node, 'data-index': d.index },
       el('div', { class: 'head' }, el('span', {}, `${d.node} #${d.index}`), stateBadge(d.state)),
-      el('div', { class: 'meta' }, `${d.model} · ${t('mode.' + d.mode)}${d.healthy ? '' : ' · ' + t('nodes.unhealthy')}`),
+      el('div', { class: 'meta' }, `${d.model} · ${t('mode.' + d.mode)}${d.switching_to ? ' · ' + t('nodes.switching') + ' ' + t('mode.' + d.switching_to) : ''}${d.healthy ? '' : ' · ' + t('nodes.unhealthy')}`),
+      d.mode_error ? el('div', { class: 'meta' }, d.mode_error) : null,
       d.holders.length ? el('div', {}, d.holders.map((h) => el('div', { class: 'holder' }, holderText(h)))) : null,
       d.mig_layout ? el('div', { class: 'meta' }, `${t('nodes.mig_layout')} ${d.mig_layout.join(', ') || t('nodes.mig_empty')}`) : null,
       bar,
