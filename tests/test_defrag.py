@@ -118,6 +118,37 @@ def test_only_guaranteed_jobs_that_waited_are_served(waiting, why):
     assert result.admitted == 0 and not result.preemptions, why
 
 
+def test_an_urgent_class_is_served_beyond_its_guarantee_but_never_at_anothers_cost():
+    """inference (2 guaranteed, both held on s00) asks 4 more cards, borrowing; every server
+    has 1-2 free cards. Only its own replicas may make room (training runs inside its
+    guarantee): with defrag_class set, they are copied off s00; without, nothing moves."""
+    layout = {"s00": ["inf0", "inf1"], **{f"s0{n}": [f"tr{3 * n + i}" for i in range(3)]
+                                          for n in range(1, 5)}}  # fmt: skip
+    jobs = []
+    for node, names in layout.items():
+        for i, name in enumerate(names):
+            team, kind = ("inference", JobKind.INFERENCE) if name.startswith("inf") else (
+                "training", JobKind.TRAINING)  # fmt: skip
+            grant = DeviceGrant(node, i, 100, 81920, exclusive=True)
+            placement = Placement(name, (NodeGrant(node, 0, 0, (grant,)),), "test")
+            job = Job(name, parse_request("gpu=1"), tenant=team, kind=kind)
+            jobs.append(RunningJob(job, placement, start_time=100.0))
+
+    def run(config):  # a fresh snapshot and tenant tree: a cycle charges what it is given
+        tenants = tree(inference=2, training=18)
+        return run_cycle(ClusterState(cluster(5)), jobs, [ask()], tenants, 5000.0, config=config)
+
+    plain = run(CycleConfig(defrag_moves=4, defrag_after_s=60))
+    assert (
+        not plain.replacements
+        and not plain.preemptions
+        and "defragment" not in (plain.pending["big"])
+    )
+    urgent = run(CycleConfig(defrag_moves=4, defrag_after_s=60, defrag_class="training"))
+    assert {r.job_id for r in urgent.replacements} == {"inf0", "inf1"}
+    assert not urgent.preemptions  # the training team's guaranteed jobs stay where they are
+
+
 def test_the_gain_must_beat_the_cost():
     """tr5 ran 900 s on one card; the ask (4 cards) waited 100 s: 400 card-seconds denied do
     not pay for up to 900 lost — unless tr5 checkpoints every minute."""

@@ -73,6 +73,9 @@ class CycleConfig:
     defrag_checkpoint_s: float = 1800.0
     # jobs whose replacement is starting (make-before-break): not moved again meanwhile
     replacing: frozenset[str] = frozenset()
+    # jobs of this priority class or above are served beyond their guarantee too, moving
+    # only their own tenant's jobs or borrowed ones (None: guarantees only)
+    defrag_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

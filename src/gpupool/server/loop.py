@@ -278,6 +278,7 @@ class SchedulerLoop:
                 defrag_after_s=self.settings.defrag_after_s,
                 defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
                 replacing=inputs.replacing,
+                defrag_class=self.settings.defrag_class or None,
             )
             result = run_cycle(
                 inputs.state,

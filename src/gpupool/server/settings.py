@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     # a move may cost a job at most this much work (it checkpoints at least this often); a
     # plan runs only when the waiting job's cards x time waited exceed what the moves cost
     defrag_checkpoint_s: float = Field(1800.0, ge=0, le=86400 * 7)
+    # jobs of this priority class or above are defragmented for beyond their guarantee too
+    # (moving only their own tenant's jobs or borrowed ones); empty: guarantees only
+    defrag_class: str = Field("", max_length=100)
     sample_interval_s: float = Field(60.0, gt=0, le=3600)  # the dashboard's history
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)

@@ -65,19 +65,27 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             cy.result.pending[job.id] += f"; {why}"
 
     starting = ", ".join(sorted(cy.config.replacing))
+    floor = cy.config.defrag_class
+    floor_value = None if floor is None else cy.q.classes.get(floor)
+
+    def urgent(job: Job) -> bool:
+        return floor_value is not None and cy.q.class_value(job) >= floor_value
+
     for job in blocked:
         if cy.now - job.submit_time < cy.config.defrag_after_s:
             continue
-        ok, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
-        if not ok:
-            continue  # defragmentation serves guarantees, never borrowing
+        guaranteed, _, _ = cy.plugins.quota(job.tenant, cy.estimate(job), False)
+        if not guaranteed and not urgent(job):
+            continue  # defragmentation serves guarantees, and urgent classes
+        if not guaranteed and not cy.plugins.quota(job.tenant, cy.estimate(job), True)[0]:
+            continue  # not even borrowing may hold it
         if starting:  # one plan at a time while replicas' copies start: never two for one
             refuse(job, f"defragmentation waits for the copies of job {starting} to start")
             continue
         if budget <= 0:  # nothing is planned: the bound is the whole answer
             refuse(job, spent(hourly))
             continue
-        key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
+        key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job), guaranteed)
         plan, why = None, planless.detail(key) if planless.refused(key) else None
         if why is None:
             live = [
@@ -85,6 +93,8 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 for r in cy.running.values()
                 if r.job.id in cy.started_before
                 and (may(r, job, "defragment") or may(r, job, "replace"))
+                # beyond a guarantee: never at the cost of another team's guaranteed work
+                and (guaranteed or r.borrowed or r.job.tenant == job.tenant)
             ]
             plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, MAX_MOVES))
             if plan is None:
@@ -130,4 +140,4 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             starting = ", ".join(sorted(copied))
             continue
         after = tuple(m.job_id for m in plan.moves)
-        cy.bind(job, plan.placement, False, "defragment", after, plan.describe())
+        cy.bind(job, plan.placement, not guaranteed, "defragment", after, plan.describe())
