@@ -26,7 +26,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
     no_workload_outlives_its_test,
     wait_for,
 )
-from tests.support.cluster import ok, submit
+from tests.support.cluster import node_body, ok, submit
 from tests.support.fake_nvml import FakeNvml
 from tests.support.fake_smi import FakeSmi
 from tests.support.live import live_server
@@ -169,6 +169,32 @@ def test_pool_bounds_are_checked(sqlite_server):
     listed = gpupool("pool", "list", env=env)
     assert listed.returncode == 0 and max(map(len, listed.stdout.splitlines())) <= 80
     assert "share" in listed.stdout
+
+
+def test_an_order_no_agent_carries_out_is_given_up_and_not_repeated_at_once(sqlite_server):
+    """A node whose agent never switches (an older one, or none): after mode_switch_timeout_s
+    the card takes work again as it is, and the pool does not order it again for a while."""
+    srv, admin = sqlite_server, sqlite_server.admin()
+    ok(admin.put("/api/v1/pools/hyb", json={"name": "hyb", "sharing": "hybrid"}))
+    body = node_body("n1", cards=1, pool="hyb")
+    body["devices"][0]["mode"] = "mig"
+    ok(admin.post("/api/v1/nodes", json=body))
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    submit(admin, "gpu_share=0.5", "algo")
+    t0 = time.time()
+    srv.cycle(now=t0)
+    (card,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
+    assert (card["mode"], card["want_mode"]) == ("mig", "share")
+    srv.cycle(now=t0 + 601)  # default timeout 600 s: given up, and not ordered again
+    (card,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
+    assert (card["mode"], card["want_mode"]) == ("mig", None)
+    actions = [
+        a["action"] for a in ok(admin.get("/api/v1/audit", params={"action": "MODE"}))["items"]
+    ]
+    assert sorted(actions) == ["MODE switch", "MODE switch timed out"]
+    srv.cycle(now=t0 + 601 + 6 * 600 + 1)  # six timeouts later it may be asked again
+    (card,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
+    assert card["want_mode"] == "share"
 
 
 def test_a_hybrid_pool_turns_an_idle_mig_card_into_a_shared_one_for_a_waiting_job(tmp_path):

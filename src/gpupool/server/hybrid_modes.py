@@ -43,10 +43,42 @@ def _has_profile(model: str, profile: str) -> bool:
     return table is not None and table.has(profile)
 
 
+def give_up_stale(s: Session, now: float, timeout_s: float) -> int:
+    """Orders the agent did not carry out within ``timeout_s``: the card takes work again as
+    it is (audited), and the pool does not order it again for six timeouts."""
+    stale = s.execute(
+        select(DeviceRow).where(
+            DeviceRow.want_mode.is_not(None), DeviceRow.want_since < now - timeout_s
+        )
+    ).scalars()
+    n = 0
+    for d in stale:
+        s.add(
+            AuditRow(time=now, actor="scheduler", role="", action="MODE switch timed out",
+                     target=f"{d.node} device {d.index} stays {d.mode} (no switch to "
+                            f"{d.want_mode} within {timeout_s:.0f} s)", result=200,
+                     client="", detail="")
+        )  # fmt: skip
+        d.want_mode = None  # ``want_since`` stays: the card is not asked again for a while
+        n += 1
+    if n:
+        bump_nodes_version(s)
+    return n
+
+
+def _switchable(d: DeviceRow, now: float, timeout_s: float) -> bool:
+    """Healthy, and not a card that could not switch (its agent said why) or whose agent did
+    not answer an order in the last six timeouts."""
+    gave_up = d.want_mode is None and d.want_since is not None
+    recently = gave_up and now - (d.want_since or 0.0) < 6 * timeout_s
+    return d.healthy and not (d.telemetry or {}).get("mode_error") and not recently
+
+
 def order_switches(
-    s: Session, result: CycleResult, pending: list[Job], now: float
+    s: Session, result: CycleResult, pending: list[Job], now: float, timeout_s: float = 600.0
 ) -> list[ModeChange]:
     """Order the switches each hybrid pool needs now; returns them (for the tests)."""
+    give_up_stale(s, now, timeout_s)
     pools = [p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"]
     if not pools:
         return []
@@ -65,8 +97,7 @@ def order_switches(
                 d.index,
                 d.model,
                 SharingMode(d.mode),
-                # a card that could not switch is not asked again (its agent says why)
-                idle=key not in held and d.healthy and not (d.telemetry or {}).get("mode_error"),
+                idle=key not in held and _switchable(d, now, timeout_s),
                 want=SharingMode(d.want_mode) if d.want_mode else None,
             )
             for key, d in sorted(devices.items())
@@ -74,7 +105,8 @@ def order_switches(
         bounds = HybridBounds(pool.mig_cards_min, pool.mig_cards_max)
         waiting_mig, waiting_other = waiting_for_room(result, pending, {c.model for c in cards})
         for change in plan_modes(cards, bounds, waiting_mig, waiting_other):
-            devices[(change.node, change.index)].want_mode = change.mode.value
+            ordered_card = devices[(change.node, change.index)]
+            ordered_card.want_mode, ordered_card.want_since = change.mode.value, now
             s.add(
                 AuditRow(
                     time=now,

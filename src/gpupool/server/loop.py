@@ -298,7 +298,7 @@ class SchedulerLoop:
             with self.db.write() as s:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
-                order_switches(s, result, inputs.pending, now)
+                order_switches(s, result, inputs.pending, now, self.settings.mode_switch_timeout_s)
                 end_replaced(s, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     # jobs of this priority class or above are defragmented for beyond their guarantee too
     # (moving only their own tenant's jobs or borrowed ones); empty: guarantees only
     defrag_class: str = Field("", max_length=100)
+    # hybrid pools: a card ordered into another mode that its agent has not switched by then
+    # takes work again as it is (an agent that cannot or does not answer)
+    mode_switch_timeout_s: float = Field(600.0, gt=0, le=86400)
     sample_interval_s: float = Field(60.0, gt=0, le=3600)  # the dashboard's history
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)

@@ -78,6 +78,7 @@ class DeviceRow(Base):
     mode: Mapped[str] = mapped_column(String(10), default="whole")
     # the mode the server ordered (hybrid pools); None once the agent reports it
     want_mode: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    want_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     island: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pcie_switch: Mapped[int | None] = mapped_column(Integer, nullable=True)
     telemetry: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -275,7 +275,7 @@ def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeO
                 d.mode = t.mode
                 health_changed = True
             if d.want_mode is not None and (d.want_mode == d.mode or t.mode_error):
-                d.want_mode = None  # switched, or it cannot: back to work as it is
+                d.want_mode, d.want_since = None, None  # switched, or it cannot: back to work
                 health_changed = True
         if health_changed:
             bump_nodes_version(s)

@@ -29,6 +29,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("mig_cards_max", sa.Integer(), nullable=True))
     with op.batch_alter_table("devices") as batch:
         batch.add_column(sa.Column("want_mode", sa.String(length=10), nullable=True))
+        batch.add_column(sa.Column("want_since", sa.Float(), nullable=True))
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("replaces", sa.BigInteger(), nullable=True))
         batch.create_index("ix_jobs_replaces", ["replaces"])
@@ -39,6 +40,7 @@ def downgrade() -> None:
         batch.drop_index("ix_jobs_replaces")
         batch.drop_column("replaces")
     with op.batch_alter_table("devices") as batch:
+        batch.drop_column("want_since")
         batch.drop_column("want_mode")
     with op.batch_alter_table("pools") as batch:
         batch.drop_column("mig_cards_max")
