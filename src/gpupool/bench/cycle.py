@@ -54,9 +54,12 @@ def run_cycle_bench(
     tenants: int,
     seed: int = 0,
     requests: str = "synthetic",
+    defrag_moves: int = 0,
 ) -> dict[str, object]:
     """Fill ~half the cluster with running work from a skewed subset of tenants (so some
-    borrow), then time one cycle over ``pending`` new jobs from every tenant."""
+    borrow), then time one cycle over ``pending`` new jobs from every tenant. With
+    ``defrag_moves``, the defragment action runs too, over every blocked job within its
+    guarantee (as if all had waited long enough: its worst case)."""
     rng = random.Random(seed)
     cluster = synthetic_cluster(nodes, gpus_per_node, seed)
     cards = nodes * gpus_per_node
@@ -73,7 +76,8 @@ def run_cycle_bench(
     start = time.perf_counter()
     state = ClusterState(cluster)  # the snapshot build is part of a cycle in the server
     built = time.perf_counter()
-    result = run_cycle(state, running, queue, tree, 200.0, config=CycleConfig())
+    config = CycleConfig(defrag_moves=defrag_moves, defrag_after_s=0, defrag_checkpoint_s=0)
+    result = run_cycle(state, running, queue, tree, 200.0, config=config)
     elapsed = time.perf_counter() - start
     state.check_invariants()
     return {
@@ -87,6 +91,8 @@ def run_cycle_bench(
         "admitted": result.admitted,
         "admissions_per_s": round(result.admitted / elapsed, 1) if elapsed else None,
         "preemptions": len(result.preemptions),
+        "defrag_moves": defrag_moves,
+        "replica_copies": len(result.replacements),
         "peak_rss_mb": peak_rss_mb(),
     }
 

@@ -81,14 +81,17 @@ def cycle(
     tenants: int = typer.Option(100, min=1, help="Teams with equal guarantees."),
     seed: int = typer.Option(0, help="Seed of the cluster, tenants and job mix."),
     requests: str = typer.Option("synthetic", help=REQUESTS_HELP),
+    defrag_moves: int = typer.Option(
+        0, min=0, max=10000, help="Let defragmentation move this many jobs (server: 12/h)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Time one full scheduling cycle (snapshot build, allocate, borrow, preempt, reclaim,
-    backfill) over a large queue, with half the cluster already running work of a few heavy
-    tenants."""
+    defragment with --defrag-moves, backfill) over a large queue, with half the cluster
+    already running work of a few heavy tenants."""
     from gpupool.bench.cycle import run_cycle_bench
 
-    result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed, requests)
+    result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed, requests, defrag_moves)
     _emit(result, as_json, "scheduling cycle benchmark")
 
 

@@ -14,8 +14,8 @@ The caller decides which jobs may move (``Movable``) and how a job is placed on 
 (``Place``: the scheduler's own placer with the job's reservations, or a simulator's).
 """
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,21 @@ class Movable:
     job: Job
     placement: Placement
     started: float
+    cards: int = field(init=False, default=0)  # devices it holds (counted once)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cards", len(self.placement.devices))
+
+
+def by_row(state: ClusterState, movable: Iterable[Movable]) -> dict[int, list[Movable]]:
+    """The movable single-node jobs that hold devices, by the snapshot row of their node
+    (what ``plan_defrag`` plans over; build it once for many plans)."""
+    out: dict[int, list[Movable]] = {}
+    for m in movable:
+        rows = {state.index[n.node] for n in m.placement.nodes}
+        if len(rows) == 1 and m.cards and m.job.id in state.placements:
+            out.setdefault(rows.pop(), []).append(m)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +98,7 @@ class DefragPlan:
 def plan_defrag(
     state: ClusterState,
     job: Job,
-    movable: Sequence[Movable],
+    movable: Sequence[Movable] | Mapping[int, list[Movable]],
     place: Place,
     now: float,
     *,
@@ -92,30 +107,57 @@ def plan_defrag(
 ) -> DefragPlan | None:
     """The cheapest plan that makes room for ``job`` (one worker) on one node, moving at most
     ``max_moves`` single-node jobs, trying the ``max_nodes`` most promising nodes; None when
-    there is none (``state`` is left as it was)."""
+    there is none (``state`` is left as it was). ``movable``: the jobs, or ``by_row`` of
+    them."""
     if job.gang_size != 1 or max_moves < 1:
         return None
-    on_row: dict[int, list[Movable]] = {}
-    for m in movable:
-        rows = {state.index[n.node] for n in m.placement.nodes}
-        if len(rows) == 1 and m.placement.devices and m.job.id in state.placements:
-            on_row.setdefault(rows.pop(), []).append(m)
+    on_row = movable if isinstance(movable, Mapping) else by_row(state, movable)
     need = (job.request.gpu_count or 1) if job.request.kind.value == "whole" else 1
     free = state.idle.sum(axis=1)
     open_rows = ~state.closed
     candidates = [
         r
         for r, ms in on_row.items()
-        if open_rows[r] and free[r] + sum(len(m.placement.devices) for m in ms) >= need
+        if ms and open_rows[r] and free[r] + sum(m.cards for m in ms) >= need
     ]
     # the nodes with the most free cards need the fewest moves
     candidates.sort(key=lambda r: (-int(free[r]), r))
     best: DefragPlan | None = None
+    trial = state.clone() if candidates else state  # one copy, each node's trial undone
     for row in candidates[:max_nodes]:
-        plan = _plan_on(state, job, row, on_row[row], place, now, max_moves)
+        undo = _Undo(trial)
+        try:
+            plan = _plan_on(undo, job, row, on_row[row], place, now, max_moves)
+        finally:
+            undo.rollback()
         if plan is not None and (best is None or _cost(plan) < _cost(best)):
             best = plan
     return best
+
+
+class _Undo:
+    """Applies and releases on a trial snapshot, and puts it back as it was."""
+
+    def __init__(self, state: ClusterState):
+        self.state = state
+        self.log: list[tuple[bool, Placement]] = []  # (applied?, placement)
+
+    def apply(self, p: Placement) -> None:
+        self.state.apply(p)
+        self.log.append((True, p))
+
+    def release(self, job_id: str) -> None:
+        p = self.state.placements[job_id]
+        self.state.release(job_id)
+        self.log.append((False, p))
+
+    def rollback(self) -> None:
+        for applied, p in reversed(self.log):
+            if applied:
+                self.state.release(p.job_id)
+            else:
+                self.state.apply(p)
+        self.log.clear()
 
 
 def _cost(plan: DefragPlan) -> tuple[int, float, str]:
@@ -123,7 +165,7 @@ def _cost(plan: DefragPlan) -> tuple[int, float, str]:
 
 
 def _plan_on(
-    state: ClusterState,
+    trial: _Undo,
     job: Job,
     row: int,
     here: list[Movable],
@@ -131,11 +173,11 @@ def _plan_on(
     now: float,
     max_moves: int,
 ) -> DefragPlan | None:
+    state = trial.state
     only = np.zeros(state.size, dtype=bool)
     only[row] = True
-    trial = state.clone()
     # the least progress lost first; bigger jobs first at equal progress (fewer moves)
-    order = sorted(here, key=lambda m: (_lost(m, now), -len(m.placement.devices), m.job.id))
+    order = sorted(here, key=lambda m: (_lost(m, now), -m.cards, m.job.id))
     chosen: list[Movable] = []
     placement = None
     for m in order:
@@ -143,14 +185,14 @@ def _plan_on(
             return None
         trial.release(m.job.id)
         chosen.append(m)
-        placement = place(trial, job, only)
+        placement = place(state, job, only)
         if placement is not None:
             break
     if placement is None:
         return None
     for m in sorted(chosen[:-1], key=lambda m: -_lost(m, now)):  # keep what is not needed
         trial.apply(m.placement)
-        again = place(trial, job, only)
+        again = place(state, job, only)
         if again is None:
             trial.release(m.job.id)
         else:
@@ -161,15 +203,15 @@ def _plan_on(
     # another NVLink island of the node, free room on other nodes
     anywhere = np.ones(state.size, dtype=bool)
     moves = []
-    for m in sorted(chosen, key=lambda m: (-len(m.placement.devices), m.job.id)):
-        target = place(trial, m.job, anywhere)
+    for m in sorted(chosen, key=lambda m: (-m.cards, m.job.id)):
+        target = place(state, m.job, anywhere)
         if target is None:
             return None
         trial.apply(target)
-        moves.append(Move(m.job.id, state.nodes[row].name, target, len(m.placement.devices)))
+        moves.append(Move(m.job.id, state.nodes[row].name, target, m.cards))
     lost = sum(_lost(m, now) for m in chosen)
     return DefragPlan(job.id, state.nodes[row].name, placement, tuple(moves), lost)
 
 
 def _lost(m: Movable, now: float) -> float:
-    return len(m.placement.devices) * max(0.0, now - m.started)
+    return m.cards * max(0.0, now - m.started)

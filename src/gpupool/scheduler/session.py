@@ -65,6 +65,7 @@ class CycleConfig:
     grace_s: int = 30
     max_victim_searches: int = 64
     defrag_moves: int = 0  # jobs this cycle may move to make room (0: no defragmentation)
+    max_defrag_plans: int = 16  # distinct asks the defragment action plans for in one cycle
     # the bound ``defrag_moves`` is what is left of (the server's moves per hour), for the
     # reasons: 0 there means defragmentation is off; None: the cycle's own budget
     defrag_hourly: int | None = None

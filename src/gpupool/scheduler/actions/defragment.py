@@ -64,6 +64,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
         if job.id in cy.result.pending:
             cy.result.pending[job.id] += f"; {why}"
 
+    plans_left = cy.config.max_defrag_plans
     starting = ", ".join(sorted(cy.config.replacing))
     floor = cy.config.defrag_class
     floor_value = None if floor is None else cy.q.classes.get(floor)
@@ -87,7 +88,12 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             continue
         key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job), guaranteed)
         plan, why = None, planless.detail(key) if planless.refused(key) else None
+        if why is None and plans_left <= 0:  # bounded work per cycle, as victim searches
+            refuse(job, f"defragmentation planned for {cy.config.max_defrag_plans} jobs in "
+                        "this cycle; this one is tried in the next")  # fmt: skip
+            continue
         if why is None:
+            plans_left -= 1
             live = [
                 Movable(r.job, r.placement, r.start_time)
                 for r in cy.running.values()
