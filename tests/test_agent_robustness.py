@@ -195,3 +195,48 @@ def test_shares_get_one_mps_daemon_per_gpu_started_and_stopped_with_them(
         assert len([x for x in lines() if x.startswith("quit")]) == 1  # the other GPU's stays
         ok(admin.post(f"/api/v1/jobs/{jobs[1]}/cancel"))
         wait_for("both quit", lambda: len([x for x in lines() if x.startswith("quit")]) == 2)
+
+
+def test_a_heartbeat_an_older_server_refuses_goes_again_without_the_newer_fields():
+    """A rolling upgrade that starts with the agents: a server that does not know ``mig`` or
+    ``mode`` answers 422; the agent sends the heartbeat again without them (and from then on),
+    so the node never looks lost. A real HTTP server on loopback plays the older one."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gpupool.agent.api import AgentApi
+
+    seen: list[dict] = []
+
+    class OlderServer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            newer = any(k in d for d in body["devices"] for k in ("mig", "mode", "mode_error"))
+            status, answer = (422, {"detail": "devices.0.mig: extra inputs"}) if newer else (
+                200, {"name": "n1", "state": "ready"})  # fmt: skip
+            raw = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OlderServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    api = AgentApi(f"http://127.0.0.1:{server.server_port}", "t", "n1", timeout_s=5)
+    try:
+        cut = {"index": 0, "util_pct": 5.0, "mig": ["3g.40gb@4"], "mode": "mig"}
+        assert api.heartbeat([cut])["state"] == "ready"
+        assert api.heartbeat([cut])["state"] == "ready"
+        assert [("mig" in b["devices"][0]) for b in seen] == [True, False, False]
+        assert seen[-1]["devices"][0] == {"index": 0, "util_pct": 5.0}
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()

@@ -15,6 +15,7 @@ class AgentApiError(Exception):
 class AgentApi:
     def __init__(self, server: str, token: str, node: str, timeout_s: float = 10):
         self.node = node
+        self._plain = False  # the server refused newer telemetry fields once
         self.http = httpx.Client(
             base_url=server.rstrip("/") + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
@@ -40,8 +41,27 @@ class AgentApi:
     def register(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/nodes", body)
 
+    # telemetry fields newer servers read; an older server's strict schema refuses them
+    NEWER_FIELDS = ("mig", "mode", "mode_error")
+
     def heartbeat(self, devices: list[dict[str, Any]]) -> dict[str, Any]:
-        return self._call("POST", f"/nodes/{self.node}/heartbeat", {"devices": devices})
+        """Send telemetry. A server older than this agent refuses the newer fields (422):
+        the heartbeat goes again without them, and from then on, so a rolling upgrade that
+        starts with the agents never lets a node look lost."""
+        if self._plain:
+            devices = [self._without_newer(d) for d in devices]
+        try:
+            return self._call("POST", f"/nodes/{self.node}/heartbeat", {"devices": devices})
+        except AgentApiError as exc:
+            newer = any(k in d for d in devices for k in self.NEWER_FIELDS)
+            if exc.status != 422 or not newer:
+                raise
+            self._plain = True
+            plain = [self._without_newer(d) for d in devices]
+            return self._call("POST", f"/nodes/{self.node}/heartbeat", {"devices": plain})
+
+    def _without_newer(self, device: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in device.items() if k not in self.NEWER_FIELDS}
 
     def orders(self) -> dict[str, Any]:
         return self._call("GET", f"/nodes/{self.node}/orders")
