@@ -1,6 +1,7 @@
-"""Defragmentation never breaks an inference replica: a copy starts on the new node first,
-the replica stops only once the copy runs, and then the waiting job gets the room — with a
-real server, its scheduler loop and two agents running real processes."""
+"""Defragmentation moves, executed by real agents (a server with its scheduler loop, two agents
+running real processes): an inference replica is never broken — a copy starts on the new node
+first, the replica stops only once the copy runs, then the waiting job gets the room; a
+suspendable job stops and restarts where the plan found room, which is held for it."""
 
 import time
 
@@ -66,5 +67,49 @@ def test_a_replica_is_copied_before_it_stops_to_make_room(tmp_path):
                 assert {a["action"] for a in audit} == {"DEFRAGMENT copy", "DEFRAGMENT replace"}
                 assert ok(admin.get(f"/api/v1/jobs/{pinned['id']}"))["state"] == "running"
                 for job in (big, copy, pinned):
+                    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+                time.sleep(0.5)  # let the agents stop them before they go
+
+
+def test_a_suspended_job_restarts_where_the_plan_found_room(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2, defrag_after_s=0,
+                        grace_s=1)  # fmt: skip
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        for team, cards in (("inference", 2), ("training", 2)):
+            ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
+            quota = {"resource": "gpu", "nominal": cards, "borrowing_limit": 0}
+            ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
+
+        def agent(name: str):
+            token = srv.token(f"agent-{name}", "agent", node=name)
+            return agent_thread(make_agent(srv.url, token, name, tmp_path / name))
+
+        def run(spec: str, team: str, **extra) -> dict:
+            job = submit(admin, spec, team, command=SLEEP, **extra)
+            wait_for(f"{spec} running", in_state(admin, job["id"], "running"), timeout=30)
+            return ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+
+        with agent("n1"):
+            wait_for("n1", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+            mover = run("gpu=1", "training", kind="training")  # on_preempt: suspend
+            filler = run("gpu=1", "inference", kind="training", on_preempt="kill")
+            with agent("n2"):
+                wait_for("n2", lambda: admin.get("/api/v1/nodes/n2").status_code == 200)
+                pinned = run("gpu=1", "training", kind="training", on_preempt="kill")
+                ok(admin.post(f"/api/v1/jobs/{filler['id']}/cancel"))
+                big = submit(admin, "gpu=2", "inference", kind="inference", command=SLEEP)
+                wait_for("big running", in_state(admin, big["id"], "running"), timeout=40)
+                moved = wait_for("the moved job running again", lambda: (
+                    j := ok(admin.get(f"/api/v1/jobs/{mover['id']}")))["state"] == "running"
+                    and j["allocation"]["nodes"][0]["node"] == "n2" and j)  # fmt: skip
+                states = [
+                    e["to_state"] for e in ok(admin.get(f"/api/v1/jobs/{mover['id']}/events"))
+                ]
+                assert states[-4:] == ["preempted", "pending", "admitted", "running"]
+                assert moved["allocation"]["after"]  # it waited for its own old workload
+                big = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
+                assert big["allocation"]["nodes"][0]["node"] == "n1"
+                for job in (big, moved, pinned):
                     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
                 time.sleep(0.5)  # let the agents stop them before they go

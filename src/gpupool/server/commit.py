@@ -86,6 +86,9 @@ def commit_cycle(
             move(session, job, "failed", now, f"{reason} (on_preempt=kill)", ACTOR)
         else:
             move(session, job, "pending", now, f"{reason}; requeued", ACTOR)
+            # a job defragmentation moves is bound again in this cycle, where it restarts
+            jobs[job.id] = SimpleNamespace(id=job.id, state="pending", tenant=job.tenant,
+                                           queued_at=now)  # fmt: skip
         out.preempted += 1
     admit = [
         b for b in result.bindings if (job := jobs.get(int(b.job_id))) and job.state == "pending"

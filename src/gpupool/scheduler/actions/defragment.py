@@ -65,6 +65,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             cy.result.pending[job.id] += f"; {why}"
 
     plans_left = cy.config.max_defrag_plans
+    moved_now: set[str] = set()
     starting = ", ".join(sorted(cy.config.replacing))
     floor = cy.config.defrag_class
     floor_value = None if floor is None else cy.q.classes.get(floor)
@@ -98,6 +99,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 Movable(r.job, r.placement, r.start_time)
                 for r in cy.running.values()
                 if r.job.id in cy.started_before
+                and r.job.id not in moved_now  # once a cycle
                 and (may(r, job, "defragment") or may(r, job, "replace"))
                 # beyond a guarantee: never at the cost of another team's guaranteed work
                 and (guaranteed or r.borrowed or r.job.tenant == job.tenant)
@@ -127,8 +129,10 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             refuse(job, not_yet(len(plan.moves), cost, gain))
             continue
         budget -= len(plan.moves)
+        moved = []
         for m in plan.moves:
             victim = cy.running[m.job_id]
+            moved_now.add(m.job_id)
             if m.job_id in copied:
                 why = (
                     f"replaced by defragmentation: a copy starts on {m.targets()} and this one "
@@ -141,9 +145,14 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 f"{plan.room()} on {plan.node}"
             )
             cy.evict(victim, job, why)
+            moved.append((victim, m))
+        if not copied:
+            after = tuple(m.job_id for m in plan.moves)
+            cy.bind(job, plan.placement, not guaranteed, "defragment", after, plan.describe())
+        # the room each moved job restarts in is held for it: bound now, behind itself
+        for victim, m in moved:
+            note = f"moved by defragmentation so that {job.id} gets {plan.room()} on {plan.node}"
+            cy.bind(victim.job, m.target, victim.borrowed, "defragment", (m.job_id,), note)
         if copied:  # its room is still held by the replicas: it starts once they stopped
             cy.result.pending[job.id] = plan.describe(copied) + "; it starts once they stopped"
             starting = ", ".join(sorted(copied))
-            continue
-        after = tuple(m.job_id for m in plan.moves)
-        cy.bind(job, plan.placement, not guaranteed, "defragment", after, plan.describe())
