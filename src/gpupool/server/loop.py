@@ -26,7 +26,7 @@ from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import AuditRow, JobEventRow
+from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
 from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
@@ -46,6 +46,11 @@ def with_expected_starts(result: CycleResult) -> None:
         if job_id in result.pending:
             when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%MZ")
             result.pending[job_id] += f"; expected start by {when} (running jobs' time limits)"
+
+
+def leads(s: Session, epoch: int) -> bool:
+    """Whether ``epoch`` is still the leader's (read in the writing transaction)."""
+    return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
 
 
 class SchedulerLoop:
@@ -298,8 +303,11 @@ class SchedulerLoop:
             with self.db.write() as s:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
-                order_switches(s, result, inputs.pending, now, self.settings.mode_switch_timeout_s)
-                end_replaced(s, now)
+                if leads(s, epoch):  # what follows changes state without a fenced commit
+                    order_switches(
+                        s, result, inputs.pending, now, self.settings.mode_switch_timeout_s
+                    )
+                    end_replaced(s, now)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")
