@@ -165,6 +165,11 @@ class Agent:
         for rec in self.records.values():
             if self._running(rec):
                 proc.signal_group(rec.pid, proc.KILL)
+        # reap what was killed: a TERM that came while a shim was still starting its command
+        # is lost, and a killed shim must not linger as a zombie of this process
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
+            time.sleep(0.02)
 
     # -- talking to the server ------------------------------------------------------------
     def heartbeat(self) -> None:
