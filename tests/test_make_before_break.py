@@ -19,23 +19,37 @@ from tests.support.live import live_server
 SLEEP = ["python3", "-c", "import time; time.sleep(60)"]
 
 
+def _teams(admin, **cards: int) -> None:
+    """Top-level teams with these guarantees and no borrowing."""
+    for team, n in cards.items():
+        ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
+        quota = {"resource": "gpu", "nominal": n, "borrowing_limit": 0}
+        ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
+
+
+def _agent(srv, tmp_path):
+    def agent(name: str):
+        token = srv.token(f"agent-{name}", "agent", node=name)
+        return agent_thread(make_agent(srv.url, token, name, tmp_path / name))
+
+    return agent
+
+
+def _run(admin):
+    def run(spec: str, team: str, **extra) -> dict:
+        job = submit(admin, spec, team, command=SLEEP, **extra)
+        wait_for(f"{spec} running", in_state(admin, job["id"], "running"), timeout=30)
+        return ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+
+    return run
+
+
 def test_a_replica_is_copied_before_it_stops_to_make_room(tmp_path):
     settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2, defrag_after_s=0)
     with live_server(settings, run_scheduler=True) as srv:
         admin = srv.admin()
-        for team, cards in (("inference", 3), ("training", 1)):
-            ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-            quota = {"resource": "gpu", "nominal": cards, "borrowing_limit": 0}
-            ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
-
-        def agent(name: str):
-            token = srv.token(f"agent-{name}", "agent", node=name)
-            return agent_thread(make_agent(srv.url, token, name, tmp_path / name))
-
-        def run(spec: str, team: str, **extra) -> dict:
-            job = submit(admin, spec, team, command=SLEEP, **extra)
-            wait_for(f"{spec} running", in_state(admin, job["id"], "running"), timeout=30)
-            return ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+        _teams(admin, inference=3, training=1)
+        agent, run = _agent(srv, tmp_path), _run(admin)
 
         def node_of(job: dict) -> str:
             return job["allocation"]["nodes"][0]["node"]
@@ -76,19 +90,8 @@ def test_a_suspended_job_restarts_where_the_plan_found_room(tmp_path):
                         grace_s=1)  # fmt: skip
     with live_server(settings, run_scheduler=True) as srv:
         admin = srv.admin()
-        for team, cards in (("inference", 2), ("training", 2)):
-            ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-            quota = {"resource": "gpu", "nominal": cards, "borrowing_limit": 0}
-            ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
-
-        def agent(name: str):
-            token = srv.token(f"agent-{name}", "agent", node=name)
-            return agent_thread(make_agent(srv.url, token, name, tmp_path / name))
-
-        def run(spec: str, team: str, **extra) -> dict:
-            job = submit(admin, spec, team, command=SLEEP, **extra)
-            wait_for(f"{spec} running", in_state(admin, job["id"], "running"), timeout=30)
-            return ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+        _teams(admin, inference=2, training=2)
+        agent, run = _agent(srv, tmp_path), _run(admin)
 
         with agent("n1"):
             wait_for("n1", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
