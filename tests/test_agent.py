@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from gpupool.agent import processes as proc
+from gpupool.agent.workloads import IsolationConfig
 from gpupool.devices.base import GpuProcess
 from gpupool.server.db.tables import JobRow
 from gpupool.server.settings import Settings
@@ -16,6 +17,7 @@ from tests.support.agents import (
     job_state,
     make_agent,
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    stand_in_docker,
     wait_for,
 )
 from tests.support.cluster import ok, submit
@@ -89,10 +91,9 @@ def test_cancel_stops_the_process_group(live, tmp_path):
         wait_for("record dropped", lambda: not agent.records)
 
 
-def test_job_without_command_or_missing_runtime_fails_clearly(live, tmp_path, monkeypatch):
+def test_job_without_command_or_missing_runtime_fails_clearly(live, tmp_path):
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
-    monkeypatch.setenv("PATH", "/nonexistent")  # neither docker nor podman
     r = admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo"})
     assert r.status_code == 422 and r.json()["field"] == "command"  # refused at the door
     # one that got past anyway (a row from before that check) fails only itself on the node
@@ -100,12 +101,13 @@ def test_job_without_command_or_missing_runtime_fails_clearly(live, tmp_path, mo
     with live.ctx.db.write() as s:
         s.get(JobRow, empty["id"]).command = []
     ok(admin.post(f"/api/v1/jobs/{empty['id']}/release"))
-    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+    missing = IsolationConfig(mode="none", container_runtime=str(tmp_path / "no-docker"))
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a", isolation=missing)):
         image = submit(admin, "gpu=1", "algo", command=["true"], image="pytorch:2")
         a = wait_for("failed", in_state(admin, empty["id"], "failed"))
         b = wait_for("failed", in_state(admin, image["id"], "failed"))
     assert a["reason"] == "job has no command to run"
-    assert "neither docker nor podman" in b["reason"]
+    assert f"container runtime {tmp_path / 'no-docker'} is not executable" in b["reason"]
 
 
 def test_restarted_agent_adopts_its_workloads_without_a_duplicate(live, tmp_path):
@@ -211,7 +213,7 @@ def test_gang_members_learn_their_rank_and_peers(tmp_path):
         for g in d["devices"]:
             g.update(mig_profile=None, mig_start=None)
     order |= {"command": ["true"], "image": None, "on_lost": "requeue"}
-    ready = agent.launcher.prepare(order, agent._grants(order), None, 1.0)
+    ready = agent.launcher.prepare(order, agent._grants(order), None, 1.0, tmp_path / "w7")
     env = ready.spec.env
     assert env["GPUPOOL_GANG_SIZE"] == "2" and env["GPUPOOL_GANG_RANK"] == "1"
     assert env["GPUPOOL_GANG_NODES"] == "n1,n2"
@@ -281,32 +283,36 @@ def test_a_relative_state_dir_still_records_exit_codes(live, tmp_path, monkeypat
     assert (done["state"], done["exit_code"]) == ("succeeded", 0)
 
 
-def test_a_job_with_an_image_runs_under_the_container_runtime(live, tmp_path, monkeypatch):
-    """No docker here: a stand-in ``docker`` on PATH records its arguments and runs the
-    command after the image, as ``docker run`` would inside the container."""
+def test_a_job_with_an_image_runs_under_the_container_runtime(live, tmp_path):
+    """No docker daemon here: a stand-in ``docker`` records what it was given and runs the
+    command after the image. The job's variables reach the container only through the env
+    file (no value in the runtime's argv, which every user of the node sees in ps), and the
+    root-run client gets an environment of the agent's, none of the job's."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "docker"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'printf "%s\\n" "$@" > "$(dirname "$0")/args"\n'
-        'while [ "$1" != "pytorch:2" ]; do shift; done; shift\n'
-        'exec "$@"\n'
-    )
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    config = stand_in_docker(bin_dir)
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
-    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a", isolation=config)):
         job = submit(
-            admin, "gpu=1", "algo", command=["echo", "inside"], image="pytorch:2", env={"X": "y"}
-        )
+            admin, "gpu=1", "algo", command=["echo", "inside"], image="pytorch:2",
+            env={"X": "y", "HF_TOKEN": "secret-of-algo"},
+        )  # fmt: skip
         done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"))
     assert done["state"] == "succeeded", done["reason"]
     args = (bin_dir / "args").read_text().splitlines()
     (alloc,) = admin.get("/api/v1/allocations", params={"tenant": "algo"}).json()["items"]
     assert args[:4] == ["run", "--rm", "--name", f"gpupool-alloc-{alloc['id']}"]
-    assert "X=y" in args and "CUDA_VISIBLE_DEVICES=GPU-sim-n1-0" in args
+    assert not any("secret-of-algo" in a or a == "X=y" for a in args)
+    env_file = (bin_dir / "env-file").read_text().splitlines()
+    assert "X=y" in env_file and "HF_TOKEN=secret-of-algo" in env_file
+    assert "CUDA_VISIBLE_DEVICES=GPU-sim-n1-0" in env_file
+    assert not any(line.startswith("PATH=") for line in env_file)  # the host's PATH stays out
     assert args[args.index("--gpus") + 1] == "device=GPU-sim-n1-0"
     assert args[-3:] == ["pytorch:2", "echo", "inside"]
-    assert not any(a.startswith("PATH=") for a in args)  # the host's PATH stays outside
+    client = dict(
+        line.split("=", 1)
+        for line in (bin_dir / "client-env").read_text().split("\n")
+        if "=" in line
+    )
+    assert client["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert "X" not in client and "HF_TOKEN" not in client and "GPUPOOL_JOB_ID" not in client

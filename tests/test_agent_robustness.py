@@ -19,6 +19,7 @@ from tests.support.agents import (
     kill9,
     make_agent,
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    stand_in_docker,
     wait_for,
 )
 from tests.support.cluster import ok, submit
@@ -100,18 +101,13 @@ def test_malformed_orders_fail_alone_and_every_node_stays_ready(live, tmp_path):
         kill9(n1)
 
 
-def test_no_user_string_becomes_a_container_runtime_flag(live, tmp_path, monkeypatch):
-    """A stand-in ``docker`` on PATH records its arguments (no container runtime here)."""
+def test_no_user_string_becomes_a_container_runtime_flag(live, tmp_path):
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "docker"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" >> "$(dirname "$0")/args"\necho ---\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    config = stand_in_docker(bin_dir, run=False)
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")
     hostile = ["--privileged", "-v", "/:/host", "--entrypoint", "sh"]
-    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a")):
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a", isolation=config)):
         job = submit(
             admin, "gpu=1", "algo", command=hostile, image="alpine:3", env={"MODE": "--rm"}
         )
@@ -125,11 +121,51 @@ def test_no_user_string_becomes_a_container_runtime_flag(live, tmp_path, monkeyp
     assert args[end + 1 :] == ["alpine:3", *hostile]  # after the image: the container's argv
     options = args[:end]
     assert not set(hostile) & set(options)
-    assert "MODE=--rm" in options and options[options.index("MODE=--rm") - 1] == "-e"
+    assert "--rm" not in options[4:] and "MODE=--rm" not in options
+    assert "MODE=--rm" in (bin_dir / "env-file").read_text().splitlines()
     allocations = admin.get("/api/v1/allocations", params={"tenant": "algo"}).json()["items"]
     first = min(a["id"] for a in allocations)
     assert options[:4] == ["run", "--rm", "--name", f"gpupool-alloc-{first}"]
     assert "no-new-privileges" in options
+
+
+RUNTIME_STEERING = {
+    "PATH": "{red}:/usr/bin:/bin",
+    "DOCKER_HOST": "unix://{red}/sock",
+    "DOCKER_CONFIG": "{red}",
+    "LD_PRELOAD": "{red}/evil.so",
+    "CONTAINER_HOST": "unix://{red}/sock",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_STEERING))
+def test_an_image_job_cannot_steer_the_root_run_runtime_client(live, tmp_path, name):
+    """The reproduction: a member plants ``docker`` in a folder and submits an image job whose
+    PATH (or DOCKER_HOST, DOCKER_CONFIG, ...) points there, hoping the agent runs the planted
+    one as root. The API refuses the name (422 naming the field); a row written past the API
+    is failed by the agent; the planted program never runs."""
+    red = tmp_path / "redbin"
+    red.mkdir()
+    marker = tmp_path / "pwned"
+    for tool in ("docker", "podman", "docker-credential-x"):
+        (red / tool).write_text(f"#!/bin/sh\nid > {marker}\n")
+        (red / tool).chmod(0o755)
+    value = RUNTIME_STEERING[name].format(red=red)
+    admin = live.admin()
+    r = admin.post(
+        "/api/v1/jobs",
+        json={"request": "gpu=1", "tenant": "algo", "command": ["true"], "image": "alpine",
+              "env": {name: value}},
+    )  # fmt: skip
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == f"env.{name}" and "image job may not set" in r.json()["detail"]
+    token = live.token("agent-n1", "agent", node="n1")
+    config = stand_in_docker(tmp_path / "bin", run=False)
+    with agent_thread(make_agent(live.url, token, "n1", tmp_path / "a", isolation=config)):
+        bad = _insert(live, "planted", ["true"], env={name: value}, image="alpine")
+        refused = wait_for("refused", in_state(admin, bad, "failed"))
+    assert f"env.{name}: an image job may not set" in refused["reason"]
+    assert not marker.exists()
 
 
 MPS_STAND_IN = """#!/bin/sh

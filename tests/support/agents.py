@@ -129,3 +129,27 @@ def in_state(client: httpx.Client, job_id: int, *states: str) -> Callable[[], di
         return job if job["state"] in states else None
 
     return check
+
+
+STAND_IN_DOCKER = """#!/bin/sh
+here="$(dirname "$0")"
+printf "%s\\n" "$@" > "$here/args"
+env > "$here/client-env"
+while [ "$1" != "--" ]; do
+  [ "$1" = "--env-file" ] && cp "$2" "$here/env-file"
+  shift
+done
+shift 2
+exec "$@"
+"""
+
+
+def stand_in_docker(folder: Path, run: bool = True) -> IsolationConfig:
+    """An agent configuration whose container runtime is a stand-in in ``folder`` (no docker
+    daemon here): it records its argv (``args``), its environment (``client-env``) and the
+    env file (``env-file``), then runs the command after the image unless ``run`` is False."""
+    folder.mkdir()
+    fake = folder / "docker"
+    fake.write_text(STAND_IN_DOCKER if run else STAND_IN_DOCKER.replace('exec "$@"', "exit 0"))
+    fake.chmod(0o755)
+    return IsolationConfig(mode="none", container_runtime=str(fake))

@@ -293,8 +293,8 @@ class Agent:
         except MigLayoutError as exc:
             raise LaunchError(str(exc)) from None
         lease = self.store.lease if self.lease_s is not None else None
-        ready = self.launcher.prepare(order, grants, lease, self.fence_kill_s)
         folder = self.store.dir(alloc_id)
+        ready = self.launcher.prepare(order, grants, lease, self.fence_kill_s, folder)
         try:
             child = proc.launch(folder, ready.spec)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:

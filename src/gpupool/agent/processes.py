@@ -36,6 +36,7 @@ class LaunchSpec:
     lease: str | None = None
     fence_kill_s: float = 3.0
     poll_s: float = 0.1
+    files: dict[str, str] = field(default_factory=dict)  # written 0600 beside spec.json
 
     @classmethod
     def read(cls, folder: Path) -> "LaunchSpec":
@@ -91,6 +92,10 @@ def launch(folder: Path, spec: LaunchSpec) -> subprocess.Popen:
     the workload's stdout/stderr going to files in ``folder``."""
     folder = folder.resolve()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name, text in spec.files.items():
+        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
     spec.write(folder)
     shim = [sys.executable, "-m", "gpupool.agent.shim", str(folder)]
     with (folder / "stdout").open("ab") as out, (folder / "stderr").open("ab") as err:

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.agent import cgroups
-from gpupool.agent.container import RUNTIMES, container_argv
+from gpupool.agent.container import (
+    CONTAINER_ENV_FILE,
+    client_env,
+    container_argv,
+    env_file,
+    find_runtime,
+)
 from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUsers, resolve
 from gpupool.agent.mps import MpsDaemons
 from gpupool.agent.processes import LaunchSpec
@@ -49,6 +55,7 @@ class IsolationConfig:
     cgroups: bool = True
     cgroup_parent: str = "gpupool"
     pids_max: int = 4096
+    container_runtime: str | None = None  # absolute path; default: found in system folders
 
 
 @dataclass
@@ -118,6 +125,10 @@ class Launcher:
             if config.cgroups
             else cgroups.Hierarchy(None, {}, "turned off (--no-cgroups)")
         )
+        if config.container_runtime and not os.path.isabs(config.container_runtime):
+            raise SpecError(
+                f"container runtime {config.container_runtime!r}: give an absolute path"
+            )
         self.cgroups = cgroups.Cgroups(hierarchy, group, config.pids_max)
         self.mps = MpsDaemons(DEFAULT_MPS_DIR if shared else state_dir / "mps")
 
@@ -147,8 +158,10 @@ class Launcher:
         grants: list[Grant],
         lease: Path | None,
         fence_kill_s: float,
+        folder: Path,
     ) -> Prepared:
-        """Everything a launch needs, made on disk (working dir, cgroups, MPS daemon)."""
+        """Everything a launch needs, made on disk (working dir, cgroups, MPS daemon);
+        ``folder`` is the workload's folder in the agent's state dir."""
         command, image = list(order["command"]), order["image"]
         if not command:
             raise LaunchError("job has no command to run")
@@ -157,29 +170,36 @@ class Launcher:
             slice_vars = slice_env(grants, self.local, self.hami_core)
         except SpecError as exc:
             raise LaunchError(f"cannot start: {exc}") from None
-        runtime = next((r for r in RUNTIMES if shutil.which(r)), None) if image else None
+        runtime = (self.config.container_runtime or find_runtime()) if image else None
         if image and runtime is None:
             raise LaunchError(
                 f"image {image}: neither docker nor podman is installed on {self.node}"
             )
+        if runtime is not None and not os.access(runtime, os.X_OK):
+            raise LaunchError(f"image {image}: container runtime {runtime} is not executable")
         who = self.identity(order["tenant"])
         mine = [n for n in order["nodes"] if n["node"] == self.node]
         cpu = sum(n["cpu_millis"] for n in mine)
         mem = sum(n["mem_mib"] for n in mine)
         workdir = self._workdir(order["id"], who)
         made: list[str] = []
+        files: dict[str, str] = {}
         try:
             made = [str(p) for p in self.cgroups.create(order["id"], cpu, mem)] if not image else []
             mps = self._mps(slice_vars)
             job_env = {**order["env"], **slice_vars, **mps.env, **gang_env(order, self.node)}
             if image:
                 assert runtime is not None
+                env_path = str(folder.resolve() / CONTAINER_ENV_FILE)
                 argv = container_argv(
-                    runtime, order["id"], image, command, job_env,
+                    runtime, order["id"], image, command, env_path,
                     identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=self.config.pids_max,
+                    gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"),
                 )  # fmt: skip
-                uid = gid = None  # the runtime's client talks to its daemon as the agent
-                env = {**self._host_env(workdir, None), **job_env}
+                files[CONTAINER_ENV_FILE] = env_file(job_env)
+                # the client talks to its daemon as the agent: nothing of the job's reaches it
+                uid = gid = None
+                env = client_env()
             else:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
                 env = {**self._host_env(workdir, who), **job_env}
@@ -195,6 +215,7 @@ class Launcher:
             cgroups=made,
             lease=str(lease) if lease and order.get("on_lost") != "keep-running" else None,
             fence_kill_s=fence_kill_s,
+            files=files,
         )
         return Prepared(spec, workdir, made, mps.gpus, mem)
 

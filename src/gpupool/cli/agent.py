@@ -72,6 +72,11 @@ def agent(
     ),
     cgroup_parent: str = typer.Option("gpupool", help="Cgroup folder of the workloads' cgroups"),
     pids_max: int = typer.Option(4096, min=16, help="Most processes one workload may have"),
+    container_runtime: str = typer.Option(
+        None,
+        help="Absolute path of the docker/podman client for image jobs \\[default: the first "
+        "found in /usr/local/bin, /usr/bin, /bin]",
+    ),
 ) -> None:
     """Run the node agent: register this node, heartbeat telemetry, run its workloads.
     Stopping the agent leaves workloads running; a restarted agent adopts them, unless it
@@ -105,6 +110,7 @@ def agent(
             cgroups=not no_cgroups,
             cgroup_parent=cgroup_parent,
             pids_max=pids_max,
+            container_runtime=container_runtime,
         ),
     )
     worker = Agent(config)

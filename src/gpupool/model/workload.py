@@ -94,3 +94,29 @@ def check_workload(command: Sequence[str], env: Mapping[str, str], image: str | 
         )
     if image is not None:
         check_image(image)
+        for name, value in env.items():
+            check_container_env_name(name)
+            if "\n" in value or "\r" in value:
+                raise SpecError(
+                    f"env.{name}: an image job's variable must be one line (it is passed to "
+                    "the container in an env file)",
+                    field=f"env.{name}",
+                )
+
+
+# Names a container runtime's client (docker, podman) or the dynamic loader read from their
+# own environment. A job's variables never reach the root-run client's environment (they go
+# into the container as ``-e``), but an image job naming one of these is refused anyway: the
+# job would expect it to steer the runtime, and a slip in one place must not be root on a node.
+RUNTIME_ENV_NAMES = frozenset({"PATH", "HOME", "CONTAINER_HOST", "REGISTRY_AUTH_FILE"})
+RUNTIME_ENV_PREFIXES = ("LD_", "DOCKER_", "PODMAN_", "CONTAINERS_", "XDG_")
+
+
+def check_container_env_name(name: str) -> None:
+    """Refuse a variable that would steer the container runtime's client (see above)."""
+    if name in RUNTIME_ENV_NAMES or name.startswith(RUNTIME_ENV_PREFIXES):
+        raise SpecError(
+            f"env.{name}: an image job may not set {name!r} (it steers the container "
+            "runtime or the loader on the node; set it in the image instead)",
+            field=f"env.{name}",
+        )
