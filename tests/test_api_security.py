@@ -221,8 +221,55 @@ def test_repeated_bad_tokens_from_one_address_are_slowed_down(tmp_path):
         blocked = guesser.get("/api/v1/jobs")
         assert blocked.status_code == 429 and 1 <= int(blocked.headers["Retry-After"]) <= 3
         assert "too many failed authentications" in blocked.json()["detail"]
+        other = srv.client("gp_another-guess")  # a new guess from the same address: blocked too
+        assert other.get("/api/v1/jobs").status_code == 429
         time.sleep(2.1)
-        assert srv.admin().get("/api/v1/jobs").status_code == 200  # the window moved on
+        assert guesser.get("/api/v1/jobs").status_code == 401  # the window moved on
+
+
+def test_bad_tokens_never_lock_out_valid_ones_from_the_same_address(tmp_path):
+    """The reproduction: a job on a node sends bad tokens to the API; every valid token from
+    that address (the node's agent, users) used to get 429 and the node was declared lost.
+    Valid tokens pass whatever the address did; a forged X-Forwarded-For from an untrusted
+    peer changes nothing (the guesser stays blocked)."""
+    settings = Settings(
+        data_dir=tmp_path, log_json=False, auth_failure_limit=3, auth_failure_window_s=30
+    )
+    with live_server(settings) as srv:
+        seed_cluster(srv.admin())
+        agent = srv.client(srv.token("agent-n0", "agent", node="n0"))
+        guesser = srv.client("gp_garbage")
+        for i in range(10):
+            spoof = {"X-Forwarded-For": f"203.0.113.{i}"}
+            assert guesser.get("/api/v1/jobs", headers=spoof).status_code in (401, 429)
+        assert guesser.get("/api/v1/jobs").status_code == 429
+        assert (
+            guesser.get("/api/v1/jobs", headers={"X-Forwarded-For": "198.51.100.7"}).status_code
+            == 429
+        )
+        assert srv.admin().get("/api/v1/jobs").status_code == 200
+        assert agent.get("/api/v1/nodes/n0/orders").status_code == 200
+        r = srv.client().post("/ui/session", json={"token": srv.admin_token})
+        assert r.status_code == 200  # the dashboard's login too
+        assert srv.client().post("/ui/session", json={"token": "gp_bad"}).status_code == 429
+
+
+def test_forwarded_addresses_count_only_from_configured_proxies(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path, log_json=False, auth_failure_limit=2, auth_failure_window_s=30,
+        trusted_proxies=["127.0.0.0/8"],
+    )  # fmt: skip
+    with live_server(settings) as srv:
+        guesser = srv.client("gp_garbage")
+        first = {"X-Forwarded-For": "198.51.100.1"}
+        for _ in range(2):
+            assert guesser.get("/api/v1/jobs", headers=first).status_code == 401
+        assert guesser.get("/api/v1/jobs", headers=first).status_code == 429
+        # another client behind the same proxy is its own address
+        second = {"X-Forwarded-For": "198.51.100.2, 127.0.0.1"}
+        assert guesser.get("/api/v1/jobs", headers=second).status_code == 401
+    with pytest.raises(ValueError, match="trusted_proxies"):
+        Settings(data_dir=tmp_path, trusted_proxies=["not-a-network"])
 
 
 def test_the_database_and_data_dir_are_private(tmp_path):

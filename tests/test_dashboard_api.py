@@ -42,12 +42,15 @@ def test_login_sets_a_strict_httponly_cookie_of_a_new_session_token(sqlite_serve
     assert session != srv.admin_token  # the typed token never sits in the browser
     # the session reads the API like the token would
     assert ok(c.get("/api/v1/status"))["user"] == "root"
-    r = c.post(
-        "/ui/session",
-        json={"token": srv.admin_token},
-        headers={"X-Forwarded-Proto": "https"},
-    )
-    assert "Secure" in r.headers["set-cookie"]
+    https = {"X-Forwarded-Proto": "https"}
+    r = c.post("/ui/session", json={"token": srv.admin_token}, headers=https)
+    assert "Secure" not in r.headers["set-cookie"]  # anyone may send that header
+    srv.ctx.settings.trusted_proxies = ["127.0.0.1"]  # from a proxy the operator named
+    try:
+        r = c.post("/ui/session", json={"token": srv.admin_token}, headers=https)
+        assert "Secure" in r.headers["set-cookie"]
+    finally:
+        srv.ctx.settings.trusted_proxies = []
 
 
 def test_bad_logins_name_the_problem_and_machines_cannot_log_in(sqlite_server):

@@ -58,7 +58,9 @@ def live_server(settings: Settings, *, run_scheduler: bool = False) -> Iterator[
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

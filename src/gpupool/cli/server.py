@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import logging
 import shutil
 import signal
@@ -60,7 +61,8 @@ def serve(
     if workers > 1:
         for name, value in settings.model_dump(mode="json").items():
             if value is not None:  # unset stays unset (the workers' default)
-                os.environ[f"GPUPOOL_{name.upper()}"] = str(value)
+                text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+                os.environ[f"GPUPOOL_{name.upper()}"] = text
         # counters and histograms of every worker in one scrape (see gpupool.server.metrics)
         shared = settings.data_dir / f"metrics-{settings.port}"
         shutil.rmtree(shared, ignore_errors=True)
@@ -76,6 +78,7 @@ def serve(
                 workers=workers,
                 log_level="warning",
                 access_log=False,
+                proxy_headers=False,  # gpupool.server.client_address decides whom to believe
             )
         return
     app = create_app(settings)
@@ -86,6 +89,7 @@ def serve(
         log_level="warning",
         access_log=False,
         lifespan="on",
+        proxy_headers=False,  # gpupool.server.client_address decides whom to believe
     )
     logging.getLogger("uvicorn.error").addFilter(_ForcedExitInOneLine())
 

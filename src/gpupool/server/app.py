@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gpupool import __version__
 from gpupool.server import errors
 from gpupool.server.auth import Role
+from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
 from gpupool.server.deps import ServerContext, authenticate, bearer
 from gpupool.server.errors import ApiError, forbidden
@@ -101,7 +102,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
         """Prometheus exposition: for a token of role metrics or admin, or (setting
         ``metrics_access = "loopback"``) for any caller on 127.0.0.1 / ::1."""
         if settings.metrics_access == "loopback":
-            host = request.client.host if request.client else ""
+            host = client_address(request)
             if host not in LOOPBACK:
                 raise ApiError(403, f"forbidden: /metrics answers loopback only, not {host}")
         else:

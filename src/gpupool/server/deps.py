@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.capacity import PoolCapacity
+from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
@@ -33,6 +34,7 @@ class ServerContext:
     writes: GroupCommit
     principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
+    bad_tokens: TtlCache[str, bool] = field(default_factory=lambda: TtlCache(2.0))
     auth_failures: FailedAuthLimiter = field(init=False)
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
     # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
@@ -46,6 +48,7 @@ class ServerContext:
     def forget_principals(self) -> None:
         """After a change of tokens or of the tenant tree."""
         self.principals.clear()
+        self.bad_tokens.clear()
 
 
 def context(request: Request) -> ServerContext:
@@ -60,8 +63,12 @@ def lookup_principal(db: Database, token: str) -> Principal | None:
 async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
     """The principal of the request's bearer token, or else of its dashboard session cookie
     (whose changes need the page's CSRF header). Async so that a cached token costs no hop
-    to the thread pool; a miss reads the database in a worker thread. An address that keeps
-    presenting bad tokens is answered 429 for a while (see ``gpupool.server.ratelimit``)."""
+    to the thread pool; a miss reads the database in a worker thread.
+
+    A valid token always gets through. Only failures count: an address that keeps presenting
+    bad tokens is answered 429 for a while (``gpupool.server.ratelimit``) — so a job that
+    hammers the API with garbage slows down itself, never the agents or users beside it on the
+    same address. A bad token seen recently is refused from memory (no database read)."""
     if creds is not None and creds.credentials:
         token = creds.credentials
     else:
@@ -70,11 +77,11 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
             raise ApiError(401, "missing bearer token (Authorization: Bearer <token>)")
         check_csrf(request, token)
     ctx: ServerContext = request.app.state.ctx
-    address = request.client.host if request.client else ""
     now = time.time()
-    throttle(ctx, address, now)
     who = await principal_of(ctx, token, now)
     if who is None:
+        address = client_address(request)
+        throttle(ctx, address, now)
         ctx.auth_failures.failed(address, now)
         raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
     request.state.principal = who
@@ -94,16 +101,21 @@ def throttle(ctx: ServerContext, address: str, now: float) -> None:
 
 async def principal_of(ctx: ServerContext, token: str, now: float) -> Principal | None:
     """The principal of a token (bearer or session), from the few-seconds cache or, on a
-    miss, the database in a worker thread; None if unknown, revoked, expired or disabled."""
+    miss, the database in a worker thread; None if unknown, revoked, expired or disabled
+    (remembered for a few seconds too, so repeating a bad token costs no read)."""
     key = token_hash(token)
     who = ctx.principals.get(key)
     if who is not None and who.expires_at is not None and who.expires_at <= now:
         who = None
         ctx.principals.clear()
     if who is None:
+        if ctx.bad_tokens.get(key):
+            return None
         who = await run_in_threadpool(lookup_principal, ctx.db, token)
         if who is not None:
             ctx.principals.put(key, who)
+        else:
+            ctx.bad_tokens.put(key, True)
     return who
 
 

@@ -8,6 +8,7 @@ import hmac
 
 from fastapi import Request
 
+from gpupool.server.client_address import is_https
 from gpupool.server.errors import forbidden
 
 SESSION_COOKIE = "gpupool_session"
@@ -19,11 +20,6 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 def csrf_token(session_token: str) -> str:
     """Derived from the session's secret: only a page served to this session knows it."""
     return hmac.new(session_token.encode(), b"gpupool-csrf", hashlib.sha256).hexdigest()[:40]
-
-
-def is_https(request: Request) -> bool:
-    proto = request.headers.get("x-forwarded-proto", request.url.scheme)
-    return proto.split(",")[0].strip() == "https"
 
 
 def same_origin(request: Request) -> bool:

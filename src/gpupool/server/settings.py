@@ -1,6 +1,7 @@
 """One settings object for the server (DESIGN.md invariant 7): ``GPUPOOL_`` environment
 variables, an optional TOML or YAML file, then explicit overrides from the command line."""
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +69,8 @@ class Settings(BaseSettings):
     # failed authentications from one address within the window before it gets 429 (0: off)
     auth_failure_limit: int = Field(10, ge=0, le=10**6)
     auth_failure_window_s: float = Field(60.0, gt=0, le=86400)
+    # addresses or networks of reverse proxies whose X-Forwarded-For / -Proto are believed
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=64)
     log_level: str = "info"
     log_json: bool = True
 
@@ -76,6 +79,18 @@ class Settings(BaseSettings):
     def _known_policy(cls, value: str) -> str:
         if value not in POLICY_NAMES:
             raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {entry!r} is not an address or network"
+                ) from None
         return value
 
     @model_validator(mode="after")

@@ -11,11 +11,12 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select, update
 
 from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token, token_hash
+from gpupool.server.client_address import client_address, is_https
 from gpupool.server.db.tables import AuditRow, TokenRow
-from gpupool.server.deps import Ctx, ServerContext, lookup_principal, throttle
+from gpupool.server.deps import Ctx, ServerContext, lookup_principal, principal_of, throttle
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.middleware import audit_values
-from gpupool.server.session import SESSION_COOKIE, check_csrf, is_https, same_origin
+from gpupool.server.session import SESSION_COOKIE, check_csrf, same_origin
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 NOT_HUMAN = (Role.AGENT, Role.METRICS)
@@ -67,11 +68,11 @@ async def log_in(body: LoginIn, request: Request, ctx: Ctx) -> JSONResponse:
     HTTPS). Bad tokens count towards the address's failed-authentication limit."""
     if not same_origin(request):
         raise forbidden("log in from this server's own login page")
-    address = request.client.host if request.client else ""
+    address = client_address(request)
     now = time.time()
-    throttle(ctx, address, now)
-    who = await run_in_threadpool(lookup_principal, ctx.db, body.token.strip())
+    who = await principal_of(ctx, body.token.strip(), now)
     if who is None:
+        throttle(ctx, address, now)
         ctx.auth_failures.failed(address, now)
         await run_in_threadpool(_audit, ctx, request, None, 401)
         raise ApiError(401, "unknown, revoked or expired token, or a disabled user", "token")
