@@ -12,6 +12,7 @@ agent has not been heard by the server for the lease time.
 """
 
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.card_modes import CardModes
 from gpupool.agent.lease import write_lease
+from gpupool.agent.log_upload import TRUNCATED, read_pieces
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import registration, telemetry
 from gpupool.agent.state import Record, Store
@@ -36,7 +38,8 @@ from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
-LOG_CHUNK = 64 * 1024
+LOG_ROUND_BYTES = 1024 * 1024  # a stream's upload in one round while the workload runs
+DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 
@@ -59,6 +62,7 @@ class AgentConfig:
     stop_workloads_on_exit: bool = False  # embedded agents (gpupool up) stop theirs
     share: bool = False  # register whole cards as fractional-share devices
     isolation: IsolationConfig = field(default_factory=IsolationConfig)
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # a job's log kept on the server, per workload
 
 
 class Agent:
@@ -245,7 +249,10 @@ class Agent:
         for alloc_id, order in desired.items():
             if alloc_id not in self.records:
                 self._start_safely(order)
-        self._upload_logs()
+        try:
+            self._upload_logs()
+        except Exception as exc:  # next round tries again from the same offsets
+            log.warning("agent %s: log upload: %s", self.name, exc)
 
     def _switch_modes(self, wanted: dict[int, str]) -> None:
         """Cards the server ordered into MIG mode or out of it, once nothing runs there."""
@@ -389,7 +396,10 @@ class Agent:
             if self._running(rec):
                 continue
             self.children.pop(alloc_id, None)
-            self._upload_logs(rec)
+            try:
+                self._upload_logs(rec)
+            except Exception as exc:  # the end is reported even when its log cannot be sent
+                log.warning("agent %s: logs of allocation %s: %s", self.name, alloc_id, exc)
             if not rec.released:
                 state, code, reason = self._outcome(rec)
                 ended = proc.ended_at(self.store.dir(alloc_id))
@@ -426,22 +436,47 @@ class Agent:
         return state, code, f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
 
     def _upload_logs(self, only: Record | None = None) -> None:
+        """Send what the workloads printed since the last round (at most ``LOG_ROUND_BYTES``
+        a stream a round; all of it once a workload has ended), up to the job's log limit;
+        past it the output files are emptied each round so they cannot fill the disk."""
+        limit = self.config.log_max_bytes
         for rec in [only] if only else list(self.records.values()):
+            folder = self.store.dir(rec.alloc_id)
+            ended = only is not None
             changed = False
             for stream in ("stdout", "stderr"):
-                path = self.store.dir(rec.alloc_id) / stream
+                path = folder / stream
+                if rec.log_bytes >= limit:
+                    changed |= self._drop_output(rec, path, stream, limit)
+                    continue
+                budget = limit - rec.log_bytes
+                budget = budget if ended else min(budget, LOG_ROUND_BYTES)
                 try:
-                    with path.open("rb") as f:
-                        f.seek(rec.offsets[stream])
-                        data = f.read(LOG_CHUNK)
+                    pieces = read_pieces(path, rec.offsets[stream], budget, ended)
                 except OSError:
                     continue
-                if data:
-                    self.api.logs(rec.alloc_id, stream, data.decode("utf-8", "replace"))
-                    rec.offsets[stream] += len(data)
+                for piece in pieces:
+                    self.api.logs(rec.alloc_id, stream, piece.text)
+                    rec.offsets[stream] += piece.consumed
+                    rec.log_bytes += piece.consumed
                     changed = True
             if changed and rec.alloc_id in self.records:
                 self.store.save(rec)
+
+    def _drop_output(self, rec: Record, path: Path, stream: str, limit: int) -> bool:
+        """Past the log limit: the stream that goes on printing says so once, then its file
+        is emptied each round (the workload appends, so it writes at the new end)."""
+        try:
+            if path.stat().st_size <= rec.offsets[stream]:
+                return False  # nothing new
+            if not rec.log_truncated:
+                self.api.logs(rec.alloc_id, stream, TRUNCATED.format(limit=limit))
+                rec.log_truncated = True
+            os.truncate(path, 0)
+        except OSError:
+            return False
+        rec.offsets[stream] = 0
+        return True
 
     def _publish_load(self) -> None:
         """Simulated devices show telemetry that follows what runs on them."""

@@ -26,6 +26,8 @@ class Record:
     released: bool = False  # the server no longer wants it: nothing left to report
     shutdown: bool = False  # stopped because its agent shut down: reported lost, not failed
     offsets: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+    log_bytes: int = 0  # output uploaded so far (both streams), against the log limit
+    log_truncated: bool = False  # the limit was reached and the log says so
     workdir: str = ""  # the workload's own working directory (removed when it ends)
     cgroups: list[str] = field(default_factory=list)
     mps: list[str] = field(default_factory=list)  # GPUs whose MPS daemon it uses

@@ -72,6 +72,9 @@ def agent(
     ),
     cgroup_parent: str = typer.Option("gpupool", help="Cgroup folder of the workloads' cgroups"),
     pids_max: int = typer.Option(4096, min=16, help="Most processes one workload may have"),
+    log_max: int = typer.Option(
+        64, min=1, max=1 << 20, help="MiB of a job's output kept on the server (per workload)"
+    ),
     container_runtime: str = typer.Option(
         None,
         help="Absolute path of the docker/podman client for image jobs \\[default: the first "
@@ -101,6 +104,7 @@ def agent(
         labels=_labels(label),
         pool=pool,
         share=share,
+        log_max_bytes=log_max * 1024 * 1024,
         isolation=IsolationConfig(
             mode=isolation,
             tenant_users=parse_mapping(tenant_user),

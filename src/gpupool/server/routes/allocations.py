@@ -101,4 +101,6 @@ def upload_logs(alloc_id: Id, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
         if alloc is None:
             raise not_found(f"allocation {alloc_id}")
         _agent_may(who, alloc)
-        s.add(JobLogRow(job_id=alloc.job_id, time=time.time(), stream=body.stream, text=body.text))
+        # no database text column holds NUL (PostgreSQL refuses it): kept as a visible escape
+        text = body.text.replace("\x00", "\\x00")
+        s.add(JobLogRow(job_id=alloc.job_id, time=time.time(), stream=body.stream, text=text))
