@@ -4,15 +4,13 @@ import csv
 import io
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
 from gpupool import __version__
 from gpupool.sim.charts import line_chart
 from gpupool.sim.team_replay import MODES
 
-_ENV = Environment(
-    loader=PackageLoader("gpupool.sim", "templates"), autoescape=select_autoescape(["html"])
-)
+_ENV = Environment(loader=PackageLoader("gpupool.sim", "templates"), autoescape=True)
 
 
 def fgd_report_html(result: dict) -> str:
