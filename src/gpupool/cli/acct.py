@@ -7,10 +7,9 @@ import time
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, all_items, client_command
-from gpupool.cli.output import emit, local, pick_columns
+from gpupool.cli.output import SafeTable, emit, local, pick_columns
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -123,7 +122,7 @@ def usage(
     if as_json:
         typer.echo(json.dumps({"since": start, "until": end, "items": rows}, indent=2))
         return
-    table = Table(
+    table = SafeTable(
         "tenant", "model", "card-h", "gpu mem GiB-h", "cpu-h", box=None, header_style="bold"
     )
     for r in rows:

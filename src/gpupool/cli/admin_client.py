@@ -7,10 +7,9 @@ import time
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, client_command, quota_app
-from gpupool.cli.output import emit, local, pick_columns, show
+from gpupool.cli.output import SafeTable, emit, local, pick_columns, show
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -57,7 +56,7 @@ def tenantshow(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> Non
     """A tenant with its quotas and what it uses now."""
     with ApiClient.from_env() as api:
         out = api.get(f"/api/v1/tenants/{name}")
-    table = Table("resource", "nominal", "borrowing", "lending", "used", title=f"tenant {name}")
+    table = SafeTable("resource", "nominal", "borrowing", "lending", "used", title=f"tenant {name}")
     for q in out["quotas"]:
         limit = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
         table.add_row(

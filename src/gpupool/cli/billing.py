@@ -5,12 +5,11 @@ from datetime import UTC, datetime
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.plans import PLANS, quote
 from gpupool.cli.client import JSON_OPT, client_command
-from gpupool.cli.output import emit, show
+from gpupool.cli.output import SafeTable, emit, show
 from gpupool.client import ApiClient
 
 billing_app = typer.Typer(help="Prices and quotes for renting cards (CNY).")
@@ -33,7 +32,7 @@ def billing_quote(
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    t = Table("line", "quantity", "unit", "unit price", "amount", box=None, header_style="bold")
+    t = SafeTable("line", "quantity", "unit", "unit price", "amount", box=None, header_style="bold")
     for line in out["lines"]:
         t.add_row(
             line["description"], line["quantity"], line["unit"], line["unit_price"], line["amount"]

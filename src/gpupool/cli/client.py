@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
-from gpupool.cli.errors import err_console
+from gpupool.cli.errors import print_error
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
 from gpupool.client import ApiClient, ClientError, save_credentials
 from gpupool.client.profiles import ProfileError
@@ -28,7 +28,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (ClientError, SpecError, ProfileError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        print_error(exc)
         raise typer.Exit(code=2) from None
 
 

@@ -7,7 +7,9 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from gpupool.cli.output import visible
 from gpupool.model import SpecError
 
 P = ParamSpec("P")
@@ -15,12 +17,20 @@ R = TypeVar("R")
 err_console = Console(stderr=True, highlight=False)
 
 
+def print_error(exc: Exception) -> None:
+    """``error: ...`` in red on stderr; the message (often the server's, quoting what a user
+    typed) shown as text, control characters made visible."""
+    err_console.print(f"[bold red]error:[/] {escape(visible(str(exc)))}", soft_wrap=True)
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     try:
         yield
     except SpecError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        err_console.print(
+            f"[bold red]error:[/] {escape(visible(str(exc)))}", markup=True, soft_wrap=True
+        )
         raise typer.Exit(code=2) from None
 
 

@@ -1,6 +1,7 @@
 """Following jobs to their end (``job submit --wait``, ``job wait``): state changes on
 stderr, logs saved to the job's ``--output`` pattern, and the exit status a shell expects."""
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,8 @@ import typer
 
 from gpupool.cli.client import all_items
 from gpupool.client import ApiClient, ClientError
-from gpupool.model.batch import expand_output
+from gpupool.model import SpecError
+from gpupool.model.batch import check_output_path, expand_output
 
 ENDED = frozenset({"succeeded", "failed", "cancelled"})
 TIMED_OUT = 124  # as timeout(1)
@@ -68,11 +70,21 @@ def log_chunks(api: ApiClient, job_id: int) -> Iterator[dict[str, Any]]:
 
 
 def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
-    """Write the job's log to its ``--output`` pattern (relative to the current directory)."""
-    path = Path(expand_output(job["output"], job["id"], job["array_job"], job["array_index"]))
+    """Write the job's log to its ``--output`` pattern, inside the current directory: the
+    path is checked again here (a job stored before the server checked it), its folders
+    must resolve inside the current directory, and a symlink in its place is not followed."""
+    pattern = expand_output(job["output"], job["id"], job["array_job"], job["array_index"])
+    try:
+        path = Path(check_output_path(pattern))
+    except SpecError as exc:
+        raise ClientError(str(exc)) from None
+    here = Path.cwd().resolve()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as f:
+        if not path.parent.resolve().is_relative_to(here):
+            raise ClientError(f"output: {path} leads out of the current directory")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        with os.fdopen(os.open(path, flags, 0o644), "w") as f:
             for chunk in log_chunks(api, job["id"]):
                 f.write(chunk["text"])
     except OSError as exc:

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
 from gpupool.cli.follow import exit_status, follow, log_chunks, save_log
-from gpupool.cli.output import FORMAT_HELP, emit, pick_columns, show
+from gpupool.cli.output import FORMAT_HELP, SafeTable, emit, pick_columns, show, visible
 from gpupool.client import ApiClient
 from gpupool.model import SpecError, parse_request
 from gpupool.model.batch import Script, parse_array, parse_dependency, parse_time
@@ -156,10 +155,19 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
     """Follow jobs (an array: all its tasks) to their end, save logs to their ``--output``,
     and return the exit status a shell should see (the highest of them, as sbatch --wait)."""
     ended = follow(api, jobs, timeout)
+    me = api.get("/api/v1/status")["user"] if any(j.get("output") for j in ended) else None
     for job in ended:
-        if job.get("output"):
-            path = save_log(api, job)
-            typer.echo(f"job {job['id']}: log saved to {path}", err=True)
+        if not job.get("output"):
+            continue
+        if job["submitted_by"] != me:  # someone else's path choice is not written here
+            typer.echo(
+                f"job {job['id']}: log not saved (its --output was chosen by "
+                f"{visible(job['submitted_by'])}; read it with gpupool job logs {job['id']})",
+                err=True,
+            )
+            continue
+        path = save_log(api, job)
+        typer.echo(f"job {job['id']}: log saved to {visible(str(path))}", err=True)
     if as_json:
         typer.echo(json.dumps(ended, indent=2))
     return max(exit_status(j) for j in ended)
@@ -231,7 +239,7 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
     with ApiClient.from_env() as api:
         job = api.get(f"/api/v1/jobs/{job_id}")
         job["events"] = api.get(f"/api/v1/jobs/{job_id}/events")
-    t = Table("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
+    t = SafeTable("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
     for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
         t.add_row(k, str(job[k]))
     t.add_row("reason", job["reason"])

@@ -5,17 +5,46 @@ do)."""
 import csv
 import io
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpupool.model import SpecError
 
 FORMAT_HELP = "Comma list of columns to show, of: "
+# C0 and C1 control characters (ESC starts terminal sequences; CSI is \x9b) and DEL
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\x1b``): a job's name or
+    reason never reaches the terminal of whoever lists it as a sequence the terminal obeys."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
+class SafeTable(Table):
+    """A table of strings that came from the server: control characters made visible and
+    Rich markup (``[red]``, ``[link=...]``) shown as the text it is."""
+
+    def __init__(self, *headers: str, **kwargs: Any):
+        if isinstance(kwargs.get("title"), str):
+            kwargs["title"] = escape(visible(kwargs["title"]))
+        super().__init__(*headers, **kwargs)
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        safe = [escape(visible(c)) if isinstance(c, str) else c for c in cells]
+        super().add_row(*safe, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "caption" and isinstance(value, str):
+            value = escape(visible(value))
+        super().__setattr__(name, value)
 
 
 def local(t: float | None) -> str:
@@ -32,7 +61,7 @@ def show(data: Any, as_json: bool, text: str | Table) -> None:
     elif isinstance(text, Table):
         Console().print(text)
     else:
-        typer.echo(text)
+        typer.echo(visible(text))
 
 
 def pick_columns(spec: str | None, known: Sequence[str], default: Sequence[str]) -> list[str]:
@@ -84,7 +113,7 @@ def emit(
         typer.echo(empty)
         return
     render = cell or (lambda row, column: plain(row.get(column)))
-    cells = [[render(r, c) for c in columns] for r in rows]
+    cells = [[visible(render(r, c)) for c in columns] for r in rows]
     if as_csv:
         out = io.StringIO()
         writer = csv.writer(out)
@@ -93,7 +122,7 @@ def emit(
         typer.echo(out.getvalue(), nl=False)
         return
     names = [(headers or {}).get(c, c) for c in columns]
-    table = Table(*names, box=None, pad_edge=False, header_style="bold", title=title)
+    table = SafeTable(*names, box=None, pad_edge=False, header_style="bold", title=title)
     for r, row_cells in zip(rows, cells, strict=True):
         table.add_row(*row_cells, style="dim" if dim and dim(r) else None)
     table.caption = caption

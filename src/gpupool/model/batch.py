@@ -182,3 +182,19 @@ def expand_output(pattern: str, job_id: int, array_job: int | None, index: int |
         "%": "%",
     }
     return re.sub(r"%([jAa%])", lambda m: values[m[1]], pattern)
+
+
+def check_output_path(path: str) -> str:
+    """An ``--output`` path is relative to the directory of whoever saves the log and stays
+    inside it: not absolute, no ``~``, no ``..``, no NUL. (A job's output used to be written
+    wherever its submitter said — ``job wait`` run by an admin overwrote the admin's
+    ``~/.bashrc``.) Returns the path."""
+    if not path or "\x00" in path:
+        raise SpecError("output: an empty path or one with a NUL byte", field="output")
+    if path.startswith(("/", "~")) or any(part == ".." for part in re.split(r"[/\\]", path)):
+        raise SpecError(
+            f"output: {path[:80]!r} must be a relative path inside the current directory "
+            "(no leading / or ~, no ..)",
+            field="output",
+        )
+    return path

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, SpecError, parse_request
+from gpupool.model.batch import check_output_path
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
@@ -147,6 +148,8 @@ async def submit(
     may_manage(who, tenant, "submit jobs")
     spec = _spec(body)
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
+    if body.output is not None:
+        check_output_path(body.output)
     if ctx.capacity.stale():
         await run_in_threadpool(ctx.capacity.refresh, ctx.db)
     asked = Job(
