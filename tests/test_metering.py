@@ -58,3 +58,29 @@ def test_live_allocations_are_metered_hourly_and_exactly_once(server):
     assert total == 2 * metered_seconds(created, released)  # the lifetime, exactly
     with server.ctx.db.write() as s:
         assert checkpoint(s, time.time() + 7200) == 0  # released: nothing more
+
+
+def test_an_end_reported_after_a_checkpoint_corrects_what_was_metered_past_it(server):
+    """The kill -9 case: the server comes back and checkpoints a live allocation to the
+    boundaries before the re-adopting agent reports that its workload ended earlier. The end
+    report replaces every record past the end, so the bill stops at the real end."""
+    from gpupool.server.lifecycle import release
+
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    now = time.time()
+    job = submit(admin, "gpu=1", "algo")
+    server.cycle(now - 3 * 3600 - 100.4)
+    assert server.ctx.loop.checkpoint_usage(now - 2 * 3600) == 1
+    assert server.ctx.loop.checkpoint_usage(now) == 1  # two records, up to the last boundary
+    with server.ctx.db.write() as s:
+        alloc = s.execute(select(AllocationRow)).scalar_one()
+        created = alloc.created_at
+        ended = boundary(now) - 3600 - 1800.6  # inside the first checkpointed interval
+        release(s, alloc, now, "exit code 0", metered_to=ended)
+    records = sorted(_records(server, job["id"]), key=lambda r: r.start)
+    assert sum(r.device_seconds for r in records) == metered_seconds(created, ended)
+    assert records[0].start == created and records[-1].end == ended
+    assert all(a.end == b.start for a, b in pairwise(records))  # back to back
+    with server.ctx.db.write() as s:
+        assert checkpoint(s, now + 7200) == 0

@@ -25,6 +25,7 @@ from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.card_modes import CardModes
+from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.lease import write_lease
 from gpupool.agent.log_upload import TRUNCATED, read_pieces
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
@@ -41,6 +42,7 @@ HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
 LOG_ROUND_BYTES = 1024 * 1024  # a stream's upload in one round while the workload runs
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
+DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 
 
@@ -99,6 +101,7 @@ class Agent:
         )
         self.lease_s: float | None = None  # from the server; None: no lease (older server)
         self.fence_kill_s = 3.0
+        self._disk_checked = 0.0
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
@@ -369,6 +372,7 @@ class Agent:
                 cgroups.kill(rec.cgroups)  # also what left the process group
                 rec.killed = True
                 self.store.save(rec)
+        self._enforce_disk(now)
         watched = [
             Watched(r.alloc_id, frozenset(proc.group_pids(r.pid)), r.limits_mib)
             for r in self.records.values()
@@ -380,6 +384,20 @@ class Agent:
             rec = self.records[violation.key]
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
             self._begin_stop(rec, violation.reason)
+
+    def _enforce_disk(self, now: float) -> None:
+        """Every ``DISK_CHECK_S``: stop a workload whose working folder is over the limit."""
+        limit = self.config.isolation.disk_max_mib
+        if limit <= 0 or now - self._disk_checked < DISK_CHECK_S:
+            return
+        self._disk_checked = now
+        for rec in list(self.records.values()):
+            if rec.stop_sent_at is not None or not rec.workdir:
+                continue
+            reason = over_disk(folder_usage(rec.workdir), limit)
+            if reason:
+                log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, reason)
+                self._begin_stop(rec, reason)
 
     def _gpu_processes(self) -> list[GpuProcess]:
         out: list[GpuProcess] = []

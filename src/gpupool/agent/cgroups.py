@@ -19,7 +19,9 @@ cgroups and ``describe()`` says so.
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -108,28 +110,46 @@ class Cgroups:
     """Workload cgroups of one agent: ``group`` names this agent's folder (node + state dir),
     so two agents on one host (``gpupool up``) never share one."""
 
-    def __init__(self, hierarchy: Hierarchy, group: str, pids_max: int = 4096):
+    def __init__(
+        self, hierarchy: Hierarchy, group: str, pids_max: int = 4096, tenant_pids_max: int = 0
+    ):
         self.hierarchy = hierarchy
         self.group = group
         self.pids_max = pids_max
+        self.tenant_pids_max = tenant_pids_max  # all of a tenant's workloads (0: no ceiling)
 
     @property
     def enabled(self) -> bool:
         return self.hierarchy.version is not None
 
-    def paths(self, alloc_id: int) -> list[Path]:
-        return [base / self.group / f"alloc-{alloc_id}" for base in self.hierarchy.bases.values()]
+    def tenant_folder(self, tenant: str) -> str:
+        """``tenant-<name>`` (a hash where the name is not a safe folder name)."""
+        if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", tenant) and tenant not in (".", ".."):
+            return f"tenant-{tenant}"
+        return "tenant-" + hashlib.sha256(tenant.encode()).hexdigest()[:16]
 
-    def create(self, alloc_id: int, cpu_millis: int, mem_mib: int) -> list[Path]:
-        """Make the workload's cgroups with its limits; returns their paths (to join)."""
+    def paths(self, alloc_id: int, tenant: str | None = None) -> list[Path]:
+        middle = (self.tenant_folder(tenant),) if tenant is not None else ()
+        return [
+            base.joinpath(self.group, *middle, f"alloc-{alloc_id}")
+            for base in self.hierarchy.bases.values()
+        ]
+
+    def create(
+        self, alloc_id: int, cpu_millis: int, mem_mib: int, tenant: str | None = None
+    ) -> list[Path]:
+        """Make the workload's cgroups with its limits, inside its tenant's folder whose
+        ``pids.max`` bounds all of that tenant's processes on the node; returns their paths."""
         if not self.enabled:
             return []
+        paths = self.paths(alloc_id, tenant)
         if self.hierarchy.version == 2:
-            (base,) = self.hierarchy.bases.values()
-            _enable_controllers(self.hierarchy.root, base / self.group)
+            _enable_controllers(self.hierarchy.root, paths[0].parent)
         out = []
-        for controller, path in zip(self.hierarchy.bases, self.paths(alloc_id), strict=True):
+        for controller, path in zip(self.hierarchy.bases, paths, strict=True):
             path.mkdir(parents=True, exist_ok=True)
+            if tenant is not None and controller in ("", "pids") and self.tenant_pids_max > 0:
+                _write(path.parent / "pids.max", str(self.tenant_pids_max))
             self._limit(controller, path, cpu_millis, mem_mib)
             out.append(path)
         return out

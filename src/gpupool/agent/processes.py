@@ -37,6 +37,7 @@ class LaunchSpec:
     fence_kill_s: float = 3.0
     poll_s: float = 0.1
     files: dict[str, str] = field(default_factory=dict)  # written 0600 beside spec.json
+    sandbox: dict | None = None  # gpupool.agent.sandbox.Sandbox's fields, entered as root
 
     @classmethod
     def read(cls, folder: Path) -> "LaunchSpec":

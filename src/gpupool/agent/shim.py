@@ -27,6 +27,7 @@ from gpupool.agent.processes import (
     group_pids,
     write_note,
 )
+from gpupool.agent.sandbox import Sandbox, become, enter
 
 CANNOT_START = 127
 
@@ -39,16 +40,29 @@ def _default_signals() -> None:
 
 def start(spec: LaunchSpec) -> subprocess.Popen:
     drop = spec.uid is not None
-    return subprocess.Popen(
-        spec.command,
-        cwd=spec.cwd,
-        env=spec.env,
-        user=spec.uid,
-        group=spec.gid,
-        extra_groups=[] if drop else None,
-        umask=0o077 if drop else -1,
-        preexec_fn=_default_signals,
-    )
+    if spec.sandbox is None:
+        return subprocess.Popen(
+            spec.command,
+            cwd=spec.cwd,
+            env=spec.env,
+            user=spec.uid,
+            group=spec.gid,
+            extra_groups=[] if drop else None,
+            umask=0o077 if drop else -1,
+            preexec_fn=_default_signals,
+        )
+    box = Sandbox(**spec.sandbox)
+
+    def enter_then_drop() -> None:  # in the child, as root: namespaces, then the tenant's user
+        _default_signals()
+        try:
+            enter(box)
+            become(spec.uid, spec.gid, 0o077 if drop else None)
+        except OSError as exc:
+            os.write(2, f"gpupool: cannot start: {exc.strerror or exc}\n".encode())
+            raise
+
+    return subprocess.Popen(spec.command, cwd=spec.cwd, env=spec.env, preexec_fn=enter_then_drop)
 
 
 def signal_workload(spec: LaunchSpec, sig: int) -> None:

@@ -16,7 +16,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Set
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,10 @@ from gpupool.agent.container import (
 )
 from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUsers, resolve
 from gpupool.agent.mps import MpsDaemons
+from gpupool.agent.netns import NetnsError, TenantNetworks
+from gpupool.agent.node import host_memory_mib
 from gpupool.agent.processes import LaunchSpec
+from gpupool.agent.sandbox import Sandbox
 from gpupool.model import SpecError
 from gpupool.model.workload import check_workload
 from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
@@ -56,6 +59,11 @@ class IsolationConfig:
     cgroup_parent: str = "gpupool"
     pids_max: int = 4096
     container_runtime: str | None = None  # absolute path; default: found in system folders
+    tenant_pids_max: int = 16384  # all of one tenant's workloads on this node together
+    default_mem_mib: int | None = None  # per card, for grants without mem=; None: RAM / cards
+    private_tmp: bool = True  # tenant-users: a private /tmp and /dev/shm per workload
+    network: bool = True  # tenant-users: a network namespace per tenant
+    disk_max_mib: int = 100 * 1024  # a workload's working folder; 0: unlimited
 
 
 @dataclass
@@ -64,7 +72,7 @@ class Prepared:
     workdir: str
     cgroups: list[str]
     mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
-    mem_mib: int  # the host-memory grant on this node
+    mem_mib: int  # the host-memory limit on this node (the grant, or the default)
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -129,12 +137,28 @@ class Launcher:
             raise SpecError(
                 f"container runtime {config.container_runtime!r}: give an absolute path"
             )
-        self.cgroups = cgroups.Cgroups(hierarchy, group, config.pids_max)
+        self.cgroups = cgroups.Cgroups(
+            hierarchy, group, config.pids_max, tenant_pids_max=config.tenant_pids_max
+        )
+        self.networks = TenantNetworks(group) if shared and config.network else None
         self.mps = MpsDaemons(DEFAULT_MPS_DIR if shared else state_dir / "mps")
 
     def describe(self) -> str:
         """One line for logs and ``gpupool up``."""
-        return describe(self.isolation, self.cgroups.hierarchy, self.mps)
+        line = describe(self.isolation, self.cgroups.hierarchy, self.mps)
+        if self.isolation is Isolation.TENANT_USERS:
+            net = self.networks.describe() if self.networks else "network namespaces off"
+            tmp = "private /tmp and /dev/shm" if self.config.private_tmp else "shared /tmp"
+            line += f"; {net}; {tmp}"
+        return line
+
+    def default_mem(self, cards: int) -> int:
+        """The memory limit of a grant without ``mem=``: its cards' share of this host's RAM
+        (``--default-mem`` MiB a card when set); a CPU-only job counts as one card."""
+        per_card = self.config.default_mem_mib
+        if per_card is None:
+            per_card = host_memory_mib() // max(1, len(self.local))
+        return per_card * max(1, cards)
 
     def labels(self) -> dict[str, str]:
         version = self.cgroups.hierarchy.version
@@ -181,11 +205,18 @@ class Launcher:
         mine = [n for n in order["nodes"] if n["node"] == self.node]
         cpu = sum(n["cpu_millis"] for n in mine)
         mem = sum(n["mem_mib"] for n in mine)
+        if mem <= 0 and self.cgroups.enabled:
+            mem = self.default_mem(sum(len(n["devices"]) for n in mine))
         workdir = self._workdir(order["id"], who)
         made: list[str] = []
         files: dict[str, str] = {}
         try:
-            made = [str(p) for p in self.cgroups.create(order["id"], cpu, mem)] if not image else []
+            made = (
+                [str(p) for p in self.cgroups.create(order["id"], cpu, mem, order["tenant"])]
+                if not image
+                else []
+            )
+            box = None if image else self._sandbox(order, workdir, mem)
             mps = self._mps(slice_vars)
             job_env = {**order["env"], **slice_vars, **mps.env, **gang_env(order, self.node)}
             if image:
@@ -203,7 +234,7 @@ class Launcher:
             else:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
                 env = {**self._host_env(workdir, who), **job_env}
-        except (OSError, SpecError) as exc:
+        except (OSError, SpecError, NetnsError) as exc:
             self.cleanup(workdir, made, [])
             raise LaunchError(f"cannot start: {exc}") from None
         spec = LaunchSpec(
@@ -216,8 +247,23 @@ class Launcher:
             lease=str(lease) if lease and order.get("on_lost") != "keep-running" else None,
             fence_kill_s=fence_kill_s,
             files=files,
+            sandbox=asdict(box) if box else None,
         )
         return Prepared(spec, workdir, made, mps.gpus, mem)
+
+    def _sandbox(self, order: dict[str, Any], workdir: str, mem_mib: int) -> Sandbox | None:
+        """Namespaces for a tenant-users workload (root): its tenant's network namespace —
+        unless its job spans nodes, whose peers must reach it on the node's own address —
+        and a private /tmp and /dev/shm of at most its memory limit."""
+        if self.isolation is not Isolation.TENANT_USERS:
+            return None
+        single_node = len({n["node"] for n in order["nodes"]}) == 1
+        netns = None
+        if self.networks is not None and self.networks.available and single_node:
+            netns = self.networks.ensure(order["tenant"])
+        return Sandbox(
+            netns=netns, private_tmp=self.config.private_tmp, tmp_mib=mem_mib, keep=[workdir]
+        )
 
     def _workdir(self, alloc_id: int, who: Identity | None) -> str:
         path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)

@@ -72,6 +72,23 @@ def agent(
     ),
     cgroup_parent: str = typer.Option("gpupool", help="Cgroup folder of the workloads' cgroups"),
     pids_max: int = typer.Option(4096, min=16, help="Most processes one workload may have"),
+    tenant_pids_max: int = typer.Option(
+        16384, min=0, help="Most processes of one tenant's workloads together (0: no ceiling)"
+    ),
+    default_mem: int = typer.Option(
+        None,
+        min=1,
+        help="MiB a card for jobs that ask no mem= \\[default: this host's RAM / its cards]",
+    ),
+    disk_max: int = typer.Option(
+        100 * 1024, min=0, help="MiB a workload's working folder may use (0: unlimited)"
+    ),
+    private_tmp: bool = typer.Option(
+        True, help="tenant-users: a private /tmp and /dev/shm per workload (tmpfs)"
+    ),
+    tenant_network: bool = typer.Option(
+        True, help="tenant-users: one network namespace per tenant on this node"
+    ),
     log_max: int = typer.Option(
         64, min=1, max=1 << 20, help="MiB of a job's output kept on the server (per workload)"
     ),
@@ -115,6 +132,11 @@ def agent(
             cgroup_parent=cgroup_parent,
             pids_max=pids_max,
             container_runtime=container_runtime,
+            tenant_pids_max=tenant_pids_max,
+            default_mem_mib=default_mem,
+            disk_max_mib=disk_max,
+            private_tmp=private_tmp,
+            network=tenant_network,
         ),
     )
     worker = Agent(config)

@@ -75,15 +75,37 @@ def release(
 ) -> None:
     """End an allocation and meter what it held since its last checkpoint, one usage record
     per device model. ``metered_to``: when its workload really stopped, if known earlier than
-    now (the agent's report of its end, a lost node's lease); never before the last
-    checkpoint, never after now."""
+    now (the agent's report of its end, a lost node's lease); never after now.
+
+    When that end lies before the last checkpoint — a checkpoint ran while the agent could not
+    yet report the end (the server or the agent had been down) — the records past the end are
+    corrected: every record of the allocation that reaches past it is replaced by one over
+    [its start, the end), so nothing is billed past the allocation's real end and the records
+    stay back to back."""
     alloc.state = "released"
     alloc.released_at = now
     alloc.release_reason = reason
     start = alloc.metered_until if alloc.metered_until is not None else alloc.created_at
-    end = now if metered_to is None else min(now, metered_to)
-    for row in usage_rows(alloc, device_models(session, alloc.placement), start, max(start, end)):
+    end = now if metered_to is None else max(alloc.created_at, min(now, metered_to))
+    models = device_models(session, alloc.placement)
+    if end < start:
+        start = _unmeter_after(session, alloc, end)
+    for row in usage_rows(alloc, models, start, max(start, end)):
         session.add(UsageRow(**row))
+
+
+def _unmeter_after(session: Session, alloc: AllocationRow, end: float) -> float:
+    """Delete the allocation's usage records that reach past ``end``; returns where the
+    metering must start again (the earliest start of those, or ``end``)."""
+    over = list(
+        session.execute(
+            select(UsageRow).where(UsageRow.allocation_id == alloc.id, UsageRow.end > end)
+        ).scalars()
+    )
+    for row in over:
+        session.delete(row)
+    session.flush()
+    return min((row.start for row in over), default=end)
 
 
 def metered_seconds(start: float, end: float) -> int:
