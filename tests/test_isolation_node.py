@@ -25,11 +25,14 @@ from tests.support.agents import (
     agent_thread,
     in_state,
     make_agent,
+    no_namespace_outlives_its_test,  # noqa: F401 - used through pytestmark
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
+
+pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 
 if os.geteuid() != 0:
     if os.environ.get("GPUPOOL_REQUIRE_ROOT"):

@@ -153,3 +153,19 @@ def stand_in_docker(folder: Path, run: bool = True) -> IsolationConfig:
     fake.write_text(STAND_IN_DOCKER if run else STAND_IN_DOCKER.replace('exec "$@"', "exit 0"))
     fake.chmod(0o755)
     return IsolationConfig(mode="none", container_runtime=str(fake))
+
+
+def _gpupool_namespaces() -> set[str]:
+    folder = Path("/run/netns")
+    return {p.name for p in folder.glob("gpupool-*")} if folder.is_dir() else set()
+
+
+@pytest.fixture
+def no_namespace_outlives_its_test() -> Iterator[None]:
+    """Tenant network namespaces a test's agents made (a killed agent leaves its own, as a
+    real node's agent keeps them for its running workloads): deleted after the test."""
+    before = _gpupool_namespaces()
+    yield
+    for name in _gpupool_namespaces() - before:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", f"gpn-{name[8:18]}"], capture_output=True)

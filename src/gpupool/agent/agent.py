@@ -157,6 +157,8 @@ class Agent:
         finally:
             if self.config.stop_workloads_on_exit:
                 self.stop_all()
+                if self.launcher.networks is not None:  # nothing runs in them any more
+                    self.launcher.networks.remove_all()
             self.api.close()
 
     def stop_all(self) -> None:

@@ -63,13 +63,14 @@ def enter(box: Sandbox) -> None:
             os.close(fd)
     if not box.private_tmp:
         return
+    _check(_libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE, "")  # nothing we mount leaks to the host
+    # opened in the new namespace (a bind mount's source must be one of its own mounts)
     kept = [
         (path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
         for path in box.keep
         if any(_under(path, d) for d in PRIVATE_DIRS)
     ]
-    _check(_libc.unshare(CLONE_NEWNS), "unshare mount namespace")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE, "")  # nothing we mount leaks to the host
     size = f"size={box.tmp_mib}m," if box.tmp_mib > 0 else ""
     for folder in PRIVATE_DIRS:
         if os.path.isdir(folder):

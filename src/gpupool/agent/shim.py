@@ -38,7 +38,7 @@ def _default_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start(spec: LaunchSpec) -> subprocess.Popen:
+def start(spec: LaunchSpec, folder: Path | None = None) -> subprocess.Popen:
     drop = spec.uid is not None
     if spec.sandbox is None:
         return subprocess.Popen(
@@ -58,8 +58,11 @@ def start(spec: LaunchSpec) -> subprocess.Popen:
         try:
             enter(box)
             become(spec.uid, spec.gid, 0o077 if drop else None)
-        except OSError as exc:
-            os.write(2, f"gpupool: cannot start: {exc.strerror or exc}\n".encode())
+        except OSError as exc:  # the reason, where the agent reads it (Popen only says "failed")
+            reason = f"cannot start its sandbox: {exc.strerror or exc}"
+            os.write(2, f"gpupool: {reason}\n".encode())
+            if folder is not None:
+                write_note(folder, START_ERROR, reason)
             raise
 
     return subprocess.Popen(spec.command, cwd=spec.cwd, env=spec.env, preexec_fn=enter_then_drop)
@@ -107,12 +110,13 @@ def run(folder: Path) -> int:
     spec = LaunchSpec.read(folder)
     try:
         cgroups.join(spec.cgroups, os.getpid())
-        child = start(spec)
+        child = start(spec, folder)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         reason = f"cannot start {spec.command[0][:200]!r}: {what}" if spec.command else what
-        print(f"gpupool: {reason}", file=sys.stderr, flush=True)
-        write_note(folder, START_ERROR, reason)
+        if not (folder / START_ERROR).exists():  # the sandbox's own reason is clearer
+            print(f"gpupool: {reason}", file=sys.stderr, flush=True)
+            write_note(folder, START_ERROR, reason)
         return CANNOT_START
     return supervise(child, spec, folder)
 
