@@ -4,7 +4,6 @@ token files — and gets nothing, while the same attack under ``--isolation none
 (the control that shows the attack works). Workloads run as their tenant's user, in their own
 0700 folder, inside a cgroup of their grant."""
 
-import os
 import shutil
 import tempfile
 import time
@@ -26,6 +25,7 @@ from tests.support.agents import (
     make_agent,
     no_namespace_outlives_its_test,  # noqa: F401 - used through pytestmark
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    skip_module_unless_root,
     wait_for,
 )
 from tests.support.cluster import ok, submit
@@ -33,10 +33,7 @@ from tests.support.live import live_server
 
 pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 
-if os.geteuid() != 0:
-    if os.environ.get("GPUPOOL_REQUIRE_ROOT"):
-        raise RuntimeError("these tests need root (CI runs them as root)")
-    pytest.skip("tenant isolation needs root to create users", allow_module_level=True)
+skip_module_unless_root("tenant isolation needs root to create users")
 
 HF_SECRET = "hf_alphasecretvalue"
 LOG_SECRET = "alpha-log-marker"

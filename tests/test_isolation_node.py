@@ -27,6 +27,7 @@ from tests.support.agents import (
     make_agent,
     no_namespace_outlives_its_test,  # noqa: F401 - used through pytestmark
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    skip_module_unless_root,
     wait_for,
 )
 from tests.support.cluster import ok, submit
@@ -34,10 +35,7 @@ from tests.support.live import live_server
 
 pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 
-if os.geteuid() != 0:
-    if os.environ.get("GPUPOOL_REQUIRE_ROOT"):
-        raise RuntimeError("these tests need root (CI runs them as root)")
-    pytest.skip("node isolation needs root", allow_module_level=True)
+skip_module_unless_root("node isolation needs root")
 
 PY = "/usr/bin/python3"  # the system's: tenant users cannot run the test's venv under /root
 SERVE = """

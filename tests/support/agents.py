@@ -169,3 +169,12 @@ def no_namespace_outlives_its_test() -> Iterator[None]:
     for name in _gpupool_namespaces() - before:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", f"gpn-{name[8:18]}"], capture_output=True)
+
+
+def skip_module_unless_root(why: str) -> None:
+    """At a module's top: skip it without root (an error where ``GPUPOOL_REQUIRE_ROOT`` says
+    root is there, as in CI)."""
+    if os.geteuid() != 0:
+        if os.environ.get("GPUPOOL_REQUIRE_ROOT"):
+            raise RuntimeError("these tests need root (CI runs them as root)")
+        pytest.skip(why, allow_module_level=True)
