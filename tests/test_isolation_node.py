@@ -29,6 +29,7 @@ from tests.support.agents import (
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     skip_module_unless_root,
     wait_for,
+    wait_for_cards,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
@@ -89,18 +90,8 @@ def _log(admin, job_id: int) -> str:
     return "".join(c["text"] for c in admin.get(f"/api/v1/jobs/{job_id}/logs").json()["chunks"])
 
 
-def _registered(admin) -> None:
-    """The agent's cards are known (a job submitted before would be refused as never run)."""
-
-    def cards() -> bool:
-        r = admin.get("/api/v1/nodes/n1")
-        return r.status_code == 200 and bool(r.json()["devices"])
-
-    wait_for("registration", cards)
-
-
 def _run(admin, tenant: str, code: str, request: str = "gpu_share=10%,gpu_mem=1GiB") -> dict:
-    _registered(admin)
+    wait_for_cards(admin)
     job = submit(admin, request, tenant, command=[PY, "-c", code])
     return wait_for("end", in_state(admin, job["id"], "succeeded", "failed"), 40)
 
@@ -116,7 +107,7 @@ def test_loopback_and_abstract_sockets_are_the_tenants_own(tmp_path, work_root):
         try:
             with agent_thread(agent):
                 port = 39000 + os.getpid() % 1000
-                _registered(admin)
+                wait_for_cards(admin)
                 server = submit(admin, "gpu_share=10%,gpu_mem=1GiB", "alpha",
                                 command=[PY, "-c", SERVE.format(port=port)])  # fmt: skip
                 wait_for("listening", lambda: "listening" in _log(admin, server["id"]), 30)
@@ -226,7 +217,7 @@ def test_a_workload_filling_its_folder_is_stopped(tmp_path, work_root):
         admin = _teams(srv)
         token = srv.token("agent-n1", "agent", node="n1")
         with agent_thread(make_agent(srv.url, token, "n1", tmp_path / "a", isolation=config)):
-            _registered(admin)
+            wait_for_cards(admin)
             job = submit(admin, "gpu=1", "alpha", command=fill)
             done = wait_for("stopped", in_state(admin, job["id"], "failed"), 40)
     assert done["reason"].startswith("disk: its working folder used "), done["reason"]

@@ -16,6 +16,7 @@ from tests.support.agents import (
     make_agent,
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
+    wait_for_cards,
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
@@ -35,16 +36,6 @@ def _tenant(srv):
     ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
     ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
     return admin
-
-
-def _registered(admin) -> None:
-    """The agent's cards are known (a job submitted before would be refused as never run)."""
-
-    def cards() -> bool:
-        r = admin.get("/api/v1/nodes/n1")
-        return r.status_code == 200 and bool(r.json()["devices"])
-
-    wait_for("registration", cards)
 
 
 def _log(admin, job_id: int, stream: str = "stdout") -> str:
@@ -72,7 +63,7 @@ def test_every_byte_of_a_long_log_is_kept_on_both_databases(database_url, tmp_pa
         admin = _tenant(srv)
         token = srv.token("agent-n1", "agent", node="n1")
         with agent_thread(make_agent(srv.url, token, "n1", tmp_path / "a")):
-            _registered(admin)
+            wait_for_cards(admin)
             job = submit(admin, "gpu=1", "algo", command=[PY, "-c", PRINT])
             done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"), 30)
             assert done["state"] == "succeeded", done["reason"]
@@ -98,7 +89,7 @@ def test_a_log_past_the_limit_says_so_and_stops_growing_on_disk(tmp_path):
         token = srv.token("agent-n1", "agent", node="n1")
         agent = make_agent(srv.url, token, "n1", tmp_path / "a", log_max_bytes=250_000)
         with agent_thread(agent):
-            _registered(admin)
+            wait_for_cards(admin)
             job = submit(admin, "gpu=1", "algo", command=[PY, "-c", spam])
             wait_for("running", in_state(admin, job["id"], "running"))
             wait_for("truncated", lambda: "limit of 250000 bytes" in _log(admin, job["id"]))
@@ -125,7 +116,7 @@ def test_a_refused_log_upload_never_stops_the_end_being_reported(tmp_path):
 
         agent.api.logs = refuse  # type: ignore[method-assign]
         with agent_thread(agent):
-            _registered(admin)
+            wait_for_cards(admin)
             job = submit(admin, "gpu=1", "algo", command=[PY, "-c", "print('x' * 10)"])
             done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"), 30)
         assert done["state"] == "succeeded"

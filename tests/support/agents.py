@@ -178,3 +178,14 @@ def skip_module_unless_root(why: str) -> None:
         if os.environ.get("GPUPOOL_REQUIRE_ROOT"):
             raise RuntimeError("these tests need root (CI runs them as root)")
         pytest.skip(why, allow_module_level=True)
+
+
+def wait_for_cards(admin: httpx.Client, node: str = "n1") -> None:
+    """Until the node's agent has registered its cards (a job submitted before is refused as
+    never runnable)."""
+
+    def cards() -> bool:
+        r = admin.get(f"/api/v1/nodes/{node}")
+        return r.status_code == 200 and bool(r.json()["devices"])
+
+    wait_for("registration", cards)
