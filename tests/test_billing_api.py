@@ -115,6 +115,15 @@ def test_billing_cli(sqlite_server, tmp_path):
     assert "A100-80G (card-hours)" in r.stdout and "total ¥2500.00 CNY" in r.stdout
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--csv", env=env)
     assert r.stdout.splitlines()[-1] == "total,,,,2500.00"
+    # the CLI follows the tenant's mode unless --mode is given
+    prices = [f"--task-price={c}=20" for c in ("training", "dev-test", "online-inference")]
+    r = gpupool("billing", "settings", "algo", "--mode", "per-task", *prices, env=env)
+    assert r.returncode == 0, r.stderr
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--json", env=env)
+    assert json.loads(r.stdout)["mode"] == "per-task", r.stdout
+    r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--mode",
+                "card-hour", "--json", env=env)  # fmt: skip
+    assert json.loads(r.stdout)["total"] == "2500.00"
     r = gpupool("billing", "set-price", "T4", "--monthly", "800", env=env)
     assert r.returncode == 0 and r.stdout.startswith("T4: ¥800.00 a card-month")
     r = gpupool("billing", "prices", "--json", env=env)
@@ -128,7 +137,7 @@ def test_billing_cli(sqlite_server, tmp_path):
     assert r.returncode == 2 and "report: 'costs' is not one of" in r.stderr
     page = tmp_path / "invoice.html"
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "2026-11", "--html",
-                str(page), "--lang", "en", env=env)  # fmt: skip
+                str(page), "--lang", "en", "--mode", "card-hour", env=env)  # fmt: skip
     assert r.returncode == 0 and "Invoice" in page.read_text() and "¥2,500.00" in page.read_text()
     r = gpupool("billing", "invoice", "--tenant", "algo", "--month", "11/2026", env=env)
     assert r.returncode == 2 and "month" in r.stderr

@@ -84,3 +84,29 @@ def test_an_end_reported_after_a_checkpoint_corrects_what_was_metered_past_it(se
     assert all(a.end == b.start for a, b in pairwise(records))  # back to back
     with server.ctx.db.write() as s:
         assert checkpoint(s, now + 7200) == 0
+
+
+def test_a_whole_card_is_metered_at_its_full_memory_whatever_the_cards_mode(server):
+    """A share-mode card keeps a headroom of its memory out of shares; a job holding the
+    whole card still holds all of it, so GPU-memory billing counts 80 GiB, not 72."""
+    from tests.support.cluster import node_body
+
+    admin = server.admin()
+    ok(admin.put("/api/v1/pools/shared", json={"name": "shared", "sharing": "share"}))
+    body = node_body("s0", cards=1, pool="shared")
+    body["devices"][0]["mode"] = "share"
+    ok(admin.post("/api/v1/nodes", json=body))
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 1}))
+    whole = submit(admin, "gpu=1", "algo")
+    server.cycle(time.time() - 3600)
+    ok(admin.post(f"/api/v1/jobs/{whole['id']}/cancel"))
+    (record,) = _records(server, whole["id"])
+    seconds = record.end - record.start
+    assert record.compute_pct_seconds == 100 * int(seconds)
+    assert record.mem_mib_seconds == 81920 * int(seconds)  # the card's 80 GiB
+    half = submit(admin, "gpu_share=0.5,gpu_mem=20GiB", "algo")
+    server.cycle()
+    ok(admin.post(f"/api/v1/jobs/{half['id']}/cancel"))
+    (record,) = _records(server, half["id"])
+    assert record.mem_mib_seconds == 20480 * metered_seconds(record.start, record.end)

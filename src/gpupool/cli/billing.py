@@ -92,7 +92,9 @@ def billing_invoice(
     tenant: str = typer.Option(..., help="The tenant billed"),
     month: str = typer.Option(..., help="YYYY-MM"),
     zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
-    mode: str = typer.Option("card-hour", help="card-hour or gpu-mem (GB-hours)"),
+    mode: str = typer.Option(
+        None, help="card-hour, gpu-mem (GB-hours) or per-task (default: the tenant's mode)"
+    ),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
     html: str = typer.Option(
         None, "--html", help="Write the printable page to this file (see --lang)"

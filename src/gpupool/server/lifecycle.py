@@ -16,7 +16,7 @@ from gpupool.server.db.tables import (
     Meta,
     UsageRow,
 )
-from gpupool.server.metering import meter
+from gpupool.server.metering import Card, meter
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"admitted", "cancelled", "failed"}),
@@ -115,7 +115,7 @@ def metered_seconds(start: float, end: float) -> int:
 
 
 def usage_rows(
-    alloc: AllocationRow, models: dict[tuple[str, int], str], start: float, end: float
+    alloc: AllocationRow, models: dict[tuple[str, int], Card], start: float, end: float
 ) -> list[dict]:
     """The usage records of ``alloc`` over [start, end)."""
     seconds = metered_seconds(start, end)
@@ -132,17 +132,17 @@ def usage_rows(
     ]
 
 
-def device_models(session: Session, placement: dict) -> dict[tuple[str, int], str]:
-    """Model of every device a placement touches."""
+def device_models(session: Session, placement: dict) -> dict[tuple[str, int], Card]:
+    """Model and memory of every device a placement touches."""
     keys = {(n["node"], d["device"]) for n in placement["nodes"] for d in n["devices"]}
     if not keys:
         return {}
     rows = session.execute(
-        select(DeviceRow.node, DeviceRow.index, DeviceRow.model).where(
+        select(DeviceRow.node, DeviceRow.index, DeviceRow.model, DeviceRow.memory_mib).where(
             DeviceRow.node.in_({k[0] for k in keys})
         )
     )
-    return {(n, i): m for n, i, m in rows if (n, i) in keys}
+    return {(n, i): Card(m, mem) for n, i, m, mem in rows if (n, i) in keys}
 
 
 def live_on(query: Select[Any], node: str) -> Select[Any]:

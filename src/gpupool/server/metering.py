@@ -2,29 +2,44 @@
 
 ``device_seconds`` counts whole (exclusive) cards; ``compute_pct_seconds`` counts percent of a
 card for every grant (a whole card is 100, a 3g MIG slice of 7 is its compute percent, a
-share its compute share); memory in MiB-seconds; CPU once per allocation, on its first record.
+share its compute share); memory in MiB-seconds — a whole card at its full memory, whatever
+the card's mode (a share-mode card's headroom is the pool's, not the tenant's gain); CPU once
+per allocation, on its first record.
 """
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from gpupool.scheduler.cycle import MIG_PERCENT
 
 
+class Card(NamedTuple):
+    """What metering needs of a device: its model and its whole memory."""
+
+    model: str
+    memory_mib: int
+
+
+UNKNOWN = Card("unknown", 0)
+
+
 def meter(
-    placement: dict[str, Any], models: dict[tuple[str, int], str], seconds: int
+    placement: dict[str, Any], cards: Mapping[tuple[str, int], Card], seconds: int
 ) -> list[dict[str, Any]]:
     per_model: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     cpu = 0
     for n in placement["nodes"]:
         cpu += n["cpu_millis"]
         for d in n["devices"]:
-            acc = per_model[models.get((n["node"], d["device"]), "unknown")]
+            card = cards.get((n["node"], d["device"]), UNKNOWN)
+            acc = per_model[card.model]
             acc[0] += 1
             acc[1] += 1 if d["exclusive"] else 0
             mig = d.get("mig_profile")
             acc[2] += MIG_PERCENT.get(mig, 0) if mig else d["compute_pct"]
-            acc[3] += d["mem_mib"]
+            whole = d["exclusive"] and not mig
+            acc[3] += max(d["mem_mib"], card.memory_mib) if whole else d["mem_mib"]
     if not per_model:
         per_model["cpu"] = [0, 0, 0, 0]
     records = []
