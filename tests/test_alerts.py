@@ -14,6 +14,7 @@ from typing import ClassVar
 from gpupool.server.alerts.rules import BudgetFact, DeviceFact, Facts, PendingFact, firing
 from gpupool.server.alerts.webhook import SIGNATURE, deliver
 from gpupool.server.db.tables import AlertRow, JobRow, NodeRow, UsageRow
+from gpupool.server.settings import Settings
 from tests.helpers import gpupool
 from tests.support.cluster import ok, seed_cluster, submit
 
@@ -182,3 +183,52 @@ def test_a_spent_stop_elastic_budget_holds_work_beyond_the_guarantee(sqlite_serv
     assert r.status_code == 422 and r.json()["field"] == "monthly"
     r = admin.put("/api/v1/billing/budgets/algo", json={"monthly": "5", "thresholds": [0]})
     assert r.status_code == 422 and r.json()["field"] == "thresholds"
+
+
+def test_a_budget_counts_what_runs_now_and_acts_within_a_cycle(tmp_path):
+    """At list prices (A100-80G ¥2,500 a card-month): 8 cards for two hours cost ¥55.56, all
+    of it in a live allocation no hourly checkpoint has metered yet. The running scheduler
+    must see it: the alerts fire and work beyond the guarantee waits in the next cycle, not
+    when the usage records are written."""
+    from sqlalchemy import select
+
+    from gpupool.server.db.tables import AllocationRow
+    from tests.support.live import live_server
+
+    settings = Settings(
+        data_dir=tmp_path, log_json=False, cycle_interval_s=0.2, alert_interval_s=3600
+    )  # fmt: skip  (no periodic alert pass helps)
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        seed_cluster(admin, nodes=2, cards=8, tenants={})
+        ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
+        for name, cards in (("algo", 1), ("beta", 15)):  # algo borrows beta's idle cards
+            ok(admin.post("/api/v1/tenants", json={"name": name, "parent": "org"}), 201)
+            quota = {"resource": "gpu", "nominal": cards}
+            ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
+        body = {"monthly": "50", "thresholds": [80, 100], "action": "stop-elastic"}
+        ok(admin.put("/api/v1/billing/budgets/algo", json=body))
+        big = submit(admin, "gpu=8", "algo")  # borrows 7 cards: within budget so far
+        deadline = time.monotonic() + 10
+        while ok(admin.get(f"/api/v1/jobs/{big['id']}"))["state"] != "admitted":
+            assert time.monotonic() < deadline, ok(admin.get(f"/api/v1/jobs/{big['id']}"))["reason"]
+            time.sleep(0.05)
+        with srv.ctx.db.write() as s:  # it has run for two hours, unmetered so far
+            alloc = s.execute(select(AllocationRow)).scalar_one()
+            alloc.created_at -= 7200
+            assert alloc.metered_until is None
+        with srv.ctx.db.read() as s:
+            assert s.execute(select(UsageRow)).first() is None
+        beyond = submit(admin, "gpu=2", "algo")  # free cards, but beyond the guarantee
+        month = time.strftime("%Y-%m", time.gmtime(time.time() + 8 * 3600))
+        deadline = time.monotonic() + 10
+        while not ok(admin.get(f"/api/v1/jobs/{beyond['id']}"))["reason"].startswith("budget"):
+            assert time.monotonic() < deadline, ok(admin.get(f"/api/v1/jobs/{beyond['id']}"))
+            time.sleep(0.05)
+        job = ok(admin.get(f"/api/v1/jobs/{beyond['id']}"))
+        assert job["state"] == "pending"
+        assert job["reason"].startswith(f"budget: algo has spent its budget for {month} (¥55.5")
+        assert _alerts(srv) == {
+            f"budget:algo:{month}:80": "firing",
+            f"budget:algo:{month}:100": "firing",
+        }

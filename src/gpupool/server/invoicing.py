@@ -6,7 +6,15 @@ from sqlalchemy.orm import Session
 
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
-from gpupool.server.db.tables import CreditRow, JobRow, PriceRow, TenantBillingRow, UsageRow
+from gpupool.server.db.tables import (
+    AllocationRow,
+    CreditRow,
+    JobRow,
+    PriceRow,
+    TenantBillingRow,
+    UsageRow,
+)
+from gpupool.server.lifecycle import device_models, usage_rows
 from gpupool.server.rentals import plans_between
 
 
@@ -18,8 +26,33 @@ def catalog(s: Session) -> Catalog:
     return Catalog(entries)
 
 
-def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | None = None) -> dict:
-    """The invoice (``mode`` None: the tenant's own); raises SpecError on bad input."""
+def live_usage(s: Session, tenant: str, now: float) -> list[Usage]:
+    """What the tenant's live allocations used since their last checkpoint, up to ``now``
+    (not yet in any usage record)."""
+    out = []
+    live = s.execute(
+        select(AllocationRow).where(AllocationRow.tenant == tenant, AllocationRow.state == "active")
+    ).scalars()
+    for a in live:
+        start = a.metered_until if a.metered_until is not None else a.created_at
+        if now > start:
+            for r in usage_rows(a, device_models(s, a.placement), start, now):
+                fields = ("model", "start", "end", "compute_pct_seconds", "mem_mib_seconds")
+                out.append(Usage(*(r[k] for k in fields)))
+    return out
+
+
+def month_invoice(
+    s: Session,
+    tenant: str,
+    month: str,
+    zone: str,
+    mode: str | None = None,
+    *,
+    live_until: float | None = None,
+) -> dict:
+    """The invoice (``mode`` None: the tenant's own); raises SpecError on bad input. With
+    ``live_until``, live allocations count up to that moment (month-to-date spend)."""
     start, end = month_bounds(month, zone)
     usage = UsageRow.__table__.c
     rows = s.execute(
@@ -28,6 +61,8 @@ def month_invoice(s: Session, tenant: str, month: str, zone: str, mode: str | No
         ).where(usage.tenant == tenant, usage.end > start, usage.start < end)
     ).all()
     records = [Usage(*r) for r in rows]
+    if live_until is not None:
+        records += live_usage(s, tenant, live_until)
     settings = s.get(TenantBillingRow, tenant)
     mode = mode or (settings.mode if settings else "card-hour")
     tasks = []

@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select
@@ -18,8 +19,8 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
-from gpupool.server.alerts.facts import gather
-from gpupool.server.alerts.rules import Limits, firing
+from gpupool.server.alerts.facts import budget_facts, gather
+from gpupool.server.alerts.rules import BudgetFact, Limits, firing
 from gpupool.server.alerts.store import reconcile
 from gpupool.server.alerts.webhook import deliver
 from gpupool.server.capacity import PoolCapacity
@@ -66,6 +67,7 @@ class SchedulerLoop:
         self._sampled_at = float("-inf")
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
+        self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -103,6 +105,7 @@ class SchedulerLoop:
             try:
                 self.check_liveness()
                 self.checkpoint_usage()
+                self.safely(self.check_budgets)
                 self.run_once()
                 self.safely(self.check_alerts)
                 self.safely(self.sample_pool)
@@ -197,15 +200,34 @@ class SchedulerLoop:
             reconcile(s, firing(facts), now)
             if st.alert_webhook_url:
                 deliver(s, st.alert_webhook_url, st.alert_webhook_secret, now)
+        self._note_budgets(facts.budgets)
+
+    def check_budgets(self, now: float | None = None) -> None:
+        """Before every cycle: each budget's month-to-date spend, live allocations included
+        up to now, so stop-elastic acts in the cycle after the line is crossed, and the
+        alerts are evaluated at once when a threshold is crossed (not at the next
+        ``alert_interval_s``)."""
+        now = time.time() if now is None else now
+        with self.db.read() as s:
+            budgets = budget_facts(s, now, self.settings.billing_zone)
+        if self._note_budgets(budgets):
+            self.check_alerts(now, force=True)
+
+    def _note_budgets(self, budgets: Iterable[BudgetFact]) -> bool:
+        """Remember which tenants may not borrow; True when the thresholds crossed changed."""
+        budgets = list(budgets)
         self.over_budget = {
             b.tenant: (
                 f"budget: {b.tenant} has spent its budget for {b.month} "
                 f"({yuan(b.spent_fen)} of {yuan(b.budget_fen)}); work beyond its "
                 "guarantee waits"
             )
-            for b in facts.budgets
+            for b in budgets
             if b.exhausted and b.action == "stop-elastic"
         }
+        crossed = {(b.tenant, b.month, t) for b in budgets for t in b.crossed()}
+        changed, self._crossed = crossed != self._crossed, crossed
+        return changed
 
     def defrag_budget(self, now: float) -> int:
         """Moves defragmentation may still make this hour (``defrag_moves_per_hour``)."""

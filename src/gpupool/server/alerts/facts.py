@@ -16,11 +16,12 @@ def current_month(now: float, zone: str) -> str:
 
 
 def budget_facts(s: Session, now: float, zone: str) -> list[BudgetFact]:
-    """Each budget with what its tenant has spent this month (its invoice so far)."""
+    """Each budget with what its tenant has spent this month: its invoice so far, live
+    allocations included up to ``now`` (checkpoints are hourly; a budget must act sooner)."""
     month = current_month(now, zone)
     out = []
     for b in s.execute(select(BudgetRow).order_by(BudgetRow.tenant)).scalars():
-        spent = month_invoice(s, b.tenant, month, zone)["total_fen"]
+        spent = month_invoice(s, b.tenant, month, zone, live_until=now)["total_fen"]
         out.append(BudgetFact(b.tenant, month, spent, b.monthly_fen, tuple(b.thresholds), b.action))
     return out
 

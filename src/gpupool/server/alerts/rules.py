@@ -49,6 +49,14 @@ class BudgetFact:
     def exhausted(self) -> bool:
         return self.budget_fen > 0 and self.spent_fen >= self.budget_fen
 
+    def crossed(self) -> tuple[int, ...]:
+        """The thresholds (percent) its spend has reached."""
+        if self.budget_fen <= 0:
+            return ()
+        return tuple(
+            t for t in sorted(self.thresholds) if 100 * self.spent_fen >= t * self.budget_fen
+        )
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -164,16 +172,15 @@ def firing(f: Facts) -> list[Firing]:
         if b.budget_fen <= 0:
             continue
         used = 100 * b.spent_fen / b.budget_fen
-        for pct in sorted(b.thresholds):
-            if used >= pct:
-                out.append(
-                    Firing(
-                        f"budget:{b.tenant}:{b.month}:{pct}",
-                        "budget",
-                        b.tenant,
-                        b.tenant,
-                        f"{b.tenant} has spent {yuan(b.spent_fen)} of its {yuan(b.budget_fen)} "
-                        f"budget for {b.month} ({used:.0f}%, threshold {pct}%)",
-                    )
+        for pct in b.crossed():
+            out.append(
+                Firing(
+                    f"budget:{b.tenant}:{b.month}:{pct}",
+                    "budget",
+                    b.tenant,
+                    b.tenant,
+                    f"{b.tenant} has spent {yuan(b.spent_fen)} of its {yuan(b.budget_fen)} "
+                    f"budget for {b.month} ({used:.0f}%, threshold {pct}%)",
                 )
+            )
     return out

@@ -56,7 +56,9 @@ def report(
             for a in s.execute(q).scalars():
                 if not who.sees(a.tenant) or (tenant is not None and a.tenant != tenant):
                     continue
-                models = sorted({c.model for c in device_models(s, a.placement).values()}) or ["cpu"]
+                models = sorted({c.model for c in device_models(s, a.placement).values()}) or [
+                    "cpu"
+                ]
                 at = min(a.released_at or time.time(), end - 1)
                 holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at))
             rows = idle_costs(holds, cat)
