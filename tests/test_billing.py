@@ -151,15 +151,66 @@ def test_rental_plans_bill_their_price_and_only_use_beyond_them():
     week = [_card(start, 168) for _ in range(8)]
     out = invoice("algo", "2026-11", week, c, plans=[plan])
     assert out["lines"][1]["quantity"] == "672.0000"  # 4 x 168 card-hours
-    # cancelled after ten days: a third of its price, and its guarantee ends then
+    # cancelled after ten days: its guarantee ends then, but the month it started is owed
     cancelled = replace(plan, cancelled_at=start + 10 * 86400)
     assert not cancelled.active(start + 11 * 86400) and cancelled.active(start)
     out = invoice("algo", "2026-11", [], c, plans=[cancelled])
-    assert out["total"] == "3333.33" and out["lines"][0]["description"].endswith("(cancelled)")
-    # an annual plan bills the month's share of its discounted year
+    assert out["total"] == "10000.00"
+    assert [line["amount"] for line in out["lines"]] == ["3333.33", "6666.67"]
+    assert out["lines"][1]["description"] == (
+        "plan 1: cancelled early, owes 1 of 1 months; less what was billed"
+    )
+    # an annual plan is paid upfront: all of its discounted year when it starts
     year = new_plan(c, 2, "algo", "A100-80G", 1, "annual", 1, start)
-    # a year runs 365 days: November's 30 of them
-    assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "2095.89"
+    assert invoice("algo", "2026-11", [], c, plans=[year])["total"] == "25500.00"
+    assert invoice("algo", "2026-12", [], c, plans=[year])["total"] == "0.00"
+    # or monthly, as configured: November's 30 of its 365 days
+    spread = new_plan(c, 2, "algo", "A100-80G", 1, "annual", 1, start, payment="monthly")
+    assert invoice("algo", "2026-11", [], c, plans=[spread])["total"] == "2095.89"
+    with pytest.raises(SpecError, match="payment: 'weekly' is not one of upfront, monthly"):
+        new_plan(c, 3, "algo", "A100-80G", 1, "annual", 1, start, payment="weekly")
+
+
+@pytest.mark.parametrize(
+    ("kind", "periods", "after_s", "payment", "owed"),
+    [
+        # the issue's case: a year cancelled after 12 s was billed ¥0.02, a free 15% off
+        ("annual", 1, 12, "upfront", "2500.00"),  # one month started, without the discount
+        ("annual", 1, 12, "monthly", "2500.00"),
+        ("annual", 1, 100 * 86400, "upfront", "10000.00"),  # 4 months started (of 30.4 days)
+        ("annual", 1, 364 * 86400, "upfront", "25500.00"),  # never more than the year
+        ("monthly", 3, 12, "monthly", "2500.00"),
+        ("monthly", 3, 40 * 86400, "monthly", "5000.00"),
+        ("daily", 7, 12, "monthly", "83.33"),  # a day: 24 hourly rates
+        ("hourly", 720, 12, "monthly", "3.47"),
+    ],
+)
+def test_a_plan_cancelled_early_owes_what_it_started(kind, periods, after_s, payment, owed):
+    """Over all the months it touches, a plan cancelled early bills exactly the rule's
+    amount, whatever its payment schedule."""
+    from gpupool.billing.plans import new_plan
+
+    start, _ = month_bounds("2026-11")
+    c = Catalog.default()
+    plan = new_plan(c, 1, "algo", "A100-80G", 1, kind, periods, start + 3600, payment)
+    plan = replace(plan, cancelled_at=plan.start + after_s)
+    months = [
+        f"{y}-{m:02d}" for y, m in [(2026, 11), (2026, 12), *((2027, i) for i in range(1, 12))]
+    ]
+    bills = [invoice("algo", m, [], c, plans=[plan]) for m in months]
+    billed = sum(b["total_fen"] for b in bills)
+    lines = sum(len(b["lines"]) for b in bills)
+    assert abs(billed - parse_cny(owed)) <= lines // 2  # each line rounded once, to the fen
+    before = replace(plan, cancelled_at=plan.start - 60)  # cancelled before it started
+    assert sum(invoice("algo", m, [], c, plans=[before])["total_fen"] for m in months) == 0
+
+
+def test_a_plan_is_billed_by_card_hour():
+    from gpupool.billing.plans import new_plan
+
+    start, _ = month_bounds("2026-11")
+    c = Catalog.default()
+    plan = new_plan(c, 1, "algo", "A100-80G", 4, "monthly", 1, start)
     with pytest.raises(SpecError, match="billed by card-hour"):
         invoice("algo", "2026-11", [], c, plans=[plan], mode="gpu-mem")
 

@@ -168,6 +168,17 @@ def test_a_rental_plan_grants_guaranteed_cards_and_is_billed(server):
     assert [p["id"] for p in ok(finance.get("/api/v1/billing/plans"))] == [plan["id"]]
     cancelled = ok(admin.post(f"/api/v1/billing/plans/{plan['id']}/cancel"))
     assert cancelled["active"] is False and cancelled["cancelled_at"] is not None
+    assert cancelled["owed"] == "5000.00"  # the month it started, whatever was used
+    params = {"tenant": "algo", "month": month, "zone": "UTC"}
+    bill = ok(admin.get("/api/v1/billing/invoice", params=params))
+    plan_lines = [x for x in bill["lines"] if x["item"]["kind"].startswith("plan")]
+    assert sum(float(x["amount"]) for x in plan_lines) == 5000.00
+    assert plan_lines[-1]["item"]["kind"] == "plan-cancellation"
+    # an annual plan cancelled at once owes its first month without the 15% off
+    year = ok(admin.post("/api/v1/billing/plans", json={**body, "plan": "annual"}), 201)
+    assert (year["total"], year["payment"]) == ("51000.00", "upfront")
+    year = ok(admin.post(f"/api/v1/billing/plans/{year['id']}/cancel"))
+    assert year["owed"] == "5000.00"
     r = admin.post(f"/api/v1/billing/plans/{plan['id']}/cancel")
     assert r.status_code == 409 and "already ended" in r.text
     r = admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo", "command": ["x"]})
@@ -198,6 +209,7 @@ def test_plan_cli(sqlite_server):
     assert " year " in gpupool("billing", "plan", "list", env=env).stdout
     r = gpupool("billing", "plan", "cancel", "1", env=env)
     assert r.returncode == 0 and r.stdout.startswith("plan 1 cancelled at")
+    assert r.stdout.strip().endswith("it owes ¥0.00 of ¥25500.00")  # it had not started
     r = gpupool("billing", "plan", "create", "--tenant", "algo", "--model", "A100-80G",
                 "--cards", "0", env=env)  # fmt: skip
     assert r.returncode == 2 and "cards" in r.stderr
@@ -369,6 +381,13 @@ def test_discounts_and_credits_are_lines_of_their_own(sqlite_server):
         ("credit: outage on 11-12", "-100.00"),
     ]
     assert bill["total"] == "2150.00"
+    # a credit larger than what is due takes the invoice to zero, never below
+    big = {"tenant": "algo", "month": "2026-11", "amount": "5000", "reason": "goodwill"}
+    ok(admin.post("/api/v1/billing/credits", json=big), 201)
+    bill = ok(admin.get("/api/v1/billing/invoice", params={"tenant": "algo", "month": "2026-11"}))
+    assert bill["total"] == "0.00" and bill["lines"][-1]["amount"] == "-2150.00"
+    assert bill["lines"][-1]["item"]["applied"] == "2150.00"
+    assert "¥2150.00 applies" in bill["lines"][-1]["description"]
     html = {"tenant": "algo", "month": "2026-11", "format": "html"}
     page = admin.get("/api/v1/billing/invoice", params=html).text
     assert "用量折扣 10%" in page and "抵扣：outage on 11-12" in page and "-¥250.00" in page

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.money import cny, to_fen
-from gpupool.billing.plans import Plan, unit_price
+from gpupool.billing.plans import PERIOD_NAME, Plan, unit_price
 from gpupool.model import SpecError
 
 MODES = ("card-hour", "gpu-mem", "per-task")
@@ -102,10 +102,10 @@ def invoice(
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     start, end = month_bounds(month, zone)
-    plans = [p for p in plans if p.start < end and p.until > start]
+    plans = [p for p in plans if p.start < end and (p.until > start or start <= p.until < end)]
     if plans and mode != "card-hour":
         raise SpecError("mode: a tenant with rental plans is billed by card-hour", field="mode")
-    lines: list[dict] = [_plan_line(p, start, end) for p in plans]
+    lines: list[dict] = [line for p in plans for line in _plan_lines(p, start, end)]
     planned = {p.model for p in plans}
     hours: dict[str, dict[float, Fraction]] = {}  # model -> hour -> card-seconds used
     if mode == "per-task":
@@ -141,14 +141,21 @@ def invoice(
             lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate, item))
         lines += _beyond_plans(hours, plans, catalog, start, end)
     if discount_pct:
-        on_demand = sum(line["amount_fen"] for line in lines if line["item"].get("kind") != "plan")
+        on_demand = sum(
+            line["amount_fen"] for line in lines if not line["item"]["kind"].startswith("plan")
+        )
         if on_demand:
             item = {"kind": "discount", "pct": discount_pct}
             rate = -Fraction(on_demand * discount_pct, 100)
             lines.append(_line(f"discount {discount_pct}% on usage", Fraction(1), "", rate, item))
-    for reason, fen in credits:
-        item = {"kind": "credit", "reason": reason}
-        lines.append(_line(f"credit: {reason}", Fraction(1), "", -Fraction(fen), item))
+    for reason, fen in credits:  # never below zero: a credit applies up to what is due
+        due = max(0, sum(line["amount_fen"] for line in lines))
+        applied = min(fen, due)
+        item = {"kind": "credit", "reason": reason, "credit": cny(fen), "applied": cny(applied)}
+        what = f"credit: {reason}"
+        if applied < fen:
+            what += f" (¥{cny(fen)}; ¥{cny(applied)} applies, the invoice does not go below zero)"
+        lines.append(_line(what, Fraction(1), "", -Fraction(applied), item))
     total = sum(line["amount_fen"] for line in lines)
     return {
         "tenant": tenant,
@@ -196,21 +203,57 @@ def _task_lines(
     return lines
 
 
-def _plan_line(p: Plan, start: float, end: float) -> dict:
-    cost = p.cost_between(start, end)
-    hours = p.card_seconds_between(start, end) / 3600
-    what = f"plan {p.id}: {p.cards} x {p.model}, {p.kind or 'rental'}"
-    if p.cancelled_at is not None and p.cancelled_at < p.end:
-        what += " (cancelled)"
+def _plan_lines(p: Plan, start: float, end: float) -> list[dict]:
+    """A plan's line in [start, end) — all of it when paid upfront and starting here, else
+    its prorated share — and, when it was cancelled early in [start, end), the line the
+    early-cancellation rule adds or refunds."""
     item = {
         "kind": "plan",
         "plan": p.id,
         "cards": p.cards,
         "model": p.model,
         "term": p.kind,
-        "cancelled": p.cancelled_at is not None and p.cancelled_at < p.end,
+        "payment": p.payment,
+        "cancelled": p.cancelled_early,
     }
-    return _line(what, hours, "card-hour", cost / hours if hours else Fraction(0), item)
+    what = f"plan {p.id}: {p.cards} x {p.model}, {p.kind or 'rental'}"
+    lines = []
+    scheduled = p.scheduled_between(start, end)
+    if p.payment == "upfront":
+        if scheduled:
+            count = Fraction(p.cards * p.periods)
+            unit = f"card-{PERIOD_NAME.get(p.kind, 'term')}"
+            lines.append(_line(f"{what}, paid upfront", count, unit, scheduled / count, item))
+    else:
+        hours = p.card_seconds_between(start, end) / 3600
+        if hours or scheduled:
+            rate = scheduled / hours if hours else Fraction(0)
+            lines.append(_line(what, hours, "card-hour", rate, item))
+    adjustment = p.adjustment_between(start, end)
+    if p.cancelled_early and start <= p.until < end:
+        steps, _ = p.steps()
+        step = "month" if p.kind == "annual" else PERIOD_NAME.get(p.kind, "period")
+        started = p.started_steps()
+        note = " (no annual discount)" if p.kind == "annual" else ""
+        cancel = {
+            **item,
+            "kind": "plan-cancellation",
+            "owed": cny(to_fen(p.owed())),
+            "started": started,
+            "steps": steps,
+            "step": step,
+        }
+        lines.append(
+            _line(
+                f"plan {p.id}: cancelled early, owes {started} of {steps} {step}s{note}; "
+                f"less what was billed",
+                Fraction(1),
+                "",
+                adjustment,
+                cancel,
+            )
+        )
+    return lines
 
 
 def _bucket(acc: dict[float, Fraction], u: Usage, start: float, end: float) -> None:

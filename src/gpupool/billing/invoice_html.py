@@ -42,6 +42,12 @@ LABELS: dict[str, dict[str, str]] = {
         "card-hour": "卡时",
         "GB-hour": "GB·时",
         "job": "个任务",
+        "card-hour.plan": "卡·小时",
+        "card-day": "卡·天",
+        "card-month": "卡·月",
+        "card-year": "卡·年",
+        "number": "账单编号",
+        "final": "正式账单",
         "mode.card-hour": "按卡时",
         "mode.gpu-mem": "按显存",
         "mode.per-task": "按任务",
@@ -66,6 +72,12 @@ LABELS: dict[str, dict[str, str]] = {
         "card-hour": "card-hours",
         "GB-hour": "GB-hours",
         "job": "jobs",
+        "card-hour.plan": "card-hours",
+        "card-day": "card-days",
+        "card-month": "card-months",
+        "card-year": "card-years",
+        "number": "Invoice number",
+        "final": "Final",
         "mode.card-hour": "by card-hour",
         "mode.gpu-mem": "by GPU memory",
         "mode.per-task": "by task",
@@ -96,7 +108,9 @@ DESCRIPTIONS = {
         "beyond": "{model} 超出套餐的用量",
         "tasks": "{class} 类任务",
         "discount": "用量折扣 {pct}%",
-        "credit": "抵扣：{reason}",
+        "credit": "抵扣：{reason}{partial}",
+        "plan-cancellation": "租用套餐 {plan} 提前终止：按已开始的 {started}/{steps} "
+        "个{step}计费{no_discount}，扣除已计费部分",
         "usage": "{model} 用量",
     },
     "en": {
@@ -104,22 +118,37 @@ DESCRIPTIONS = {
         "beyond": "{model} used beyond the plans",
         "tasks": "{class} jobs",
         "discount": "Discount {pct}% on usage",
-        "credit": "Credit: {reason}",
+        "credit": "Credit: {reason}{partial}",
+        "plan-cancellation": "Rental plan {plan} cancelled early: owes {started} of {steps} "
+        "{step}s started{no_discount}, less what was billed",
         "usage": "{model} usage",
     },
 }
 CANCELLED = {"zh": "（已提前终止）", "en": " (cancelled early)"}
+PARTIAL = {
+    "zh": "（共 ¥{credit}，本期抵扣 ¥{applied}，账单不低于零）",
+    "en": " (¥{credit}; ¥{applied} applies, an invoice never goes below zero)",
+}
+STEPS = {
+    "zh": {"month": "月", "hour": "小时", "day": "天", "year": "年"},
+    "en": {"month": "month", "hour": "hour", "day": "day", "year": "year"},
+}
+NO_DISCOUNT = {"zh": "（不享受包年折扣）", "en": " (without the annual discount)"}
 
 
 def describe(item: dict, lang: str) -> str:
     """A line's description in ``lang`` from its structured ``item``."""
     kind = item.get("kind")
     template = DESCRIPTIONS[lang].get(kind or "", DESCRIPTIONS[lang]["usage"])
+    partial = item.get("applied") not in (None, item.get("credit"))
     values = {
         "model": "",
         **item,
         "term": TERMS[lang].get(item.get("term", ""), ""),
         "cancelled": CANCELLED[lang] if item.get("cancelled") else "",
+        "partial": PARTIAL[lang].format_map(item) if partial else "",
+        "step": STEPS[lang].get(item.get("step", ""), ""),
+        "no_discount": NO_DISCOUNT[lang] if item.get("term") == "annual" else "",
     }
     return template.format_map(values)
 
@@ -164,5 +193,6 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         lines=lines,
         total=yuan(_signed_fen(inv["total"])),
         draft=inv.get("draft", False),
+        number=inv.get("number"),
         issued=when.strftime("%Y-%m-%d %H:%M"),
     )

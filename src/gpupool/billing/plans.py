@@ -1,7 +1,17 @@
 """Rental plans and their quotes (pure): N cards of a model by the hour, day or month, or a
 year prepaid at 15% off (the seed's "年付85折"). A day is 24 hourly rates, a month the monthly
-rate, a year 12 months less the discount."""
+rate, a year 12 months less the discount.
 
+A plan commits to its whole term. It is paid ``upfront`` (all of it on the invoice of the
+month it starts; the default for annual plans) or ``monthly`` (each calendar month bills the
+part of the term inside it, prorated by the second). Cancelled early, its guarantee ends then
+and it owes every period it started, in full, at its own period price — for an annual plan
+every month (a twelfth of its year) it started, at the monthly price without the annual
+discount — never more than its total; a plan cancelled before it starts owes nothing. The
+invoice of the month of the cancellation carries the difference from what its schedule billed.
+"""
+
+import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -11,6 +21,7 @@ from gpupool.billing.money import cny, to_fen
 from gpupool.model import SpecError
 
 PLANS = ("hourly", "daily", "monthly", "annual")
+PAYMENTS = ("upfront", "monthly")
 ANNUAL_DISCOUNT = Fraction(15, 100)
 # a month is 30 days (the 720-hour month of the prices); a year runs 365 days to the same date
 PERIOD_SECONDS = {"hourly": 3600, "daily": 86400, "monthly": 30 * 86400, "annual": 365 * 86400}
@@ -106,6 +117,8 @@ class Plan:
     total_fen: int
     cancelled_at: float | None = None
     kind: str = ""  # hourly, daily, monthly or annual
+    periods: int = 1
+    payment: str = "monthly"  # or upfront: all of it when it starts
 
     @property
     def until(self) -> float:
@@ -114,12 +127,41 @@ class Plan:
             return self.end
         return max(self.start, min(self.end, self.cancelled_at))
 
+    @property
+    def cancelled_early(self) -> bool:
+        return self.cancelled_at is not None and self.cancelled_at < self.end
+
     def active(self, when: float) -> bool:
         return self.start <= when < self.until
 
-    def cost_between(self, start: float, end: float) -> Fraction:
-        """What [start, end) of it costs (fen, exact): its price prorated by the second."""
-        lo, hi = max(start, self.start), min(end, self.until)
+    def steps(self) -> tuple[int, Fraction]:
+        """How many periods its early cancellation counts in, and each one's price (fen, all
+        its cards): months without the discount for an annual plan, else its own periods."""
+        if self.kind == "annual":
+            steps = 12 * self.periods
+            return steps, Fraction(self.total_fen) / steps / (1 - ANNUAL_DISCOUNT)
+        return self.periods, Fraction(self.total_fen, self.periods)
+
+    def started_steps(self) -> int:
+        """The periods (months, for annual) it started before it ended or was cancelled."""
+        steps, _ = self.steps()
+        used = Fraction(self.until) - Fraction(self.start)
+        term = Fraction(self.end) - Fraction(self.start)
+        return min(steps, math.ceil(used * steps / term)) if used > 0 else 0
+
+    def owed(self) -> Fraction:
+        """What it costs in all (fen, exact): its total, or by the early-cancellation rule."""
+        if not self.cancelled_early:
+            return Fraction(self.total_fen)
+        _, step_price = self.steps()
+        return min(Fraction(self.total_fen), self.started_steps() * step_price)
+
+    def scheduled_between(self, start: float, end: float) -> Fraction:
+        """What its payment schedule bills in [start, end), up to its cancellation."""
+        hi_edge = min(end, self.until) if self.cancelled_early else end
+        if self.payment == "upfront":
+            return Fraction(self.total_fen) if start <= self.start < hi_edge else Fraction(0)
+        lo, hi = max(start, self.start), min(hi_edge, self.end)
         if hi <= lo:
             return Fraction(0)
         return (
@@ -127,6 +169,17 @@ class Plan:
             * (Fraction(hi) - Fraction(lo))
             / (Fraction(self.end) - Fraction(self.start))
         )
+
+    def adjustment_between(self, start: float, end: float) -> Fraction:
+        """At an early cancellation inside [start, end): what the rule owes less what the
+        schedule billed (negative: a refund)."""
+        if not self.cancelled_early or not start <= self.until < end:
+            return Fraction(0)
+        return self.owed() - self.scheduled_between(self.start, self.until)
+
+    def cost_between(self, start: float, end: float) -> Fraction:
+        """Its charges dated in [start, end) (fen, exact); over all time they add to owed()."""
+        return self.scheduled_between(start, end) + self.adjustment_between(start, end)
 
     def card_seconds_between(self, start: float, end: float) -> Fraction:
         lo, hi = max(start, self.start), min(end, self.until)
@@ -142,8 +195,16 @@ def new_plan(
     plan: str,
     periods: int,
     start: float,
+    payment: str | None = None,
 ) -> Plan:
-    """A plan priced from the catalog at ``start`` (the price is locked then)."""
+    """A plan priced from the catalog at ``start`` (the price is locked then); paid upfront
+    when annual, monthly otherwise, unless ``payment`` says."""
     total = quote(catalog, model, cards, plan, periods, start)["total_fen"]
+    payment = payment or ("upfront" if plan == "annual" else "monthly")
+    if payment not in PAYMENTS:
+        raise SpecError(
+            f"payment: {payment!r} is not one of {', '.join(PAYMENTS)}",
+            field="payment",
+        )
     end = start + periods * PERIOD_SECONDS[plan]
-    return Plan(plan_id, tenant, model, cards, start, end, total, kind=plan)
+    return Plan(plan_id, tenant, model, cards, start, end, total, None, plan, periods, payment)

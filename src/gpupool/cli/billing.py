@@ -146,10 +146,15 @@ def plan_create(
     plan: str = typer.Option("monthly", help=f"One of {', '.join(PLANS)} (annual: 15% off)"),
     periods: int = typer.Option(1, help="How many hours, days, months or years"),
     start: str = typer.Option(None, help="When it starts: ISO date/time or a duration from now"),
+    payment: str = typer.Option(
+        None, help="upfront or monthly (default: upfront for annual plans, else monthly)"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Rent cards to a tenant (admins): its guaranteed quota grows by them while the plan is
-    active, at the price quoted now; use beyond them is billed on demand."""
+    active, at the price quoted now; use beyond them is billed on demand. A plan commits to
+    its whole term; cancelled early it owes every period it started (annual: every month,
+    without the discount)."""
     from gpupool.cli.admin_client import _when
 
     body: dict[str, object] = {
@@ -158,6 +163,7 @@ def plan_create(
         "cards": cards,
         "plan": plan,
         "periods": periods,
+        "payment": payment,
     }
     if start is not None:
         body["start"] = datetime.fromtimestamp(_when(start, "start") or 0, UTC).isoformat()
@@ -196,10 +202,16 @@ def _plan_cell(row: dict, column: str) -> str:
 @plan_app.command("cancel")
 @client_command
 def plan_cancel(plan_id: int = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
-    """End a plan now (admins): its guarantee ends, it bills its share up to now."""
+    """End a plan now (admins): its guarantee ends; it owes every period it started (annual:
+    every month, without the discount), never more than its total."""
     with ApiClient.from_env() as api:
         out = api.post(f"/api/v1/billing/plans/{plan_id}/cancel")
-    show(out, as_json, f"plan {plan_id} cancelled at {out['cancelled_at']}")
+    show(
+        out,
+        as_json,
+        f"plan {plan_id} cancelled at {out['cancelled_at']}; it owes ¥{out['owed']} of "
+        f"¥{out['total']}",
+    )
 
 
 REPORT_COLUMNS = {

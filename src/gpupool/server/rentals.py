@@ -9,7 +9,17 @@ from gpupool.server.db.tables import RentalPlanRow
 
 def plan_of(r: RentalPlanRow) -> Plan:
     return Plan(
-        r.id, r.tenant, r.model, r.cards, r.start, r.end, r.total_fen, r.cancelled_at, r.kind
+        r.id,
+        r.tenant,
+        r.model,
+        r.cards,
+        r.start,
+        r.end,
+        r.total_fen,
+        r.cancelled_at,
+        r.kind,
+        r.periods,
+        r.payment,
     )
 
 

@@ -303,6 +303,8 @@ class RentalPlanRow(Base):
     end: Mapped[float] = mapped_column(Float)
     total_fen: Mapped[int] = mapped_column(BigInteger)
     cancelled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # upfront: all of it on the invoice of the month it starts; monthly: prorated by month
+    payment: Mapped[str] = mapped_column(String(10), default="monthly", server_default="monthly")
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
 
@@ -367,6 +369,26 @@ class CreditRow(Base):
     reason: Mapped[str] = mapped_column(String(500))
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class IssuedInvoiceRow(Base):
+    """A tenant's invoice for a month as issued: a ``draft`` (made again by each issuing run
+    until the month is finalised), then ``final`` with its ``number`` and never changed. The
+    body is the invoice as computed then (lines, total, period), in its mode."""
+
+    __tablename__ = "issued_invoices"
+    __table_args__ = (UniqueConstraint("tenant", "month", name="uq_issued_invoices_tenant_month"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"), index=True)
+    month: Mapped[str] = mapped_column(String(7), index=True)
+    zone: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(10))  # draft or final
+    number: Mapped[str | None] = mapped_column(String(40), unique=True, nullable=True)
+    total_fen: Mapped[int] = mapped_column(BigInteger)
+    body: Mapped[dict[str, Any]] = mapped_column()
+    issued_by: Mapped[str] = mapped_column(String(100))
+    issued_at: Mapped[float] = mapped_column(Float)
+    finalised_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class PoolSampleRow(Base):

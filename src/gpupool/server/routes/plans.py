@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpupool.billing.money import cny
-from gpupool.billing.plans import PLANS, new_plan
+from gpupool.billing.money import cny, to_fen
+from gpupool.billing.plans import PAYMENTS, PLANS, new_plan
 from gpupool.model import SpecError, canonical_model
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import DeviceRow, RentalPlanRow, TenantRow
@@ -34,6 +34,12 @@ class PlanIn(Strict):
     plan: str = Field(examples=list(PLANS), description=" | ".join(PLANS))
     periods: int = Field(1, ge=1, le=10_000)
     start: datetime | None = Field(None, description="ISO 8601 with a zone; default now")
+    payment: str | None = Field(
+        None,
+        examples=list(PAYMENTS),
+        description="upfront (all of it the month it starts) or monthly (prorated); "
+        "default: upfront for annual plans, monthly for the others",
+    )
 
 
 class PlanOut(BaseModel):
@@ -46,11 +52,14 @@ class PlanOut(BaseModel):
     start: str
     end: str
     total: str
+    payment: str
+    owed: str = Field(description="what it bills in all: its total, or less if cancelled early")
     cancelled_at: str | None
     active: bool
 
 
 def _out(r: RentalPlanRow, now: float) -> PlanOut:
+    plan = plan_of(r)
     return PlanOut(
         id=r.id,
         tenant=r.tenant,
@@ -61,8 +70,10 @@ def _out(r: RentalPlanRow, now: float) -> PlanOut:
         start=iso_utc(r.start),
         end=iso_utc(r.end),
         total=cny(r.total_fen),
+        payment=r.payment,
+        owed=cny(to_fen(plan.owed())),
         cancelled_at=iso_utc(r.cancelled_at) if r.cancelled_at is not None else None,
-        active=plan_of(r).active(now),
+        active=plan.active(now),
     )
 
 
@@ -89,6 +100,7 @@ def create_plan(body: PlanIn, ctx: Ctx, who: Caller, request: Request) -> PlanOu
                 body.plan,
                 body.periods,
                 start,
+                body.payment,
             )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "plan") from None
@@ -102,6 +114,7 @@ def create_plan(body: PlanIn, ctx: Ctx, who: Caller, request: Request) -> PlanOu
             start=plan.start,
             end=plan.end,
             total_fen=plan.total_fen,
+            payment=plan.payment,
             cancelled_at=None,
             created_by=who.user,
             created_at=now,
@@ -152,7 +165,8 @@ def list_plans(
 
 @router.post("/plans/{plan_id}/cancel", response_model=PlanOut)
 def cancel_plan(plan_id: Id, ctx: Ctx, who: Caller, request: Request) -> PlanOut:
-    """End a plan now (admins): its guarantee ends and it bills its share up to now."""
+    """End a plan now (admins): its guarantee ends; it owes every period it started (an
+    annual plan: every month, without the annual discount), never more than its total."""
     require(who, (Role.ADMIN,), "cancelling rental plans")
     now = time.time()
     with ctx.db.write() as s:
