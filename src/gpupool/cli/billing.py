@@ -9,10 +9,13 @@ from rich.console import Console
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.plans import PLANS, quote
 from gpupool.cli.client import JSON_OPT, client_command
+from gpupool.cli.invoices import register_issuing, save_document
 from gpupool.cli.output import SafeTable, emit, show
 from gpupool.client import ApiClient
 
-billing_app = typer.Typer(help="Prices and quotes for renting cards (CNY).")
+billing_app = typer.Typer(
+    help="Prices, quotes, rental plans, invoices (month-end: issue), budgets and reports (CNY)."
+)
 
 
 @billing_app.command("quote")
@@ -99,23 +102,23 @@ def billing_invoice(
     html: str = typer.Option(
         None, "--html", help="Write the printable page to this file (see --lang)"
     ),
+    pdf: str = typer.Option(None, "--pdf", help="Write the page as PDF to this file"),
     lang: str = typer.Option("zh", help="The printable page's language: zh or en"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """A tenant's monthly invoice from its metered usage: one line per rental plan, then per
-    GPU model and price (finance, admins, or a tenant-admin for its subtree)."""
+    GPU model and price (finance, admins, or a tenant-admin for its subtree). The month's
+    issued invoices: gpupool billing issue / invoices."""
     params = {"tenant": tenant, "month": month, "zone": zone, "mode": mode}
     with ApiClient.from_env() as api:
         if as_csv:
             typer.echo(api.get("/api/v1/billing/invoice", format="csv", **params), nl=False)
             return
-        if html is not None:
-            page = api.get("/api/v1/billing/invoice", format="html", lang=lang, **params)
-            from pathlib import Path
-
-            Path(html).write_text(page)
-            typer.echo(f"invoice written to {html}")
-            return
+        for path, fmt in ((html, "html"), (pdf, "pdf")):
+            if path is not None:
+                save_document(api, "/api/v1/billing/invoice", path, format=fmt, lang=lang, **params)
+                typer.echo(f"invoice written to {path}")
+                return
         out = api.get("/api/v1/billing/invoice", **params)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
@@ -350,3 +353,6 @@ def billing_credit(
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/billing/credits", body)
     show(out, as_json, f"credit {out['id']}: ¥{out['amount']} off {tenant}'s {month} invoice")
+
+
+register_issuing(billing_app)

@@ -77,8 +77,11 @@ class ApiClient:
             raise ClientError(f"{resp.status_code} {_explain(resp)}", resp.status_code)
         if resp.status_code == 204 or not resp.content:
             return None
-        if resp.headers.get("content-type", "").startswith("application/json"):
+        kind = resp.headers.get("content-type", "")
+        if kind.startswith("application/json"):
             return resp.json()
+        if kind.startswith("application/pdf"):
+            return resp.content  # a document's bytes
         return resp.text
 
     def get(self, path: str, **params: Any) -> Any:

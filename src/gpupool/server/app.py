@@ -33,6 +33,7 @@ from gpupool.server.routes import (
     allocations,
     billing,
     dashboard,
+    invoices,
     job_control,
     jobs,
     nodes,
@@ -81,7 +82,8 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    routes = (jobs, job_control, billing, plans, reports, nodes, agents, allocations, tenants)
+    routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
+    routes += (tenants,)
     routes += (usage, alerts, admin, dashboard)
     for module in routes:
         app.include_router(module.router)

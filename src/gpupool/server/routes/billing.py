@@ -2,20 +2,17 @@
 the usage records (finance reads every tenant's, a tenant-admin its subtree's). The money
 maths is ``gpupool.billing``; this module only reads and writes rows."""
 
-import csv
-import io
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from gpupool.billing.catalog import Price
 from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
-from gpupool.billing.invoice_html import DOCUMENT_HEADERS, invoice_html
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
@@ -29,7 +26,9 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.invoice_documents import Format, invoice_response
 from gpupool.server.invoicing import catalog, month_invoice
+from gpupool.server.issuing import is_final
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
@@ -146,13 +145,14 @@ def get_invoice(
     mode: Annotated[
         str | None, Query(description=" | ".join(MODES) + " (default: the tenant's)")
     ] = None,
-    format: Annotated[Literal["json", "csv", "html"], Query()] = "json",
+    format: Annotated[Format, Query(description="json, csv, html or pdf")] = "json",
     lang: Annotated[Literal["zh", "en"], Query(description="html: Chinese or English")] = "zh",
-) -> dict | PlainTextResponse | HTMLResponse:
+) -> dict | Response:
     """A tenant's invoice for a calendar month in ``zone``: one line per GPU model and price,
     from the usage records (live jobs are metered hourly, so a running month shows a draft up
-    to the last hour). JSON, CSV, or a printable page in Chinese or English (``format=html``,
-    ``lang``). Finance and admins read any tenant's, a tenant-admin its subtree's."""
+    to the last hour). JSON, CSV, a printable page in Chinese or English (``format=html``,
+    ``lang``) or that page as PDF (``format=pdf``). Finance and admins read any tenant's, a
+    tenant-admin its subtree's."""
     require(who, READERS, "reading invoices")
     if not who.sees(tenant):
         raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
@@ -171,18 +171,7 @@ def get_invoice(
             raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > time.time()
     out["period"] = {"start": iso_utc(start), "end": iso_utc(end)}
-    if format == "html":
-        return HTMLResponse(invoice_html(out, lang, time.time()), headers=DOCUMENT_HEADERS)
-    if format == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        columns = ("description", "quantity", "unit", "unit_price", "amount")
-        writer.writerow(columns)
-        for line in out["lines"]:
-            writer.writerow([line[k] for k in columns])
-        writer.writerow(["total", "", "", "", out["total"]])
-        return PlainTextResponse(buf.getvalue(), media_type="text/csv")
-    return out
+    return invoice_response(out, format, lang)
 
 
 class TenantBillingIn(Strict):
@@ -290,6 +279,13 @@ def add_credit(body: CreditIn, ctx: Ctx, who: Caller, request: Request) -> Credi
     with ctx.db.write() as s:
         if s.get(TenantRow, body.tenant) is None:
             raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
+        if is_final(s, body.tenant, body.month):
+            raise ApiError(
+                409,
+                f"month: {body.tenant}'s {body.month} invoice is final and never changes; "
+                "give the credit on a later month",
+                "month",
+            )
         row = CreditRow(
             tenant=body.tenant,
             month=body.month,

@@ -1,0 +1,56 @@
+"""An invoice (the dict ``gpupool.billing.invoice`` makes) as the response a client asked
+for: JSON, CSV, a printable HTML page or a PDF of that page."""
+
+import csv
+import io
+import time
+from typing import Literal
+
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+
+from gpupool.billing.invoice_html import DOCUMENT_HEADERS, invoice_html
+from gpupool.billing.invoice_pdf import PdfUnavailable, invoice_pdf
+from gpupool.server.errors import ApiError
+
+Format = Literal["json", "csv", "html", "pdf"]
+COLUMNS = ("description", "quantity", "unit", "unit_price", "amount")
+
+
+def invoice_csv(out: dict) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    if out.get("number"):
+        writer.writerow(["number", out["number"], "", "", ""])
+    writer.writerow(COLUMNS)
+    for line in out["lines"]:
+        writer.writerow([line[k] for k in COLUMNS])
+    writer.writerow(["total", "", "", "", out["total"]])
+    return buf.getvalue()
+
+
+def filename(out: dict, ext: str) -> str:
+    """``2026-11-algo.pdf``, or the number's when the invoice is final."""
+    stem = out.get("number") or f"{out['month']}-{out['tenant']}"
+    return f"{stem}.{ext}"
+
+
+def invoice_response(
+    out: dict, format: Format, lang: str, issued: float | None = None
+) -> dict | Response:
+    """``out`` in ``format``; ``issued`` is the time the page says it was made."""
+    if format == "json":
+        return out
+    if format == "csv":
+        return PlainTextResponse(invoice_csv(out), media_type="text/csv")
+    page = invoice_html(out, lang, issued if issued is not None else time.time())
+    if format == "html":
+        return HTMLResponse(page, headers=DOCUMENT_HEADERS)
+    try:
+        pdf = invoice_pdf(page, lang)
+    except PdfUnavailable as exc:
+        raise ApiError(503, str(exc), exc.field or "format") from None
+    headers = {
+        **DOCUMENT_HEADERS,
+        "Content-Disposition": f'attachment; filename="{filename(out, "pdf")}"',
+    }
+    return Response(pdf, media_type="application/pdf", headers=headers)

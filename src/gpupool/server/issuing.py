@@ -1,0 +1,113 @@
+"""Month-end invoicing ("月底一键出账单"): one run makes every tenant's invoice for a month —
+drafts, made again by each run while the month is open to corrections — then, once the month
+is over and metered to its end, final ones: numbered, stored as computed, never changed.
+
+A final invoice's body is what it said when it was finalised; a credit, a late usage
+correction or a price fix afterwards belongs to a later month's invoice."""
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from gpupool.billing.invoice import month_bounds
+from gpupool.model import SpecError
+from gpupool.server.db.tables import AllocationRow, IssuedInvoiceRow, TenantRow
+from gpupool.server.invoicing import month_invoice
+
+
+class NotReady(SpecError):
+    """The month cannot be finalised yet (not over, or not metered to its end)."""
+
+
+@dataclass(frozen=True)
+class Issued:
+    row: IssuedInvoiceRow
+    changed: bool  # made or made again by this run (False: final already, left alone)
+
+
+def number_for(s: Session, month: str) -> str:
+    """The next number of ``month``: ``GP-202611-0001``, ``-0002``, ... in finalising order."""
+    prefix = f"GP-{month.replace('-', '')}-"
+    taken = s.execute(
+        select(func.count()).where(IssuedInvoiceRow.number.like(f"{prefix}%"))
+    ).scalar_one()
+    return f"{prefix}{taken + 1:04d}"
+
+
+def check_closed(s: Session, month: str, zone: str, now: float) -> None:
+    """Refuse to finalise a month that is not over, or whose live allocations are not yet
+    metered up to its end (the hourly checkpoint after midnight does that)."""
+    _, end = month_bounds(month, zone)
+    if end > now:
+        raise NotReady(
+            f"month: {month} is not over in {zone}; only drafts can be made", field="month"
+        )
+    unmetered = s.execute(
+        select(func.count()).where(
+            AllocationRow.state == "active",
+            AllocationRow.created_at < end,
+            or_(AllocationRow.metered_until.is_(None), AllocationRow.metered_until < end),
+        )
+    ).scalar_one()
+    if unmetered:
+        raise NotReady(
+            f"month: {unmetered} running allocation(s) are not metered up to the end of {month} "
+            "yet; the next hourly checkpoint closes it — finalise after it",
+            field="month",
+        )
+
+
+def issue_month(
+    s: Session, month: str, zone: str, *, final: bool, who: str, now: float
+) -> list[Issued]:
+    """Make (or make again) every tenant's draft for ``month``; with ``final``, number them
+    and freeze them. Tenants with nothing to bill and no earlier draft get none."""
+    month_bounds(month, zone)  # a bad month or zone is refused before anything is written
+    if final:
+        check_closed(s, month, zone, now)
+    existing = {
+        r.tenant: r
+        for r in s.execute(
+            select(IssuedInvoiceRow).where(IssuedInvoiceRow.month == month).with_for_update()
+        ).scalars()
+    }
+    out = []
+    for tenant in s.execute(select(TenantRow.name).order_by(TenantRow.name)).scalars():
+        row = existing.get(tenant)
+        if row is not None and row.state == "final":
+            out.append(Issued(row, changed=False))
+            continue
+        if row is not None and row.zone != zone:
+            raise SpecError(
+                f"zone: {tenant}'s {month} invoice was issued in {row.zone}, not {zone}",
+                field="zone",
+            )
+        body = month_invoice(s, tenant, month, zone)
+        if not body["lines"] and row is None:
+            continue
+        number = number_for(s, month) if final else None  # before the row joins the session
+        if row is None:
+            row = IssuedInvoiceRow(tenant=tenant, month=month, zone=zone)
+            s.add(row)
+        row.state, row.number = ("final", number) if final else ("draft", None)
+        row.finalised_at = now if final else None
+        row.total_fen, row.issued_by, row.issued_at = body["total_fen"], who, now
+        row.body = {**body, "draft": not final, "number": number}
+        s.flush()  # the next number counts this one
+        out.append(Issued(row, changed=True))
+    s.flush()
+    return out
+
+
+def is_final(s: Session, tenant: str, month: str) -> bool:
+    return (
+        s.execute(
+            select(IssuedInvoiceRow.id).where(
+                IssuedInvoiceRow.tenant == tenant,
+                IssuedInvoiceRow.month == month,
+                IssuedInvoiceRow.state == "final",
+            )
+        ).first()
+        is not None
+    )
