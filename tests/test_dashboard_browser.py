@@ -275,3 +275,38 @@ def test_overview_and_nodes_at_1000_cards(browser, tmp_path, capsys):
         context.close()
     with capsys.disabled():
         print(f"\ndashboard at 1,000 cards (s): {json.dumps(timings)}")
+
+
+def test_month_end_invoicing_from_one_button(browser, cluster):
+    """Finance closes a month from the billing page: drafts for every team, then final
+    numbered invoices, each downloadable as PDF."""
+    from gpupool.billing.invoice import month_bounds
+    from tests.test_billing_api import _usage
+
+    _usage(cluster, "algo", month_bounds("2026-10")[0], 24)  # a closed month with usage
+    finance = cluster.token("fin", "finance")
+    context, page = _session(browser, cluster, finance)
+    _open(page, cluster.url + "/billing")
+    page.fill("#billing-month", "2026-10")
+    page.dispatch_event("#billing-month", "change")
+    page.locator("text=No invoice issued for this month yet.").wait_for()
+    page.click("#issue-drafts")
+    expect(page.locator("#issue-result")).to_have_text("1 draft(s) made.")
+    page.click("#issue-final")  # the confirmation dialog is accepted
+    expect(page.locator("#issue-result")).to_have_text("1 invoice(s) finalised.")
+    row = page.locator("tr", has_text="GP-202610-0001")
+    expect(row).to_contain_text("¥83.33")  # 24 card-hours at ¥3.472222
+    pdf = page.request.get(cluster.url + row.locator("a", has_text="PDF").get_attribute("href"))
+    assert pdf.ok and pdf.headers["content-type"] == "application/pdf"
+    assert pdf.body().startswith(b"%PDF")
+    assert not page.problems, page.problems
+    context.close()
+    # a team's own admin sees its invoice but no button to issue everyone's
+    lead = cluster.token("lee", "tenant-admin", "algo")
+    context, page = _session(browser, cluster, lead)
+    _open(page, cluster.url + "/billing")
+    page.fill("#billing-month", "2026-10")
+    page.dispatch_event("#billing-month", "change")
+    page.locator("tr", has_text="GP-202610-0001").wait_for()
+    assert page.locator("#issue-final").count() == 0
+    context.close()

@@ -1,9 +1,10 @@
 /* Billing: invoices per month and tenant, usage by model and team, rental plans, prices. */
 'use strict';
 (() => {
-  const { t, fmt, api, el, panel, table, badge, mount, BOOT } = GP;
+  const { t, fmt, api, el, panel, table, badge, mount, can, BOOT } = GP;
   let month = null;
-  let built = false, invoiceBox, usageBox, plansBox, pricesBox, monthInput;
+  let built = false, invoiceBox, issuedBox, usageBox, plansBox, pricesBox, monthInput;
+  const issuer = can('admin', 'finance') && !BOOT.tenant;  // company-wide: may issue the month
 
   async function invoices() {
     const tenants = (await api('/api/v1/tenants?limit=1000')).items;
@@ -19,9 +20,36 @@
         { key: 'lines', label: 'col.lines', num: true, render: (i) => i.error ? '–' : fmt.num(i.lines.length) },
         { key: 'total', label: 'col.total_cny', num: true, render: (i) => i.error ? i.error : fmt.cny(i.total_fen) },
         { key: 'draft', label: 'col.status', render: (i) => i.error ? '–' : i.draft ? badge(t('billing.draft'), 'warn') : badge(t('billing.closed'), 'ok') },
-        { key: 'files', label: 'col.files', render: (i) => i.error ? '–' : el('span', {}, link(i, 'html', t('billing.printable')), ' · ', link(i, 'csv', 'CSV')) },
+        { key: 'files', label: 'col.files', render: (i) => i.error ? '–' : el('span', {}, link(i, 'html', t('billing.printable')), ' · ', link(i, 'pdf', 'PDF'), ' · ', link(i, 'csv', 'CSV')) },
       ], all, 'state.no_tenants'),
       el('p', { class: 'state', id: 'billing-total', text: t('billing.sum', { total: fmt.cny(total) }) }));
+  }
+
+  /* Month-end ("月底一键出账单"): every team's invoice, drafts then final and numbered. */
+  async function issued() {
+    const list = await api(`/api/v1/billing/invoices?month=${month}`);
+    const doc = (i, format, text) => el('a', { href: `/api/v1/billing/invoices/${i.id}?format=${format}&lang=${BOOT.lang}`, text });
+    const msg = el('p', { class: 'state', id: 'issue-result', role: 'status' });
+    const run = (final) => async () => {
+      if (final && !window.confirm(t('billing.finalise_confirm', { month }))) return;
+      try {
+        const out = await api('/api/v1/billing/invoices/issue', { method: 'POST', body: { month, final } });
+        msg.textContent = t(final ? 'billing.finalised_n' : 'billing.drafted_n', { n: out.filter((x) => x.changed).length });
+        const again = await issued(); issuedBox.replaceChildren(again);
+        issuedBox.querySelector('#issue-result').textContent = msg.textContent;
+      } catch (err) { msg.textContent = t('jobs.refused', { why: err.message }); }
+    };
+    const buttons = issuer ? el('div', { class: 'toolbar' },
+      el('button', { type: 'button', id: 'issue-drafts', class: 'secondary', text: t('billing.issue_drafts'), onclick: run(false) }),
+      el('button', { type: 'button', id: 'issue-final', text: t('billing.issue_final'), onclick: run(true) })) : '';
+    return el('div', {}, buttons, msg,
+      table([
+        { key: 'number', label: 'col.number', render: (i) => i.number || '–' },
+        { key: 'tenant', label: 'col.tenant' },
+        { key: 'total', label: 'col.total_cny', num: true, render: (i) => fmt.yuan(i.total) },
+        { key: 'state', label: 'col.status', render: (i) => i.state === 'final' ? badge(t('billing.final'), 'ok') : badge(t('billing.draft'), 'warn') },
+        { key: 'files', label: 'col.files', render: (i) => el('span', {}, doc(i, 'pdf', 'PDF'), ' · ', doc(i, 'html', t('billing.printable')), ' · ', doc(i, 'csv', 'CSV')) },
+      ], list, 'billing.none_issued'));
   }
 
   async function usage() {
@@ -64,14 +92,15 @@
       month = (await api('/api/v1/overview')).month.month;
       monthInput = el('input', { type: 'month', id: 'billing-month', value: month,
         onchange: (e) => { if (/^\d{4}-\d{2}$/.test(e.target.value)) { month = e.target.value; load(); } } });
-      invoiceBox = el('div'); usageBox = el('div'); plansBox = el('div'); pricesBox = el('div');
+      invoiceBox = el('div'); issuedBox = el('div'); usageBox = el('div'); plansBox = el('div'); pricesBox = el('div');
       mount(el('div', { class: 'toolbar' }, el('div', { class: 'field' }, el('label', { for: 'billing-month', text: t('col.month') }), monthInput)),
-        panel('billing.invoices', invoiceBox), panel('billing.usage', usageBox),
+        panel('billing.invoices', invoiceBox), panel('billing.issued', issuedBox), panel('billing.usage', usageBox),
         el('div', { class: 'grid' }, panel('billing.plans', plansBox), panel('billing.prices', pricesBox)));
       built = true;
     }
-    const [a, b, c, d] = await Promise.all([invoices(), usage(), plans(), prices()]);
+    const [a, b, c, d, e] = await Promise.all([invoices(), usage(), plans(), prices(), issued()]);
     invoiceBox.replaceChildren(a); usageBox.replaceChildren(b); plansBox.replaceChildren(c); pricesBox.replaceChildren(d);
+    if (!issuedBox.contains(document.activeElement)) issuedBox.replaceChildren(e);
   }
   GP.live(load, 30000);
 })();
