@@ -246,3 +246,26 @@ def test_boot_data_cannot_close_its_script_element():
 
     text = _script_json({"name": "</script><script>alert(1)</script><!--"})
     assert "<" not in text and json.loads(text)["name"].startswith("</script>")
+
+
+def test_the_months_cost_says_what_it_sums(sqlite_server):
+    """The overview's cost is each team's invoice in its own mode, running jobs included;
+    the card-hours beside it come with their price at list prices, so a per-task team's
+    bill and the card-hours never pretend to multiply."""
+    srv = sqlite_server
+    admin = srv.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 2, "infer": 2})
+    prices = {"training": "20", "dev-test": "2.5", "online-inference": "50"}
+    body = {"mode": "per-task", "kind": "chargeback", "task_prices": prices}
+    ok(admin.put("/api/v1/billing/tenants/infer", json=body))
+    now = time.time()
+    submit(admin, "gpu=2", tenant="algo")
+    submit(admin, "gpu=1", tenant="infer")
+    srv.cycle(now - 1800)  # running for half an hour, no usage record yet
+    month = ok(admin.get("/api/v1/overview"))["month"]
+    assert 1.4 < month["card_hours"] <= 1.6  # 3 cards x 0.5 h, live
+    assert month["cost_by_mode"]["per-task"] == "0.00"  # no finished task
+    card = float(month["cost_by_mode"]["card-hour"])
+    assert abs(card - 2 * 0.5 * 2500 / 720) < 0.02  # algo's two cards, running, in the cost
+    assert month["cost_fen"] == round(card * 100)
+    assert abs(month["list_cost_fen"] - 3 * 0.5 * 250000 / 720) <= 2  # all card-hours, list

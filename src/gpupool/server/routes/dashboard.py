@@ -3,14 +3,17 @@ with who holds it, and utilisation over time. Every human role may call them; jo
 and money are narrowed to the tenants the caller sees, like every other route."""
 
 import time
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
+from gpupool.billing.catalog import Catalog
 from gpupool.billing.estimate import job_estimate
 from gpupool.billing.invoice import month_bounds
-from gpupool.billing.money import cny
+from gpupool.billing.money import cny, to_fen
+from gpupool.model import SpecError
 from gpupool.server.alerts.facts import current_month
 from gpupool.server.cache import TtlCache
 from gpupool.server.db.tables import (
@@ -49,7 +52,10 @@ def _queue(s: Any, visible: frozenset[str] | None, now: float) -> dict[str, Any]
 
 def _month(s: Any, who: Any, now: float, zone: str, costs: TtlCache) -> dict[str, Any]:
     """This month's card-hours of the visible tenants (live jobs up to now) and, for those
-    who may read invoices, their cost so far (invoices recomputed at most once a minute)."""
+    who may read invoices, their cost so far: each tenant's invoice in its own billing mode
+    (card-hours, GB-hours, per task, plans, discounts, credits) with live jobs up to now, by
+    mode, next to what the card-hours cost at list prices — the two differ whenever a team
+    is not billed by the card-hour (recomputed at most once a minute)."""
     month = current_month(now, zone)
     start, _ = month_bounds(month, zone)
     totals = usage_totals(s, who, start, None, now)
@@ -61,12 +67,36 @@ def _month(s: Any, who: Any, now: float, zone: str, costs: TtlCache) -> dict[str
         key = (month, who.visible)
         cached = costs.get(key)
         if cached is None:
-            names = s.execute(select(TenantRow.name)).scalars()
-            fen = sum(month_invoice(s, t, month, zone)["total_fen"] for t in names if who.sees(t))
-            cached = {"cost_fen": fen, "cost": cny(fen)}
+            names = [t for t in s.execute(select(TenantRow.name)).scalars() if who.sees(t)]
+            by_mode: dict[str, int] = {}
+            for t in names:
+                inv = month_invoice(s, t, month, zone, live_until=now)
+                by_mode[inv["mode"]] = by_mode.get(inv["mode"], 0) + inv["total_fen"]
+            fen = sum(by_mode.values())
+            at_list = _at_list_prices(totals, catalog(s), now)
+            cached = {
+                "cost_fen": fen,
+                "cost": cny(fen),
+                "cost_by_mode": {m: cny(v) for m, v in sorted(by_mode.items())},
+                "list_cost_fen": to_fen(at_list),
+            }
             costs.put(key, cached)
         out |= cached
     return out
+
+
+def _at_list_prices(totals: dict, cat: Catalog, now: float) -> Fraction:
+    """What the card-hours cost at the catalog's card-hour prices (models without a price:
+    nothing)."""
+    fen = Fraction(0)
+    for (_, model), v in totals.items():
+        if model in ("cpu", "unknown"):
+            continue
+        try:
+            fen += Fraction(v["compute_pct_seconds"], 360000) * cat.at(model, now).hourly()
+        except SpecError:
+            continue
+    return fen
 
 
 @router.get("/overview")

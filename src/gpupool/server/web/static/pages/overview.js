@@ -16,9 +16,17 @@
       kpi('overview.pending', fmt.num(q.pending), q.oldest_wait_s === null ? null : t('overview.oldest', { d: fmt.dur(q.oldest_wait_s) })),
       kpi('overview.running', fmt.num(q.running)),
       kpi('overview.alerts', fmt.num(o.alerts_firing)),
-      m.cost_fen !== undefined
-        ? kpi('overview.cost', fmt.cny(m.cost_fen), t('overview.card_hours', { n: fmt.num(m.card_hours, 1), month: m.month }))
-        : kpi('overview.card_hours_month', fmt.num(m.card_hours, 1), m.month));
+      m.cost_fen !== undefined ? costKpi(m) : kpi('overview.card_hours_month', fmt.num(m.card_hours, 1), m.month));
+  }
+
+  /* The month's cost is every team's invoice in its own mode; the card-hours beside it are
+     priced at list prices, so the two figures say what each sums rather than pretend to multiply. */
+  function costKpi(m) {
+    const box = kpi('overview.cost', fmt.cny(m.cost_fen),
+      t('overview.card_hours_list', { n: fmt.num(m.card_hours, 1), month: m.month, list: fmt.cny(m.list_cost_fen) }));
+    const modes = Object.entries(m.cost_by_mode || {}).map(([mode, cny]) => `${t('billing.mode_short_' + mode)} ${fmt.yuan(cny)}`).join(' · ');
+    box.append(el('div', { class: 'sub', id: 'cost-note', text: t('overview.cost_note', { modes: modes || '–' }) }));
+    return box;
   }
 
   function models(o) {
