@@ -54,3 +54,20 @@ def test_acct_and_usage_equal_the_usage_records(sqlite_server):
     want = sum(u["compute_pct_seconds"] for u in records if u["tenant"] == "algo") / 100 / 3600
     assert abs(algo - want) < 1e-3
     assert gpupool("usage", "--month", "2026-13", env=env).returncode == 2
+
+
+def test_plain_usage_includes_running_jobs(sqlite_server):
+    """``gpupool usage`` (until now) counts what running jobs used so far, as its help says:
+    the client's "now" is a moment before the server's and used to leave them out."""
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    submit(admin, "gpu=2", "algo")
+    sqlite_server.cycle(time.time() - 1800)  # running for half an hour, nothing metered yet
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    for argv in ([], ["--since", "now-1h"]):
+        out = gpupool("usage", *argv, "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        (row,) = json.loads(out.stdout)["items"]
+        assert row["tenant"] == "algo" and 0.99 < row["card_hours"] < 1.01, row  # 2 x 0.5 h
+    past = gpupool("usage", "--since", "now-3h", "--until", "now-2h", "--json", env=env)
+    assert json.loads(past.stdout)["items"] == []  # before it started: nothing

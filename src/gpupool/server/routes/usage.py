@@ -71,13 +71,18 @@ def usage_totals(
     for tenant, model, *sums in s.execute(q):
         if who.sees(tenant):
             add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
-    if until is None or until > now:
-        live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
-        mine = [a for a in live.scalars() if who.sees(a.tenant)]
+    # live allocations: what they used since their last checkpoint, inside the window (a
+    # client's "until now" is a moment before the server's now: it still counts them)
+    upto = now if until is None else min(until, now)
+    live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
+    mine = [a for a in live.scalars() if who.sees(a.tenant)]
+    if mine:
         models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
         for a in mine:
             metered = a.metered_until if a.metered_until is not None else a.created_at
-            seconds = metered_seconds(max(metered, since or 0.0), now)
+            seconds = metered_seconds(max(metered, since or 0.0), upto)
+            if seconds <= 0:
+                continue
             for rec in meter(a.placement, models, seconds):
                 add(a.tenant, rec["model"], rec)
     return totals
