@@ -101,3 +101,46 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
         up.send_signal(signal.SIGINT)
         up.communicate(timeout=60)
     assert up.returncode == 0
+
+
+def test_up_prints_how_to_log_in_only_once_the_server_answers(tmp_path):
+    """The quick start's next step is the printed ``gpupool login`` line: run at the moment
+    it appears, it must reach the server (it was printed before the server listened)."""
+    import queue
+    import shlex
+    import threading
+    import time
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "gpupool.cli.main", "up", "--data-dir", str(tmp_path)]
+    up = subprocess.Popen(
+        [*cmd, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in up.stdout], daemon=True).start()
+    try:
+        deadline, login = time.monotonic() + 60, None
+        while login is None:
+            assert time.monotonic() < deadline and up.poll() is None, "no login line"
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line.startswith("try: gpupool login"):
+                login = line.removeprefix("try: ").strip()
+        token = (tmp_path / "admin-token").read_text().strip()
+        argv = shlex.split(login.replace(f"$(cat {tmp_path}/admin-token)", token))
+        home = tmp_path / "home"
+        home.mkdir()
+        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+        env.pop("GPUPOOL_SERVER", None)
+        env.pop("GPUPOOL_TOKEN", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpupool.cli.main", *argv[1:]],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "cannot reach" not in done.stderr
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=60)

@@ -6,6 +6,7 @@ import json
 import logging
 import shutil
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -173,7 +174,6 @@ def up(
     the API URL, an admin token (also in DATA_DIR/admin-token) and how workloads are isolated.
     Runs until Ctrl-C or SIGTERM; workloads are real processes, stopped on the way out."""
     import socket
-    import threading
 
     from gpupool.agent.embedded import EmbeddedAgents
     from gpupool.agent.workloads import IsolationConfig
@@ -212,7 +212,7 @@ def up(
             names,
             IsolationConfig(mode=isolation, work_dir=work_dir),
         )
-    typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)")
+    typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)...")
     typer.echo(f"database: {settings.db_url}")
     typer.echo(f"agents: {len(names)} node(s), devices {devices}")
     typer.echo(f"workloads: {agents.describe()}")
@@ -222,9 +222,18 @@ def up(
             "and this data dir; run gpupool up as root for tenant users (docs/security.md)",
             err=True,
         )
-    typer.echo(f"admin token (also in {settings.data_dir / 'admin-token'}): {token}")
-    typer.echo(f"dashboard: open {url}/ and log in with the admin token")
-    typer.echo(f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)")
+    ready = [
+        f"gpupool is ready on {url}",
+        f"admin token (also in {settings.data_dir / 'admin-token'}): {token}",
+        f"dashboard: open {url}/ and log in with the admin token",
+        f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)",
+    ]
+    stopping = threading.Event()
+    threading.Thread(
+        target=announce_when_ready,
+        args=(f"http://{connect}:{settings.port}", ready, stopping),
+        daemon=True,
+    ).start()
     agents.start()
     if demo:
         threading.Thread(
@@ -235,7 +244,22 @@ def up(
     try:
         serve(settings, on_exit=agents.signal_stop)  # agents stop first: no calls to a dead server
     finally:
+        stopping.set()
         agents.stop()
+
+
+def announce_when_ready(base: str, lines: list[str], stopping: threading.Event) -> None:
+    """Print how to reach the server once it answers (printed earlier, ``gpupool login`` run
+    at once met a server not listening yet)."""
+    from gpupool.client.http import ClientError, wait_until_healthy
+
+    try:
+        wait_until_healthy(base, lambda: not stopping.is_set(), timeout=300)
+    except ClientError as exc:
+        typer.echo(f"gpupool did not become ready: {exc}", err=True)
+        return
+    for line in lines:
+        typer.echo(line)
 
 
 @token_app.command("create")
