@@ -107,3 +107,28 @@ def test_nodes_and_queue_commands_at_80_columns(sqlite_server):
     assert bad.returncode == 2 and "not pending or running" in bad.stderr
     summary = gpupool("nodes", "--summary", "--json", env=env)
     assert sum(g["cards"] for g in json.loads(summary.stdout)) == 8
+
+
+def test_a_member_sees_busy_cards_as_busy_without_seeing_whose(sqlite_server):
+    """What a member may not see in detail (another team's jobs) still adds up: its node
+    listing and summary count the other team's cards in use."""
+    admin = sqlite_server.admin()
+    for name in ("n0", "n1"):
+        ok(admin.post("/api/v1/nodes", json=node_body(name, cards=4)))
+    for name in ("algo", "beta"):
+        ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
+        quota = {"resource": "gpu", "nominal": 4}
+        ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
+    submit(admin, "gpu=3", "beta", name="beta-secret")
+    submit(admin, "gpu=1", "algo")
+    sqlite_server.cycle()
+    member = sqlite_server.token("mo", "member", "algo")
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": member, "COLUMNS": "80"}
+    summary = json.loads(gpupool("nodes", "--summary", "--json", env=env).stdout)
+    assert sum(g["in_use"] for g in summary) == 4 and sum(g["free"] for g in summary) == 4
+    rows = json.loads(gpupool("nodes", "--json", env=env).stdout)
+    assert sum(r["in_use"] for r in rows) == 4
+    listing = gpupool("nodes", env=env).stdout
+    assert "beta" not in listing  # busy, not whose
+    nodes = ok(sqlite_server.client(member).get("/api/v1/nodes"))["items"]
+    assert sorted(i for n in nodes for i in n["devices_in_use"]) in ([0, 0, 1, 2], [0, 1, 2, 3])

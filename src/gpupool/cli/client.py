@@ -103,9 +103,7 @@ def nodes(
         default = ["node", "state", "reason"]
     columns = pick_columns(fields, NODE_COLUMNS, default)
     with ApiClient.from_env() as api:
-        rows = views.node_rows(
-            all_items(api, "/api/v1/nodes"), all_items(api, "/api/v1/allocations", state="active")
-        )
+        rows = views.node_rows(all_items(api, "/api/v1/nodes"))
     if summary:
         groups = views.summary(rows)
         keys = ["model", "state", "nodes", "cards", "in_use", "free"]

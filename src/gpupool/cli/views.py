@@ -4,10 +4,11 @@ free, and squeue-style lines that fit 80 columns."""
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 
-def cards_in_use(allocations: list[dict[str, Any]]) -> dict[str, set[int]]:
+def cards_in_use(allocations: Sequence[dict[str, Any]]) -> dict[str, set[int]]:
     """Per node, the device indexes any live allocation holds (a share or MIG slice makes a
     card busy too: it is no longer free for a whole-card job)."""
     out: dict[str, set[int]] = {}
@@ -43,8 +44,13 @@ def node_reason(node: dict[str, Any]) -> str:
     return ""
 
 
-def node_rows(nodes: list[dict[str, Any]], allocations: list[dict[str, Any]]) -> list[dict]:
-    """One row per node: state, cards by model, in use and free, CPU and memory free."""
+def node_rows(
+    nodes: list[dict[str, Any]], allocations: Sequence[dict[str, Any]] = ()
+) -> list[dict]:
+    """One row per node: state, cards by model, in use and free, CPU and memory free. The
+    server says what every live allocation holds on each node (``devices_in_use``, whoever's
+    it is); ``allocations`` count only for nodes without it (an older server), and then a
+    member, who sees only its own team's, would see busy cards as free."""
     busy = cards_in_use(allocations)
     cpu: Counter[str] = Counter()
     mem: Counter[str] = Counter()
@@ -52,6 +58,11 @@ def node_rows(nodes: list[dict[str, Any]], allocations: list[dict[str, Any]]) ->
         for n in a["nodes"]:
             cpu[n["node"]] += n["cpu_millis"]
             mem[n["node"]] += n["mem_mib"]
+    for n in nodes:
+        if "devices_in_use" in n:
+            busy[n["name"]] = set(n["devices_in_use"])
+            cpu[n["name"]] = n["cpu_allocated_millis"]
+            mem[n["name"]] = n["mem_allocated_mib"]
     rows = []
     for n in nodes:
         held = busy.get(n["name"], set())

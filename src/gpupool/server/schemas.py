@@ -88,6 +88,11 @@ class NodeOut(BaseModel):
     registered_at: float
     heartbeat_at: float
     devices: list[DeviceOut]
+    # what live allocations hold here, whoever's they are (no names: a member's view of
+    # the pool still adds up)
+    devices_in_use: list[int] = Field(default_factory=list)
+    cpu_allocated_millis: int = 0
+    mem_allocated_mib: int = 0
 
 
 class AgentNodeOut(NodeOut):

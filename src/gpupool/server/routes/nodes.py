@@ -48,7 +48,26 @@ def _devices(s: Session, names: list[str]) -> dict[str, list[DeviceRow]]:
     return out
 
 
-def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
+def node_load(s: Session, names: list[str]) -> dict[str, tuple[set[int], int, int]]:
+    """Per node: the devices live allocations hold (any part of), their CPU and memory."""
+    out: dict[str, tuple[set[int], int, int]] = {}
+    wanted = set(names)
+    if not wanted:
+        return out
+    rows = s.execute(select(AllocationRow.placement).where(AllocationRow.state == "active"))
+    for (placement,) in rows:
+        for n in placement["nodes"]:
+            if n["node"] in wanted:
+                held, cpu, mem = out.get(n["node"], (set(), 0, 0))
+                held.update(d["device"] for d in n["devices"])
+                out[n["node"]] = (held, cpu + n["cpu_millis"], mem + n["mem_mib"])
+    return out
+
+
+def node_out(
+    n: NodeRow, devices: list[DeviceRow], load: tuple[set[int], int, int] | None = None
+) -> NodeOut:
+    held, cpu, mem = load or (set(), 0, 0)
     return NodeOut(
         name=n.name,
         pool=n.pool,
@@ -61,6 +80,9 @@ def node_out(n: NodeRow, devices: list[DeviceRow]) -> NodeOut:
         registered_at=n.registered_at,
         heartbeat_at=n.heartbeat_at,
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
+        devices_in_use=sorted(held),
+        cpu_allocated_millis=cpu,
+        mem_allocated_mib=mem,
     )
 
 
@@ -167,8 +189,9 @@ def list_nodes(
         q = q.where(NodeRow.name == who.node)
     with ctx.db.read() as s:
         nodes, total = page(s, q, limit, offset)
-        devices = _devices(s, [n.name for n in nodes])
-    items = [node_out(n, devices[n.name]) for n in nodes]
+        names = [n.name for n in nodes]
+        devices, load = _devices(s, names), node_load(s, names)
+    items = [node_out(n, devices[n.name], load.get(n.name)) for n in nodes]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -180,7 +203,7 @@ def get_node(name: str, ctx: Ctx, who: Caller) -> NodeOut:
         node = s.get(NodeRow, name)
         if node is None:
             raise not_found(f"node {name}")
-        return node_out(node, _devices(s, [name])[name])
+        return node_out(node, _devices(s, [name])[name], node_load(s, [name]).get(name))
 
 
 @router.patch("/nodes/{name}", response_model=NodeOut)
