@@ -18,7 +18,7 @@ def test_an_output_path_outside_the_directory_is_refused(sqlite_server, output):
     body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "output": output}
     r = admin.post("/api/v1/jobs", json=body)
     assert r.status_code == 422 and r.json()["field"] == "output", r.text
-    assert "must be a relative path inside the current directory" in r.json()["detail"]
+    assert "must be a relative path inside the job's working directory" in r.json()["detail"]
 
 
 def test_job_wait_writes_a_log_only_for_its_submitter_inside_their_directory(

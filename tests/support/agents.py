@@ -42,10 +42,12 @@ def agent_thread(agent: Agent) -> Iterator[Agent]:
 
 
 @contextmanager
-def two_teams_and_a_node(tmp: Path, **settings: object) -> Iterator["LiveServer"]:
+def two_teams_and_a_node(
+    tmp: Path, isolation: IsolationConfig | None = None, **settings: object
+) -> Iterator["LiveServer"]:
     """A server with its scheduler loop (cycles every 0.2 s), top-level tenants algo and beta
     with 2 guaranteed cards each, and node n1 with 4 simulated A100-80G run by an agent in
-    a thread."""
+    a thread (workloads as the agent's user unless ``isolation`` says)."""
     from gpupool.server.settings import Settings
     from tests.support.cluster import ok
     from tests.support.live import live_server
@@ -58,7 +60,10 @@ def two_teams_and_a_node(tmp: Path, **settings: object) -> Iterator["LiveServer"
             quota = {"resource": "gpu", "nominal": 2}
             ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
         token = srv.token("agent-n1", "agent", node="n1")
-        agent = make_agent(srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G")
+        extra = {"isolation": isolation} if isolation is not None else {}
+        agent = make_agent(
+            srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G", **extra
+        )
         with agent_thread(agent):
             wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
             yield srv

@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.card_modes import CardModes
 from gpupool.agent.disk import folder_usage, over_disk
+from gpupool.agent.job_output import OutputPlan, write_outputs
 from gpupool.agent.lease import write_lease
 from gpupool.agent.log_upload import TRUNCATED, read_pieces
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
@@ -327,6 +328,7 @@ class Agent:
             cgroups=ready.cgroups,
             mps=ready.mps,
             mem_mib=ready.mem_mib,
+            outputs=asdict(ready.outputs) if ready.outputs else None,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -416,6 +418,7 @@ class Agent:
             if self._running(rec):
                 continue
             self.children.pop(alloc_id, None)
+            self._write_outputs(rec)
             try:
                 self._upload_logs(rec)
             except Exception as exc:  # the end is reported even when its log cannot be sent
@@ -432,6 +435,19 @@ class Agent:
             except OSError as exc:  # a leftover folder or cgroup is not worth a failed round
                 log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
             self.store.remove(alloc_id)
+
+    def _write_outputs(self, rec: Record) -> None:
+        """The job's --output / --error, written as its user; why not goes into its log."""
+        if not rec.outputs or rec.released:
+            return
+        folder = self.store.dir(rec.alloc_id)
+        try:
+            why = write_outputs(OutputPlan(**rec.outputs), folder)
+        except OSError as exc:
+            why = str(exc)
+        if why:
+            with (folder / "stderr").open("a") as err:
+                err.write(f"gpupool: --output not written: {why}\n")
 
     def _outcome(self, rec: Record) -> tuple[str, int | None, str]:
         """How an ended workload is reported: state, exit code, reason."""

@@ -38,6 +38,10 @@ class LaunchSpec:
     poll_s: float = 0.1
     files: dict[str, str] = field(default_factory=dict)  # written 0600 beside spec.json
     sandbox: dict | None = None  # gpupool.agent.sandbox.Sandbox's fields, entered as root
+    # the job's own directory (sbatch --chdir, or its submit directory), entered by the
+    # workload's user once it is that user; ``chdir_required``: fail rather than stay in cwd
+    chdir: str | None = None
+    chdir_required: bool = False
 
     @classmethod
     def read(cls, folder: Path) -> "LaunchSpec":

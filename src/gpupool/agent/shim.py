@@ -38,18 +38,60 @@ def _default_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def enter_job_dir(spec: LaunchSpec, reasons: int) -> None:
+    """In the child, as the workload's user already: its own directory. A path the job chose
+    is never entered by root (Popen's ``cwd`` is, before the user switch). An explicit
+    --chdir that fails stops the start with the reason on ``reasons``; the submit directory
+    that fails (not on this node, not the user's) leaves it in its work folder."""
+    if spec.chdir is None:
+        return
+    try:
+        os.chdir(spec.chdir)
+    except OSError as exc:
+        if spec.chdir_required:
+            os.write(reasons, f"--chdir {spec.chdir}: {exc.strerror or exc}".encode()[:2000])
+            raise
+
+
 def start(spec: LaunchSpec, folder: Path | None = None) -> subprocess.Popen:
     drop = spec.uid is not None
+    reasons_r, reasons_w = os.pipe()  # closed in the child at exec (close-on-exec)
+    try:
+        return _start(spec, folder, drop, reasons_w)
+    except subprocess.SubprocessError:
+        os.close(reasons_w)
+        reasons_w = -1
+        os.set_blocking(reasons_r, False)
+        try:
+            reason = os.read(reasons_r, 4000).decode(errors="replace")
+        except BlockingIOError:
+            reason = ""
+        if reason:
+            raise ValueError(reason) from None
+        raise
+    finally:
+        os.close(reasons_r)
+        if reasons_w >= 0:
+            os.close(reasons_w)
+
+
+def _start(spec: LaunchSpec, folder: Path | None, drop: bool, reasons: int) -> subprocess.Popen:
+    env = spec.env  # no PWD: a shell takes it from the directory it starts in
     if spec.sandbox is None:
+
+        def as_user() -> None:  # in the child, after Popen switched to the workload's user
+            _default_signals()
+            enter_job_dir(spec, reasons)
+
         return subprocess.Popen(
             spec.command,
             cwd=spec.cwd,
-            env=spec.env,
+            env=env,
             user=spec.uid,
             group=spec.gid,
             extra_groups=[] if drop else None,
             umask=0o077 if drop else -1,
-            preexec_fn=_default_signals,
+            preexec_fn=as_user,
         )
     box = Sandbox(**spec.sandbox)
 
@@ -64,8 +106,9 @@ def start(spec: LaunchSpec, folder: Path | None = None) -> subprocess.Popen:
             if folder is not None:
                 write_note(folder, START_ERROR, reason)
             raise
+        enter_job_dir(spec, reasons)
 
-    return subprocess.Popen(spec.command, cwd=spec.cwd, env=spec.env, preexec_fn=enter_then_drop)
+    return subprocess.Popen(spec.command, cwd=spec.cwd, env=env, preexec_fn=enter_then_drop)
 
 
 def signal_workload(spec: LaunchSpec, sig: int) -> None:

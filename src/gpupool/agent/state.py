@@ -32,6 +32,7 @@ class Record:
     cgroups: list[str] = field(default_factory=list)
     mps: list[str] = field(default_factory=list)  # GPUs whose MPS daemon it uses
     mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
+    outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
 
 
 class Store:

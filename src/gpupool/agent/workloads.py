@@ -29,6 +29,7 @@ from gpupool.agent.container import (
     find_runtime,
 )
 from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUsers, resolve
+from gpupool.agent.job_output import OutputPlan, plan_for
 from gpupool.agent.mps import MpsDaemons
 from gpupool.agent.netns import NetnsError, TenantNetworks
 from gpupool.agent.node import host_memory_mib
@@ -73,6 +74,7 @@ class Prepared:
     cgroups: list[str]
     mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
     mem_mib: int  # the host-memory limit on this node (the grant, or the default)
+    outputs: OutputPlan | None = None  # the job's --output / --error, written at its end
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -233,7 +235,7 @@ class Launcher:
                 env = client_env()
             else:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
-                env = {**self._host_env(workdir, who), **job_env}
+                env = {**self._host_env(workdir, who), **job_env, **dir_env(order, workdir)}
         except (OSError, SpecError, NetnsError) as exc:
             self.cleanup(workdir, made, [])
             raise LaunchError(f"cannot start: {exc}") from None
@@ -248,8 +250,11 @@ class Launcher:
             fence_kill_s=fence_kill_s,
             files=files,
             sandbox=asdict(box) if box else None,
+            chdir=None if image else order.get("chdir") or order.get("submit_dir"),
+            chdir_required=bool(order.get("chdir")) and not image,
         )
-        return Prepared(spec, workdir, made, mps.gpus, mem)
+        outputs = plan_for(order, self.node, uid, gid)
+        return Prepared(spec, workdir, made, mps.gpus, mem, outputs)
 
     def _sandbox(self, order: dict[str, Any], workdir: str, mem_mib: int) -> Sandbox | None:
         """Namespaces for a tenant-users workload (root): its tenant's network namespace —
@@ -310,6 +315,14 @@ class Launcher:
 class _Mps:
     env: dict[str, str]
     gpus: list[str]
+
+
+def dir_env(order: dict[str, Any], workdir: str) -> dict[str, str]:
+    """Where the job came from and its own work folder (sbatch's SLURM_SUBMIT_DIR)."""
+    env = {"GPUPOOL_WORK_DIR": workdir}
+    if order.get("submit_dir"):
+        env["GPUPOOL_SUBMIT_DIR"] = order["submit_dir"]
+    return env
 
 
 def gang_env(order: dict[str, Any], node: str) -> dict[str, str]:

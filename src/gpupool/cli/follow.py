@@ -69,11 +69,34 @@ def log_chunks(api: ApiClient, job_id: int) -> Iterator[dict[str, Any]]:
         after = chunks[-1]["id"]
 
 
+def output_path(job: dict[str, Any]) -> str:
+    """The job's ``--output`` with its patterns expanded (``%N``: no node here)."""
+    return expand_output(
+        job["output"],
+        job["id"],
+        job["array_job"],
+        job["array_index"],
+        job.get("name") or "",
+        job.get("submitted_by") or "",
+    )
+
+
+def written_by_node(job: dict[str, Any]) -> bool:
+    """Whether the node already wrote the job's ``--output`` here (the directory is shared
+    with the node): the file exists and was written since the job started."""
+    try:
+        path = Path(output_path(job))
+        return path.is_file() and path.stat().st_mtime >= (job.get("started_at") or 0) - 2
+    except (OSError, KeyError, TypeError):
+        return False
+
+
 def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
-    """Write the job's log to its ``--output`` pattern, inside the current directory: the
-    path is checked again here (a job stored before the server checked it), its folders
-    must resolve inside the current directory, and a symlink in its place is not followed."""
-    pattern = expand_output(job["output"], job["id"], job["array_job"], job["array_index"])
+    """Write the job's log to its ``--output`` pattern, inside the current directory (where
+    the node could not: the job ran where this directory is not): the path is checked again
+    here (a job stored before the server checked it), its folders must resolve inside the
+    current directory, and a symlink in its place is not followed."""
+    pattern = output_path(job)
     try:
         path = Path(check_output_path(pattern))
     except SpecError as exc:

@@ -3,13 +3,22 @@ script with ``#GPUPOOL`` directives; arrays, dependencies, holds, ``--wait``), l
 cancel, hold, release, requeue, wait and logs."""
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
-from gpupool.cli.follow import exit_status, follow, log_chunks, save_log
+from gpupool.cli.follow import (
+    exit_status,
+    follow,
+    log_chunks,
+    output_path,
+    save_log,
+    written_by_node,
+)
 from gpupool.cli.output import FORMAT_HELP, SafeTable, emit, pick_columns, show, visible
 from gpupool.client import ApiClient
 from gpupool.model import SpecError, parse_request
@@ -59,7 +68,20 @@ def job_submit(
     ),
     hold: bool = typer.Option(False, "--hold", "-H", help="Keep it pending until released"),
     output: str = typer.Option(
-        None, "--output", "-o", help="Save its log here when it ends (with --wait): %j %A %a"
+        None,
+        "--output",
+        "-o",
+        help="Its node writes its output here, in its working directory: %j %A %a %x %u %N",
+    ),
+    error: str = typer.Option(
+        None, "--error", "-e", help="Its stderr here (default: with the output)"
+    ),
+    chdir: str = typer.Option(
+        None,
+        "--chdir",
+        "-D",
+        help="Run in this directory on the node \\[default: this one when the node has it, "
+        "else a work folder of its own]",
     ),
     wait: bool = typer.Option(
         False, "--wait", "-W", help="Follow it to its end; exit with its exit code"
@@ -74,7 +96,8 @@ def job_submit(
         "tenant": tenant, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_share": gpu_share, "mig": mig,
         "cpu": cpu, "mem": mem, "request": request, "name": name, "kind": kind,
         "priority_class": priority_class, "gang": gang, "time": time_limit, "array": array,
-        "dependency": dependency, "hold": hold or None, "output": output,
+        "dependency": dependency, "hold": hold or None, "output": output, "error": error,
+        "chdir": chdir,
     }  # fmt: skip
     argv = list(command or [])
     script = _script(argv)
@@ -129,9 +152,36 @@ def _body(given: dict[str, Any], argv: list[str], max_runtime: int | None, key: 
         "array": given["array"],
         "dependency": [{"type": d.type, "job": d.job} for d in deps],
         "hold": bool(given["hold"]),
-        "output": given["output"],
+        "output": given.get("output"),
+        "error": given.get("error"),
+        "chdir": _absolute(given.get("chdir")),
+        "submit_dir": _here() if argv else None,
     }
     return {k: v for k, v in body.items() if v is not None}
+
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".py", ".sbatch", ".slurm", ".job")
+
+
+def _names_a_script(word: str) -> bool:
+    """A lone argument that reads as a script file here (a relative path or a script's
+    suffix), not a program to find on the node (``nvidia-smi``, ``/opt/app/run``)."""
+    return not word.startswith("/") and ("/" in word or word.endswith(SCRIPT_SUFFIXES))
+
+
+def _here() -> str | None:
+    """The submit directory (None when the current one was deleted)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _absolute(path: str | None) -> str | None:
+    """``--chdir`` relative to where the command runs, as sbatch reads it."""
+    if path is None:
+        return None
+    return os.path.normpath(os.path.join(_here() or "/", os.path.expanduser(path)))
 
 
 def _script(argv: list[str]) -> Script | None:
@@ -139,9 +189,17 @@ def _script(argv: list[str]) -> Script | None:
     #GPUPOOL directives; None for a plain command."""
     from gpupool.model.batch import parse_script
 
-    if len(argv) != 1 or not Path(argv[0]).is_file():
+    if len(argv) != 1:
         return None
     path = Path(argv[0])
+    if not path.is_file():
+        if "--" not in sys.argv and _names_a_script(argv[0]):
+            raise SpecError(
+                f"{argv[0]}: no such file (a script to submit must exist here; a program "
+                f"that only the node has goes after --: -- {argv[0]})",
+                field="script",
+            )
+        return None
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -158,6 +216,9 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
     me = api.get("/api/v1/status")["user"] if any(j.get("output") for j in ended) else None
     for job in ended:
         if not job.get("output"):
+            continue
+        if written_by_node(job):
+            typer.echo(f"job {job['id']}: its node wrote {visible(output_path(job))}", err=True)
             continue
         if job["submitted_by"] != me:  # someone else's path choice is not written here
             typer.echo(

@@ -22,7 +22,7 @@ DIRECTIVES = {
     "--gpu": True, "--gpu-mem": True, "--gpu-share": True, "--mig": True, "--cpu": True,
     "--mem": True, "--request": True, "--name": True, "--kind": True, "--priority-class": True,
     "--gang": True, "--time": True, "--tenant": True, "--array": True, "--dependency": True,
-    "--output": True, "--hold": False,
+    "--output": True, "--error": True, "--chdir": True, "--hold": False,
 }  # fmt: skip
 MAX_ARRAY_TASKS = 1000  # Slurm's default MaxArraySize is 1001 (indices 0-1000)
 MAX_ARRAY_INDEX = 100_000
@@ -172,29 +172,53 @@ def parse_dependency(text: str) -> list[Dependency]:
     return deps
 
 
-def expand_output(pattern: str, job_id: int, array_job: int | None, index: int | None) -> str:
-    """sbatch's ``--output`` patterns: ``%j`` job id, ``%A`` array job id, ``%a`` task index,
-    ``%%`` a percent sign."""
+def expand_output(
+    pattern: str,
+    job_id: int,
+    array_job: int | None,
+    index: int | None,
+    name: str = "",
+    user: str = "",
+    node: str = "",
+) -> str:
+    """sbatch's ``--output`` / ``--error`` patterns: ``%j`` job id, ``%A`` array job id,
+    ``%a`` task index, ``%x`` job name, ``%u`` user, ``%N`` node, ``%%`` a percent sign."""
     values = {
         "j": str(job_id),
         "A": str(array_job if array_job is not None else job_id),
         "a": str(index) if index is not None else "",
+        "x": name.replace("/", "_") or "job",
+        "u": user.replace("/", "_"),
+        "N": node.replace("/", "_"),
         "%": "%",
     }
-    return re.sub(r"%([jAa%])", lambda m: values[m[1]], pattern)
+    return re.sub(r"%([jAaxuN%])", lambda m: values[m[1]], pattern)
 
 
-def check_output_path(path: str) -> str:
-    """An ``--output`` path is relative to the directory of whoever saves the log and stays
-    inside it: not absolute, no ``~``, no ``..``, no NUL. (A job's output used to be written
-    wherever its submitter said — ``job wait`` run by an admin overwrote the admin's
-    ``~/.bashrc``.) Returns the path."""
-    if not path or "\x00" in path:
-        raise SpecError("output: an empty path or one with a NUL byte", field="output")
+def check_directory(path: str, field: str) -> str:
+    """A job's working directory (``--chdir``, the submit directory): an absolute path of at
+    most 4,096 characters without NUL or line breaks. It is entered on the node by the job's
+    own user, never by a privileged process."""
+    if not path.startswith("/") or len(path) > 4096 or any(c in path for c in "\x00\n\r"):
+        raise SpecError(
+            f"{field}: {path[:80]!r} is not an absolute path (at most 4,096 characters, no "
+            "NUL or line break)",
+            field=field,
+        )
+    return path
+
+
+def check_output_path(path: str, field: str = "output") -> str:
+    """An ``--output`` / ``--error`` path is relative to the job's working directory and
+    stays inside it: not absolute, no ``~``, no ``..``, no NUL or line break. (A job's output
+    used to be written wherever its submitter said — ``job wait`` run by an admin overwrote
+    the admin's ``~/.bashrc``.) Returns the path."""
+    if not path or any(c in path for c in "\x00\n\r"):
+        raise SpecError(f"{field}: an empty path or one with a NUL or line break", field=field)
     if path.startswith(("/", "~")) or any(part == ".." for part in re.split(r"[/\\]", path)):
         raise SpecError(
-            f"output: {path[:80]!r} must be a relative path inside the current directory "
-            "(no leading / or ~, no ..)",
-            field="output",
+            f"{field}: {path[:80]!r} must be a relative path inside the job's working "
+            "directory (no leading / or ~, no ..)",
+            field=field,
         )
     return path

@@ -326,8 +326,22 @@ class JobIn(Strict):
     output: str | None = Field(
         None,
         max_length=500,
-        description="Where the CLI saves the job's log (sbatch --output: %j job id, "
-        "%A array id, %a task index)",
+        description="sbatch --output: where the node writes the job's output when it ends, "
+        "relative to its working directory (%j job id, %A array id, %a task index, %x name, "
+        "%u user, %N node); stderr too unless error is given",
+    )
+    error: str | None = Field(None, max_length=500, description="sbatch --error: its stderr")
+    chdir: str | None = Field(
+        None,
+        max_length=4096,
+        description="sbatch --chdir: the absolute directory the job runs in (it fails if its "
+        "user cannot enter it on the node)",
+    )
+    submit_dir: str | None = Field(
+        None,
+        max_length=4096,
+        description="Where it was submitted from: without chdir the job runs there when the "
+        "node has it and the job's user may enter it, else in a work folder of its own",
     )
 
 
@@ -372,6 +386,13 @@ class OrderOut(AllocationOut):
     env: dict[str, str]
     image: str | None
     max_runtime_s: int | None
+    output: str | None = None  # patterns, expanded by the agent (%N is its node)
+    error: str | None = None
+    chdir: str | None = None
+    submit_dir: str | None = None
+    submitted_by: str = ""
+    array_job: int | None = None
+    array_index: int | None = None
 
 
 class OrdersOut(BaseModel):
@@ -423,6 +444,9 @@ class JobOut(BaseModel):
     array_limit: int | None = None
     array_size: int | None = None  # on submission of an array: how many tasks it made
     output: str | None = None
+    error: str | None = None
+    chdir: str | None = None
+    submit_dir: str | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
     allocation: AllocationOut | None = None
     logs_url: str

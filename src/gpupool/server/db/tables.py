@@ -174,6 +174,9 @@ class JobRow(Base):
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     array_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
     output: Mapped[str | None] = mapped_column(String(500), nullable=True)  # sbatch --output
+    error: Mapped[str | None] = mapped_column(String(500), nullable=True)  # sbatch --error
+    chdir: Mapped[str | None] = mapped_column(Text, nullable=True)  # sbatch --chdir
+    submit_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     # a copy started by defragmentation (make-before-break) names the replica it replaces
     replaces: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
 

@@ -41,6 +41,13 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
                 env=dict(j.env or {}),
                 image=j.image,
                 max_runtime_s=j.max_runtime_s,
+                output=j.output,
+                error=j.error,
+                chdir=j.chdir,
+                submit_dir=j.submit_dir,
+                submitted_by=j.submitted_by,
+                array_job=j.array_job,
+                array_index=j.array_index,
             )
             for a, j in rows
         ]

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, SpecError, parse_request
-from gpupool.model.batch import check_output_path
+from gpupool.model.batch import check_directory, check_output_path
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.auth import Principal
@@ -148,8 +148,12 @@ async def submit(
     may_manage(who, tenant, "submit jobs")
     spec = _spec(body)
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
-    if body.output is not None:
-        check_output_path(body.output)
+    for field in ("output", "error"):
+        if getattr(body, field) is not None:
+            check_output_path(getattr(body, field), field)
+    for field in ("chdir", "submit_dir"):
+        if getattr(body, field) is not None:
+            check_directory(getattr(body, field), field)
     if ctx.capacity.stale():
         await run_in_threadpool(ctx.capacity.refresh, ctx.db)
     asked = Job(

@@ -1,4 +1,5 @@
-"""plans paid upfront or monthly; invoices issued per tenant and month, draft then final
+"""plans paid upfront or monthly; invoices issued per tenant and month, draft then final;
+jobs' --error, --chdir and submit directory (sbatch)
 
 Revision ID: 0008
 Revises: 0007
@@ -17,6 +18,10 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("error", sa.String(length=500), nullable=True))
+        batch.add_column(sa.Column("chdir", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("submit_dir", sa.Text(), nullable=True))
     with op.batch_alter_table("rental_plans") as batch:
         batch.add_column(
             sa.Column("payment", sa.String(length=10), nullable=False, server_default="monthly")
@@ -51,3 +56,6 @@ def downgrade() -> None:
     op.drop_table("issued_invoices")
     with op.batch_alter_table("rental_plans") as batch:
         batch.drop_column("payment")
+    with op.batch_alter_table("jobs") as batch:
+        for column in ("submit_dir", "chdir", "error"):
+            batch.drop_column(column)
