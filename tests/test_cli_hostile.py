@@ -67,3 +67,17 @@ def test_control_characters_never_reach_the_terminal(sqlite_server):
         assert not any(c in r.stdout for c in "\x1b\x07\x9b\r"), (args, r.stdout)
         if args[:2] in (("job", "list"), ("job", "show")) and "--csv" not in args:
             assert "\\x1b]0;owned\\x07" in r.stdout and "[red]x[/red]" in r.stdout, r.stdout
+
+
+def test_a_missing_script_is_an_error_naming_it_before_anything_is_sent(sqlite_server, tmp_path):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    for argv in (["nosuch.sh"], ["--tenant", "algo", "nosuch.sh"], ["--tenant", "algo", "x/run"]):
+        r = gpupool("job", "submit", *argv, env=env, cwd=tmp_path)
+        assert r.returncode == 2, r.stdout
+        assert f"{argv[-1]}: no such file" in r.stderr and "422" not in r.stderr
+    assert ok(admin.get("/api/v1/jobs"))["total"] == 0  # nothing was sent
+    # after --, a program only the node has is a command, as before
+    r = gpupool("job", "submit", "--tenant", "algo", "--", "nosuch.sh", env=env, cwd=tmp_path)
+    assert r.returncode == 0 and ok(admin.get("/api/v1/jobs"))["total"] == 1
