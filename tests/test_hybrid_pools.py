@@ -165,7 +165,7 @@ def test_pool_bounds_are_checked(sqlite_server):
     refused = gpupool("pool", "set", "p", "--mig-min", "5", env=env)
     assert refused.returncode == 2 and "5 is above mig_cards_max 4" in refused.stderr
     said = gpupool("pool", "set", "p", "--sharing", "share", env=env)  # bounds dropped with it
-    assert said.stdout.strip() == "pool p: share, policy auto", said.stderr
+    assert said.stdout.strip() == "pool p: share, policy auto (0 card(s) shareable now)", said.stderr
     listed = gpupool("pool", "list", env=env)
     assert listed.returncode == 0 and max(map(len, listed.stdout.splitlines())) <= 80
     assert "share" in listed.stdout
@@ -237,3 +237,37 @@ def test_a_hybrid_pool_turns_an_idle_mig_card_into_a_shared_one_for_a_waiting_jo
             assert len(ok(admin.get("/api/v1/audit", params={"action": "MODE"}))["items"]) == 1
             for j in (shared, isolated, whole):
                 ok(admin.post(f"/api/v1/jobs/{j['id']}/cancel"))
+
+
+def test_a_pool_set_to_share_shares_its_cards_at_once_and_its_mig_cards_once_idle(sqlite_server):
+    """``pool set --sharing share`` used to succeed with no card shareable: now its whole
+    cards are shared at once (a running whole-card job keeps its card until it ends) and its
+    MIG cards are ordered out of MIG as soon as nothing runs on them."""
+    srv = sqlite_server
+    admin = srv.admin()
+    ok(admin.put("/api/v1/pools/p", json={"name": "p", "sharing": "whole"}))
+    body = node_body("n0", cards=3, pool="p")
+    body["devices"][2]["mode"] = "mig"
+    ok(admin.post("/api/v1/nodes", json=body))
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 3}))
+    whole = submit(admin, "gpu=1", "algo")
+    srv.cycle()
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token, "COLUMNS": "80"}
+    said = gpupool("pool", "set", "p", "--sharing", "share", env=env)
+    assert said.stdout.strip() == (
+        "pool p: share, policy auto (2 card(s) shareable now; 1 MIG card(s) switch once idle)"
+    ), said.stderr
+    modes = [d["mode"] for d in ok(admin.get("/api/v1/nodes/n0"))["devices"]]
+    assert modes == ["share", "share", "mig"]
+    halves = [submit(admin, "gpu_share=0.5,gpu_mem=10GiB", "algo") for _ in range(2)]
+    srv.cycle()
+    placed = [ok(admin.get(f"/api/v1/jobs/{j['id']}"))["allocation"] for j in halves]
+    cards = {(a["nodes"][0]["node"], a["nodes"][0]["devices"][0]["device"]) for a in placed}
+    busy = ok(admin.get(f"/api/v1/jobs/{whole['id']}"))["allocation"]["nodes"][0]["devices"][0]
+    assert len(cards) == 1 and busy["device"] not in {c[1] for c in cards}  # one card, shared
+    with srv.ctx.db.read() as s:
+        from gpupool.server.db.tables import DeviceRow
+
+        mig = s.get(DeviceRow, ("n0", 2))
+        assert mig.want_mode == "share"  # ordered out of MIG: nothing ran there

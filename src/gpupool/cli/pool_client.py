@@ -70,4 +70,6 @@ def pool_set(
     said = f"pool {out['name']}: {out['sharing']}, policy {out['policy']}"
     if out["sharing"] == "hybrid":
         said += f", MIG cards {_bounds(out)}"
+    if out.get("note"):
+        said += f" ({out['note']})"
     show(out, as_json, said)

@@ -13,6 +13,7 @@ from gpupool.model.devices import model_matches
 from gpupool.scheduler.cycle import CycleResult
 from gpupool.server.db.tables import AuditRow, DeviceRow, NodeRow, Pool
 from gpupool.server.lifecycle import bump_nodes_version, held_devices
+from gpupool.server.pool_modes import order_out_of_mig
 from gpupool.sharing.hybrid import HybridBounds, HybridCard, ModeChange, plan_modes
 from gpupool.sharing.mig import table_for
 
@@ -79,11 +80,13 @@ def order_switches(
 ) -> list[ModeChange]:
     """Order the switches each hybrid pool needs now; returns them (for the tests)."""
     give_up_stale(s, now, timeout_s)
+    ordered = order_out_of_mig(s, now, lambda d: _switchable(d, now, timeout_s))
     pools = [p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"]
     if not pools:
-        return []
+        if ordered:
+            bump_nodes_version(s)
+        return ordered
     held = held_devices(s)
-    ordered: list[ModeChange] = []
     for pool in pools:
         rows = s.execute(
             select(DeviceRow)

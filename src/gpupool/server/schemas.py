@@ -164,6 +164,7 @@ class PoolOut(BaseModel):
     description: str
     mig_cards_min: int = 0
     mig_cards_max: int | None = None
+    note: str = ""  # after a change: what it did to the pool's cards
 
 
 class TenantIn(Strict):

@@ -33,6 +33,7 @@ from gpupool.server.deps import (
     require,
 )
 from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.pool_modes import follow_pool_mode
 from gpupool.server.routes.views import page
 from gpupool.server.schemas import (
     AuditOut,
@@ -105,7 +106,12 @@ def put_pool(name: str, body: PoolIn, ctx: Ctx, who: Caller) -> PoolOut:
         row.sharing, row.policy, row.description = body.sharing, body.policy, body.description
         row.mig_cards_min, row.mig_cards_max = body.mig_cards_min, body.mig_cards_max
         s.flush()
-        return PoolOut.model_validate(row, from_attributes=True)
+        change = follow_pool_mode(s, row)
+        out = PoolOut.model_validate(row, from_attributes=True)
+        out.note = change.note(row.sharing)
+    ctx.capacity.invalidate()  # what the pool can ever hold changed with its cards' modes
+    ctx.loop.wake()
+    return out
 
 
 @router.delete("/pools/{name}", status_code=204)

@@ -110,6 +110,10 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
         for fields in wanted.values():
             if fields["mode"] == "whole" and table_for(fields["model"]) is not None:
                 fields["mode"] = "share"
+    if pool.sharing == "share":  # every card of a share pool that is not MIG-partitioned
+        for fields in wanted.values():
+            if fields["mode"] == "whole":
+                fields["mode"] = "share"
     node = s.get(NodeRow, body.name, with_for_update=True)
     changed = node is None
     if node is None:
