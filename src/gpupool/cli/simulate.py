@@ -58,10 +58,13 @@ def fgd(
         "policy",
         "unallocated GPUs at 100%",
         "alloc at 100%",
-        "alloc at 130%",
+        "alloc at end",
+        "arrived at end",
         "frag at 100%",
         "failed pods",
         title=f"FGD protocol, {result['gpus']} GPUs, seeds {seeds}, tune {tune}",
+        caption="the bag is trimmed or topped up to at most tune x capacity (the paper's "
+        "protocol); 'at end' is where it ends",
     )
     for name, row in result["policies"].items():  # type: ignore[union-attr]
         table.add_row(
@@ -69,6 +72,7 @@ def fgd(
             f"{row['unallocated_gpus_at_100']:.1f}",
             f"{row['alloc_ratio_at_100']:.3f}",
             f"{row['alloc_ratio_at_130']:.3f}",
+            f"{row['arrived_at_end']:.3f}",
             f"{row['frag_amount_at_100']:.3f}",
             str(row["failed_pods"]),
         )
@@ -174,6 +178,12 @@ def _family_table(result: dict, names: list[str]) -> None:
                 else "-"
             )
         table.add_row(*cells)
+    ends = [
+        f"{name} {row['arrived_at_end']:.2f}"
+        for name, row in result["files"].items()
+        if row.get("arrived_at_end") is not None
+    ]
+    table.caption = "arrived at the end of each bag (x capacity, at most tune): " + ", ".join(ends)
     Console().print(table)
 
 

@@ -1,7 +1,9 @@
 """Replay of the FGD paper's evaluation protocol (Weng et al., USENIX ATC 2023).
 
-The pod list is a bag of specs: shuffled with a seed, then pods sampled with replacement are
-appended until the GPU request reaches ``tune`` x the cluster's GPU capacity. Each pod is
+The pod list is a bag of specs, shuffled with a seed and tuned to ``tune`` x the cluster's
+GPU capacity as the paper's simulator does (``TunePodsByNodeTotalResource``): a list that asks
+more has random pods removed until it asks at most that; one that asks less has pods sampled
+with replacement appended while the next one still fits under it. Each pod is
 scheduled once, in order; a pod that fits nowhere fails and is not retried; pods never leave.
 After every pod the curve records arrived workload (cumulative GPU request / capacity),
 GPU allocation ratio and fragmentation amount (fragmented GPU / capacity), where the
@@ -42,6 +44,7 @@ class ReplayResult:
     failed: int
     unallocated_gpus_at_100: float
     unallocated_gpus_at_130: float  # at the end of the bag (tune x capacity arrived)
+    arrived_at_end: float  # what the bag asked in all, in capacities (at most tune)
     alloc_ratio_at_100: float
     alloc_ratio_at_130: float
     frag_amount_at_100: float
@@ -49,16 +52,26 @@ class ReplayResult:
 
 
 def workload_bag(pods: Sequence[Pod], capacity_milli: int, seed: int, tune: float) -> list[Pod]:
-    """Shuffle, then append pods sampled with replacement until the request reaches tune."""
+    """Shuffle, then trim or top up the GPU request to at most ``tune`` x capacity."""
     rng = random.Random(seed)
     bag = list(pods)
     rng.shuffle(bag)
+    target = tune * capacity_milli
     total = sum(p.gpu_milli_total for p in bag)
-    while total < tune * capacity_milli and pods:
+    while total > target and bag:  # tune down: random pods out
+        total -= bag.pop(rng.randrange(len(bag))).gpu_milli_total
+    while pods:  # tune up: random copies in, while the next one fits under the target
         extra = pods[rng.randrange(len(pods))]
+        if total + extra.gpu_milli_total > target:
+            break
         bag.append(extra)
         total += extra.gpu_milli_total
     return bag
+
+
+def arrived_ratio(bag: Sequence[Pod], capacity_milli: int) -> float:
+    """What the whole bag asks, in cluster GPU capacities (the protocol's x-axis end)."""
+    return sum(p.gpu_milli_total for p in bag) / capacity_milli
 
 
 def protocol_state(nodes: Sequence[Node], seed: int) -> ClusterState:
@@ -141,6 +154,7 @@ def replay(
         failed=failed,
         unallocated_gpus_at_100=(capacity - at_100[0]) / 1000,
         unallocated_gpus_at_130=(capacity - allocated) / 1000,
+        arrived_at_end=arrived / capacity,
         alloc_ratio_at_100=at_100[0] / capacity,
         alloc_ratio_at_130=allocated / capacity,
         frag_amount_at_100=at_100[1] / capacity,

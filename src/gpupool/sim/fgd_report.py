@@ -94,6 +94,7 @@ def medians(runs: list[ReplayResult]) -> dict[str, object]:
         "unallocated_gpus_at_130": med([r.unallocated_gpus_at_130 for r in runs]),
         "alloc_ratio_at_100": med([r.alloc_ratio_at_100 for r in runs]),
         "alloc_ratio_at_130": med([r.alloc_ratio_at_130 for r in runs]),
+        "arrived_at_end": med([r.arrived_at_end for r in runs]),
         "frag_amount_at_100": med([r.frag_amount_at_100 for r in runs]),
         "failed_pods": int(statistics.median([r.failed for r in runs])),
         "per_seed_unallocated": [round(r.unallocated_gpus_at_100, 1) for r in runs],

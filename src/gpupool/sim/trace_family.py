@@ -63,8 +63,10 @@ def compare_family(
         if "fgd" in at_100 and baselines:
             beats = at_100["fgd"] < min(baselines.values())
             beats_everywhere = beats_everywhere and beats
+        arrived = [m["arrived_at_end"] for m in per_policy.values()]
         row: dict[str, object] = {
             "pods": (pod_counts or {}).get(name),
+            "arrived_at_end": max(arrived) if arrived else None,  # the bag: the same for all
             "unallocated_gpus_at_100": at_100,
             "unallocated_gpus_at_130": at_130,
             "best_policy": min(at_100, key=lambda p: at_100[p]),
