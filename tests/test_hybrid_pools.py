@@ -165,7 +165,9 @@ def test_pool_bounds_are_checked(sqlite_server):
     refused = gpupool("pool", "set", "p", "--mig-min", "5", env=env)
     assert refused.returncode == 2 and "5 is above mig_cards_max 4" in refused.stderr
     said = gpupool("pool", "set", "p", "--sharing", "share", env=env)  # bounds dropped with it
-    assert said.stdout.strip() == "pool p: share, policy auto (0 card(s) shareable now)", said.stderr
+    assert said.stdout.strip() == "pool p: share, policy auto (0 card(s) shareable now)", (
+        said.stderr
+    )
     listed = gpupool("pool", "list", env=env)
     assert listed.returncode == 0 and max(map(len, listed.stdout.splitlines())) <= 80
     assert "share" in listed.stdout

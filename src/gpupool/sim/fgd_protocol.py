@@ -93,7 +93,11 @@ def replay(
     curve_every: int = 50,
     depth: int = DEPTH,
     futures: int = FUTURES,
+    bag: Sequence[Pod] | None = None,
+    decisions: list | None = None,
 ) -> ReplayResult:
+    """Replay ``pods`` (or a ``bag`` made already) under ``policy``; each pod's decision —
+    its placement's (node, devices) or None — is appended to ``decisions`` when given."""
     state = protocol_state(nodes, seed)
     capacity = state.gpu_count() * 1000
     typical = ShapeMix(coverage=0.95)
@@ -107,7 +111,7 @@ def replay(
     placer.observe_requests(Counter(pod.request for pod in pods), state)
     shapes, weights = typical.typical()
     measure = FragmentationModel(state, shapes, weights)
-    bag = workload_bag(pods, capacity, seed, tune)
+    bag = list(bag) if bag is not None else workload_bag(pods, capacity, seed, tune)
     arrived = allocated = 0
     failed = 0
     at_100: tuple[float, float] | None = None
@@ -129,6 +133,8 @@ def replay(
                 upcoming = [bag[sampler.randrange(i + 1)].request for _ in range(draws)]
             # a refusal's reason is not used
             result = placer.place(state, job, explain=False, upcoming=upcoming)
+        if decisions is not None:
+            decisions.append(_decision(result))
         if isinstance(result, Placement):
             state.apply(result)
             allocated += pod.gpu_milli_total
@@ -160,3 +166,10 @@ def replay(
         frag_amount_at_100=at_100[1] / capacity,
         curve=curve,
     )
+
+
+def _decision(result: object) -> tuple | None:
+    """Where a pod went, comparable across replays: (node, devices) per node, or None."""
+    if not isinstance(result, Placement):
+        return None
+    return tuple((n.node, tuple(d.device for d in n.devices)) for n in result.nodes)
