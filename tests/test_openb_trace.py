@@ -198,6 +198,14 @@ def test_simulate_fgd_cli_prints_the_documented_json(tmp_path):
         } <= set(row)
         assert len(row["per_seed_unallocated"]) == 3
         assert row["curve"][-1][0] == 1.3
+        assert 1.3 - 2 / 16 < row["arrived_at_end"] <= 1.3
+    assert result["lookahead"] == {"depth": 4, "futures": 3}
+    # the look-ahead's parameters are flags, so the tuning table in docs/simulation.md is
+    # a command away
+    tuned = gpupool("simulate", "fgd", *_trace_args(tmp_path), "--policies", "fgd-lookahead",
+                    "--seeds", "1", "--lookahead-depth", "2", "--lookahead-futures", "1",
+                    "--json")  # fmt: skip
+    assert json.loads(tuned.stdout)["lookahead"] == {"depth": 2, "futures": 1}
     bad = gpupool(
         "simulate",
         "fgd",

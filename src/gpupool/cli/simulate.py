@@ -12,6 +12,8 @@ from rich.table import Table
 from gpupool.cli.errors import err_console, friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, trace_files, trace_paths
 from gpupool.model import SpecError
+from gpupool.scheduler.lookahead import DEPTH
+from gpupool.sim.fgd_protocol import FUTURES
 
 app = typer.Typer(help="Replay cluster traces through the same engine the server runs.")
 
@@ -29,6 +31,12 @@ def fgd(
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
     report: Path | None = typer.Option(None, help="Write a self-contained HTML report here."),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write the curves as CSV here."),
+    depth: int = typer.Option(
+        DEPTH, "--lookahead-depth", min=1, max=64, help="fgd-lookahead: requests per future"
+    ),
+    futures: int = typer.Option(
+        FUTURES, "--lookahead-futures", min=1, max=64, help="fgd-lookahead: sampled futures"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The FGD paper's protocol (ATC'23): shuffled bag of pods topped up to TUNE x capacity,
@@ -43,12 +51,19 @@ def fgd(
     seed_list = parse_seeds(seeds)
     node_list, pod_list = _load_trace(nodes, pods, strict)
     if as_json:
-        result = run_fgd_protocol(node_list, pod_list, names, seed_list, tune)
+        result = run_fgd_protocol(node_list, pod_list, names, seed_list, tune, None, depth, futures)
     else:
         with Progress(console=err_console, transient=True) as bar:
             task = bar.add_task("replaying", total=len(names) * len(seed_list))
             result = run_fgd_protocol(
-                node_list, pod_list, names, seed_list, tune, lambda: bar.advance(task)
+                node_list,
+                pod_list,
+                names,
+                seed_list,
+                tune,
+                lambda: bar.advance(task),
+                depth,
+                futures,
             )
     _outputs(result, report, csv_out, fgd_report_html, fgd_curves_csv)
     if as_json:
@@ -93,6 +108,12 @@ def family(
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
     strict: bool = typer.Option(False, help="Reject a file on any bad row."),
     workers: int = typer.Option(0, min=0, max=64, help="Replay processes \\[default: 2 or cores]"),
+    depth: int = typer.Option(
+        DEPTH, "--lookahead-depth", min=1, max=64, help="fgd-lookahead: requests per future"
+    ),
+    futures: int = typer.Option(
+        FUTURES, "--lookahead-futures", min=1, max=64, help="fgd-lookahead: sampled futures"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The FGD protocol on every pod list of a trace family (the openb variants: sharing-,
@@ -147,6 +168,8 @@ def family(
             published=published,
             workers=workers or default_workers(),
             progress=lambda: bar.advance(task),
+            depth=depth,
+            futures=futures,
         )
     if as_json:
         typer.echo(json.dumps(result))

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from gpupool.model import Node, SpecError
-from gpupool.sim.fgd_protocol import ReplayResult, replay
+from gpupool.scheduler.lookahead import DEPTH
+from gpupool.sim.fgd_protocol import FUTURES, ReplayResult, replay
 from gpupool.sim.traces.openb import Pod
 
 # Names as the paper's figures use them -> the policy that replays it. The paper's baselines
@@ -57,6 +58,8 @@ def run_fgd_protocol(
     seeds: Sequence[int],
     tune: float,
     progress: Callable[[], None] | None = None,
+    depth: int = DEPTH,
+    futures: int = FUTURES,
 ) -> dict[str, object]:
     check_policies(policies)
     out: dict[str, object] = {
@@ -65,12 +68,14 @@ def run_fgd_protocol(
         "pods": len(pods),
         "seeds": list(seeds),
         "tune": tune,
+        "lookahead": {"depth": depth, "futures": futures},
         "policies": {},
     }
     for name in policies:
         runs = []
         for seed in seeds:
-            runs.append(replay(nodes, pods, PROTOCOL_POLICIES[name], seed, tune))
+            name_ = PROTOCOL_POLICIES[name]
+            runs.append(replay(nodes, pods, name_, seed, tune, depth=depth, futures=futures))
             if progress:
                 progress()
         out["policies"][name] = medians(runs)  # type: ignore[index]

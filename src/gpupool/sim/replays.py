@@ -7,7 +7,8 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from gpupool.sim.fgd_protocol import ReplayResult, replay
+from gpupool.scheduler.lookahead import DEPTH
+from gpupool.sim.fgd_protocol import FUTURES, ReplayResult, replay
 from gpupool.sim.fgd_report import PROTOCOL_POLICIES
 
 Task = tuple[str, str, int]  # pod list path, policy, seed
@@ -27,10 +28,12 @@ def _pods(path: str) -> list:
     return load_pods(path)[0]
 
 
-def _one(args: tuple[str, Task, float]) -> tuple[Task, ReplayResult]:
-    nodes, task, tune = args
+def _one(args: tuple[str, Task, float, int, int]) -> tuple[Task, ReplayResult]:
+    nodes, task, tune, depth, futures = args
     pods, policy, seed = task
-    return task, replay(_nodes(nodes), _pods(pods), PROTOCOL_POLICIES[policy], seed, tune)
+    name = PROTOCOL_POLICIES[policy]
+    result = replay(_nodes(nodes), _pods(pods), name, seed, tune, depth=depth, futures=futures)
+    return task, result
 
 
 def replay_files(
@@ -39,11 +42,13 @@ def replay_files(
     tune: float,
     workers: int = 1,
     progress: Callable[[], None] | None = None,
+    depth: int = DEPTH,
+    futures: int = FUTURES,
 ) -> dict[Task, ReplayResult]:
     # FGD replays take ~3x a baseline's: start them first, so that the last task a process
     # runs (while the other may already be idle) is a short one
     ordered = sorted(tasks, key=lambda t: not t[1].startswith("fgd"))
-    jobs = [(str(nodes), t, tune) for t in ordered]
+    jobs = [(str(nodes), t, tune, depth, futures) for t in ordered]
     out: dict[Task, ReplayResult] = {}
     # always in worker processes (even one): the caller can read their CPU time and memory
     with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:

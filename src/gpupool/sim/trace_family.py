@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpupool.model import SpecError
+from gpupool.scheduler.lookahead import DEPTH
+from gpupool.sim.fgd_protocol import FUTURES
 from gpupool.sim.fgd_report import medians
 from gpupool.sim.published import Published, versus_paper
 from gpupool.sim.replays import replay_files
@@ -43,6 +45,8 @@ def compare_family(
     published: Published | None = None,
     workers: int = 1,
     progress: Callable[[], None] | None = None,
+    depth: int = DEPTH,
+    futures: int = FUTURES,
 ) -> dict[str, object]:
     """Per pod list: medians over seeds of unallocated GPUs at 100% and 130% arrived per
     policy, the best policy, whether ``fgd`` beats every baseline, and each policy against
@@ -50,7 +54,7 @@ def compare_family(
     errors = errors or {}
     readable = [f for f in files if trace_name(f) not in errors]
     tasks = [(str(f), p, s) for f in readable for p in policies for s in seeds]
-    runs = replay_files(nodes, tasks, tune, workers, progress)
+    runs = replay_files(nodes, tasks, tune, workers, progress, depth, futures)
     rows: dict[str, object] = {name: {"error": why} for name, why in errors.items()}
     beats_everywhere = within_everywhere = True
     for path in readable:
