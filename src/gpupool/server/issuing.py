@@ -83,7 +83,8 @@ def issue_month(
                 f"zone: {tenant}'s {month} invoice was issued in {row.zone}, not {zone}",
                 field="zone",
             )
-        body = month_invoice(s, tenant, month, zone)
+        # a draft counts running jobs up to now; a final month is metered to its end
+        body = month_invoice(s, tenant, month, zone, live_until=None if final else now)
         if not body["lines"] and row is None:
             continue
         number = number_for(s, month) if final else None  # before the row joins the session
