@@ -26,7 +26,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
     no_workload_outlives_its_test,
     wait_for,
 )
-from tests.support.cluster import node_body, ok, submit
+from tests.support.cluster import node_body, ok, pool_with_a_node, submit, team
 from tests.support.fake_nvml import FakeNvml
 from tests.support.fake_smi import FakeSmi
 from tests.support.live import live_server
@@ -247,12 +247,8 @@ def test_a_pool_set_to_share_shares_its_cards_at_once_and_its_mig_cards_once_idl
     MIG cards are ordered out of MIG as soon as nothing runs on them."""
     srv = sqlite_server
     admin = srv.admin()
-    ok(admin.put("/api/v1/pools/p", json={"name": "p", "sharing": "whole"}))
-    body = node_body("n0", cards=3, pool="p")
-    body["devices"][2]["mode"] = "mig"
-    ok(admin.post("/api/v1/nodes", json=body))
-    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 3}))
+    pool_with_a_node(admin, "p", "whole", "n0", ["whole", "whole", "mig"])
+    team(admin, "algo", 3)
     whole = submit(admin, "gpu=1", "algo")
     srv.cycle()
     env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token, "COLUMNS": "80"}

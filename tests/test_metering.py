@@ -89,15 +89,11 @@ def test_an_end_reported_after_a_checkpoint_corrects_what_was_metered_past_it(se
 def test_a_whole_card_is_metered_at_its_full_memory_whatever_the_cards_mode(server):
     """A share-mode card keeps a headroom of its memory out of shares; a job holding the
     whole card still holds all of it, so GPU-memory billing counts 80 GiB, not 72."""
-    from tests.support.cluster import node_body
+    from tests.support.cluster import pool_with_a_node, team
 
     admin = server.admin()
-    ok(admin.put("/api/v1/pools/shared", json={"name": "shared", "sharing": "share"}))
-    body = node_body("s0", cards=1, pool="shared")
-    body["devices"][0]["mode"] = "share"
-    ok(admin.post("/api/v1/nodes", json=body))
-    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 1}))
+    pool_with_a_node(admin, "shared", "share", "s0", ["share"])
+    team(admin, "algo", 1)
     whole = submit(admin, "gpu=1", "algo")
     server.cycle(time.time() - 3600)
     ok(admin.post(f"/api/v1/jobs/{whole['id']}/cancel"))

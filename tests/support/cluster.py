@@ -42,3 +42,20 @@ def submit(client: httpx.Client, request: str, tenant: str | None = None, **extr
     if tenant is not None:
         body["tenant"] = tenant
     return ok(client.post("/api/v1/jobs", json=body), 201)
+
+
+def pool_with_a_node(
+    admin: httpx.Client, pool: str, sharing: str, node: str, modes: list[str]
+) -> None:
+    """A pool of one node whose A100-80G cards report ``modes`` (whole, share, mig)."""
+    ok(admin.put(f"/api/v1/pools/{pool}", json={"name": pool, "sharing": sharing}))
+    body = node_body(node, cards=len(modes), pool=pool)
+    for device, mode in zip(body["devices"], modes, strict=True):
+        device["mode"] = mode
+    ok(admin.post("/api/v1/nodes", json=body))
+
+
+def team(admin: httpx.Client, name: str, cards: float) -> None:
+    """A top-level tenant with ``cards`` guaranteed cards."""
+    ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
+    ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json={"resource": "gpu", "nominal": cards}))
