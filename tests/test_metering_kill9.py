@@ -62,7 +62,10 @@ def test_metered_seconds_equal_real_lifetimes_across_kill9(tmp_path):
         for job in done:
             usage = c.get("/api/v1/usage", params={"tenant": "algo", "limit": 1000}).json()
             records = [u for u in usage["items"] if u["job_id"] == job["id"]]
-            assert len(records) >= 3  # checkpoints before the kill and after, then the end
+            # a checkpoint before the kill, then what came after; how many after depends on
+            # whether the server came back before the workload ended (an end reported after a
+            # checkpoint replaces the records past it by one), so only the sum is exact
+            assert len(records) >= 2
             metered = sum(u["device_seconds"] for u in records)
             events = c.get(f"/api/v1/jobs/{job['id']}/events").json()
             granted = next(e["time"] for e in events if e["to_state"] == "admitted")
