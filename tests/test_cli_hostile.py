@@ -21,6 +21,16 @@ def test_an_output_path_outside_the_directory_is_refused(sqlite_server, output):
     assert "must be a relative path inside the job's working directory" in r.json()["detail"]
 
 
+def test_a_job_name_cannot_lead_its_output_out_of_its_directory(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "name": "..",
+            "output": "%x/up.out"}  # fmt: skip
+    r = admin.post("/api/v1/jobs", json=body)
+    assert r.status_code == 422 and r.json()["field"] == "output", r.text
+    ok(admin.post("/api/v1/jobs", json={**body, "name": "train"}), 201)
+
+
 def test_job_wait_writes_a_log_only_for_its_submitter_inside_their_directory(
     sqlite_server, tmp_path
 ):

@@ -236,6 +236,7 @@ class Launcher:
             else:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
                 env = {**self._host_env(workdir, who), **job_env, **dir_env(order, workdir)}
+            outputs = plan_for(order, self.node, uid, gid)  # a pattern that leads out: refused
         except (OSError, SpecError, NetnsError) as exc:
             self.cleanup(workdir, made, [])
             raise LaunchError(f"cannot start: {exc}") from None
@@ -253,7 +254,6 @@ class Launcher:
             chdir=None if image else order.get("chdir") or order.get("submit_dir"),
             chdir_required=bool(order.get("chdir")) and not image,
         )
-        outputs = plan_for(order, self.node, uid, gid)
         return Prepared(spec, workdir, made, mps.gpus, mem, outputs)
 
     def _sandbox(self, order: dict[str, Any], workdir: str, mem_mib: int) -> Sandbox | None:
