@@ -68,6 +68,7 @@ class SchedulerLoop:
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
+        self._budgets_at = float("-inf")
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,11 +204,14 @@ class SchedulerLoop:
         self._note_budgets(facts.budgets)
 
     def check_budgets(self, now: float | None = None) -> None:
-        """Before every cycle: each budget's month-to-date spend, live allocations included
-        up to now, so stop-elastic acts in the cycle after the line is crossed, and the
-        alerts are evaluated at once when a threshold is crossed (not at the next
-        ``alert_interval_s``)."""
+        """Before cycles, at most once a ``cycle_interval_s``: each budget's month-to-date
+        spend, live allocations included up to now, so stop-elastic acts within a cycle
+        interval of the line being crossed, and the alerts are evaluated at once when a
+        threshold is crossed (not at the next ``alert_interval_s``)."""
         now = time.time() if now is None else now
+        if now - self._budgets_at < self.settings.cycle_interval_s:
+            return  # a burst of cycles (on submissions) reads the invoices once an interval
+        self._budgets_at = now
         with self.db.read() as s:
             budgets = budget_facts(s, now, self.settings.billing_zone)
         if self._note_budgets(budgets):
