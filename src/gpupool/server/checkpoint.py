@@ -12,7 +12,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.server.db.tables import AllocationRow, UsageRow
-from gpupool.server.lifecycle import device_models, usage_rows
+from gpupool.server.lifecycle import device_models, metered_from, usage_rows
 
 INTERVAL_S = 3600
 
@@ -35,7 +35,7 @@ def checkpoint(session: Session, now: float, interval: int = INTERVAL_S) -> int:
     ).scalars()
     done = 0
     for alloc in due:
-        start = alloc.metered_until if alloc.metered_until is not None else alloc.created_at
+        start = metered_from(alloc)
         unchanged = (
             table.metered_until.is_(None)
             if alloc.metered_until is None

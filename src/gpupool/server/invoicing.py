@@ -14,7 +14,7 @@ from gpupool.server.db.tables import (
     TenantBillingRow,
     UsageRow,
 )
-from gpupool.server.lifecycle import device_models, usage_rows
+from gpupool.server.lifecycle import unmetered_rows
 from gpupool.server.rentals import plans_between
 
 
@@ -33,12 +33,9 @@ def live_usage(s: Session, tenant: str, now: float) -> list[Usage]:
     live = s.execute(
         select(AllocationRow).where(AllocationRow.tenant == tenant, AllocationRow.state == "active")
     ).scalars()
+    fields = ("model", "start", "end", "compute_pct_seconds", "mem_mib_seconds")
     for a in live:
-        start = a.metered_until if a.metered_until is not None else a.created_at
-        if now > start:
-            for r in usage_rows(a, device_models(s, a.placement), start, now):
-                fields = ("model", "start", "end", "compute_pct_seconds", "mem_mib_seconds")
-                out.append(Usage(*(r[k] for k in fields)))
+        out += [Usage(*(r[k] for k in fields)) for r in unmetered_rows(s, a, now)]
     return out
 
 

@@ -85,7 +85,7 @@ def release(
     alloc.state = "released"
     alloc.released_at = now
     alloc.release_reason = reason
-    start = alloc.metered_until if alloc.metered_until is not None else alloc.created_at
+    start = metered_from(alloc)
     end = now if metered_to is None else max(alloc.created_at, min(now, metered_to))
     models = device_models(session, alloc.placement)
     if end < start:
@@ -130,6 +130,20 @@ def usage_rows(
         }
         for record in meter(alloc.placement, models, seconds)
     ]
+
+
+def metered_from(alloc: AllocationRow) -> float:
+    """Where the allocation's next usage record starts: its last checkpoint, or its grant."""
+    return alloc.metered_until if alloc.metered_until is not None else alloc.created_at
+
+
+def unmetered_rows(session: Session, alloc: AllocationRow, until: float) -> list[dict]:
+    """The usage records of what a live allocation used since its last checkpoint, up to
+    ``until`` (none when ``until`` is not past it): live use no record holds yet."""
+    start = metered_from(alloc)
+    if until <= start:
+        return []
+    return usage_rows(alloc, device_models(session, alloc.placement), start, until)
 
 
 def device_models(session: Session, placement: dict) -> dict[tuple[str, int], Card]:

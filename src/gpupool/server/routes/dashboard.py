@@ -26,7 +26,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Id, human
 from gpupool.server.invoicing import catalog, month_invoice
-from gpupool.server.lifecycle import device_models, usage_rows
+from gpupool.server.lifecycle import unmetered_rows
 from gpupool.server.pool_read import read_cards, read_live
 from gpupool.server.pool_view import by_model, history, holders, tiles, utilisation
 from gpupool.server.routes.billing import READERS
@@ -187,9 +187,7 @@ def job_cost(job_id: Id, ctx: Ctx, who: Caller) -> dict[str, Any]:
             )
         ).scalar_one_or_none()
         if live is not None:
-            start = live.metered_until if live.metered_until is not None else live.created_at
-            if now > start:
-                records += usage_rows(live, device_models(s, live.placement), start, now)
+            records += unmetered_rows(s, live, now)
         out = job_estimate(records, catalog(s))
     out["cost"] = cny(out["cost_fen"]) if out["cost_fen"] is not None else None
     return out

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
-from gpupool.server.lifecycle import device_models, metered_seconds
+from gpupool.server.lifecycle import device_models, metered_from, metered_seconds
 from gpupool.server.metering import meter
 from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
@@ -79,8 +79,7 @@ def usage_totals(
     if mine:
         models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
         for a in mine:
-            metered = a.metered_until if a.metered_until is not None else a.created_at
-            seconds = metered_seconds(max(metered, since or 0.0), upto)
+            seconds = metered_seconds(max(metered_from(a), since or 0.0), upto)
             if seconds <= 0:
                 continue
             for rec in meter(a.placement, models, seconds):
