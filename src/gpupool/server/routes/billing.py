@@ -16,7 +16,7 @@ from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
-from gpupool.server.auth import Role
+from gpupool.server.auth import Principal, Role
 from gpupool.server.db.tables import (
     CreditRow,
     PriceRow,
@@ -50,6 +50,17 @@ class PriceOut(BaseModel):
     hourly: str
     effective_from: str
     source: Literal["list", "set"]
+
+
+def company_wide(who: Principal, what: str) -> None:
+    """Admins and finance without a tenant only: finance of one team would credit its own
+    bill, or issue every team's."""
+    require(who, (Role.ADMIN, Role.FINANCE), what)
+    if who.tenant is not None:
+        raise forbidden(
+            f"{what} need an admin or company-wide finance; {who.user} is "
+            f"{who.role} of tenant {who.tenant}"
+        )
 
 
 def positive_fen(text: str, field: str, what: str) -> int:
@@ -269,12 +280,7 @@ class CreditOut(BaseModel):
 @router.post("/credits", response_model=CreditOut, status_code=201)
 def add_credit(body: CreditIn, ctx: Ctx, who: Caller, request: Request) -> CreditOut:
     """Take an amount off a tenant's invoice for a month (admins and finance)."""
-    require(who, (Role.ADMIN, Role.FINANCE), "giving credits")
-    if who.tenant is not None:  # finance of one team would credit its own bill
-        raise forbidden(
-            f"credits need an admin or company-wide finance; {who.user} is finance of "
-            f"tenant {who.tenant}"
-        )
+    company_wide(who, "credits")
     fen = positive_fen(body.amount, "amount", "a credit")
     with ctx.db.write() as s:
         if s.get(TenantRow, body.tenant) is None:

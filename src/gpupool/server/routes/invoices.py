@@ -13,13 +13,12 @@ from sqlalchemy import select
 from gpupool.billing.invoice import DEFAULT_ZONE
 from gpupool.billing.money import cny
 from gpupool.model import SpecError
-from gpupool.server.auth import Role
 from gpupool.server.db.tables import IssuedInvoiceRow
 from gpupool.server.deps import Caller, Ctx, Id, require
-from gpupool.server.errors import ApiError, forbidden, not_found
+from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoice_documents import Format, invoice_response
 from gpupool.server.issuing import NotReady, issue_month
-from gpupool.server.routes.billing import READERS, iso_utc
+from gpupool.server.routes.billing import READERS, company_wide, iso_utc
 from gpupool.server.schemas import Strict
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
@@ -68,11 +67,7 @@ def issue(body: IssueIn, ctx: Ctx, who: Caller, request: Request) -> list[Issued
     """Make every tenant's invoice for a month in one go: drafts (made again by each run), or
     with ``final`` numbered and frozen — refused until the month is over and metered to its
     end. Final invoices are left as they are."""
-    require(who, (Role.ADMIN, Role.FINANCE), "issuing invoices")
-    if who.tenant is not None:
-        raise forbidden(
-            f"issuing every tenant's invoices needs company-wide finance, not {who.user}"
-        )
+    company_wide(who, "month-end invoices")
     with ctx.db.write() as s:
         try:
             issued = issue_month(
