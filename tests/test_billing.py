@@ -205,6 +205,23 @@ def test_a_plan_cancelled_early_owes_what_it_started(kind, periods, after_s, pay
     assert sum(invoice("algo", m, [], c, plans=[before])["total_fen"] for m in months) == 0
 
 
+def test_a_plan_that_ended_with_last_month_leaves_this_months_usage_alone():
+    """A month's plan over all of November ends on December's first second: December's use
+    is plain usage, not use "beyond" a plan that no longer runs."""
+    from gpupool.billing.plans import new_plan
+
+    c = Catalog.default()
+    plan = new_plan(c, 1, "algo", "A100-80G", 1, "monthly", 1, month_bounds("2026-11")[0])
+    december, _ = month_bounds("2026-12")
+    assert plan.end == december
+    used = [Usage("A100-80G", december, december + HOUR, 100 * HOUR, 0)]
+    lines = invoice("algo", "2026-12", used, c, plans=[plan])["lines"]
+    assert [line["description"] for line in lines] == ["A100-80G (card-hours)"]
+    # cancelled on December's first second (it had ended): still no line of its own
+    cancelled = replace(plan, cancelled_at=december)
+    assert invoice("algo", "2026-12", [], c, plans=[cancelled])["lines"] == []
+
+
 def test_a_plan_is_billed_by_card_hour():
     from gpupool.billing.plans import new_plan
 

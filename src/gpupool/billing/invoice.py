@@ -102,7 +102,7 @@ def invoice(
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     start, end = month_bounds(month, zone)
-    plans = [p for p in plans if p.start < end and (p.until > start or start <= p.until < end)]
+    plans = [p for p in plans if p.start < end and (p.until > start or p.cancelled_in(start, end))]
     if plans and mode != "card-hour":
         raise SpecError("mode: a tenant with rental plans is billed by card-hour", field="mode")
     lines: list[dict] = [line for p in plans for line in _plan_lines(p, start, end)]
@@ -229,8 +229,7 @@ def _plan_lines(p: Plan, start: float, end: float) -> list[dict]:
         if hours or scheduled:
             rate = scheduled / hours if hours else Fraction(0)
             lines.append(_line(what, hours, "card-hour", rate, item))
-    adjustment = p.adjustment_between(start, end)
-    if p.cancelled_early and start <= p.until < end:
+    if p.cancelled_in(start, end):
         steps, _ = p.steps()
         step = "month" if p.kind == "annual" else PERIOD_NAME.get(p.kind, "period")
         started = p.started_steps()
@@ -249,7 +248,7 @@ def _plan_lines(p: Plan, start: float, end: float) -> list[dict]:
                 f"less what was billed",
                 Fraction(1),
                 "",
-                adjustment,
+                p.adjustment_between(start, end),
                 cancel,
             )
         )

@@ -170,10 +170,14 @@ class Plan:
             / (Fraction(self.end) - Fraction(self.start))
         )
 
+    def cancelled_in(self, start: float, end: float) -> bool:
+        """Whether it was cancelled early inside [start, end)."""
+        return self.cancelled_early and start <= self.until < end
+
     def adjustment_between(self, start: float, end: float) -> Fraction:
         """At an early cancellation inside [start, end): what the rule owes less what the
         schedule billed (negative: a refund)."""
-        if not self.cancelled_early or not start <= self.until < end:
+        if not self.cancelled_in(start, end):
             return Fraction(0)
         return self.owed() - self.scheduled_between(self.start, self.until)
 
