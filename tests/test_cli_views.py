@@ -8,7 +8,8 @@ from tests.helpers import gpupool
 from tests.support.cluster import node_body, ok, submit
 
 
-def _node(name, cards=4, state="ready", schedulable=True, cpu=64000):
+def _node(name, cards=4, state="ready", schedulable=True, cpu=64000, held=(), cpu_used=0):
+    """A node as GET /api/v1/nodes gives it, with what live allocations hold there."""
     devices = [{"model": "A100-80G", "telemetry": {}} for _ in range(cards)]
     return {
         "name": name,
@@ -17,6 +18,9 @@ def _node(name, cards=4, state="ready", schedulable=True, cpu=64000):
         "devices": devices,
         "cpu_millis": cpu,
         "memory_mib": 1024 * 1024,
+        "devices_in_use": list(held),
+        "cpu_allocated_millis": cpu_used,
+        "mem_allocated_mib": 1024 if held or cpu_used else 0,
     }
 
 
@@ -31,16 +35,14 @@ def _alloc(node, devices, cpu=1000, mem=1024, exclusive=True, mig=None):
 
 def test_node_states_follow_sinfo():
     nodes = [
-        _node("idle"), _node("mixed"), _node("full"), _node("drained", schedulable=False),
-        _node("lost", state="lost"), _node("fenced", state="fenced"), _node("cpu", cards=0),
+        _node("idle"),
+        _node("mixed", held=[0], cpu_used=1000),  # a share makes the card busy
+        _node("full", held=[0, 1, 2, 3], cpu_used=1000),
+        _node("drained", schedulable=False, held=[0], cpu_used=1000),
+        _node("lost", state="lost"), _node("fenced", state="fenced"),
+        _node("cpu", cards=0, cpu_used=64000),
     ]  # fmt: skip
-    allocations = [
-        _alloc("mixed", [0], exclusive=False),  # a share makes the card busy
-        _alloc("full", [0, 1, 2, 3]),
-        _alloc("drained", [0]),
-        _alloc("cpu", [], cpu=64000),
-    ]
-    rows = {r["node"]: r for r in views.node_rows(nodes, allocations)}
+    rows = {r["node"]: r for r in views.node_rows(nodes)}
     assert {n: r["state"] for n, r in rows.items()} == {
         "idle": "idle", "mixed": "mixed", "full": "allocated", "drained": "drained",
         "lost": "lost", "fenced": "fenced", "cpu": "allocated",

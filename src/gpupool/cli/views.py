@@ -4,18 +4,7 @@ free, and squeue-style lines that fit 80 columns."""
 
 import time
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
-
-
-def cards_in_use(allocations: Sequence[dict[str, Any]]) -> dict[str, set[int]]:
-    """Per node, the device indexes any live allocation holds (a share or MIG slice makes a
-    card busy too: it is no longer free for a whole-card job)."""
-    out: dict[str, set[int]] = {}
-    for a in allocations:
-        for n in a["nodes"]:
-            out.setdefault(n["node"], set()).update(d["device"] for d in n["devices"])
-    return out
 
 
 def node_state(node: dict[str, Any], used: int, cpu_used: int) -> str:
@@ -44,41 +33,28 @@ def node_reason(node: dict[str, Any]) -> str:
     return ""
 
 
-def node_rows(
-    nodes: list[dict[str, Any]], allocations: Sequence[dict[str, Any]] = ()
-) -> list[dict]:
-    """One row per node: state, cards by model, in use and free, CPU and memory free. The
-    server says what every live allocation holds on each node (``devices_in_use``, whoever's
-    it is); ``allocations`` count only for nodes without it (an older server), and then a
-    member, who sees only its own team's, would see busy cards as free."""
-    busy = cards_in_use(allocations)
-    cpu: Counter[str] = Counter()
-    mem: Counter[str] = Counter()
-    for a in allocations:
-        for n in a["nodes"]:
-            cpu[n["node"]] += n["cpu_millis"]
-            mem[n["node"]] += n["mem_mib"]
-    for n in nodes:
-        if "devices_in_use" in n:
-            busy[n["name"]] = set(n["devices_in_use"])
-            cpu[n["name"]] = n["cpu_allocated_millis"]
-            mem[n["name"]] = n["mem_allocated_mib"]
+def node_rows(nodes: list[dict[str, Any]]) -> list[dict]:
+    """One row per node: state, cards by model, in use and free, CPU and memory free, from
+    what the server says every live allocation holds there (``devices_in_use``: a share or
+    MIG slice makes a card busy too), whoever's it is — a member, who sees only its own
+    team's allocations, still sees busy cards as busy."""
     rows = []
     for n in nodes:
-        held = busy.get(n["name"], set())
+        held = set(n["devices_in_use"])
+        cpu, mem = n["cpu_allocated_millis"], n["mem_allocated_mib"]
         models = Counter(d["model"] for d in n["devices"])
         rows.append(
             {
                 "node": n["name"],
                 "pool": n.get("pool", ""),
-                "state": node_state(n, len(held), cpu[n["name"]]),
+                "state": node_state(n, len(held), cpu),
                 "reason": node_reason(n),
                 "models": dict(models),
                 "cards": len(n["devices"]),
                 "in_use": len(held),
                 "free": len(n["devices"]) - len(held),
-                "cpu_free": max(0, n["cpu_millis"] - cpu[n["name"]]),
-                "mem_free_mib": max(0, n["memory_mib"] - mem[n["name"]]),
+                "cpu_free": max(0, n["cpu_millis"] - cpu),
+                "mem_free_mib": max(0, n["memory_mib"] - mem),
                 "telemetry": [d.get("telemetry") or {} for d in n["devices"]],
             }
         )
