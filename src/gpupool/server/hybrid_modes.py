@@ -78,15 +78,16 @@ def _switchable(d: DeviceRow, now: float, timeout_s: float) -> bool:
 def order_switches(
     s: Session, result: CycleResult, pending: list[Job], now: float, timeout_s: float = 600.0
 ) -> list[ModeChange]:
-    """Order the switches each hybrid pool needs now; returns them (for the tests)."""
+    """Order the switches each hybrid pool needs now, and a share pool's idle MIG cards out
+    of MIG; returns them (for the tests)."""
     give_up_stale(s, now, timeout_s)
-    ordered = order_out_of_mig(s, now, lambda d: _switchable(d, now, timeout_s))
-    pools = [p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"]
-    if not pools:
-        if ordered:
-            bump_nodes_version(s)
-        return ordered
-    held = held_devices(s)
+    every = list(s.execute(select(Pool)).scalars())
+    shared = [p.name for p in every if p.sharing == "share"]
+    pools = [p for p in every if p.sharing == "hybrid"]
+    if not pools and not shared:
+        return []
+    held = held_devices(s)  # one read of the live allocations for both kinds of pool
+    ordered = order_out_of_mig(s, now, shared, held, lambda d: _switchable(d, now, timeout_s))
     for pool in pools:
         rows = s.execute(
             select(DeviceRow)

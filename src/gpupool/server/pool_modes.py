@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.model import SharingMode
 from gpupool.server.db.tables import AuditRow, DeviceRow, NodeRow, Pool
-from gpupool.server.lifecycle import bump_nodes_version, held_devices
+from gpupool.server.lifecycle import bump_nodes_version
 from gpupool.sharing.hybrid import ModeChange
 
 
@@ -55,13 +55,14 @@ def follow_pool_mode(s: Session, pool: Pool) -> PoolChange:
 
 
 def order_out_of_mig(
-    s: Session, when: float, switchable: Callable[[DeviceRow], bool]
+    s: Session,
+    when: float,
+    pools: list[str],
+    held: set[tuple[str, int]],
+    switchable: Callable[[DeviceRow], bool],
 ) -> list[ModeChange]:
-    """Each cycle: a share pool's idle MIG cards are ordered into sharing (audited)."""
-    pools = [p.name for p in s.execute(select(Pool)).scalars() if p.sharing == "share"]
-    if not pools:
-        return []
-    held = held_devices(s)
+    """Each cycle: the share ``pools``' idle MIG cards (not in ``held``) are ordered into
+    sharing (audited)."""
     ordered = []
     for pool in pools:
         for d in _cards(s, pool):
