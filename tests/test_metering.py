@@ -98,9 +98,9 @@ def test_a_whole_card_is_metered_at_its_full_memory_whatever_the_cards_mode(serv
     server.cycle(time.time() - 3600)
     ok(admin.post(f"/api/v1/jobs/{whole['id']}/cancel"))
     (record,) = _records(server, whole["id"])
-    seconds = record.end - record.start
-    assert record.compute_pct_seconds == 100 * int(seconds)
-    assert record.mem_mib_seconds == 81920 * int(seconds)  # the card's 80 GiB
+    seconds = metered_seconds(record.start, record.end)  # whole seconds, as metered
+    assert record.compute_pct_seconds == 100 * seconds
+    assert record.mem_mib_seconds == 81920 * seconds  # the card's 80 GiB
     half = submit(admin, "gpu_share=0.5,gpu_mem=20GiB", "algo")
     server.cycle()
     ok(admin.post(f"/api/v1/jobs/{half['id']}/cancel"))
