@@ -217,6 +217,7 @@ def test_a_budget_counts_what_runs_now_and_acts_within_a_cycle(tmp_path):
             alloc = s.execute(select(AllocationRow)).scalar_one()
             alloc.created_at -= 7200
             assert alloc.metered_until is None
+            granted, backdated = alloc.created_at, time.time()
         with srv.ctx.db.read() as s:
             assert s.execute(select(UsageRow)).first() is None
         month = time.strftime("%Y-%m", time.gmtime(time.time() + 8 * 3600))
@@ -232,4 +233,13 @@ def test_a_budget_counts_what_runs_now_and_acts_within_a_cycle(tmp_path):
             time.sleep(0.05)
         job = ok(admin.get(f"/api/v1/jobs/{beyond['id']}"))
         assert job["state"] == "pending"
-        assert job["reason"].startswith(f"budget: algo has spent its budget for {month} (¥55.5")
+        seen = time.time()
+        prefix = f"budget: algo has spent its budget for {month} (¥"
+        assert job["reason"].startswith(prefix), job["reason"]
+        spent = float(job["reason"][len(prefix) :].split()[0].replace(",", ""))
+
+        def at_list_price(until: float) -> float:  # 8 A100-80G cards at ¥2,500 / 720 an hour
+            return 8 * (until - granted) / 3600 * 2500 / 720
+
+        # ¥55.56 for the two hours, and what the seconds until the check added
+        assert at_list_price(backdated) - 0.01 <= spent <= at_list_price(seen) + 0.01
