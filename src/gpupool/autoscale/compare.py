@@ -1,0 +1,174 @@
+"""Reactive against predictive autoscaling on a request-rate trace, at equal cost.
+
+Both policies are swept over their headroom. The reactive baseline is swept also over
+Knative's scale-down delay and only its Pareto front (fewest under-provisioned minutes for the
+replica-hours) is kept, so it is never weakened. At the predictive policy's default the
+reactive point compared is the cheapest front point whose replica-hours are the same or higher.
+The trace is scaled so that the learning days' peak needs ``peak_share_of_pool`` of the pool.
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+
+from gpupool.autoscale import forecast
+from gpupool.autoscale.load import ticks_from_windows
+from gpupool.autoscale.predictive import Predictive
+from gpupool.autoscale.reactive import Reactive
+from gpupool.autoscale.replay import Policy, replay
+from gpupool.autoscale.scenario import AutoscaleScenario
+from gpupool.model import SpecError
+
+DAY_S = 86_400
+
+
+def _steps(start: float, stop: float, step: float) -> list[float]:
+    count = round((stop - start) / step) + 1
+    return [round(start + k * step, 6) for k in range(max(count, 1))]
+
+
+def pareto(points: list[dict]) -> list[dict]:
+    """Points no other point beats on both replica-hours and under-provisioned minutes."""
+    front: list[dict] = []
+    for p in sorted(points, key=lambda p: (p["replica_hours"], p["underprovisioned_min"])):
+        if not front or p["underprovisioned_min"] < front[-1]["underprovisioned_min"]:
+            front.append(p)
+    return front
+
+
+def at_equal_cost(front: list[dict], replica_hours: float) -> dict | None:
+    """The cheapest point of ``front`` costing at least ``replica_hours``."""
+    return next((p for p in front if p["replica_hours"] >= replica_hours), None)
+
+
+class Comparison:
+    """One trace, one scenario: the load per tick and the judged span."""
+
+    def __init__(self, window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario):
+        self.scenario = scenario
+        self.model = scenario.service_model()
+        tick = scenario.tick_s
+        learn_w = scenario.learn_days * DAY_S // window_s
+        judge_w = scenario.judge_days * DAY_S // window_s
+        if len(window_rates) <= learn_w:
+            raise SpecError(
+                f"trace: {len(window_rates)} windows of {window_s} s; learning needs "
+                f"{scenario.learn_days} days and then days to judge",
+                field="trace",
+            )
+        peak = float(np.max(window_rates[:learn_w]))
+        if peak <= 0:
+            raise SpecError("trace: no requests in the learning days", field="trace")
+        s = scenario.service
+        need = s.peak_share_of_pool * scenario.pool.cards / s.gpus_per_replica
+        self.scale = need * s.replica_rps / peak
+        self.rates = ticks_from_windows(np.asarray(window_rates) * self.scale, window_s, tick)
+        self.window_rates = np.asarray(window_rates) * self.scale
+        self.window_ticks = window_s // tick
+        self.start = learn_w * self.window_ticks
+        self.end = min(len(self.rates), (learn_w + judge_w) * self.window_ticks)
+        self.lead = int(np.ceil(self.model.lead_s / tick))
+
+    def _point(self, policy: Policy, **setting) -> dict:
+        out = replay(self.rates, self.start, self.end, policy, self.model, self.scenario.tick_s)
+        return {**setting, **out.summary()}
+
+    def reactive_points(self) -> list[dict]:
+        r = self.scenario.reactive
+        points = []
+        for delay in r.scale_down_delays_s:
+            for u in _steps(r.utilisation_from, r.utilisation_to, r.utilisation_step):
+                policy = Reactive(
+                    self.rates,
+                    self.scenario.tick_s,
+                    self.model.replica_rps,
+                    utilisation=u,
+                    stable_s=r.stable_s,
+                    panic_threshold=r.panic_threshold,
+                    scale_down_delay_s=delay,
+                )
+                headroom = round(1 / u, 4)
+                points.append(self._point(policy, headroom=headroom, scale_down_delay_s=delay))
+        return points
+
+    def forecasts(self) -> dict[str, np.ndarray]:
+        """Forecast peak per tick over the lead time, by predictor."""
+        p = self.scenario.predictive
+        tick = self.scenario.tick_s
+        stable = max(1, round(self.scenario.reactive.stable_s / tick))
+        seasonal = forecast.seasonal_quantile(
+            self.rates,
+            tick,
+            self.lead + 1,
+            p.quantile,
+            self.start,
+            stable_ticks=stable,
+            volatility_ticks=round(p.volatility_hours * 3600 / tick),
+        )
+        learn_w = self.start // self.window_ticks
+        return {
+            "seasonal-quantile": seasonal.peak,
+            "constant": forecast.constant(self.rates, stable).peak,
+            "arima": forecast.arima(self.window_rates, self.window_ticks, learn_w).peak,
+        }
+
+    def predictive_points(self, up: np.ndarray) -> list[dict]:
+        p = self.scenario.predictive
+        headrooms = sorted({*_steps(p.headroom_from, p.headroom_to, p.headroom_step), p.headroom})
+        return [
+            self._point(Predictive(up, self.model.replica_rps, h), headroom=h) for h in headrooms
+        ]
+
+    def coverage(self, up: np.ndarray) -> float:
+        """How often the load's real peak over the lead time stayed within the forecast."""
+        judged = np.arange(self.start, self.end - self.lead - 1)
+        future = np.array([self.rates[t + 1 : t + self.lead + 2].max() for t in judged[::6]])
+        return float(np.mean(future <= up[judged[::6]] + 1e-9))
+
+
+def compare(
+    window_rates: np.ndarray,
+    window_s: int,
+    scenario: AutoscaleScenario,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict:
+    """The comparison's JSON: both policies at equal cost, their curves, the other predictors."""
+    c = Comparison(window_rates, window_s, scenario)
+    progress("reactive")
+    reactive_front = pareto(c.reactive_points())
+    default = scenario.predictive.headroom
+    curves: dict[str, list[dict]] = {"reactive": reactive_front}
+    at_default: dict[str, dict] = {}
+    coverage: dict[str, float] = {}
+    for name, up in c.forecasts().items():
+        progress(name)
+        points = c.predictive_points(up)
+        curves[f"predictive-{name}"] = points
+        at_default[name] = next(p for p in points if p["headroom"] == default)
+        coverage[name] = round(c.coverage(up), 3)
+    predictive = at_default["seasonal-quantile"]
+    reactive = at_equal_cost(reactive_front, predictive["replica_hours"])
+    others = {
+        name: {"predictive": p, "reactive": at_equal_cost(reactive_front, p["replica_hours"])}
+        for name, p in at_default.items()
+    }
+    return {
+        "scenario": scenario.name,
+        "judged_days": round((c.end - c.start) * scenario.tick_s / DAY_S, 2),
+        "trace_scale": round(c.scale, 6),
+        "lead_s": scenario.service_model().lead_s,
+        "predictive": predictive,
+        "reactive": reactive,
+        "underprovisioned_ratio": _ratio(predictive, reactive),
+        "forecast_coverage": coverage,
+        "quantile": scenario.predictive.quantile,
+        "predictors": others,
+        "curves": curves,
+    }
+
+
+def _ratio(predictive: dict, reactive: dict | None) -> float | None:
+    """Predictive's under-provisioned minutes over reactive's (None: no reactive point)."""
+    if reactive is None or reactive["underprovisioned_min"] == 0:
+        return None
+    return round(predictive["underprovisioned_min"] / reactive["underprovisioned_min"], 3)

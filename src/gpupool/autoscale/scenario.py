@@ -1,0 +1,101 @@
+"""The autoscaling scenario: the pool, the service's replicas and both policies' settings.
+
+A small YAML file users copy and edit (``examples/autoscale-scenario.yaml``); every number the
+comparison depends on is stated there. Validation errors name the field.
+"""
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from gpupool.autoscale.replay import ServiceModel
+from gpupool.model import SpecError
+
+
+class Pool(BaseModel):
+    servers: int = Field(10, gt=0)
+    cards_per_server: int = Field(4, gt=0)
+    model: str = "A100-80G"
+
+    @property
+    def cards(self) -> int:
+        return self.servers * self.cards_per_server
+
+
+class ServiceSpec(BaseModel):
+    team: str = "inference"
+    replica_rps: float = Field(10.0, gt=0, description="req/s one replica holds within its SLO")
+    gpus_per_replica: float = Field(1.0, gt=0)
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(40, gt=0)
+    peak_share_of_pool: float = Field(0.5, gt=0, le=1, description="trace scaled to this")
+    load_s: float = Field(180, ge=0, description="model load: card to serving")
+    grace_s: float = Field(300, ge=0, description="preemption grace to free a training card")
+    restart_cost_s: float = Field(600, ge=0, description="training work lost per card taken")
+    timeout_s: float = Field(60, gt=0, description="the balancer drops requests queued longer")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "ServiceSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas is above max_replicas")
+        return self
+
+
+class ReactiveSpec(BaseModel):
+    stable_s: float = Field(60, gt=0)
+    panic_threshold: float = Field(2.0, gt=1)
+    scale_down_delays_s: list[float] = Field(default_factory=lambda: [0, 600, 1800])
+    utilisation_from: float = Field(0.5, gt=0, le=1)
+    utilisation_to: float = Field(1.0, gt=0, le=1)
+    utilisation_step: float = Field(0.025, gt=0)
+
+
+class PredictiveSpec(BaseModel):
+    quantile: float = Field(0.9, gt=0, lt=1)
+    volatility_hours: float = Field(0, ge=0)
+    headroom: float = Field(1.0, gt=0, description="the default the comparison is made at")
+    headroom_from: float = Field(0.8, gt=0)
+    headroom_to: float = Field(1.5, gt=0)
+    headroom_step: float = Field(0.025, gt=0)
+
+
+class AutoscaleScenario(BaseModel):
+    name: str = "autoscale"
+    tick_s: int = Field(10, gt=0, le=600)
+    learn_days: int = Field(7, gt=0)
+    judge_days: int = Field(7, gt=0)
+    pool: Pool = Field(default_factory=Pool)
+    service: ServiceSpec = Field(default_factory=ServiceSpec)
+    reactive: ReactiveSpec = Field(default_factory=ReactiveSpec)
+    predictive: PredictiveSpec = Field(default_factory=PredictiveSpec)
+
+    def service_model(self) -> ServiceModel:
+        s = self.service
+        return ServiceModel(
+            replica_rps=s.replica_rps,
+            load_s=s.load_s,
+            grace_s=s.grace_s,
+            min_replicas=s.min_replicas,
+            max_replicas=s.max_replicas,
+            pool_gpus=self.pool.cards,
+            gpus_per_replica=s.gpus_per_replica,
+            restart_cost_s=s.restart_cost_s,
+            timeout_s=s.timeout_s,
+        )
+
+
+def load_scenario(path: Path) -> AutoscaleScenario:
+    """Read and validate a scenario file; SpecError names the file and the bad field."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise SpecError(f"{path}: {e.strerror}", field="scenario") from None
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML ({e})", field="scenario") from None
+    try:
+        return AutoscaleScenario.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "scenario"
+        raise SpecError(f"{path}: {where}: {first['msg']}", field=where) from None

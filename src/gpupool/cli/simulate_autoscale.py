@@ -1,0 +1,102 @@
+"""``gpupool simulate autoscale``: reactive against predictive scaling on a ServeGen trace."""
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpupool.cli.errors import err_console, friendly
+from gpupool.model import SpecError
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscale-scenario.yaml"
+
+
+def _trace_dir(trace: Path | None) -> Path:
+    from gpupool.sim.traces.servegen import ENV
+
+    if trace is not None:
+        return trace
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    raise SpecError(
+        f"trace: give --trace DIR (a folder of ServeGen *-trace.csv client files) or set {ENV}",
+        field="trace",
+    )
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:.0f}"
+
+
+def _row(name: str, point: dict | None) -> list[str]:
+    if point is None:
+        return [name, "-", "-", "-", "-", "-", "-"]
+    return [
+        name,
+        f"{point['headroom']:.2f}",
+        f"{point['replica_hours']:,.0f}",
+        f"{point['underprovisioned_min']:,.0f}",
+        _count(point["unserved_requests"]),
+        f"{point['wait_p95_s']:.1f}",
+        f"{point['training_gpu_hours']:,.0f}",
+    ]
+
+
+def autoscale_command(
+    trace: Path | None = typer.Option(
+        None, help="Folder of ServeGen *-trace.csv client files (default: $GPUPOOL_SERVEGEN_DIR)."
+    ),
+    scenario: Path | None = typer.Option(
+        None, help="Scenario YAML (default: examples/autoscale-scenario.yaml's values)."
+    ),
+    strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Learn days 1-7 of a request-rate trace, replay days 8-14 with a Knative-KPA-like
+    reactive autoscaler and the predictive one, each swept over its headroom, and compare them
+    at equal replica-hours (the reactive front point costing the same or more)."""
+    from gpupool.autoscale.compare import compare
+    from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario
+    from gpupool.sim.traces.servegen import load_rates
+
+    folder = _trace_dir(trace)
+    chosen = load_scenario(scenario) if scenario else AutoscaleScenario()
+    rates, skipped = load_rates(folder, strict=strict)
+    for line in skipped[:5]:
+        err_console.print(f"[yellow]skipped[/] {line}")
+    if len(skipped) > 5:
+        err_console.print(f"[yellow]skipped[/] {len(skipped) - 5} more rows")
+    result = compare(rates.total, rates.window_s, chosen, lambda s: None)
+    result["trace"] = {"folder": str(folder), "clients": len(rates.clients)}
+    result["skipped_rows"] = len(skipped)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    table = Table(
+        "policy",
+        "headroom",
+        "replica h",
+        "short min",
+        "unserved",
+        "p95 s",
+        "train GPU-h",
+        title=f"{result['judged_days']:g} judged days, lead {result['lead_s']:.0f} s",
+        caption="short min: minutes with ready capacity below demand; p95 s: request wait; "
+        "reactive: the Knative-KPA-like front point at the same or more replica-hours",
+    )
+    table.add_row(*_row("predictive", result["predictive"]))
+    table.add_row(*_row("reactive", result["reactive"]))
+    for name, pair in result["predictors"].items():
+        if name != "seasonal-quantile":
+            table.add_row(*_row(name, pair["predictive"]))
+    Console().print(table)
+    ratio = result["underprovisioned_ratio"]
+    if ratio is not None:
+        typer.echo(f"predictive has {ratio:.2f}x the reactive short minutes at equal cost")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("autoscale")(friendly(autoscale_command))
