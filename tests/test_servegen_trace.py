@@ -33,5 +33,5 @@ def test_bad_rows_are_named_and_skipped_or_refused(tmp_path):
     assert list(trace.total) == [1.5, 2.0]
     with pytest.raises(SpecError, match=r"a-trace.csv: 3 bad row\(s\): line 2"):
         load_rates(tmp_path, strict=True)
-    with pytest.raises(SpecError, match="set GPUPOOL_SERVEGEN_DIR"):
+    with pytest.raises(SpecError, match="GPUPOOL_SERVEGEN_DIR names data/language"):
         load_rates(tmp_path / "nowhere")

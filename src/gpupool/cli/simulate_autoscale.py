@@ -14,15 +14,16 @@ from gpupool.model import SpecError
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscale-scenario.yaml"
 
 
-def _trace_dir(trace: Path | None) -> Path:
+def _trace_dir(trace: Path | None, model: str) -> Path:
     from gpupool.sim.traces.servegen import ENV
 
     if trace is not None:
         return trace
     if os.environ.get(ENV):
-        return Path(os.environ[ENV])
+        return Path(os.environ[ENV]) / model
     raise SpecError(
-        f"trace: give --trace DIR (a folder of ServeGen *-trace.csv client files) or set {ENV}",
+        f"trace: give --trace DIR (a folder of ServeGen *-trace.csv client files) or set {ENV} "
+        "to ServeGen's data/language folder",
         field="trace",
     )
 
@@ -49,6 +50,9 @@ def autoscale_command(
     trace: Path | None = typer.Option(
         None, help="Folder of ServeGen *-trace.csv client files (default: $GPUPOOL_SERVEGEN_DIR)."
     ),
+    model: str = typer.Option(
+        "m-large", help="Without --trace: the model folder under $GPUPOOL_SERVEGEN_DIR."
+    ),
     scenario: Path | None = typer.Option(
         None, help="Scenario YAML (default: examples/autoscale-scenario.yaml's values)."
     ),
@@ -62,7 +66,7 @@ def autoscale_command(
     from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario
     from gpupool.sim.traces.servegen import load_rates
 
-    folder = _trace_dir(trace)
+    folder = _trace_dir(trace, model)
     chosen = load_scenario(scenario) if scenario else AutoscaleScenario()
     rates, skipped = load_rates(folder, strict=strict)
     for line in skipped[:5]:

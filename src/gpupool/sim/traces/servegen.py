@@ -5,8 +5,9 @@ Gamma or Weibull inter-arrival distribution describe the bursts inside a window;
 the client sent nothing). Summed over clients it is the load one inference service sees.
 
 Bad rows are reported with their file and line and skipped, or the folder is rejected with
-``strict=True``. The full data is found through ``GPUPOOL_SERVEGEN_DIR`` (a model's folder of
-``*-trace.csv`` files); the repository ships a two-client excerpt for its tests.
+``strict=True``. The full data is found through ``GPUPOOL_SERVEGEN_DIR`` (ServeGen's ``data/language``
+folder, one folder of ``*-trace.csv`` files per model); the repository ships a two-client
+excerpt for its tests.
 """
 
 import csv
@@ -71,8 +72,8 @@ def load_rates(folder: Path, strict: bool = False) -> tuple[RateTrace, list[str]
     files = sorted(folder.glob("*-trace.csv")) if folder.is_dir() else []
     if not files:
         raise SpecError(
-            f"trace: no ServeGen *-trace.csv files in {folder} (set {ENV} to a model's folder, "
-            "e.g. data/language/m-large of alibaba/ServeGen)",
+            f"trace: no ServeGen *-trace.csv files in {folder} (a model's folder, e.g. "
+            f"data/language/m-large of alibaba/ServeGen; {ENV} names data/language)",
             field="trace",
         )
     per_client: dict[str, dict[int, float]] = {}
