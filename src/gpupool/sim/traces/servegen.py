@@ -5,9 +5,9 @@ Gamma or Weibull inter-arrival distribution describe the bursts inside a window;
 the client sent nothing). Summed over clients it is the load one inference service sees.
 
 Bad rows are reported with their file and line and skipped, or the folder is rejected with
-``strict=True``. The full data is found through ``GPUPOOL_SERVEGEN_DIR`` (ServeGen's ``data/language``
-folder, one folder of ``*-trace.csv`` files per model); the repository ships a two-client
-excerpt for its tests.
+``strict=True``. The full data is found through ``GPUPOOL_SERVEGEN_DIR`` (ServeGen's
+``data/language`` folder, one folder of ``*-trace.csv`` files per model); the repository ships
+a two-client excerpt for its tests.
 """
 
 import csv
