@@ -24,15 +24,18 @@ EXAMPLE = Path(__file__).parents[1] / "examples" / "autoscale-scenario.yaml"
 def test_reactive_sizes_for_the_target_panics_on_a_burst_and_delays_scale_in():
     rates = np.array([50.0] * 12 + [200.0] * 3 + [50.0] * 21)
     kpa = Reactive(rates, tick_s=10, replica_rps=10, utilisation=0.5)
-    assert kpa.desired(11, ready=10, starting=0) == 10  # 50 / (10 * 0.5)
+    ready = [10] * 13 + [40] * 23  # what the cluster had when each tick was decided
+    wants = [kpa.desired(i, ready=ready[i], starting=0) for i in range(36)]
+    assert wants[11] == 10  # 50 / (10 * 0.5)
     # the burst: the 6-s panic window sees 40 replicas' worth, 4x the 10 ready -> panic
-    assert kpa.desired(12, ready=10, starting=0) == 40
+    assert wants[12] == 40
     # in panic (one 60-s stable window) replicas only go up, though the load fell back
-    assert kpa.desired(16, ready=40, starting=0) == 40
+    assert wants[16] == wants[17] == 40
     # after it: the stable window's need (100 req/s -> 20), halving at most per decision
-    assert kpa.desired(18, ready=40, starting=0) == 20
-    assert kpa.desired(30, ready=40, starting=0) == 20
-    assert kpa.desired(30, ready=20, starting=0) == 10
+    assert wants[18] == 20
+    kpa = Reactive(rates, tick_s=10, replica_rps=10, utilisation=0.5)
+    wants = [kpa.desired(i, ready=20, starting=0) for i in range(36)]
+    assert wants[35] == 10  # 50 req/s; 20 ready halve to 10, no further in one decision
     plain = Reactive(rates, tick_s=10, replica_rps=10, utilisation=1.0)
     held = Reactive(rates, tick_s=10, replica_rps=10, utilisation=1.0, scale_down_delay_s=60)
     now = [plain.desired(i, ready=20, starting=0) for i in range(36)]
