@@ -52,6 +52,40 @@ def _volatility(level: np.ndarray, floor: float, step: int, span: int) -> np.nda
     return np.maximum(spread, 1e-3)
 
 
+def rise_table(
+    ratio: np.ndarray,
+    hours: np.ndarray,
+    known_end: int,
+    bins: int,
+    quantile: float,
+    neighbours: int,
+) -> np.ndarray:
+    """Per hour bin: the ``quantile`` of the log rise over ticks before ``known_end``."""
+    known = np.arange(max(known_end, 0))
+    known = known[np.isfinite(ratio[known])]
+    table = np.zeros(bins)
+    for b in range(bins):
+        near = np.abs((hours[known] - b + bins // 2) % bins - bins // 2) <= neighbours
+        if near.any():
+            table[b] = np.quantile(ratio[known][near], quantile)
+    return table
+
+
+def peak_now(
+    loads: np.ndarray, start_s: float, tick_s: int, horizon: int, quantile: float
+) -> tuple[float, np.ndarray]:
+    """The live forecast: the peak over the next ``horizon`` ticks after the last load of
+    ``loads`` (one per tick from ``start_s``, epoch seconds), and the per-hour rise table."""
+    level = trailing_mean(loads, 1)
+    floor = max(1e-9, 1e-3 * float(np.mean(loads)))
+    ratio = np.log((_future_max(loads, horizon) + floor) / (level + floor))
+    offset = int(start_s // tick_s)
+    hours = _hour(np.arange(offset, offset + len(loads)), tick_s, 3600)
+    table = rise_table(ratio, hours, len(loads) - horizon, 24, quantile, 1)
+    value = (level[-1] + floor) * np.exp(table[hours[-1]]) - floor
+    return max(float(value), 0.0), table
+
+
 def _hour(ticks: np.ndarray, tick_s: int, bin_s: int) -> np.ndarray:
     return (ticks * tick_s % DAY_S) // bin_s
 
@@ -78,19 +112,12 @@ def seasonal_quantile(
     ratio = np.log((_future_max(rates, horizon) + floor) / (level + floor))
     scale = _volatility(level, floor, stable_ticks, volatility_ticks)
     ratio = ratio / scale
-    bins = DAY_S // bin_s
     hours = _hour(np.arange(len(rates)), tick_s, bin_s)
     day_ticks = DAY_S // tick_s
     peak = np.full(len(rates), np.nan)
     for day_start in range(learn_end, len(rates), day_ticks):
         # the ratio at t needs rates up to t + horizon: only ticks whose future is before today
-        known = np.arange(day_start - horizon)
-        known = known[np.isfinite(ratio[known])]
-        table = np.zeros(bins)
-        for b in range(bins):
-            near = np.abs((hours[known] - b + bins // 2) % bins - bins // 2) <= neighbours
-            if near.any():
-                table[b] = np.quantile(ratio[known][near], quantile)
+        table = rise_table(ratio, hours, day_start - horizon, DAY_S // bin_s, quantile, neighbours)
         day = np.arange(day_start, min(day_start + day_ticks, len(rates)))
         peak[day] = (level[day] + floor) * np.exp(table[hours[day]] * scale[day]) - floor
     return Forecast(np.maximum(peak, 0.0))

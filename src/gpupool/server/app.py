@@ -39,6 +39,7 @@ from gpupool.server.routes import (
     nodes,
     plans,
     reports,
+    services,
     tenants,
     usage,
 )
@@ -83,7 +84,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
-    routes += (tenants,)
+    routes += (tenants, services)
     routes += (usage, alerts, admin, dashboard)
     for module in routes:
         app.include_router(module.router)

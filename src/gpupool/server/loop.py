@@ -34,6 +34,7 @@ from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.metrics import Metrics
 from gpupool.server.pool_read import record_sample
 from gpupool.server.replacements import end_replaced
+from gpupool.server.services.reconcile import ServiceReconciler
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
 
@@ -62,6 +63,7 @@ class SchedulerLoop:
         self.leadership = Leadership(db)
         self.snapshots = SnapshotBuilder()
         self.capacity = PoolCapacity()  # which waiting jobs can never run
+        self.services = ServiceReconciler(db, settings)  # replicas: health, endpoints, scale
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._alerts_at = float("-inf")
         self._sampled_at = float("-inf")
@@ -108,6 +110,7 @@ class SchedulerLoop:
                 self.checkpoint_usage()
                 self.safely(self.check_budgets)
                 self.run_once()
+                self.safely(self.services.step)
                 self.safely(self.check_alerts)
                 self.safely(self.sample_pool)
                 self.last_error = ""

@@ -406,3 +406,66 @@ class PoolSampleRow(Base):
     allocated: Mapped[int] = mapped_column(Integer)
     util_sum: Mapped[float] = mapped_column(Float)  # of fresh telemetry, util_n cards
     util_n: Mapped[int] = mapped_column(Integer)
+
+
+class ServiceRow(Base):
+    """An elastic inference service: its replicas are jobs (``service_replicas``) the leader's
+    autoscaler starts and stops between ``min_replicas`` and ``max_replicas``."""
+
+    __tablename__ = "services"
+    __table_args__ = (UniqueConstraint("tenant", "name", name="uq_services_tenant_name"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    request: Mapped[str] = mapped_column(Text)  # one replica's, canonical request grammar
+    command: Mapped[list[Any]] = mapped_column(default=list)
+    image: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    min_replicas: Mapped[int] = mapped_column(Integer)
+    max_replicas: Mapped[int] = mapped_column(Integer)
+    metric: Mapped[str] = mapped_column(String(20))  # rps, concurrency, latency_p95
+    target: Mapped[float] = mapped_column(Float)  # per replica (latency: seconds)
+    utilisation: Mapped[float] = mapped_column(Float)  # headroom: scale at this share
+    stable_s: Mapped[float] = mapped_column(Float)
+    scale_down_delay_s: Mapped[float] = mapped_column(Float)
+    startup_s: Mapped[float] = mapped_column(Float)  # start to ready, for prediction
+    policy: Mapped[str] = mapped_column(String(20))  # reactive or predictive
+    health_path: Mapped[str] = mapped_column(String(200))
+    pinned: Mapped[int | None] = mapped_column(Integer, nullable=True)  # service scale N
+    desired: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ServiceReplicaRow(Base):
+    """One replica: its job, the port it serves on and what the health checks found."""
+
+    __tablename__ = "service_replicas"
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    service_id: Mapped[int] = mapped_column(
+        ForeignKey("services.id", ondelete="CASCADE"), index=True
+    )
+    port: Mapped[int] = mapped_column(Integer)
+    endpoint: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    ready: Mapped[bool] = mapped_column(Boolean, default=False)
+    draining_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    checked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ServiceSampleRow(Base):
+    """The service's load and replicas at one instant (one a minute): its history for the
+    forecaster and the dashboard's forecast against actual."""
+
+    __tablename__ = "service_samples"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    service_id: Mapped[int] = mapped_column(
+        ForeignKey("services.id", ondelete="CASCADE"), index=True
+    )
+    time: Mapped[float] = mapped_column(Float, index=True)
+    load: Mapped[float] = mapped_column(Float)
+    ready: Mapped[int] = mapped_column(Integer)
+    desired: Mapped[int] = mapped_column(Integer)
+    forecast: Mapped[float | None] = mapped_column(Float, nullable=True)

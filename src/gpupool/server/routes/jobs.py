@@ -92,8 +92,13 @@ def _check_names(ctx: ServerContext, names: list[tuple[type, str]]) -> None:
 
 
 def _spec(body: JobIn) -> str:
+    return request_spec(body.request)
+
+
+def request_spec(text: str) -> str:
+    """The canonical request grammar of ``text``; 422 naming ``request`` when it is wrong."""
     try:
-        request = parse_request(body.request)
+        request = parse_request(text)
     except SpecError as exc:
         raise ApiError(422, f"request: {exc}", "request") from None
     if request.mig_profile is not None and request.mig_profile not in MIG_PERCENT:

@@ -1,0 +1,1 @@
+"""Elastic inference services: replicas as jobs, health checks, endpoints, autoscaling."""

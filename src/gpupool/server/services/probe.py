@@ -1,0 +1,84 @@
+"""Health checks and load readings of replicas, over HTTP from the leader.
+
+Every replica answers ``GET <health_path>`` with 2xx when it can serve, and exposes its load
+in the Prometheus text format at ``GET /metrics``: the counter
+``gpupool_replica_requests_total``, the gauge ``gpupool_replica_requests_in_flight`` and, for a
+latency target, the histogram ``gpupool_replica_request_duration_seconds``. The leader reads
+them (the replicas do not push): the same request that tells readiness tells load, and a
+replica needs no token. A reading that cannot be parsed is reported, never raised.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+MAX_BODY = 1 << 20
+REQUESTS = "gpupool_replica_requests"
+IN_FLIGHT = "gpupool_replica_requests_in_flight"
+DURATION = "gpupool_replica_request_duration_seconds"
+
+
+@dataclass
+class Reading:
+    ready: bool
+    requests_total: float | None = None
+    in_flight: float | None = None
+    buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    error: str = ""
+
+
+def parse_metrics(text: str) -> Reading:
+    """The replica's counters from its /metrics text; ``error`` names what was wrong."""
+    reading = Reading(ready=True)
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == f"{REQUESTS}_total":
+                    reading.requests_total = (reading.requests_total or 0.0) + sample.value
+                elif sample.name == IN_FLIGHT:
+                    reading.in_flight = (reading.in_flight or 0.0) + sample.value
+                elif sample.name == f"{DURATION}_bucket":
+                    le = float(sample.labels.get("le", "inf"))
+                    reading.buckets[le] = reading.buckets.get(le, 0.0) + sample.value
+    except (ValueError, TypeError, IndexError) as exc:
+        reading.error = f"metrics: not the Prometheus text format ({exc})"[:300]
+    return reading
+
+
+def _get(client: httpx.Client, url: str) -> tuple[int, str]:
+    with client.stream("GET", url) as response:
+        body = b""
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ValueError("answer larger than 1 MiB")
+        return response.status_code, body.decode("utf-8", "replace")
+
+
+def probe(endpoint: str, health_path: str, timeout: float) -> Reading:
+    """Health and load of one replica at ``host:port``."""
+    base = f"http://{endpoint}"
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+            status, _ = _get(client, base + health_path)
+            if not 200 <= status < 300:
+                return Reading(ready=False, error=f"health: HTTP {status}")
+            status, text = _get(client, base + "/metrics")
+    except (httpx.HTTPError, ValueError, OSError) as exc:
+        return Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
+    if not 200 <= status < 300:
+        return Reading(ready=True, error=f"metrics: HTTP {status}")
+    return parse_metrics(text)
+
+
+def probe_all(
+    targets: dict[int, tuple[str, str]], timeout: float, workers: int = 16
+) -> dict[int, Reading]:
+    """Probe every ``job_id -> (endpoint, health_path)`` at once."""
+    if not targets:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
+        futures = {j: pool.submit(probe, ep, path, timeout) for j, (ep, path) in targets.items()}
+        return {j: f.result() for j, f in futures.items()}

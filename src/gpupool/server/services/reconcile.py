@@ -1,0 +1,206 @@
+"""The leader's service reconciler, beside the scheduler loop: health-check the replicas,
+publish the ready ones, replace failed ones, scale each service and drain what it scales in.
+
+Every ``service_interval_s``: read the services and their replicas, probe the running
+replicas over HTTP outside any transaction, then write what changed in one transaction. A
+replica is ready from its first 2xx health answer; a ready replica that fails
+``service_failures`` checks in a row, or one not ready within three start-up times of
+starting, is stopped and replaced. Scale-in takes pending replicas first, then ones not ready,
+then the youngest ready ones: they leave the endpoints at once and stop when their requests in
+flight reach zero or after ``service_drain_s``. Replicas are jobs, so the scheduler places,
+preempts and meters them like any job of the tenant.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import ServiceReplicaRow, ServiceRow, ServiceSampleRow
+from gpupool.server.lifecycle import TERMINAL
+from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
+from gpupool.server.services.probe import Reading, probe_all
+from gpupool.server.services.replicas import Replica, add_replica, read_replicas, stop_replica
+from gpupool.server.services.scaler import ScalerState, decide, new_state
+from gpupool.server.settings import Settings
+
+log = logging.getLogger("gpupool.services")
+SAMPLE_S = 60.0
+
+
+@dataclass
+class Plan:
+    """What one pass decided for one service."""
+
+    desired: int
+    load: float | None
+    forecast: float | None
+    status: str
+
+
+class ServiceReconciler:
+    def __init__(self, db: Database, settings: Settings):
+        self.db = db
+        self.settings = settings
+        self.states: dict[int, ScalerState] = {}
+        self._at = float("-inf")
+        self._sampled: dict[int, float] = {}
+        self._forecasts: dict[int, tuple[float, tuple[float | None, str]]] = {}
+
+    def step(self, now: float | None = None, *, force: bool = False) -> None:
+        """One pass, at most once a ``service_interval_s`` unless forced."""
+        now = time.time() if now is None else now
+        if not force and now - self._at < self.settings.service_interval_s:
+            return
+        self._at = now
+        with self.db.read() as s:
+            services = list(s.execute(select(ServiceRow)).scalars())
+            for svc in services:
+                s.expunge(svc)
+            replicas = read_replicas(s, [svc.id for svc in services])
+        paths = {svc.id: svc.health_path for svc in services}
+        targets = {
+            r.job_id: (r.endpoint, paths[r.service_id])
+            for r in replicas
+            if r.state == "running" and r.endpoint is not None
+        }
+        readings = probe_all(targets, self.settings.service_probe_timeout_s)
+        with self.db.write() as s:
+            for svc in services:
+                mine = [r for r in replicas if r.service_id == svc.id]
+                self._service(s, svc, mine, readings, now)
+        for gone in set(self.states) - {svc.id for svc in services}:
+            del self.states[gone]
+
+    # -- one service ---------------------------------------------------------------------
+    def _service(
+        self, s: Session, svc: ServiceRow, mine: list[Replica], readings: dict, now: float
+    ) -> None:
+        row = s.get(ServiceRow, svc.id)
+        if row is None:  # deleted meanwhile
+            return
+        live = self._health(s, row, mine, readings, now)
+        plan = self._plan(s, row, live, readings, now)
+        self._scale(s, row, live, readings, plan.desired, now)
+        row.desired = plan.desired
+        row.status = plan.status
+        if now - self._sampled.get(row.id, float("-inf")) >= SAMPLE_S and plan.load is not None:
+            self._sampled[row.id] = now
+            ready = sum(1 for r in live if r.ready and r.draining_since is None)
+            s.add(ServiceSampleRow(service_id=row.id, time=now, load=plan.load, ready=ready,
+                                   desired=plan.desired, forecast=plan.forecast))  # fmt: skip
+
+    def _health(
+        self, s: Session, svc: ServiceRow, mine: list[Replica], readings: dict, now: float
+    ) -> list[Replica]:
+        """Record what the probes found; replace failed replicas; return the live ones."""
+        live = []
+        for r in mine:
+            row = s.get(ServiceReplicaRow, r.job_id)
+            if row is None:
+                continue
+            if r.state in TERMINAL:
+                s.delete(row)  # the job ended (failed, preempted, cancelled): replaced below
+                continue
+            reading: Reading | None = readings.get(r.job_id)
+            row.endpoint = r.endpoint
+            if reading is not None:
+                row.checked_at = now
+                if reading.ready:
+                    row.ready, row.failures = row.draining_since is None, 0
+                    row.ready_at = row.ready_at or now
+                else:
+                    row.failures += 1
+                    row.ready = False
+            elif r.state != "running":
+                row.ready = False
+            r.ready, r.failures, r.ready_at = row.ready, row.failures, row.ready_at
+            if self._failed(svc, r, now):
+                why = reading.error if reading is not None else "no answer"
+                stop_replica(s, r.job_id, now, f"replaced: the replica failed its health "
+                             f"checks ({why})")  # fmt: skip
+                continue
+            live.append(r)
+        return live
+
+    def _failed(self, svc: ServiceRow, r: Replica, now: float) -> bool:
+        if r.draining_since is not None:
+            return False
+        if r.ready_at is not None:
+            return r.failures >= self.settings.service_failures
+        started = r.started_at
+        return started is not None and now - started > 3 * svc.startup_s + 30
+
+    def _plan(
+        self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, now: float
+    ) -> Plan:
+        key = (svc.metric, svc.target, svc.utilisation, svc.stable_s, svc.scale_down_delay_s)
+        state = self.states.get(svc.id)
+        if state is None or state.settings != key:
+            state = self.states[svc.id] = new_state(*key)
+        serving = [r for r in live if r.draining_since is None]
+        ready = sum(1 for r in serving if r.ready)
+        mine = {r.job_id: readings[r.job_id] for r in serving if r.job_id in readings}
+        load = state.load(svc.metric, svc.target, mine, now)
+        if svc.pinned is not None:
+            return Plan(svc.pinned, load, None, f"pinned at {svc.pinned} replicas")
+        forecast, note = None, "reactive"
+        if svc.policy == "predictive":
+            forecast, note = self._forecast(s, svc, now)
+        desired = decide(
+            state, load, now, ready, len(serving) - ready, (svc.min_replicas, svc.max_replicas),
+            forecast,
+        )  # fmt: skip
+        shown = "no load reading yet" if load is None else f"load {load:.3g} {svc.metric}"
+        return Plan(desired, load, forecast, f"{note}; {shown}; {ready} ready of {desired}")
+
+    def _forecast(self, s: Session, svc: ServiceRow, now: float) -> tuple[float | None, str]:
+        """Recomputed once a sample interval (a minute): the history changes no faster."""
+        cached = self._forecasts.get(svc.id)
+        if cached is not None and now - cached[0] < SAMPLE_S:
+            return cached[1]
+        rows = s.execute(
+            select(ServiceSampleRow.time, ServiceSampleRow.load, ServiceSampleRow.forecast)
+            .where(ServiceSampleRow.service_id == svc.id,
+                   ServiceSampleRow.time >= now - MAX_HISTORY_S)
+            .order_by(ServiceSampleRow.time)
+        ).all()  # fmt: skip
+        times = np.array([r[0] for r in rows], dtype=float)
+        loads = np.array([r[1] for r in rows], dtype=float)
+        past = np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=float)
+        result = live_forecast(times, loads, past, svc.startup_s)
+        self._forecasts[svc.id] = (now, result)
+        return result
+
+    def _scale(
+        self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, want: int,
+        now: float,
+    ) -> None:  # fmt: skip
+        st = self.settings
+        span = min(st.service_port_span, 65536 - st.service_port_base)
+        serving = [r for r in live if r.draining_since is None]
+        for _ in range(want - len(serving)):
+            add_replica(s, svc, now, st.service_port_base, span)
+        if len(serving) > want:
+            order = sorted(
+                serving,
+                key=lambda r: (r.state == "running", r.ready, -(r.ready_at or 0.0)),
+            )
+            for r in order[: len(serving) - want]:
+                if r.state != "running" or not r.ready:
+                    stop_replica(s, r.job_id, now, f"scaled in (service {svc.name})")
+                    continue
+                row = s.get(ServiceReplicaRow, r.job_id)
+                row.draining_since, row.ready = now, False
+                r.draining_since = now
+        for r in live:
+            if r.draining_since is None:
+                continue
+            reading = readings.get(r.job_id)
+            idle = reading is not None and reading.in_flight == 0
+            if idle or now - r.draining_since >= st.service_drain_s:
+                stop_replica(s, r.job_id, now, f"scaled in (service {svc.name}), drained")

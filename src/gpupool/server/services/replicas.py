@@ -1,0 +1,129 @@
+"""A service's replicas in the state of record: each is a job of the service's tenant at the
+online-inference priority (placed by the ``spread`` policy: the emptiest node first, so
+replicas land on different nodes), with a port of its own in its environment."""
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.server.db.tables import (
+    AllocationNodeRow,
+    AllocationRow,
+    JobEventRow,
+    JobRow,
+    NodeRow,
+    ServiceReplicaRow,
+    ServiceRow,
+)
+from gpupool.server.lifecycle import TERMINAL, finish
+
+ADDRESS_LABEL = "gpupool.io/address"  # where a node's replicas are reached; else its name
+PRIORITY_CLASS = "online-inference"
+
+
+def replica_port(job_id: int, base: int, span: int) -> int:
+    """The port a replica listens on (``$PORT``): distinct for every live replica of a node
+    unless ``span`` jobs were submitted in between; a port taken by something else makes the
+    replica fail its health checks, and its replacement gets another port."""
+    return base + job_id % span
+
+
+def add_replica(s: Session, svc: ServiceRow, now: float, base: int, span: int) -> int:
+    """Insert one replica job (pending; the scheduler places it) and its replica row."""
+    job = JobRow(
+        tenant=svc.tenant,
+        name=f"{svc.name}-replica"[:200],
+        request=svc.request,
+        kind="inference",
+        priority_class=PRIORITY_CLASS,
+        priority=0,
+        gang_size=1,
+        on_preempt="kill",
+        on_lost="requeue",
+        command=list(svc.command),
+        image=svc.image,
+        env=dict(svc.env),
+        submitted_by=svc.created_by,
+        state="pending",
+        reason="queued (service replica)",
+        submit_time=now,
+        queued_at=now,
+    )
+    s.add(job)
+    s.flush()
+    port = replica_port(job.id, base, span)
+    job.env = {
+        **svc.env,
+        "PORT": str(port),
+        "GPUPOOL_SERVICE": svc.name,
+        "GPUPOOL_REPLICA_PORT": str(port),
+    }
+    s.add(JobEventRow(job_id=job.id, time=now, from_state=None, to_state="pending",
+                      reason=f"replica of service {svc.name}", actor="autoscaler"))  # fmt: skip
+    s.add(ServiceReplicaRow(job_id=job.id, service_id=svc.id, port=port, ready=False, failures=0))
+    return job.id
+
+
+def stop_replica(s: Session, job_id: int, now: float, reason: str) -> None:
+    """Cancel a replica's job (its allocation is released and metered now) and forget it."""
+    job = s.get(JobRow, job_id)
+    if job is not None and job.state not in TERMINAL:
+        finish(s, job, "cancelled", now, reason, "autoscaler")
+    row = s.get(ServiceReplicaRow, job_id)
+    if row is not None:
+        s.delete(row)
+
+
+@dataclass
+class Replica:
+    """A replica as the reconciler sees it."""
+
+    job_id: int
+    service_id: int
+    state: str
+    port: int
+    node: str | None
+    host: str | None
+    ready: bool
+    draining_since: float | None
+    failures: int
+    ready_at: float | None
+    started_at: float | None
+
+    @property
+    def endpoint(self) -> str | None:
+        return f"{self.host}:{self.port}" if self.host else None
+
+
+def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
+    """Every replica of these services with its job's state and node (one query each)."""
+    if not service_ids:
+        return []
+    rows = s.execute(
+        select(ServiceReplicaRow, JobRow.state, JobRow.started_at)
+        .join(JobRow, JobRow.id == ServiceReplicaRow.job_id)
+        .where(ServiceReplicaRow.service_id.in_(service_ids))
+    ).all()
+    jobs = [r.job_id for r, _, _ in rows]
+    nodes = dict(
+        s.execute(
+            select(AllocationRow.job_id, AllocationNodeRow.node)
+            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+            .where(AllocationRow.job_id.in_(jobs), AllocationRow.state == "active")
+        ).all()
+    ) if jobs else {}  # fmt: skip
+    labels = dict(
+        s.execute(
+            select(NodeRow.name, NodeRow.labels).where(NodeRow.name.in_(nodes.values()))
+        ).all()
+    ) if nodes else {}  # fmt: skip
+    out = []
+    for r, state, started in rows:
+        node = nodes.get(r.job_id)
+        host = (labels.get(node) or {}).get(ADDRESS_LABEL, node) if node else None
+        out.append(
+            Replica(r.job_id, r.service_id, state, r.port, node, host, r.ready,
+                    r.draining_since, r.failures, r.ready_at, started)
+        )  # fmt: skip
+    return out
