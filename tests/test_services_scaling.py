@@ -1,0 +1,79 @@
+"""The live autoscaler's pure parts: reading replicas' Prometheus text (garbage reported, not
+raised), turning readings into load per metric, and the live forecast with its fallbacks."""
+
+import numpy as np
+import pytest
+
+from gpupool.server.services.predict import coverage, live_forecast, per_minute
+from gpupool.server.services.probe import Reading, parse_metrics
+from gpupool.server.services.scaler import decide, new_state
+
+METRICS = """\
+# TYPE gpupool_replica_requests counter
+gpupool_replica_requests_total{route="chat"} 100
+gpupool_replica_requests_total{route="embed"} 20
+# TYPE gpupool_replica_requests_in_flight gauge
+gpupool_replica_requests_in_flight 3
+# TYPE gpupool_replica_request_duration_seconds histogram
+gpupool_replica_request_duration_seconds_bucket{le="0.1"} 50
+gpupool_replica_request_duration_seconds_bucket{le="0.5"} 110
+gpupool_replica_request_duration_seconds_bucket{le="+Inf"} 120
+gpupool_replica_request_duration_seconds_count 120
+gpupool_replica_request_duration_seconds_sum 20
+"""
+
+
+def test_metrics_text_is_read_and_garbage_is_named():
+    reading = parse_metrics(METRICS)
+    assert (reading.requests_total, reading.in_flight, reading.error) == (120, 3, "")
+    assert reading.buckets == {0.1: 50, 0.5: 110, float("inf"): 120}
+    bad = parse_metrics("gpupool_replica_requests_total {{{ not prometheus\n")
+    assert bad.ready and bad.error.startswith("metrics: not the Prometheus text format")
+
+
+def test_load_per_metric_from_successive_readings():
+    rps = new_state("rps", 10, 0.7, 60, 0)
+    assert rps.load("rps", 10, {1: Reading(True, requests_total=100)}, 0.0) is None
+    two = {1: Reading(True, requests_total=160), 2: Reading(True, requests_total=5)}
+    assert rps.load("rps", 10, two, 2.0) == pytest.approx(30.0)  # replica 2 is new
+    # a counter that went back (the replica restarted) counts from zero
+    assert rps.load("rps", 10, {1: Reading(True, requests_total=8)}, 4.0) == pytest.approx(4.0)
+    conc = new_state("concurrency", 2, 1.0, 60, 0)
+    busy = {1: Reading(True, in_flight=3), 2: Reading(True, in_flight=4), 3: Reading(False)}
+    assert conc.load("concurrency", 2, busy, 0.0) == 7
+    lat = new_state("latency_p95", 0.2, 1.0, 60, 0)
+    first = {1: Reading(True, buckets={0.1: 10, 0.5: 10, float("inf"): 10})}
+    assert lat.load("latency_p95", 0.2, first, 0.0) == pytest.approx(0.1 / 0.2)
+    slower = {1: Reading(True, buckets={0.1: 10, 0.5: 30, float("inf"): 30})}
+    # the 20 requests since the last reading took up to 0.5 s: 2.5x the target on 1 replica
+    assert lat.load("latency_p95", 0.2, slower, 2.0) == pytest.approx(2.5)
+
+
+def test_decide_keeps_bounds_and_sizes_for_the_forecast():
+    state = new_state("rps", 10, 0.5, 60, 0)
+    assert decide(state, None, 0.0, 2, 1, (1, 8)) == 3  # no reading: what is there
+    assert decide(state, 45.0, 2.0, 3, 0, (1, 8)) == 8  # 45 / (10 * 0.5) = 9, capped
+    state = new_state("rps", 10, 0.5, 60, 0)
+    assert decide(state, 10.0, 0.0, 2, 0, (1, 8), forecast=30.0) == 6
+
+
+def test_the_live_forecast_needs_a_day_and_stands_aside_when_it_misses():
+    minutes = np.arange(0, 3 * 86400, 60.0)
+    daily = 10 + 5 * np.sin(2 * np.pi * minutes / 86400)
+    value, note = live_forecast(minutes[:600], daily[:600], np.full(600, np.nan), 120)
+    assert value is None and note.startswith("predictive: needs a day of load history (has 10.0")
+    value, note = live_forecast(minutes, daily, np.full(len(minutes), np.nan), 120)
+    assert value is not None and daily[-1] <= value <= daily[-1] * 1.05
+    assert note.startswith("predictive: forecast peak")
+    missed = np.full(len(minutes), 1.0)  # every forecast of the last day far below the load
+    value, note = live_forecast(minutes, daily, missed, 120)
+    assert value is None and "covered 0% of the last day's peaks" in note
+
+
+def test_samples_are_put_on_a_minute_grid_and_coverage_counts_passed_forecasts():
+    times = np.array([0.0, 60.0, 240.0])
+    assert per_minute(times, np.array([1.0, 2.0, 5.0])).tolist() == [1.0, 2.0, 2.0, 2.0, 5.0]
+    loads = np.array([1.0, 2.0, 3.0, 4.0])
+    times = np.array([0.0, 60.0, 120.0, 180.0])
+    forecasts = np.array([2.0, 2.5, np.nan, np.nan])
+    assert coverage(times, loads, forecasts, 60, 0.0) == (0.5, 2)
