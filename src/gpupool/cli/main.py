@@ -20,6 +20,7 @@ from gpupool.cli import (
     pool_client,
     profiles,
     server,
+    services,
     simulate,
 )
 from gpupool.cli.errors import friendly
@@ -75,6 +76,7 @@ app.add_typer(admin_client.reservation_app, name="reservation")
 app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")
 app.add_typer(billing.billing_app, name="billing")
+app.add_typer(services.service_app, name="service")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 
