@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from gpupool.agent import processes as proc
+from gpupool.server.db.tables import ServiceSampleRow
 from gpupool.server.settings import Settings
 from gpupool.server.web.i18n import messages
 from tests.support.agents import two_teams_and_a_node, wait_for, workload_groups
@@ -21,7 +22,7 @@ from tests.support.cluster import ok, submit
 from tests.support.live import live_server
 
 AXE = Path(__file__).parent / "support" / "vendor" / "axe.min.js"
-PAGES = ["/", "/nodes", "/jobs", "/teams", "/billing", "/admin"]
+PAGES = ["/", "/nodes", "/jobs", "/services", "/teams", "/billing", "/admin"]
 pytestmark = needs_chromium
 
 
@@ -34,10 +35,23 @@ def cluster(tmp_path_factory):
         with two_teams_and_a_node(tmp, sample_interval_s=1) as srv:
             srv.ann = srv.token("ann", "member", "algo")
             srv.bea = srv.token("bea", "member", "beta")
+            _a_service_with_history(srv)
             yield srv
     finally:
         for pgid in workload_groups(tmp):
             proc.signal_group(pgid, proc.KILL)
+
+
+def _a_service_with_history(srv) -> None:
+    """Beta's service chat (no replica, so it holds no card) with 30 minutes of samples."""
+    body = {"name": "chat", "tenant": "beta", "request": "gpu=1", "command": ["sleep", "300"],
+            "target": 5, "min_replicas": 0, "max_replicas": 2, "policy": "predictive"}  # fmt: skip
+    svc = ok(srv.admin().post("/api/v1/services", json=body), 201)
+    now = time.time()
+    with srv.ctx.db.write() as s:
+        for i in range(30):
+            s.add(ServiceSampleRow(service_id=svc["id"], time=now - 60 * (30 - i), load=3 + i % 5,
+                                   ready=1, desired=1, forecast=4 + i % 5))  # fmt: skip
 
 
 def _session(browser, srv, token: str, lang: str = "en", **options):
@@ -148,11 +162,12 @@ def test_a_member_never_sees_another_teams_jobs_or_costs(browser, cluster):
         page.click(f"button[data-tab={tab}]")
         page.wait_for_timeout(400)
         seen += page.inner_text("main")
-    for path in ("/", "/nodes", "/teams"):
+    for path in ("/", "/nodes", "/teams", "/services"):
         _open(page, cluster.url + path)
         page.wait_for_timeout(300)
         seen += page.inner_text("main")
     assert "beta-secret" not in seen and "beta" not in seen
+    assert "No services yet" in seen  # beta's service chat is not ann's to see
     _open(page, cluster.url + "/nodes")
     assert page.locator(".tile .holder", has_text="another team").count() == 1
     page.goto(cluster.url + "/billing")
@@ -166,6 +181,24 @@ def test_a_member_never_sees_another_teams_jobs_or_costs(browser, cluster):
     page.locator("#job-list tr", has_text="beta-secret").wait_for()
     context.close()
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+
+
+def test_the_services_page_shows_load_forecast_and_capacity(browser, cluster, tmp_path):
+    context, page = _session(browser, cluster, cluster.bea)
+    _open(page, cluster.url + "/services")
+    row = page.locator("table tbody tr", has_text="chat").first
+    expect(row).to_contain_text("0 ready of 0 (0–2)")
+    expect(row).to_contain_text("predictive")
+    figure = page.locator("figure.chart").first
+    assert figure.locator("path.line").count() == 3  # load, forecast peak, ready capacity
+    assert figure.locator(".legend").inner_text().split("\n") == [
+        "load",
+        "forecast peak",
+        "ready capacity",
+    ]
+    page.screenshot(path=str(tmp_path / "services.png"), full_page=True)
+    assert page.problems == []
+    context.close()
 
 
 VISIBLE_TEXT = """() => {

@@ -48,6 +48,7 @@ PAGES = (
     PageDef("nodes", "/nodes"),
     PageDef("jobs", "/jobs"),
     PageDef("job", "/jobs/{job_id}", in_nav=False),
+    PageDef("services", "/services"),
     PageDef("teams", "/teams"),
     PageDef("billing", "/billing", (Role.ADMIN, Role.FINANCE, Role.TENANT_ADMIN)),
     PageDef("admin", "/admin", (Role.ADMIN, Role.TENANT_ADMIN)),
