@@ -13,6 +13,7 @@ level now) and ``arima`` (ARIMA on the 10-minute windows, one step ahead, fitted
 learning days).
 """
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,7 +140,9 @@ def arima(
     from statsmodels.tsa.arima.model import ARIMA
 
     series = np.log1p(np.asarray(window_rates, dtype=float))
-    fit = ARIMA(series[:learn_windows], order=order).fit()
+    with warnings.catch_warnings():  # start values and convergence notes, not errors
+        warnings.simplefilter("ignore")
+        fit = ARIMA(series[:learn_windows], order=order).fit()
     # one-step predictions over the whole series with the learned parameters: the prediction
     # for window w uses windows before w only (the Kalman filter runs forward)
     ahead = np.expm1(fit.apply(series).predict(start=0, end=len(series) - 1))
