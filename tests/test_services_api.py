@@ -5,8 +5,10 @@ at desired, pinned by ``scale``, stopped with the service and billed like any jo
 import time
 
 import pytest
+from sqlalchemy import select
 
-from gpupool.server.db.tables import JobRow
+from gpupool.server.db.tables import DeviceRow, JobRow
+from gpupool.server.services.replicas import replica_utilisation
 from tests.support.cluster import ok, seed_cluster
 
 BODY = {"name": "chat", "request": "gpu=1", "command": ["serve"], "target": 10}
@@ -103,6 +105,13 @@ def test_the_reconciler_keeps_replica_jobs_at_desired_and_bills_them(server):
     server.cycle()  # the scheduler places them (no agents: they hold their cards)
     placed = [j for j in _replica_jobs(admin) if j["state"] != "pending"]
     assert len(placed) == 3
+    # a gpu_util target reads the agents' telemetry of the replicas' cards
+    with server.ctx.db.write() as s:
+        for device in s.execute(select(DeviceRow)).scalars():
+            device.telemetry = {"util_pct": 80 if device.index % 2 else 40, "time": time.time()}
+    with server.ctx.db.read() as s:
+        busy = replica_utilisation(s, [j["id"] for j in placed], time.time())
+    assert len(busy) == 3 and set(busy.values()) <= {40.0, 80.0}
     time.sleep(1.1)
     ok(admin.delete("/api/v1/services/chat"), 204)
     assert all(j["state"] == "cancelled" for j in _replica_jobs(admin))

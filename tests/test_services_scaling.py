@@ -41,6 +41,10 @@ def test_load_per_metric_from_successive_readings():
     conc = new_state("concurrency", 2, 1.0, 60, 0)
     busy = {1: Reading(True, in_flight=3), 2: Reading(True, in_flight=4), 3: Reading(False)}
     assert conc.load("concurrency", 2, busy, 0.0) == 7
+    util = new_state("gpu_util", 70, 1.0, 60, 0)
+    cards = {1: Reading(True, gpu_util=90.0), 2: Reading(True, gpu_util=60.0), 3: Reading(True)}
+    assert util.load("gpu_util", 70, cards, 0.0) == 150.0
+    assert decide(util, 150.0, 0.0, 2, 0, (1, 8)) == 3  # 150% over replicas of 70% each
     lat = new_state("latency_p95", 0.2, 1.0, 60, 0)
     first = {1: Reading(True, buckets={0.1: 10, 0.5: 10, float("inf"): 10})}
     assert lat.load("latency_p95", 0.2, first, 0.0) == pytest.approx(0.1 / 0.2)

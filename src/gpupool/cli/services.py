@@ -48,7 +48,9 @@ def create(
     command: list[str] = typer.Argument(None, help="What a replica runs, after --"),
     request: str = typer.Option(..., help="One replica's request, e.g. gpu=1 or gpu=0.5"),
     target: float = typer.Option(..., help="The metric's target per replica"),
-    metric: str = typer.Option("rps", help="rps, concurrency or latency_p95 (seconds)"),
+    metric: str = typer.Option(
+        "rps", help="rps, concurrency, latency_p95 (seconds) or gpu_util (%)"
+    ),
     min_replicas: int = typer.Option(1, "--min", help="Fewest replicas"),
     max_replicas: int = typer.Option(4, "--max", help="Most replicas"),
     utilisation: float = typer.Option(0.7, help="Headroom: replicas run at this share"),

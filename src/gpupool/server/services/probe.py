@@ -27,6 +27,7 @@ class Reading:
     in_flight: float | None = None
     buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
     error: str = ""
+    gpu_util: float | None = None  # % of its cards, from the agents (not the replica)
 
 
 def parse_metrics(text: str) -> Reading:

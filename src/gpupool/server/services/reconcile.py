@@ -24,7 +24,13 @@ from gpupool.server.db.tables import ServiceReplicaRow, ServiceRow, ServiceSampl
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
 from gpupool.server.services.probe import Reading, probe_all
-from gpupool.server.services.replicas import Replica, add_replica, read_replicas, stop_replica
+from gpupool.server.services.replicas import (
+    Replica,
+    add_replica,
+    read_replicas,
+    replica_utilisation,
+    stop_replica,
+)
 from gpupool.server.services.scaler import ScalerState, decide, new_state
 from gpupool.server.settings import Settings
 
@@ -69,6 +75,14 @@ class ServiceReconciler:
             if r.state == "running" and r.endpoint is not None
         }
         readings = probe_all(targets, self.settings.service_probe_timeout_s)
+        by_util = [svc.id for svc in services if svc.metric == "gpu_util"]
+        if by_util:
+            with self.db.read() as s:
+                jobs = [
+                    r.job_id for r in replicas if r.service_id in by_util and r.job_id in readings
+                ]
+                for job_id, util in replica_utilisation(s, jobs, now).items():
+                    readings[job_id].gpu_util = util
         with self.db.write() as s:
             for svc in services:
                 mine = [r for r in replicas if r.service_id == svc.id]

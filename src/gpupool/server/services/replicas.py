@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
+    DeviceRow,
     JobEventRow,
     JobRow,
     NodeRow,
@@ -17,6 +18,7 @@ from gpupool.server.db.tables import (
     ServiceRow,
 )
 from gpupool.server.lifecycle import TERMINAL, finish
+from gpupool.server.pool_view import FRESH_S
 
 ADDRESS_LABEL = "gpupool.io/address"  # where a node's replicas are reached; else its name
 PRIORITY_CLASS = "online-inference"
@@ -126,4 +128,34 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
             Replica(r.job_id, r.service_id, state, r.port, node, host, r.ready,
                     r.draining_since, r.failures, r.ready_at, started)
         )  # fmt: skip
+    return out
+
+
+def replica_utilisation(s: Session, job_ids: list[int], now: float) -> dict[int, float]:
+    """Each replica's GPU utilisation (%), the mean of the fresh telemetry of the cards its
+    allocation holds (a shared card's whole-card figure: the agents do not split it)."""
+    if not job_ids:
+        return {}
+    held = s.execute(
+        select(AllocationRow.job_id, AllocationRow.placement).where(
+            AllocationRow.job_id.in_(job_ids), AllocationRow.state == "active"
+        )
+    ).all()
+    cards = {(n["node"], d["device"]) for _, p in held for n in p["nodes"] for d in n["devices"]}
+    nodes = {node for node, _ in cards}
+    telemetry = {
+        (r.node, r.index): r.telemetry or {}
+        for r in s.execute(select(DeviceRow).where(DeviceRow.node.in_(nodes))).scalars()
+    } if nodes else {}  # fmt: skip
+    out = {}
+    for job_id, placement in held:
+        utils = []
+        for n in placement["nodes"]:
+            for d in n["devices"]:
+                t = telemetry.get((n["node"], d["device"]), {})
+                util = t.get("util_pct")
+                if isinstance(util, int | float) and now - float(t.get("time") or 0) <= FRESH_S:
+                    utils.append(max(0.0, min(100.0, float(util))))
+        if utils:
+            out[job_id] = sum(utils) / len(utils)
     return out

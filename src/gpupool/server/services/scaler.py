@@ -1,7 +1,8 @@
 """How many replicas a service wants, from its replicas' readings (pure logic, no I/O).
 
 The load is the service's metric summed over its ready replicas: requests/s from the
-counters' increase since the last reading, requests in flight, or the p95 latency of the
+counters' increase since the last reading, requests in flight, GPU utilisation (% from the
+agents' telemetry of the replicas' cards), or the p95 latency of the
 requests finished since the last reading (from the histograms' buckets, scaled as the HPA
 does: ready x p95 / target). The online KPA (``gpupool.autoscale.kpa``) turns it into desired
 replicas; ``predictive`` also sizes for the forecast peak over the start-up time.
@@ -38,6 +39,9 @@ class ScalerState:
     def load(self, metric: str, target: float, readings: dict[int, Reading], now: float):
         """The metric over the ready replicas now (None: nothing to judge by yet)."""
         ready = {j: r for j, r in readings.items() if r.ready}
+        if metric == "gpu_util":
+            seen = [r.gpu_util for r in ready.values() if r.gpu_util is not None]
+            return sum(seen) if seen else None
         if metric == "concurrency":
             seen = [r.in_flight for r in ready.values() if r.in_flight is not None]
             return sum(seen) if seen else None

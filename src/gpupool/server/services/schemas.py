@@ -6,7 +6,6 @@ from pydantic import Field, StringConstraints, model_validator
 
 from gpupool.server.schemas import ArgText, Name, Strict
 
-METRICS = ("rps", "concurrency", "latency_p95")
 HealthPath = Annotated[str, StringConstraints(max_length=200, pattern=r"^/[\x21-\x7e]*$")]
 
 
@@ -23,10 +22,11 @@ class ServiceIn(Strict):
     )
     min_replicas: int = Field(1, ge=0, le=1000)
     max_replicas: int = Field(4, ge=1, le=1000)
-    metric: Literal["rps", "concurrency", "latency_p95"] = Field(
+    metric: Literal["rps", "concurrency", "latency_p95", "gpu_util"] = Field(
         "rps",
         description="rps: requests/s per replica; concurrency: requests in flight per replica; "
-        "latency_p95: seconds (scale out while the p95 is above it)",
+        "latency_p95: seconds (scale out while the p95 is above it); gpu_util: % of the "
+        "replica's cards busy, from the agents' telemetry",
     )
     target: float = Field(gt=0, le=1e6, description="the metric's target per replica")
     utilisation: float = Field(
