@@ -97,6 +97,8 @@ def test_the_reconciler_keeps_replica_jobs_at_desired_and_bills_them(server):
     shown = ok(admin.get("/api/v1/services/chat"))
     assert shown["desired"] == 2 and shown["ready"] == 0
     assert "no load reading yet" in shown["status"]
+    _step(server)  # the next pass says why its replicas wait (no cycle has run yet)
+    assert "2 waiting: queued (service replica)" in ok(admin.get("/api/v1/services/chat"))["status"]
     assert ok(admin.get("/api/v1/services/chat/endpoints")) == []  # none answered yet
     ok(admin.post("/api/v1/services/chat/scale", json={"replicas": 3}))
     _step(server)

@@ -170,7 +170,11 @@ class ServiceReconciler:
             forecast,
         )  # fmt: skip
         shown = "no load reading yet" if load is None else f"load {load:.3g} {svc.metric}"
-        return Plan(desired, load, forecast, f"{note}; {shown}; {ready} ready of {desired}")
+        status = f"{note}; {shown}; {ready} ready of {desired}"
+        waiting = [r for r in serving if r.state == "pending"]
+        if waiting:  # why the pool does not give them cards (quota, room, a budget)
+            status += f"; {len(waiting)} waiting: {waiting[0].reason}"
+        return Plan(desired, load, forecast, status)
 
     def _forecast(self, s: Session, svc: ServiceRow, now: float) -> tuple[float | None, str]:
         """Recomputed once a sample interval (a minute): the history changes no faster."""

@@ -92,6 +92,7 @@ class Replica:
     failures: int
     ready_at: float | None
     started_at: float | None
+    reason: str = ""
 
     @property
     def endpoint(self) -> str | None:
@@ -103,11 +104,11 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
     if not service_ids:
         return []
     rows = s.execute(
-        select(ServiceReplicaRow, JobRow.state, JobRow.started_at)
+        select(ServiceReplicaRow, JobRow.state, JobRow.started_at, JobRow.reason)
         .join(JobRow, JobRow.id == ServiceReplicaRow.job_id)
         .where(ServiceReplicaRow.service_id.in_(service_ids))
     ).all()
-    jobs = [r.job_id for r, _, _ in rows]
+    jobs = [r.job_id for r, *_ in rows]
     nodes = dict(
         s.execute(
             select(AllocationRow.job_id, AllocationNodeRow.node)
@@ -121,12 +122,12 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         ).all()
     ) if nodes else {}  # fmt: skip
     out = []
-    for r, state, started in rows:
+    for r, state, started, reason in rows:
         node = nodes.get(r.job_id)
         host = (labels.get(node) or {}).get(ADDRESS_LABEL, node) if node else None
         out.append(
             Replica(r.job_id, r.service_id, state, r.port, node, host, r.ready,
-                    r.draining_since, r.failures, r.ready_at, started)
+                    r.draining_since, r.failures, r.ready_at, started, reason)
         )  # fmt: skip
     return out
 
