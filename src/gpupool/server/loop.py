@@ -74,6 +74,7 @@ class SchedulerLoop:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._services: threading.Thread | None = None
         self.cycles = 0
         self._seen_event = 0
         self.last_error = ""
@@ -88,13 +89,30 @@ class SchedulerLoop:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpupool-scheduler", daemon=True)
         self._thread.start()
+        self._services = threading.Thread(
+            target=self._run_services, name="gpupool-services", daemon=True
+        )
+        self._services.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        for thread in (self._thread, self._services):
+            if thread is not None:
+                thread.join(timeout=30)
         self.leadership.release()
+
+    def _run_services(self) -> None:
+        """The service reconciler, in its own thread while this process leads: a tenant's
+        replicas that answer slowly delay their own services' checks, never a scheduling
+        cycle."""
+        while not self._stop.is_set():
+            if self.leadership.held:
+                try:
+                    self.services.step()
+                except Exception:  # the next pass reads everything again
+                    log.exception("service reconciler pass failed")
+            self._stop.wait(self.settings.service_interval_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -110,7 +128,6 @@ class SchedulerLoop:
                 self.checkpoint_usage()
                 self.safely(self.check_budgets)
                 self.run_once()
-                self.safely(self.services.step)
                 self.safely(self.check_alerts)
                 self.safely(self.sample_pool)
                 self.last_error = ""

@@ -8,6 +8,7 @@ them (the replicas do not push): the same request that tells readiness tells loa
 replica needs no token. A reading that cannot be parsed is reported, never raised.
 """
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -48,25 +49,30 @@ def parse_metrics(text: str) -> Reading:
     return reading
 
 
-def _get(client: httpx.Client, url: str) -> tuple[int, str]:
+def _get(client: httpx.Client, url: str, deadline: float) -> tuple[int, str]:
+    """GET ``url``; a body over 1 MiB or one still trickling in at ``deadline`` is an error
+    (httpx's timeouts are per read: a replica sending a byte a second would hold the check)."""
     with client.stream("GET", url) as response:
         body = b""
         for chunk in response.iter_bytes():
             body += chunk
             if len(body) > MAX_BODY:
                 raise ValueError("answer larger than 1 MiB")
+            if time.monotonic() > deadline:
+                raise ValueError("answer too slow")
         return response.status_code, body.decode("utf-8", "replace")
 
 
 def probe(endpoint: str, health_path: str, timeout: float) -> Reading:
     """Health and load of one replica at ``host:port``."""
     base = f"http://{endpoint}"
+    deadline = time.monotonic() + 2 * timeout
     try:
         with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-            status, _ = _get(client, base + health_path)
+            status, _ = _get(client, base + health_path, deadline)
             if not 200 <= status < 300:
                 return Reading(ready=False, error=f"health: HTTP {status}")
-            status, text = _get(client, base + "/metrics")
+            status, text = _get(client, base + "/metrics", deadline + timeout)
     except (httpx.HTTPError, ValueError, OSError) as exc:
         return Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
     if not 200 <= status < 300:
