@@ -122,3 +122,27 @@ def test_the_reconciler_keeps_replica_jobs_at_desired_and_bills_them(server):
     billed = {u["job_id"] for u in usage}
     assert {j["id"] for j in placed} <= billed  # replica-hours metered like any job's
     assert svc["id"] > 0
+
+
+def test_a_replica_moved_by_defragmentation_is_followed_to_its_copy(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=2, cards=4, tenants={"algo": 4})
+    ok(admin.post("/api/v1/services", json={**BODY, "tenant": "algo"}), 201)
+    _step(server)
+    (old,) = _replica_jobs(admin)
+    now = time.time()
+    with server.ctx.db.write() as s:  # what the defragmenter's copy and its end look like
+        was = s.get(JobRow, old["id"])
+        copy = JobRow(**{c: getattr(was, c) for c in ("tenant", "name", "request", "kind",
+                      "priority_class", "command", "env", "submitted_by")},  # fmt: skip
+                      state="pending", reason="", submit_time=now, queued_at=now,
+                      replaces=was.id)  # fmt: skip
+        s.add(copy)
+        was.state, was.finished_at = "cancelled", now
+        s.flush()
+        copy_id = copy.id
+    _step(server)
+    live = [j for j in _replica_jobs(admin) if j["state"] != "cancelled"]
+    assert [j["id"] for j in live] == [copy_id]  # adopted, no extra replica started
+    shown = ok(admin.get("/api/v1/services/chat"))
+    assert [r["job_id"] for r in shown["replicas"]] == [copy_id]

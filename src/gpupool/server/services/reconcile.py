@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import ServiceReplicaRow, ServiceRow, ServiceSampleRow
+from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
 from gpupool.server.services.probe import Reading, probe_all
@@ -46,6 +46,23 @@ class Plan:
     load: float | None
     forecast: float | None
     status: str
+
+
+def adopt_copy(s: Session, row: ServiceReplicaRow, r: Replica) -> Replica | None:
+    """A replica that defragmentation moved ended once its copy (make-before-break, the
+    same command, environment and port on another node) ran: the copy becomes the replica."""
+    found = s.execute(
+        select(JobRow.id, JobRow.state, JobRow.started_at).where(
+            JobRow.replaces == r.job_id, JobRow.state.not_in(TERMINAL)
+        )
+    ).first()
+    if found is None:
+        return None
+    s.flush()  # the old row goes before its port is taken again
+    s.add(ServiceReplicaRow(job_id=found.id, service_id=row.service_id, port=row.port,
+                            ready=False, failures=0))  # fmt: skip
+    return Replica(found.id, row.service_id, found.state, row.port, None, None, False, None, 0,
+                   None, found.started_at)  # fmt: skip
 
 
 class ServiceReconciler:
@@ -119,6 +136,9 @@ class ServiceReconciler:
                 continue
             if r.state in TERMINAL:
                 s.delete(row)  # the job ended (failed, preempted, cancelled): replaced below
+                copy = adopt_copy(s, row, r)
+                if copy is not None:
+                    live.append(copy)
                 continue
             reading: Reading | None = readings.get(r.job_id)
             row.endpoint = r.endpoint
