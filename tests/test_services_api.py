@@ -133,10 +133,15 @@ def test_a_replica_moved_by_defragmentation_is_followed_to_its_copy(server):
     now = time.time()
     with server.ctx.db.write() as s:  # what the defragmenter's copy and its end look like
         was = s.get(JobRow, old["id"])
-        copy = JobRow(**{c: getattr(was, c) for c in ("tenant", "name", "request", "kind",
-                      "priority_class", "command", "env", "submitted_by")},  # fmt: skip
-                      state="pending", reason="", submit_time=now, queued_at=now,
-                      replaces=was.id)  # fmt: skip
+        kept = ("tenant", "name", "request", "kind", "priority_class", "command", "env")
+        copy = JobRow(
+            **{c: getattr(was, c) for c in (*kept, "submitted_by")},
+            state="pending",
+            reason="",
+            submit_time=now,
+            queued_at=now,
+            replaces=was.id,
+        )
         s.add(copy)
         was.state, was.finished_at = "cancelled", now
         s.flush()
