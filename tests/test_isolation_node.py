@@ -223,3 +223,49 @@ def test_a_workload_filling_its_folder_is_stopped(tmp_path, work_root):
     assert done["reason"].startswith("disk: its working folder used "), done["reason"]
     assert "more than its 20 MiB limit" in done["reason"]
     assert not list(work_root.iterdir())
+
+
+def test_a_service_replica_is_reached_on_the_node_and_plain_jobs_keep_their_namespace(
+    tmp_path, work_root
+):
+    """A replica must answer the server's health checks and the balancer on the node's
+    address: the server's orders say it is one (never the job's own environment), and the
+    agent keeps it out of the tenant's network namespace, like a job spanning nodes."""
+    import httpx
+
+    from tests.support.replica import REPLICA
+
+    srv_cm, config = _node(tmp_path, work_root)
+    with srv_cm as srv:
+        admin = _teams(srv)
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(srv.url, token, "n1", tmp_path / "a", isolation=config, share=True,
+                           labels={"gpupool.io/address": "127.0.0.1"})  # fmt: skip
+        if not agent.launcher.networks or not agent.launcher.networks.available:
+            pytest.skip("no ip command here for network namespaces")
+        try:
+            with agent_thread(agent):
+                wait_for_cards(admin)
+                body = {"name": "chat", "tenant": "alpha", "request": "gpu_share=10%,gpu_mem=1GiB",
+                        "command": [PY, "-c", REPLICA], "target": 5}  # fmt: skip
+                ok(admin.post("/api/v1/services", json=body), 201)
+                endpoints = wait_for(
+                    "a ready replica",
+                    lambda: ok(
+                        admin.get("/api/v1/services/chat/endpoints", params={"tenant": "alpha"})
+                    ),
+                    40,
+                )
+                answer = httpx.get(f"http://{endpoints[0]['endpoint']}/health", trust_env=False)
+                # a job that only says it is a replica stays in its tenant's namespace
+                fake = {"GPUPOOL_REPLICA_PORT": "1", "PORT": "1"}
+                where = "import os; print(os.readlink('/proc/self/ns/net'))"
+                job = submit(admin, "gpu_share=10%,gpu_mem=1GiB", "alpha", env=fake,
+                             command=[PY, "-c", where])  # fmt: skip
+                wait_for("end", in_state(admin, job["id"], "succeeded", "failed"), 40)
+                inside = _log(admin, job["id"]).strip()
+                ok(admin.delete("/api/v1/services/chat", params={"tenant": "alpha"}), 204)
+        finally:
+            agent.launcher.networks.remove_all()
+    assert answer.status_code == 200
+    assert inside.startswith("net:[") and inside != os.readlink("/proc/self/ns/net")

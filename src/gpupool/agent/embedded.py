@@ -9,6 +9,7 @@ from pathlib import Path
 from gpupool.agent.agent import Agent, AgentConfig
 from gpupool.agent.workloads import IsolationConfig
 from gpupool.client import ClientError, wait_until_healthy
+from gpupool.model.labels import ADDRESS_LABEL
 
 
 class EmbeddedAgents:
@@ -34,7 +35,9 @@ class EmbeddedAgents:
                     grace_s=5,
                     cpu_millis=64_000 if spec != "auto" else None,
                     memory_mib=512 * 1024 if spec != "auto" else None,
-                    labels={"simulated": "true"} if spec != "auto" else {},
+                    # the embedded agents run on this host: replicas answer on loopback
+                    labels={ADDRESS_LABEL: "127.0.0.1"}
+                    | ({"simulated": "true"} if spec != "auto" else {}),
                     isolation=isolation or IsolationConfig(),
                 )
             )

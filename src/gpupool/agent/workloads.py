@@ -258,13 +258,15 @@ class Launcher:
 
     def _sandbox(self, order: dict[str, Any], workdir: str, mem_mib: int) -> Sandbox | None:
         """Namespaces for a tenant-users workload (root): its tenant's network namespace —
-        unless its job spans nodes, whose peers must reach it on the node's own address —
-        and a private /tmp and /dev/shm of at most its memory limit."""
+        unless its job spans nodes, whose peers must reach it on the node's own address, or
+        it is a service replica, which the server's health checks and the service's load
+        balancer reach there — and a private /tmp and /dev/shm of at most its memory limit."""
         if self.isolation is not Isolation.TENANT_USERS:
             return None
         single_node = len({n["node"] for n in order["nodes"]}) == 1
+        reached = order.get("replica_port") is not None  # the server's word, not the job's env
         netns = None
-        if self.networks is not None and self.networks.available and single_node:
+        if self.networks is not None and self.networks.available and single_node and not reached:
             netns = self.networks.ensure(order["tenant"])
         return Sandbox(
             netns=netns, private_tmp=self.config.private_tmp, tmp_mib=mem_mib, keep=[workdir]

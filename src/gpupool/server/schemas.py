@@ -394,6 +394,9 @@ class OrderOut(AllocationOut):
     submitted_by: str = ""
     array_job: int | None = None
     array_index: int | None = None
+    # a service replica's port (or the port of the replica a defragmentation copy replaces):
+    # the agent keeps it on the node's own network, where the server and balancer reach it
+    replica_port: int | None = None
 
 
 class OrdersOut(BaseModel):

@@ -13,6 +13,7 @@ from gpupool.server.lifecycle import live_on
 from gpupool.server.liveness import heard_from, reconcile
 from gpupool.server.routes.views import allocation_out
 from gpupool.server.schemas import OrderOut, OrdersOut, ReconcileIn, ReconcileOut
+from gpupool.server.services.replicas import replica_ports
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
 
@@ -31,6 +32,8 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
             .join(JobRow, JobRow.id == AllocationRow.job_id)
             .order_by(AllocationRow.id)
         ).all()
+        jobs = [j.id for _, j in rows] + [j.replaces for _, j in rows if j.replaces]
+        ports = replica_ports(s, jobs)
         out = [
             OrderOut(
                 **allocation_out(a).model_dump(),
@@ -48,6 +51,7 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
                 submitted_by=j.submitted_by,
                 array_job=j.array_job,
                 array_index=j.array_index,
+                replica_port=ports.get(j.id) or ports.get(j.replaces or 0),
             )
             for a, j in rows
         ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpupool.model.labels import ADDRESS_LABEL
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -20,7 +21,6 @@ from gpupool.server.db.tables import (
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.pool_view import FRESH_S
 
-ADDRESS_LABEL = "gpupool.io/address"  # where a node's replicas are reached; else its name
 PRIORITY_CLASS = "online-inference"
 
 
@@ -160,3 +160,15 @@ def replica_utilisation(s: Session, job_ids: list[int], now: float) -> dict[int,
         if utils:
             out[job_id] = sum(utils) / len(utils)
     return out
+
+
+def replica_ports(s: Session, job_ids: list[int]) -> dict[int, int]:
+    """The ports of those of these jobs that are service replicas."""
+    if not job_ids:
+        return {}
+    rows = s.execute(
+        select(ServiceReplicaRow.job_id, ServiceReplicaRow.port).where(
+            ServiceReplicaRow.job_id.in_(job_ids)
+        )
+    ).all()
+    return dict(rows)
