@@ -85,6 +85,9 @@ class ServiceReconciler:
             for svc in services:
                 s.expunge(svc)
             replicas = read_replicas(s, [svc.id for svc in services])
+        if not services:  # nothing to check: no write transaction either
+            self.states.clear()
+            return
         paths = {svc.id: svc.health_path for svc in services}
         targets = {
             r.job_id: (r.endpoint, paths[r.service_id])
