@@ -22,6 +22,7 @@ PAGES = [
     ("nodes", "/nodes"),
     ("jobs", "/jobs"),
     ("job", "/jobs/1"),
+    ("services", "/services"),
     ("teams", "/teams"),
     ("billing", "/billing"),
     ("admin", "/admin"),
