@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
@@ -74,10 +76,13 @@ class Agent:
         config: AgentConfig,
         located: list[Located] | None = None,
         errors: Sequence[str] = (),
+        client: httpx.Client | None = None,
     ):
+        """``client``: an HTTP client shared by the agents of one process (gpupool up's
+        embedded agents), with the server's base URL and the agents' token."""
         self.config = config
         self.name = config.name
-        self.api = AgentApi(config.server, config.token, config.name)
+        self.api = AgentApi(config.server, config.token, config.name, client=client)
         self.store = Store(config.state_dir)
         if located is None:
             located, inventory = discover(config.devices, config.name)

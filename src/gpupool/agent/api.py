@@ -12,18 +12,34 @@ class AgentApiError(Exception):
         self.status = status
 
 
+def agent_client(server: str, token: str, timeout_s: float = 10) -> httpx.Client:
+    """The HTTP client agents talk to the server with (one per agent, or one shared by the
+    agents of a process: httpx clients are thread-safe and pool their connections)."""
+    return httpx.Client(
+        base_url=server.rstrip("/") + "/api/v1",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=timeout_s,
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+    )
+
+
 class AgentApi:
-    def __init__(self, server: str, token: str, node: str, timeout_s: float = 10):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        node: str,
+        timeout_s: float = 10,
+        client: httpx.Client | None = None,
+    ):
         self.node = node
         self._plain = False  # the server refused newer telemetry fields once
-        self.http = httpx.Client(
-            base_url=server.rstrip("/") + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-        )
+        self._own = client is None
+        self.http = client if client is not None else agent_client(server, token, timeout_s)
 
     def close(self) -> None:
-        self.http.close()
+        if self._own:  # a shared client is closed by whoever made it
+            self.http.close()
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         try:

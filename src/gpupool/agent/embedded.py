@@ -7,9 +7,13 @@ import threading
 from pathlib import Path
 
 from gpupool.agent.agent import Agent, AgentConfig
+from gpupool.agent.api import agent_client
 from gpupool.agent.workloads import IsolationConfig
 from gpupool.client import ClientError, wait_until_healthy
 from gpupool.model.labels import ADDRESS_LABEL
+
+STEP = 20  # agents started together
+STEP_PAUSE_S = 0.05
 
 
 class EmbeddedAgents:
@@ -23,6 +27,7 @@ class EmbeddedAgents:
     ):
         """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
         self.server = server
+        self.client = agent_client(server, token)  # one for all: they share a token
         self.agents = [
             Agent(
                 AgentConfig(
@@ -39,28 +44,39 @@ class EmbeddedAgents:
                     labels={ADDRESS_LABEL: "127.0.0.1"}
                     | ({"simulated": "true"} if spec != "auto" else {}),
                     isolation=isolation or IsolationConfig(),
-                )
+                ),
+                client=self.client,
             )
             for name, spec in nodes.items()
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._starter: threading.Thread | None = None
 
     def describe(self) -> str:
         return self.agents[0].launcher.describe() if self.agents else "no agents"
 
     def start(self) -> None:
-        """Start every agent once the server (starting in this process) answers."""
-        for agent in self.agents:
-            t = threading.Thread(target=self._run, args=(agent,), name=f"agent-{agent.name}")
+        """Start the agents once the server (starting in this process) answers: one waiter
+        for all of them — each agent polling /healthz ten times a second starved the
+        server's start-up (200 agents: 2,000 requests/s) — then the agents a few at a time,
+        so their registrations do not all arrive in the same instant."""
+        self._starter = threading.Thread(target=self._start_when_ready, name="agents-start")
+        self._starter.daemon = True
+        self._starter.start()
+
+    def _start_when_ready(self) -> None:
+        with contextlib.suppress(ClientError):  # not up in time: the agents retry and say so
+            wait_until_healthy(self.server, lambda: not self._stop.is_set(), timeout=300)
+        for i, agent in enumerate(self.agents):
+            if self._stop.is_set():
+                return
+            t = threading.Thread(target=agent.run, args=(self._stop,), name=f"agent-{agent.name}")
             t.daemon = True
             t.start()
             self._threads.append(t)
-
-    def _run(self, agent: Agent) -> None:
-        with contextlib.suppress(ClientError):  # not up in time: the agent retries and says so
-            wait_until_healthy(self.server, lambda: not self._stop.is_set(), timeout=120)
-        agent.run(self._stop)
+            if i % STEP == STEP - 1:
+                self._stop.wait(STEP_PAUSE_S)
 
     def signal_stop(self) -> None:
         """Ask every agent to stop (and stop its workloads); returns at once."""
@@ -68,5 +84,8 @@ class EmbeddedAgents:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._starter is not None:
+            self._starter.join(timeout=30)
         for t in self._threads:
             t.join(timeout=30)
+        self.client.close()
