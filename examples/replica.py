@@ -1,0 +1,70 @@
+"""A minimal inference replica for gpupool services (stdlib only, any Python 3): it listens on
+$PORT and answers what gpupool reads — GET /health (503 until READY_AFTER seconds after start,
+then 200), GET /metrics in the Prometheus text format (gpupool_replica_requests_total,
+gpupool_replica_requests_in_flight) — and POST /infer {"tokens": N}, which takes 0.1 s + N ms
+(a stand-in for a model). POST /crash kills it at once (to see a replica replaced). It
+listens on 127.0.0.1 (gpupool up); on nodes the server reaches over the network, give it
+--env HOST=0.0.0.0.
+
+    gpupool service create chat --tenant inference --request gpu=1 \
+        --metric concurrency --target 2 -- python3 -c "$(cat examples/replica.py)"
+"""
+
+import http.server
+import json
+import os
+import threading
+import time
+
+port = int(os.environ["PORT"])
+started = time.time()
+ready_after = float(os.environ.get("READY_AFTER", "0.5"))
+lock = threading.Lock()
+stats = {"total": 0, "inflight": 0}
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, code, body, kind="text/plain"):
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.send(200 if time.time() - started >= ready_after else 503, "ok")
+        elif self.path == "/metrics":
+            with lock:
+                total, inflight = stats["total"], stats["inflight"]
+            self.send(
+                200,
+                "# TYPE gpupool_replica_requests counter\n"
+                f"gpupool_replica_requests_total {total}\n"
+                "# TYPE gpupool_replica_requests_in_flight gauge\n"
+                f"gpupool_replica_requests_in_flight {inflight}\n",
+            )
+        else:
+            self.send(404, "no such page")
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path == "/crash":
+            os._exit(3)
+        with lock:
+            stats["inflight"] += 1
+        time.sleep(min(2.0, 0.1 + 0.001 * body.get("tokens", 0)))
+        with lock:
+            stats["inflight"] -= 1
+            stats["total"] += 1
+        self.send(200, json.dumps({"port": port}), "application/json")
+
+
+host = os.environ.get("HOST", "127.0.0.1")
+http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()
