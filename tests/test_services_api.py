@@ -7,7 +7,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from gpupool.server.db.tables import DeviceRow, JobRow
+from gpupool.server.db.tables import DeviceRow, JobRow, ServiceSampleRow
 from gpupool.server.services.replicas import replica_utilisation
 from tests.support.cluster import ok, seed_cluster
 
@@ -151,3 +151,18 @@ def test_a_replica_moved_by_defragmentation_is_followed_to_its_copy(server):
     assert [j["id"] for j in live] == [copy_id]  # adopted, no extra replica started
     shown = ok(admin.get("/api/v1/services/chat"))
     assert [r["job_id"] for r in shown["replicas"]] == [copy_id]
+
+
+def test_load_samples_older_than_the_forecaster_reads_are_pruned(server):
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    svc = ok(admin.post("/api/v1/services", json={**BODY, "tenant": "algo"}), 201)
+    now = time.time()
+    with server.ctx.db.write() as s:
+        for age_days in (20, 16, 14, 1):
+            s.add(ServiceSampleRow(service_id=svc["id"], time=now - age_days * 86400, load=1.0,
+                                   ready=1, desired=1))  # fmt: skip
+    _step(server)
+    with server.ctx.db.read() as s:
+        kept = s.execute(select(ServiceSampleRow.time)).scalars().all()
+    assert sorted(round((now - t) / 86400) for t in kept) == [1, 14]

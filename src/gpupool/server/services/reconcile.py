@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpupool.server.db.engine import Database
@@ -36,6 +36,8 @@ from gpupool.server.settings import Settings
 
 log = logging.getLogger("gpupool.services")
 SAMPLE_S = 60.0
+KEEP_SAMPLES_S = 15 * 86_400  # two weeks of history for the forecaster, and a day more
+PRUNE_EVERY_S = 3600.0
 
 
 @dataclass
@@ -73,6 +75,7 @@ class ServiceReconciler:
         self._at = float("-inf")
         self._sampled: dict[int, float] = {}
         self._forecasts: dict[int, tuple[float, tuple[float | None, str]]] = {}
+        self._pruned = float("-inf")
 
     def step(self, now: float | None = None, *, force: bool = False) -> None:
         """One pass, at most once a ``service_interval_s`` unless forced."""
@@ -107,6 +110,11 @@ class ServiceReconciler:
             for svc in services:
                 mine = [r for r in replicas if r.service_id == svc.id]
                 self._service(s, svc, mine, readings, now)
+            if now - self._pruned >= PRUNE_EVERY_S:  # samples older than the forecaster reads
+                self._pruned = now
+                s.execute(
+                    delete(ServiceSampleRow).where(ServiceSampleRow.time < now - KEEP_SAMPLES_S)
+                )
         for gone in set(self.states) - {svc.id for svc in services}:
             del self.states[gone]
 
