@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import friendly
+from gpupool.cli.pairs import key_values
 from gpupool.model import SpecError
 
 DEVICES_HELP = "auto (NVIDIA, Ascend, Cambricon, Hygon), simulated:4xA100-80G, or a YAML file"
@@ -21,16 +22,6 @@ ISOLATION_HELP = (
     "tenant-users: each tenant's workloads run as its own Unix user, in a 0700 folder and a "
     "cgroup of their own (needs root); none: as the agent's user; auto: tenant-users when root"
 )
-
-
-def _labels(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SpecError(f"label {item!r} is not KEY=VALUE", field="label")
-        out[key] = value
-    return out
 
 
 @friendly
@@ -118,7 +109,7 @@ def agent(
         state_dir=state_dir,
         heartbeat_s=heartbeat,
         grace_s=grace,
-        labels=_labels(label),
+        labels=key_values(label, "label"),
         pool=pool,
         share=share,
         log_max_bytes=log_max * 1024 * 1024,

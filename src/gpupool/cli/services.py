@@ -9,6 +9,7 @@ from rich.console import Console
 
 from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.output import emit
+from gpupool.cli.pairs import key_values
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 
@@ -24,16 +25,6 @@ REPLICA_COLUMNS = ["job_id", "state", "node", "endpoint", "ready", "draining"]
 def _path(name: str, tail: str = "", tenant: str | None = None) -> str:
     query = f"?tenant={quote(tenant)}" if tenant else ""
     return f"/api/v1/services/{quote(name, safe='')}{tail}{query}"
-
-
-def _env(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SpecError(f"env {item!r} is not NAME=VALUE", field="env")
-        out[key] = value
-    return out
 
 
 def _row(svc: dict) -> dict:
@@ -68,7 +59,8 @@ def create(
     (2xx when ready) and /metrics (gpupool_replica_requests_total, ..._in_flight)."""
     body = {
         "name": name, "request": request, "command": list(command or []), "image": image,
-        "env": _env(env), "min_replicas": min_replicas, "max_replicas": max_replicas,
+        "env": key_values(env, "env", "NAME=VALUE"),
+        "min_replicas": min_replicas, "max_replicas": max_replicas,
         "metric": metric, "target": target, "utilisation": utilisation, "stable_s": stable,
         "scale_down_delay_s": scale_down_delay, "startup_s": startup, "policy": policy,
         "health_path": health_path, "tenant": tenant,
