@@ -81,7 +81,12 @@ def card_state(card: Card, held: list[dict[str, Any]]) -> str:
 
 def fresh_util(card: Card, now: float) -> float | None:
     """The card's utilisation if its telemetry is recent, else None."""
-    t = card.telemetry or {}
+    return telemetry_util(card.telemetry, now)
+
+
+def telemetry_util(telemetry: dict[str, Any] | None, now: float) -> float | None:
+    """Utilisation (%, 0..100) from a card's telemetry if it is recent, else None."""
+    t = telemetry or {}
     util = t.get("util_pct")
     if not isinstance(util, int | float) or now - float(t.get("time") or 0) > FRESH_S:
         return None

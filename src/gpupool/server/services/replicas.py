@@ -19,7 +19,7 @@ from gpupool.server.db.tables import (
     ServiceRow,
 )
 from gpupool.server.lifecycle import TERMINAL, finish
-from gpupool.server.pool_view import FRESH_S
+from gpupool.server.pool_view import telemetry_util
 
 PRIORITY_CLASS = "online-inference"
 
@@ -142,21 +142,19 @@ def replica_utilisation(s: Session, job_ids: list[int], now: float) -> dict[int,
             AllocationRow.job_id.in_(job_ids), AllocationRow.state == "active"
         )
     ).all()
-    cards = {(n["node"], d["device"]) for _, p in held for n in p["nodes"] for d in n["devices"]}
-    nodes = {node for node, _ in cards}
+    nodes = {n["node"] for _, p in held for n in p["nodes"]}
     telemetry = {
-        (r.node, r.index): r.telemetry or {}
+        (r.node, r.index): r.telemetry
         for r in s.execute(select(DeviceRow).where(DeviceRow.node.in_(nodes))).scalars()
     } if nodes else {}  # fmt: skip
     out = {}
     for job_id, placement in held:
-        utils = []
-        for n in placement["nodes"]:
-            for d in n["devices"]:
-                t = telemetry.get((n["node"], d["device"]), {})
-                util = t.get("util_pct")
-                if isinstance(util, int | float) and now - float(t.get("time") or 0) <= FRESH_S:
-                    utils.append(max(0.0, min(100.0, float(util))))
+        utils = [
+            u
+            for n in placement["nodes"]
+            for d in n["devices"]
+            if (u := telemetry_util(telemetry.get((n["node"], d["device"])), now)) is not None
+        ]
         if utils:
             out[job_id] = sum(utils) / len(utils)
     return out
