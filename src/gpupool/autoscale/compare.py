@@ -7,8 +7,6 @@ reactive point compared is the cheapest front point whose replica-hours are the 
 The trace is scaled so that the learning days' peak needs ``peak_share_of_pool`` of the pool.
 """
 
-from collections.abc import Callable
-
 import numpy as np
 
 from gpupool.autoscale import forecast
@@ -62,8 +60,8 @@ class Comparison:
         s = scenario.service
         need = s.peak_share_of_pool * scenario.pool.cards / s.gpus_per_replica
         self.scale = need * s.replica_rps / peak
-        self.rates = ticks_from_windows(np.asarray(window_rates) * self.scale, window_s, tick)
         self.window_rates = np.asarray(window_rates) * self.scale
+        self.rates = ticks_from_windows(self.window_rates, window_s, tick)
         self.window_ticks = window_s // tick
         self.start = learn_w * self.window_ticks
         self.end = min(len(self.rates), (learn_w + judge_w) * self.window_ticks)
@@ -126,22 +124,15 @@ class Comparison:
         return float(np.mean(future <= up[judged[::6]] + 1e-9))
 
 
-def compare(
-    window_rates: np.ndarray,
-    window_s: int,
-    scenario: AutoscaleScenario,
-    progress: Callable[[str], None] = lambda _: None,
-) -> dict:
+def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario) -> dict:
     """The comparison's JSON: both policies at equal cost, their curves, the other predictors."""
     c = Comparison(window_rates, window_s, scenario)
-    progress("reactive")
     reactive_front = pareto(c.reactive_points())
     default = scenario.predictive.headroom
     curves: dict[str, list[dict]] = {"reactive": reactive_front}
     at_default: dict[str, dict] = {}
     coverage: dict[str, float] = {}
     for name, up in c.forecasts().items():
-        progress(name)
         points = c.predictive_points(up)
         curves[f"predictive-{name}"] = points
         at_default[name] = next(p for p in points if p["headroom"] == default)
@@ -156,7 +147,7 @@ def compare(
         "scenario": scenario.name,
         "judged_days": round((c.end - c.start) * scenario.tick_s / DAY_S, 2),
         "trace_scale": round(c.scale, 6),
-        "lead_s": scenario.service_model().lead_s,
+        "lead_s": c.model.lead_s,
         "predictive": predictive,
         "reactive": reactive,
         "underprovisioned_ratio": _ratio(predictive, reactive),

@@ -26,10 +26,9 @@ DAY_S = 86_400
 
 @dataclass(frozen=True)
 class Forecast:
-    """Forecast peak load (req/s) per tick, and where the forecaster could not learn."""
+    """Forecast peak load (req/s) per tick."""
 
     peak: np.ndarray
-    note: str = ""
 
 
 def _future_max(rates: np.ndarray, horizon: int) -> np.ndarray:
@@ -40,6 +39,11 @@ def _future_max(rates: np.ndarray, horizon: int) -> np.ndarray:
     windows = sliding_window_view(rates[1:], horizon).max(axis=1)
     out[: len(windows)] = windows
     return out
+
+
+def _log_rise(rates: np.ndarray, level: np.ndarray, horizon: int, floor: float) -> np.ndarray:
+    """log(max(rates[t+1 .. t+horizon]) / level[t]), both lifted by ``floor`` (no log of 0)."""
+    return np.log((_future_max(rates, horizon) + floor) / (level + floor))
 
 
 def _volatility(level: np.ndarray, floor: float, step: int, span: int) -> np.ndarray:
@@ -74,17 +78,16 @@ def rise_table(
 
 def peak_now(
     loads: np.ndarray, start_s: float, tick_s: int, horizon: int, quantile: float
-) -> tuple[float, np.ndarray]:
+) -> float:
     """The live forecast: the peak over the next ``horizon`` ticks after the last load of
-    ``loads`` (one per tick from ``start_s``, epoch seconds), and the per-hour rise table."""
-    level = trailing_mean(loads, 1)
+    ``loads`` (one per tick from ``start_s``, epoch seconds)."""
     floor = max(1e-9, 1e-3 * float(np.mean(loads)))
-    ratio = np.log((_future_max(loads, horizon) + floor) / (level + floor))
+    ratio = _log_rise(loads, loads, horizon, floor)
     offset = int(start_s // tick_s)
     hours = _hour(np.arange(offset, offset + len(loads)), tick_s, 3600)
     table = rise_table(ratio, hours, len(loads) - horizon, 24, quantile, 1)
-    value = (level[-1] + floor) * np.exp(table[hours[-1]]) - floor
-    return max(float(value), 0.0), table
+    value = (loads[-1] + floor) * np.exp(table[hours[-1]]) - floor
+    return max(float(value), 0.0)
 
 
 def _hour(ticks: np.ndarray, tick_s: int, bin_s: int) -> np.ndarray:
@@ -110,9 +113,8 @@ def seasonal_quantile(
     """
     level = trailing_mean(rates, stable_ticks)
     floor = max(1e-9, 1e-3 * float(np.mean(rates[:learn_end])))
-    ratio = np.log((_future_max(rates, horizon) + floor) / (level + floor))
     scale = _volatility(level, floor, stable_ticks, volatility_ticks)
-    ratio = ratio / scale
+    ratio = _log_rise(rates, level, horizon, floor) / scale
     hours = _hour(np.arange(len(rates)), tick_s, bin_s)
     day_ticks = DAY_S // tick_s
     peak = np.full(len(rates), np.nan)
@@ -149,4 +151,4 @@ def arima(
     nxt = np.concatenate([ahead[1:], ahead[-1:]])
     per_tick_now = np.repeat(window_rates, window_ticks)
     per_tick_next = np.repeat(nxt, window_ticks)
-    return Forecast(np.maximum(per_tick_now, per_tick_next), note=f"ARIMA{order}")
+    return Forecast(np.maximum(per_tick_now, per_tick_next))

@@ -56,11 +56,6 @@ class Kpa:
         self._stable.add(t, value)
         self._panic.add(t, value)
 
-    @property
-    def load(self) -> float:
-        """The stable window's mean load."""
-        return self._stable.mean()
-
     def desired(self, t: float, ready: int, starting: int) -> int:
         per = self.per_replica * self.utilisation
         stable = ceil(self._stable.mean() / per - 1e-9)

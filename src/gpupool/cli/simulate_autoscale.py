@@ -11,8 +11,6 @@ from rich.table import Table
 from gpupool.cli.errors import err_console, friendly
 from gpupool.model import SpecError
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscale-scenario.yaml"
-
 
 def _trace_dir(trace: Path | None, model: str) -> Path:
     from gpupool.sim.traces.servegen import ENV
@@ -73,7 +71,7 @@ def autoscale_command(
         err_console.print(f"[yellow]skipped[/] {line}")
     if len(skipped) > 5:
         err_console.print(f"[yellow]skipped[/] {len(skipped) - 5} more rows")
-    result = compare(rates.total, rates.window_s, chosen, lambda s: None)
+    result = compare(rates.total, rates.window_s, chosen)
     result["trace"] = {"folder": str(folder), "clients": len(rates.clients)}
     result["skipped_rows"] = len(skipped)
     if as_json:

@@ -64,5 +64,5 @@ def live_forecast(
             f"(aiming at {QUANTILE:.0%}); scaling reactively"
         )
     grid = per_minute(times, loads)
-    value, _ = peak_now(grid, float(times[0]), TICK_S, horizon, QUANTILE)
+    value = peak_now(grid, float(times[0]), TICK_S, horizon, QUANTILE)
     return value, f"predictive: forecast peak {value:.3g} over the next {horizon} min"
