@@ -10,6 +10,7 @@ import pytest
 
 from gpupool.autoscale import forecast
 from gpupool.autoscale.compare import at_equal_cost, compare, pareto
+from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.load import ticks_from_windows
 from gpupool.autoscale.reactive import Reactive
 from gpupool.autoscale.replay import ServiceModel, replay
@@ -23,7 +24,7 @@ EXAMPLE = Path(__file__).parents[1] / "examples" / "autoscale-scenario.yaml"
 
 def test_reactive_sizes_for_the_target_panics_on_a_burst_and_delays_scale_in():
     rates = np.array([50.0] * 12 + [200.0] * 3 + [50.0] * 21)
-    kpa = Reactive(rates, tick_s=10, replica_rps=10, utilisation=0.5)
+    kpa = Reactive(rates, 10, Kpa(10, utilisation=0.5))
     ready = [10] * 13 + [40] * 23  # what the cluster had when each tick was decided
     wants = [kpa.desired(i, ready=ready[i], starting=0) for i in range(36)]
     assert wants[11] == 10  # 50 / (10 * 0.5)
@@ -33,11 +34,11 @@ def test_reactive_sizes_for_the_target_panics_on_a_burst_and_delays_scale_in():
     assert wants[16] == wants[17] == 40
     # after it: the stable window's need (100 req/s -> 20), halving at most per decision
     assert wants[18] == 20
-    kpa = Reactive(rates, tick_s=10, replica_rps=10, utilisation=0.5)
+    kpa = Reactive(rates, 10, Kpa(10, utilisation=0.5))
     wants = [kpa.desired(i, ready=20, starting=0) for i in range(36)]
     assert wants[35] == 10  # 50 req/s; 20 ready halve to 10, no further in one decision
-    plain = Reactive(rates, tick_s=10, replica_rps=10, utilisation=1.0)
-    held = Reactive(rates, tick_s=10, replica_rps=10, utilisation=1.0, scale_down_delay_s=60)
+    plain = Reactive(rates, 10, Kpa(10, utilisation=1.0))
+    held = Reactive(rates, 10, Kpa(10, utilisation=1.0, scale_down_delay_s=60))
     now = [plain.desired(i, ready=20, starting=0) for i in range(36)]
     late = [held.desired(i, ready=20, starting=0) for i in range(36)]
     # the delay keeps the highest desired of the last minute
@@ -48,7 +49,7 @@ def test_reactive_sizes_for_the_target_panics_on_a_burst_and_delays_scale_in():
 def test_a_replica_serves_only_after_the_lead_time_and_the_queue_drops_past_the_timeout():
     rates = np.array([10.0] * 6 + [30.0] * 60)
     model = ServiceModel(replica_rps=10, load_s=30, grace_s=30, timeout_s=20, max_replicas=10)
-    kpa = Reactive(rates, tick_s=10, replica_rps=10, utilisation=1.0)
+    kpa = Reactive(rates, 10, Kpa(10, utilisation=1.0))
     out = replay(rates, 0, len(rates), kpa, model, tick_s=10)
     # decided at the end of the burst's first tick, ready 1 + 6 ticks later: 7 short ticks
     assert out.underprovisioned_min == pytest.approx(7 * 10 / 60)

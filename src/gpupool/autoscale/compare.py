@@ -10,6 +10,7 @@ The trace is scaled so that the learning days' peak needs ``peak_share_of_pool``
 import numpy as np
 
 from gpupool.autoscale import forecast
+from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.load import ticks_from_windows
 from gpupool.autoscale.predictive import Predictive
 from gpupool.autoscale.reactive import Reactive
@@ -76,15 +77,8 @@ class Comparison:
         points = []
         for delay in r.scale_down_delays_s:
             for u in _steps(r.utilisation_from, r.utilisation_to, r.utilisation_step):
-                policy = Reactive(
-                    self.rates,
-                    self.scenario.tick_s,
-                    self.model.replica_rps,
-                    utilisation=u,
-                    stable_s=r.stable_s,
-                    panic_threshold=r.panic_threshold,
-                    scale_down_delay_s=delay,
-                )
+                kpa = Kpa(self.model.replica_rps, u, r.stable_s, r.panic_threshold, delay)
+                policy = Reactive(self.rates, self.scenario.tick_s, kpa)
                 headroom = round(1 / u, 4)
                 points.append(self._point(policy, headroom=headroom, scale_down_delay_s=delay))
         return points
