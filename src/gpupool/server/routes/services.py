@@ -22,7 +22,7 @@ from gpupool.server.deps import Caller, Ctx, human, may_manage
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.routes.jobs import request_spec
 from gpupool.server.schemas import Name
-from gpupool.server.services.replicas import read_replicas, stop_replica
+from gpupool.server.services.replicas import Replica, read_replicas, stop_replica
 from gpupool.server.services.schemas import (
     EndpointOut,
     ReplicaOut,
@@ -36,11 +36,13 @@ router = APIRouter(prefix="/api/v1", tags=["services"])
 TenantQuery = Annotated[Name | None, Query(description="the service's tenant (default: yours)")]
 
 
-def service_out(s: Session, svc: ServiceRow) -> ServiceOut:
+def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) -> ServiceOut:
+    """The service with its replicas (``read``: already read with others', else read now)."""
+    mine = read_replicas(s, [svc.id]) if read is None else read
     replicas = [
         ReplicaOut(job_id=r.job_id, state=r.state, node=r.node, endpoint=r.endpoint,
                    ready=r.ready, draining=r.draining_since is not None)
-        for r in sorted(read_replicas(s, [svc.id]), key=lambda r: r.job_id)
+        for r in sorted(mine, key=lambda r: r.job_id)
     ]  # fmt: skip
     return ServiceOut(
         id=svc.id, name=svc.name, tenant=svc.tenant, request=svc.request,
@@ -126,7 +128,11 @@ def list_services(ctx: Ctx, who: Caller, tenant: TenantQuery = None) -> list[Ser
         q = select(ServiceRow).order_by(ServiceRow.tenant, ServiceRow.name)
         if tenant is not None:
             q = q.where(ServiceRow.tenant == tenant)
-        return [service_out(s, r) for r in s.execute(q).scalars() if who.sees(r.tenant)]
+        rows = [r for r in s.execute(q).scalars() if who.sees(r.tenant)]
+        by_service: dict[int, list[Replica]] = {r.id: [] for r in rows}
+        for replica in read_replicas(s, list(by_service)):  # one read for every service
+            by_service[replica.service_id].append(replica)
+        return [service_out(s, r, by_service[r.id]) for r in rows]
 
 
 @router.get("/services/{name}", response_model=ServiceOut)
