@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from gpupool.autoscale.replay import ServiceModel
 from gpupool.model import SpecError
+from gpupool.model.errors import from_validation
 
 
 class Pool(BaseModel):
@@ -96,6 +97,4 @@ def load_scenario(path: Path) -> AutoscaleScenario:
     try:
         return AutoscaleScenario.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "scenario"
-        raise SpecError(f"{path}: {where}: {first['msg']}", field=where) from None
+        raise from_validation(e, str(path), "scenario") from None

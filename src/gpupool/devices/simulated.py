@@ -30,6 +30,7 @@ from gpupool.devices.base import (
 )
 from gpupool.model import SharingMode, SpecError, Vendor, canonical_model
 from gpupool.model.devices import catalog_entry
+from gpupool.model.errors import from_validation
 from gpupool.sharing.mig import table_for
 
 
@@ -89,9 +90,7 @@ def _validated(data: Any, where: str) -> _File:
     try:
         return _File.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise SpecError(f"simulated devices {where}: {loc}: {first['msg']}", field=loc) from None
+        raise from_validation(exc, f"simulated devices {where}") from None
 
 
 def _mig_layout(model: str, wanted: list[_Mig]) -> list[tuple[str, int, int]]:

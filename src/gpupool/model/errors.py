@@ -1,5 +1,10 @@
 """Errors raised for bad user input anywhere in the shared vocabulary."""
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the vocabulary itself does not load pydantic
+    from pydantic import ValidationError
+
 
 class SpecError(ValueError):
     """A resource spec, quantity or name that cannot be understood.
@@ -12,3 +17,11 @@ class SpecError(ValueError):
         super().__init__(message)
         self.token = token
         self.field = field
+
+
+def from_validation(exc: "ValidationError", where: str, whole: str = "") -> SpecError:
+    """A file's first validation problem as a SpecError naming its field (dotted, or
+    ``whole`` when it is about the whole document): ``where: field: what is wrong``."""
+    first = exc.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"]) or whole
+    return SpecError(f"{where}: {loc}: {first['msg']}", field=loc)

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gpupool.model import JobKind, SpecError, parse_request
+from gpupool.model.errors import from_validation
 
 
 class NodeGroup(BaseModel):
@@ -80,9 +81,7 @@ def parse_scenario(raw: object, where: str = "scenario") -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise SpecError(f"{where}: {loc}: {first['msg']}", field=loc) from None
+        raise from_validation(exc, where) from None
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
     if not scenario.workloads and not scenario.traces:
