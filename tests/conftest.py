@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, settings
 
 from gpupool.server.settings import Settings
 from tests.support.browser import browser  # noqa: F401 (a fixture for the browser tests)
+from tests.support.kube_fixtures import control_plane, kube, start_scheduler  # noqa: F401
 from tests.support.live import live_server
 from tests.support.postgres import PostgresServer
 

@@ -1,0 +1,198 @@
+"""One Kubernetes scheduling decision (pure): nodes and pods in, what to do out.
+
+Pods of other schedulers bound to a node take their CPU, memory and whole cards from it
+(gpupool does not know which cards, so it sets aside the node's last ones). gpupool's own bound
+pods run with the grant written on them. A gang whose grants were written but only partly bound
+(the scheduler stopped half-way) is finished on the same nodes, never placed twice.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpupool.kube.config import KubeConfig
+from gpupool.kube.grants import GRANT_ANNOTATION, grant_json, grant_of
+from gpupool.kube.inventory import KubeNode, node_from_object
+from gpupool.kube.pods import (
+    class_values,
+    container_requests,
+    is_terminal,
+    job_for,
+    jobs_from_pods,
+    node_of,
+    pod_key,
+)
+from gpupool.model import Job, Node, SpecError
+from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
+from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.types import NodeGrant, Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    pod: str  # namespace/name
+    node: str
+    grant: str  # the gpupool.io/grant annotation
+    action: str  # allocate, borrow, preempt, reclaim, backfill, or resume (a gang half-bound)
+    gang: bool = False  # one of several pods bound together: grants are written first
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    pod: str
+    reason: str
+    grace_s: int
+
+
+@dataclass
+class Decision:
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
+    problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
+    node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
+
+
+@dataclass
+class _Held:
+    cpu: int = 0
+    mem: int = 0
+    cards: int = 0
+
+
+def _nodes(objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision):
+    tolerated = config.tolerate
+    nodes: dict[str, KubeNode] = {}
+    for obj in objs:
+        try:
+            kn = node_from_object(obj) if tolerated is None else node_from_object(obj, tolerated)
+        except SpecError as exc:
+            name = str((obj.get("metadata") or {}).get("name") or "?")
+            out.node_problems[name] = str(exc)
+            continue
+        nodes[kn.node.name] = kn
+    return nodes
+
+
+def _usable(kn: KubeNode, held: _Held | None) -> Node:
+    node = kn.node
+    if held is not None:
+        devices = list(node.devices)
+        taken = 0
+        for i in range(len(devices) - 1, -1, -1):
+            if taken >= held.cards:
+                break
+            if devices[i].healthy:
+                devices[i] = replace(devices[i], healthy=False)
+                taken += 1
+        node = replace(
+            node,
+            cpu_millis=max(0, node.cpu_millis - held.cpu),
+            memory_mib=max(0, node.memory_mib - held.mem),
+            devices=tuple(devices),
+        )
+    if kn.closed:
+        node = replace(
+            node, devices=tuple(replace(d, healthy=False) for d in node.devices), closed=kn.closed
+        )
+    return node
+
+
+def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
+    kn = nodes.get(piece.node)
+    return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
+
+
+def decide(
+    node_objs: Iterable[Mapping[str, Any]],
+    pod_objs: Iterable[Mapping[str, Any]],
+    config: KubeConfig,
+    now: float,
+) -> Decision:
+    out = Decision()
+    nodes = _nodes(node_objs, config, out)
+    held: dict[str, _Held] = {}
+    bound: dict[str, list[tuple[str, NodeGrant, str, Mapping[str, Any]]]] = {}
+    unbound: list[Mapping[str, Any]] = []
+    granted_unbound: dict[str, list[tuple[str, NodeGrant, str]]] = {}  # (pod, piece, raw)
+    live = [p for p in pod_objs if not is_terminal(p)]
+    ours = [p for p in live if (p.get("spec") or {}).get("schedulerName") == config.scheduler_name]
+    our_ids = {id(p) for p in ours}
+
+    def hold(pod: Mapping[str, Any]) -> None:
+        try:
+            cpu, mem, cards = container_requests(pod)
+        except SpecError:
+            return  # kubelet admitted it; its odd quantity is not ours to judge
+        h = held.setdefault(node_of(pod), _Held())
+        h.cpu, h.mem, h.cards = h.cpu + cpu, h.mem + mem, h.cards + cards
+
+    for pod in live:
+        mine = id(pod) in our_ids
+        grant = None
+        if mine:
+            try:
+                grant = grant_of(pod)
+            except SpecError:
+                grant = None
+        if node_of(pod):
+            if grant is not None and grant[2].node == node_of(pod) and _fits(grant[2], nodes):
+                bound.setdefault(grant[0], []).append((pod_key(pod), grant[2], grant[1], pod))
+            else:
+                hold(pod)
+        elif mine:
+            if grant is not None:
+                raw = (pod.get("metadata") or {}).get("annotations", {}).get(GRANT_ANNOTATION, "")
+                granted_unbound.setdefault(grant[0], []).append((pod_key(pod), grant[2], raw))
+            unbound.append(pod)
+
+    running: list[RunningJob] = []
+    tree = config.tenant_tree()
+    by_job: dict[str, list[str]] = {}
+    for job_id, members in bound.items():
+        resumed = [m for m in granted_unbound.pop(job_id, []) if _fits(m[1], nodes)]
+        for key, piece, raw in resumed:
+            out.binds.append(Bind(key, piece.node, raw, "resume", gang=True))
+        pieces = [m[1] for m in members] + [m[1] for m in resumed]
+        try:
+            job = job_for(members[0][3], job_id, config, len(pieces))
+        except SpecError:
+            job = None
+        if job is None or job.tenant not in tree.tenants:
+            for m in members:
+                hold(m[3])
+            continue
+        policy = members[0][2]
+        running.append(RunningJob(job, Placement(job_id, tuple(pieces), policy), job.submit_time))
+        by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
+    resumed_keys = {b.pod for b in out.binds}
+    pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
+    jobs, problems = jobs_from_pods(pending_pods, config)
+    out.problems.update(problems)
+    state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])
+    cycle = CycleConfig(
+        policy=config.policy,
+        queue=QueuePolicy(classes=class_values(ours, config)),
+        grace_s=config.grace_s,
+    )
+    pending: list[Job] = [pj.job for pj in jobs.values()]
+    result = run_cycle(state, running, pending, tree, now, config=cycle)
+    for b in result.bindings:
+        members = jobs[b.job_id].pods
+        if b.after:
+            for key in members:
+                out.waiting[key] = f"waiting for {len(b.after)} preempted job(s) to end"
+            continue
+        gang = len(members) > 1
+        for key, piece in zip(members, b.placement.nodes, strict=True):
+            node = nodes[piece.node].node
+            grant = grant_json(b.job_id, piece, node, b.placement.policy)
+            out.binds.append(Bind(key, piece.node, grant, b.action, gang))
+    for p in result.preemptions:
+        for key in by_job.get(p.job_id, []):
+            out.evictions.append(Evict(key, f"preempted by {p.by}: {p.reason}", p.grace_s))
+    for job_id, reason in result.pending.items():
+        for key in jobs[job_id].pods if job_id in jobs else []:
+            out.waiting.setdefault(key, reason)
+    return out

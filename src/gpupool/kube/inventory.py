@@ -1,0 +1,152 @@
+"""Node objects of the API server as gpupool nodes (pure).
+
+Accelerators come from allocatable extended resources (``nvidia.com/gpu``,
+``huawei.com/Ascend910B``, ...) and the labels NVIDIA's GPU feature discovery sets
+(``nvidia.com/gpu.product``, ``nvidia.com/gpu.memory`` in MiB, ``nvidia.com/gpu.count``). When
+gpupool's node agent runs as a DaemonSet it writes the discovered devices (with UUIDs) into the
+``gpupool.io/devices`` annotation, which then wins. A node takes no new work when it is cordoned,
+not Ready, or carries a NoSchedule/NoExecute taint the configuration does not tolerate.
+"""
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpupool.devices.naming import model_name
+from gpupool.kube.quantity import count, cpu_millis, memory_mib_floor
+from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, make_devices
+from gpupool.model.devices import catalog_entry
+
+DEVICES_ANNOTATION = "gpupool.io/devices"
+SHARING_LABEL = "gpupool.io/sharing"
+POOL_LABEL = "gpupool.io/pool"
+NVIDIA_GPU = "nvidia.com/gpu"
+# extended resources of other vendors' device plugins -> the catalog model they advertise
+VENDOR_RESOURCES: dict[str, str] = {
+    "huawei.com/Ascend910B": "Ascend910B",
+    "huawei.com/Ascend910": "Ascend910B",
+    "huawei.com/Ascend310P": "Ascend310P",
+    "cambricon.com/mlu": "MLU370",
+    "hygon.com/dcu": "K100",
+}
+# taints every pod gpupool schedules tolerates: the GPU operator taints GPU nodes with their
+# resource name, and Kubernetes' ExtendedResourceToleration adds that toleration to GPU pods
+DEFAULT_TOLERATED = frozenset({NVIDIA_GPU, *VENDOR_RESOURCES})
+
+
+@dataclass(frozen=True, slots=True)
+class KubeNode:
+    """A node as the scheduler sees it, and why it takes no new work ("" when it does)."""
+
+    node: Node
+    closed: str = ""
+
+
+def _meta(obj: Mapping[str, Any], key: str) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get(key) or {})
+
+
+def closed_reason(obj: Mapping[str, Any], tolerated: Iterable[str] = DEFAULT_TOLERATED) -> str:
+    spec = obj.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        return "not Ready"
+    allowed = set(tolerated)
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") not in allowed:
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"tainted {taint.get('key')}{value}:{taint.get('effect')}"
+    return ""
+
+
+def _mode(labels: Mapping[str, str], name: str) -> SharingMode:
+    raw = labels.get(SHARING_LABEL, "whole")
+    try:
+        return SharingMode(raw)
+    except ValueError:
+        raise SpecError(
+            f"node {name}: label {SHARING_LABEL}={raw!r} is not whole, mig or share",
+            field=SHARING_LABEL,
+        ) from None
+
+
+def _from_annotation(raw: str, name: str, mode: SharingMode) -> tuple[Device, ...]:
+    try:
+        items = json.loads(raw)
+        devices = tuple(
+            Device(
+                index=int(d["index"]),
+                model=str(d["model"]),
+                vendor=Vendor(d.get("vendor", "nvidia")),
+                memory_mib=int(d["memory_mib"]),
+                uuid=str(d.get("uuid", "")),
+                healthy=bool(d.get("healthy", True)),
+                mode=mode,
+                island=d.get("island"),
+            )
+            for d in items
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SpecError(
+            f"node {name}: annotation {DEVICES_ANNOTATION} is not a device list ({exc})",
+            field=DEVICES_ANNOTATION,
+        ) from None
+    return devices
+
+
+def _nvidia(labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode):
+    n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
+    if mode is SharingMode.MIG and "nvidia.com/gpu.count" in labels:  # MIG hides whole cards
+        n = count(labels["nvidia.com/gpu.count"], f"node {name}: label nvidia.com/gpu.count")
+    if n == 0:
+        return ()
+    product = labels.get("nvidia.com/gpu.product", "")
+    raw_memory = labels.get("nvidia.com/gpu.memory")
+    memory = count(raw_memory, f"node {name}: label nvidia.com/gpu.memory") if raw_memory else 0
+    model = model_name(Vendor.NVIDIA, product.replace("-", " "), memory) if product else ""
+    if not model or catalog_entry(model) is None:
+        raise SpecError(
+            f"node {name}: GPU product {product or '(no nvidia.com/gpu.product label)'!r} "
+            "is not in gpupool's catalog",
+            field="nvidia.com/gpu.product",
+        )
+    devices = make_devices(model, n, mode=mode, node=name)
+    if memory:
+        devices = tuple(replace(d, memory_mib=memory) for d in devices)
+    return devices
+
+
+def node_from_object(
+    obj: Mapping[str, Any], tolerated: Iterable[str] = DEFAULT_TOLERATED
+) -> KubeNode:
+    """Translate one Node object; a SpecError names what on the object is wrong."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if not name:
+        raise SpecError("node: object has no metadata.name", field="metadata.name")
+    labels = _meta(obj, "labels")
+    annotations = _meta(obj, "annotations")
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    mode = _mode(labels, name)
+    if DEVICES_ANNOTATION in annotations:
+        devices = _from_annotation(annotations[DEVICES_ANNOTATION], name, mode)
+    else:
+        devices = _nvidia(labels, allocatable, name, mode)
+        if not devices:
+            for resource, model in VENDOR_RESOURCES.items():
+                n = count(allocatable.get(resource, 0), f"node {name}: {resource}")
+                if n:
+                    devices = make_devices(model, n, mode=mode, node=name)
+                    break
+    node = Node(
+        name=name,
+        cpu_millis=cpu_millis(allocatable.get("cpu", 0), f"node {name}: cpu"),
+        memory_mib=memory_mib_floor(allocatable.get("memory", 0), f"node {name}: memory"),
+        devices=devices,
+        labels=labels,
+        pool=labels.get(POOL_LABEL, "default"),
+    )
+    return KubeNode(node, closed_reason(obj, tolerated))

@@ -1,0 +1,228 @@
+"""Pods as gpupool jobs (pure).
+
+A pod asks through the ``gpupool.io/request`` annotation in the request grammar
+(``gpu=A100-80G:1,mem=20Gi``) or through its containers' resources (``nvidia.com/gpu``, cpu,
+memory). Pods naming one gang (``gpupool.io/gang``, or the pod-group label of the coscheduling
+plugin / Volcano) with ``gpupool.io/gang-size: N`` form one job placed all or nothing. The
+tenant is the namespace's, as the configuration maps it; the priority class is the pod's
+PriorityClass (its value from ``spec.priority``) or the configured default.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gpupool.kube.config import KubeConfig
+from gpupool.kube.inventory import NVIDIA_GPU, VENDOR_RESOURCES
+from gpupool.kube.quantity import count, cpu_millis, memory_mib
+from gpupool.model import Job, JobKind, ResourceRequest, SpecError, Topology, parse_request
+from gpupool.sharing.mig import models_with_profile
+
+REQUEST_ANNOTATION = "gpupool.io/request"
+KIND_ANNOTATION = "gpupool.io/kind"
+GANG_ANNOTATION = "gpupool.io/gang"
+GANG_SIZE_ANNOTATION = "gpupool.io/gang-size"
+GANG_LABELS = ("scheduling.x-k8s.io/pod-group", "scheduling.k8s.io/group-name")
+GANG_ANNOTATIONS = (GANG_ANNOTATION, "scheduling.k8s.io/group-name")
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
+def meta(pod: Mapping[str, Any], key: str) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get(key) or {})
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def node_of(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def created_at(pod: Mapping[str, Any]) -> float:
+    raw = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not raw:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def container_requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
+    """CPU millicores, memory MiB and whole accelerators the containers ask for (a request,
+    else the limit, as Kubernetes defaults requests from limits)."""
+    cpu = mem = cards = 0
+    key = pod_key(pod)
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for name in ("cpu", "memory", NVIDIA_GPU, *VENDOR_RESOURCES):
+            value = req.get(name, lim.get(name))
+            if value is None:
+                continue
+            where = f"pod {key}: container {c.get('name', '?')} {name}"
+            if name == "cpu":
+                cpu += cpu_millis(value, where)
+            elif name == "memory":
+                mem += memory_mib(value, where)
+            else:
+                cards += count(value, where)
+    return cpu, mem, cards
+
+
+def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
+    """What one pod needs; the annotation's host CPU and memory default to the containers'."""
+    cpu, mem, cards = container_requests(pod)
+    spec = meta(pod, "annotations").get(REQUEST_ANNOTATION)
+    if spec is None:
+        return ResourceRequest(gpu=cards, cpu_millis=cpu, mem_mib=mem)
+    try:
+        request = parse_request(spec)
+    except SpecError as exc:
+        raise SpecError(
+            f"annotation {REQUEST_ANNOTATION}: {exc}", field=REQUEST_ANNOTATION
+        ) from None
+    if request.mig_profile:
+        try:
+            models_with_profile(request.mig_profile)
+        except SpecError as exc:
+            raise SpecError(
+                f"annotation {REQUEST_ANNOTATION}: {exc}", field=REQUEST_ANNOTATION
+            ) from None
+    if request.topology is Topology.ANY and request.gpu_count > 1:
+        raise SpecError(
+            f"annotation {REQUEST_ANNOTATION}: topology=any cannot split one pod over nodes "
+            "(use a gang of pods)",
+            field=REQUEST_ANNOTATION,
+        )
+    return request.with_host(request.cpu_millis or cpu, request.mem_mib or mem)
+
+
+def gang_of(pod: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(gang name, size) when the pod belongs to a gang."""
+    labels, annotations = meta(pod, "labels"), meta(pod, "annotations")
+    name = next((annotations[k] for k in GANG_ANNOTATIONS if annotations.get(k)), None)
+    name = name or next((labels[k] for k in GANG_LABELS if labels.get(k)), None)
+    if not name:
+        return None
+    raw = annotations.get(GANG_SIZE_ANNOTATION)
+    if raw is None:
+        raise SpecError(
+            f"gang {name}: annotation {GANG_SIZE_ANNOTATION} missing (how many pods it needs)",
+            field=GANG_SIZE_ANNOTATION,
+        )
+    if not raw.isdigit() or int(raw) < 1:
+        raise SpecError(
+            f"annotation {GANG_SIZE_ANNOTATION}: {raw!r} is not a positive count",
+            field=GANG_SIZE_ANNOTATION,
+        )
+    return name, int(raw)
+
+
+@dataclass
+class PodJob:
+    """One job made of pods: a single pod, or a gang's pods in name order (worker order)."""
+
+    job: Job
+    pods: list[str] = field(default_factory=list)
+
+
+def job_for(pod: Mapping[str, Any], job_id: str, config: KubeConfig, gang: int) -> Job:
+    """The job a pod (or a gang's first pod) makes; SpecError names what is wrong."""
+    key = pod_key(pod)
+    namespace = key.split("/", 1)[0]
+    tenant = config.namespaces.get(namespace)
+    if tenant is None:
+        raise SpecError(
+            f"namespace {namespace!r} has no gpupool tenant (map it under 'namespaces' in the "
+            "gpupool configuration)",
+            field="namespace",
+        )
+    spec = pod.get("spec") or {}
+    klass = spec.get("priorityClassName") or config.default_priority_class
+    kind_raw = meta(pod, "annotations").get(KIND_ANNOTATION, "batch")
+    try:
+        kind = JobKind(kind_raw)
+    except ValueError:
+        raise SpecError(
+            f"annotation {KIND_ANNOTATION}: {kind_raw!r} is not one of "
+            + ", ".join(k.value for k in JobKind),
+            field=KIND_ANNOTATION,
+        ) from None
+    deadline = spec.get("activeDeadlineSeconds")
+    return Job(
+        id=job_id,
+        request=request_of(pod),
+        tenant=tenant,
+        kind=kind,
+        priority_class=klass,
+        priority=0,
+        gang_size=gang,
+        max_runtime_s=int(deadline) if isinstance(deadline, int) and deadline > 0 else None,
+        submit_time=created_at(pod),
+        on_preempt="kill",  # a pod is deleted; its controller makes a new one
+    )
+
+
+def class_values(pods: Iterable[Mapping[str, Any]], config: KubeConfig) -> dict[str, int]:
+    """Priority classes: the configured ones, plus each PriorityClass a pod names with the
+    value the API server resolved into ``spec.priority``."""
+    classes = dict(config.priority_classes)
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        name = spec.get("priorityClassName")
+        if name and name not in classes and isinstance(spec.get("priority"), int):
+            classes[name] = spec["priority"]
+    return classes
+
+
+def jobs_from_pods(
+    pods: Iterable[Mapping[str, Any]], config: KubeConfig
+) -> tuple[dict[str, PodJob], dict[str, str]]:
+    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why."""
+    jobs: dict[str, PodJob] = {}
+    problems: dict[str, str] = {}
+    gangs: dict[str, list[Mapping[str, Any]]] = {}
+    sizes: dict[str, int] = {}
+    for pod in pods:
+        key = pod_key(pod)
+        try:
+            gang = gang_of(pod)
+            if gang is None:
+                jobs[key] = PodJob(job_for(pod, key, config, 1), [key])
+                continue
+            gid = f"{key.split('/', 1)[0]}/gang/{gang[0]}"
+            if sizes.setdefault(gid, gang[1]) != gang[1]:
+                raise SpecError(
+                    f"gang {gang[0]}: pods disagree on {GANG_SIZE_ANNOTATION} "
+                    f"({sizes[gid]} and {gang[1]})",
+                    field=GANG_SIZE_ANNOTATION,
+                )
+            gangs.setdefault(gid, []).append(pod)
+        except SpecError as exc:
+            problems[key] = str(exc)
+    for gid, members in gangs.items():
+        members.sort(key=pod_key)
+        keys = [pod_key(p) for p in members]
+        size = sizes[gid]
+        if len(members) != size:
+            for k in keys:
+                problems[k] = f"gang {gid.rsplit('/', 1)[1]}: {len(members)} of {size} pods exist"
+            continue
+        try:
+            if len({request_of(p) for p in members}) > 1:
+                raise SpecError(
+                    f"gang {gid.rsplit('/', 1)[1]}: its pods ask for different resources"
+                )
+            jobs[gid] = PodJob(job_for(members[0], gid, config, size), keys)
+        except SpecError as exc:
+            for k in keys:
+                problems[k] = str(exc)
+    return jobs, problems

@@ -1,0 +1,239 @@
+"""The Kubernetes-mode scheduler loop: watched nodes and pods -> ``decide`` -> the API server.
+
+A single pod is bound in one call: the Binding carries the grant annotation, which the API
+server copies onto the pod. A gang's pods get their grants first and are bound after, so a
+scheduler stopped half-way finishes the gang on the same nodes when it comes back (``decide``).
+Pods just bound are *assumed* bound until the watch shows it, so the next cycle never places
+them twice. Why a pod waits goes to an Event and the PodScheduled condition, once per change.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from gpupool.kube.api import ApiError, KubeApi
+from gpupool.kube.config import KubeConfig
+from gpupool.kube.decide import Bind, Decision, decide
+from gpupool.kube.grants import GRANT_ANNOTATION
+from gpupool.kube.pods import node_of, pod_key
+from gpupool.kube.watch import Reflector
+
+log = logging.getLogger(__name__)
+COMPONENT = "gpupool-scheduler"
+ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
+MAX_NOTES_PER_CYCLE = 500  # Event + condition writes per cycle; the rest wait for the next
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeScheduler:
+    def __init__(
+        self,
+        api: KubeApi,
+        config: KubeConfig,
+        identity: str = COMPONENT,
+        is_leader: Callable[[], bool] = lambda: True,
+    ):
+        self.api = api
+        self.config = config
+        self.identity = identity
+        self.is_leader = is_leader
+        self.changed = threading.Event()
+        self.nodes = Reflector(api, "/api/v1/nodes", self.changed.set)
+        self.pods = Reflector(api, "/api/v1/pods", self.changed.set)
+        self.assumed: dict[str, tuple[str, str, float]] = {}  # pod -> (node, grant, when)
+        self.noted: dict[str, str] = {}  # pod -> the reason last written to it
+        self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
+        self.cycle_s = 0.0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        for name, target in (
+            ("nodes", lambda: self.nodes.run(self._stop)),
+            ("pods", lambda: self.pods.run(self._stop)),
+            ("loop", self._loop),
+        ):
+            t = threading.Thread(target=target, name=f"gpupool-kube-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.changed.set()
+        self._threads[-1].join(timeout=10)  # the loop; a watch ends at its next event or timeout
+        self.api.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        return self.nodes.synced.wait(timeout_s) and self.pods.synced.wait(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and not self.wait_synced(1.0):
+            pass
+        while not self._stop.is_set():
+            self.changed.wait(self.config.cycle_s)
+            self.changed.clear()
+            if self._stop.is_set() or not self.is_leader():
+                continue
+            try:
+                self.run_cycle()
+            except Exception:  # one bad cycle must not end scheduling; say why and go on
+                log.exception("kubernetes scheduling cycle failed")
+                self._stop.wait(1.0)
+
+    # -- one cycle -------------------------------------------------------------------------
+    def pod_view(self) -> list[dict[str, Any]]:
+        """Watched pods, with bindings made but not yet seen on the watch applied."""
+        pods = self.pods.snapshot()
+        if not self.assumed:
+            return pods
+        now = time.monotonic()
+        out = []
+        for pod in pods:
+            key = pod_key(pod)
+            assumed = self.assumed.get(key)
+            if assumed is not None:
+                if node_of(pod) or now - assumed[2] > ASSUME_S:
+                    self.assumed.pop(key, None)
+                else:
+                    node, grant, _ = assumed
+                    meta = dict(pod.get("metadata") or {})
+                    meta["annotations"] = {
+                        **(meta.get("annotations") or {}),
+                        GRANT_ANNOTATION: grant,
+                    }
+                    pod = {
+                        **pod,
+                        "metadata": meta,
+                        "spec": {**(pod.get("spec") or {}), "nodeName": node},
+                    }
+            out.append(pod)
+        return out
+
+    def run_cycle(self) -> Decision:
+        started = time.perf_counter()
+        decision = decide(self.nodes.snapshot(), self.pod_view(), self.config, time.time())
+        self._bind(decision.binds)
+        for ev in decision.evictions:
+            self._pool.submit(self._evict, ev.pod, ev.reason, ev.grace_s)
+        self._note(decision)
+        self.stats["cycles"] += 1
+        self.cycle_s += time.perf_counter() - started
+        return decision
+
+    def _bind(self, binds: list[Bind]) -> None:
+        if not binds:
+            return
+        now = time.monotonic()
+        for b in binds:
+            self.assumed[b.pod] = (b.node, b.grant, now)
+        gangs = [b for b in binds if b.gang]
+        singles = [b for b in binds if not b.gang]
+        written = set(self._pool.map(self._write_grant, gangs))  # grants first, then bind
+        todo = singles + [b for b in gangs if b.pod in written]
+        for b in gangs:
+            if b.pod not in written:
+                self.assumed.pop(b.pod, None)
+        list(self._pool.map(self._bind_one, todo))
+
+    def _write_grant(self, b: Bind) -> str | None:
+        ns, name = b.pod.split("/", 1)
+        try:
+            self.api.annotate_pod(ns, name, {GRANT_ANNOTATION: b.grant})
+            return b.pod
+        except Exception as exc:
+            log.warning("pod %s: grant not written: %s", b.pod, exc)
+            self.stats["bind_errors"] += 1
+            return None
+
+    def _bind_one(self, b: Bind) -> None:
+        ns, name = b.pod.split("/", 1)
+        try:
+            self.api.bind(ns, name, b.node, {GRANT_ANNOTATION: b.grant})
+            self.stats["binds"] += 1
+            self.noted.pop(b.pod, None)
+        except ApiError as exc:
+            if exc.status != 409:  # 409: already bound (the watch will show where)
+                self.assumed.pop(b.pod, None)
+            self.stats["bind_errors"] += 1
+            log.warning("pod %s: bind to %s failed: %s", b.pod, b.node, exc)
+        except Exception as exc:
+            self.assumed.pop(b.pod, None)
+            self.stats["bind_errors"] += 1
+            log.warning("pod %s: bind to %s failed: %s", b.pod, b.node, exc)
+
+    def _evict(self, pod: str, reason: str, grace_s: int) -> None:
+        ns, name = pod.split("/", 1)
+        try:
+            self.event(pod, "Preempted", reason, "Normal")
+            self.api.delete_pod(ns, name, grace_s)
+            self.stats["evictions"] += 1
+        except Exception as exc:
+            log.warning("pod %s: preemption failed: %s", pod, exc)
+
+    def _note(self, decision: Decision) -> None:
+        notes = [(p, "FailedScheduling", r) for p, r in decision.waiting.items()]
+        notes += [(p, "InvalidRequest", r) for p, r in decision.problems.items()]
+        fresh = [(p, why, r) for p, why, r in notes if self.noted.get(p) != r]
+        for pod, why, reason in fresh[:MAX_NOTES_PER_CYCLE]:
+            self.noted[pod] = reason
+            self._pool.submit(self._note_one, pod, why, reason)
+        if fresh[MAX_NOTES_PER_CYCLE:]:
+            self.changed.set()
+        live = {pod_key(p) for p in self.pods.snapshot()}
+        for pod in [p for p in self.noted if p not in live]:
+            self.noted.pop(pod, None)
+
+    def _note_one(self, pod: str, why: str, reason: str) -> None:
+        ns, name = pod.split("/", 1)
+        try:
+            self.event(pod, why, reason, "Warning")
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": reason,
+                "lastTransitionTime": _now_iso(),
+            }
+            self.api.set_pod_condition(ns, name, condition)
+            self.stats["notes"] += 1
+        except Exception as exc:
+            self.noted.pop(pod, None)  # try again next cycle
+            log.warning("pod %s: reason not written: %s", pod, exc)
+
+    def event(self, pod: str, reason: str, message: str, kind: str) -> None:
+        ns, name = pod.split("/", 1)
+        obj = self.pods.get(pod) or {}
+        now = _now_iso()
+        self.api.create_event(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{name}.", "namespace": ns},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": ns,
+                    "name": name,
+                    "uid": (obj.get("metadata") or {}).get("uid", ""),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": kind,
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "reportingInstance": self.identity,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+        )

@@ -1,0 +1,64 @@
+"""Fixtures for the tests against a real kube-apiserver (see tests/support/kube_cluster.py)."""
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from gpupool.kube.api import KubeApi
+from gpupool.kube.config import parse_config
+from gpupool.kube.scheduler import KubeScheduler
+from tests.support.kube_cluster import ENABLE, ControlPlane, binaries_available
+
+NAMESPACES = ["team-a", "team-b", "lab"]
+CONFIG = {
+    "namespaces": {"team-a": "team-a", "team-b": "team-b"},
+    "tenants": [
+        {"name": "company"},
+        {"name": "team-a", "parent": "company", "quotas": {"gpu": {"nominal": 16}}},
+        {"name": "team-b", "parent": "company", "quotas": {"gpu": {"nominal": 1, "borrowing": 0}}},
+    ],
+    "grace_s": 0,  # no kubelet here confirms a graceful stop
+    "cycle_s": 0.2,
+}
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    if not binaries_available():
+        if os.environ.get("GPUPOOL_REQUIRE_K8S"):
+            raise RuntimeError(f"required here (GPUPOOL_REQUIRE_K8S) but missing: {ENABLE}")
+        pytest.skip(ENABLE)
+    cp = ControlPlane()
+    try:
+        cp.start()
+        for ns in NAMESPACES:
+            cp.namespace(ns)
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The control plane, emptied of nodes and test pods after the test."""
+    yield control_plane
+    control_plane.clear(NAMESPACES)
+
+
+@pytest.fixture
+def start_scheduler(kube: ControlPlane):
+    """Start gpupool's scheduler under its own least-privilege identity; stopped after."""
+    started: list[KubeScheduler] = []
+
+    def start(**overrides: object) -> KubeScheduler:
+        config = parse_config({**CONFIG, **overrides})
+        s = KubeScheduler(KubeApi(kube.gpupool_kubeconfig), config, identity=f"test-{len(started)}")
+        s.start()
+        assert s.wait_synced(10)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
