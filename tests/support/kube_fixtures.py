@@ -7,8 +7,8 @@ import pytest
 
 from gpupool.kube.api import KubeApi
 from gpupool.kube.config import parse_config
+from gpupool.kube.control_plane import ENABLE, ControlPlane, binaries_available
 from gpupool.kube.scheduler import KubeScheduler
-from tests.support.kube_cluster import ENABLE, ControlPlane, binaries_available
 
 NAMESPACES = ["team-a", "team-b", "lab"]
 CONFIG = {

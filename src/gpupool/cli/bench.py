@@ -121,6 +121,25 @@ def simulate(
     _emit(result, as_json, "simulation benchmark")
 
 
+@app.command("kubernetes")
+@friendly
+def kubernetes(
+    nodes: int = typer.Option(1000, min=1, help="Fake GPU nodes (8 A100 each) on the API server."),
+    pods: int = typer.Option(5000, min=1, help="Pods created before each scheduler starts."),
+    steady: int = typer.Option(1000, min=1, help="Pods created while it runs (latency)."),
+    seed: int = typer.Option(0, help="Seed of the pods' card mix."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """gpupool's Kubernetes scheduler and the real kube-scheduler side by side on a throwaway
+    kube-apiserver + etcd (scripts/k8s-control-plane.sh): same nodes, same pods."""
+    from gpupool.bench.kubernetes import run_kubernetes_bench
+    from gpupool.kube.control_plane import ENABLE, binaries_available
+
+    if not binaries_available():
+        raise SpecError(ENABLE)
+    _emit(run_kubernetes_bench(nodes, pods, steady, seed), as_json, "kubernetes benchmark")
+
+
 def _emit(result: dict[str, object], as_json: bool, title: str) -> None:
     """One JSON object for machines, or a table for people."""
     if as_json:

@@ -17,6 +17,7 @@ from gpupool.cli import (
     billing,
     client,
     jobs,
+    kube,
     pool_client,
     profiles,
     server,
@@ -77,6 +78,7 @@ app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(services.service_app, name="service")
+app.add_typer(kube.kube_app, name="kube")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 

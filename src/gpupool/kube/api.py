@@ -17,6 +17,8 @@ import httpx
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from gpupool.model import SpecError
+
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, reason: str = ""):
@@ -40,7 +42,11 @@ def _configuration(kubeconfig: str | None) -> k8s_client.Configuration:
             return cfg
         except k8s_config.ConfigException:
             pass
-    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    try:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+        where = kubeconfig or "$KUBECONFIG / ~/.kube/config"
+        raise SpecError(f"kubeconfig {where}: {exc}", field="kubeconfig") from None
     return cfg
 
 
@@ -49,12 +55,15 @@ class KubeApi:
 
     def __init__(self, kubeconfig: str | None = None, connections: int = 32, timeout_s: float = 30):
         self._cfg = _configuration(kubeconfig)
-        context = ssl.create_default_context(cafile=self._cfg.ssl_ca_cert)
-        if not self._cfg.verify_ssl:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if self._cfg.cert_file:
-            context.load_cert_chain(self._cfg.cert_file, self._cfg.key_file)
+        try:
+            context = ssl.create_default_context(cafile=self._cfg.ssl_ca_cert)
+            if not self._cfg.verify_ssl:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if self._cfg.cert_file:
+                context.load_cert_chain(self._cfg.cert_file, self._cfg.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise SpecError(f"kubeconfig: certificates not usable ({exc})") from None
         self.host = self._cfg.host
         self.http = httpx.Client(
             base_url=self._cfg.host,

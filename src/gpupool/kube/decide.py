@@ -8,11 +8,12 @@ pods run with the grant written on them. A gang whose grants were written but on
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import GRANT_ANNOTATION, grant_json, grant_of
-from gpupool.kube.inventory import KubeNode, node_from_object
+from gpupool.kube.inventory import DEFAULT_TOLERATED, KubeNode, node_from_object
 from gpupool.kube.pods import (
     class_values,
     container_requests,
@@ -54,6 +55,48 @@ class Decision:
     node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
 
 
+class Memo:
+    """Translations kept between cycles, keyed by object and version (objects from the watch
+    are replaced on change, never edited), so a cycle translates only what changed. Entries
+    not used in a cycle are dropped by ``sweep``."""
+
+    def __init__(self) -> None:
+        self._old: dict[tuple, tuple[object, object]] = {}
+        self._new: dict[tuple, tuple[object, object]] = {}
+
+    def get(self, key: tuple, version: object, compute):
+        hit = self._new.get(key) or self._old.get(key)
+        if hit is not None and hit[0] == version:
+            self._new[key] = hit
+            return hit[1]
+        value = compute()
+        self._new[key] = (version, value)
+        return value
+
+    def sweep(self) -> None:
+        self._old, self._new = self._new, {}
+
+
+def _version(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """An object's version as the memo sees it: its resourceVersion, and its node (a pod
+    assumed bound has the node set before the watch brings a new version)."""
+    rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return rv, str((obj.get("spec") or {}).get("nodeName") or "")
+
+
+def _cached(memo: "Memo | None", key: tuple, obj: Mapping[str, Any], compute):
+    if memo is None or not _version(obj)[0]:
+        return compute()
+    return memo.get(key, _version(obj), compute)
+
+
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except SpecError as exc:
+        return exc
+
+
 @dataclass
 class _Held:
     cpu: int = 0
@@ -61,15 +104,14 @@ class _Held:
     cards: int = 0
 
 
-def _nodes(objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision):
-    tolerated = config.tolerate
+def _nodes(objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision, memo):
+    tolerated = DEFAULT_TOLERATED if config.tolerate is None else config.tolerate
     nodes: dict[str, KubeNode] = {}
     for obj in objs:
-        try:
-            kn = node_from_object(obj) if tolerated is None else node_from_object(obj, tolerated)
-        except SpecError as exc:
-            name = str((obj.get("metadata") or {}).get("name") or "?")
-            out.node_problems[name] = str(exc)
+        name = str((obj.get("metadata") or {}).get("name") or "?")
+        kn = _cached(memo, ("node", name), obj, partial(_try, node_from_object, obj, tolerated))
+        if isinstance(kn, SpecError):
+            out.node_problems[name] = str(kn)
             continue
         nodes[kn.node.name] = kn
     return nodes
@@ -109,9 +151,11 @@ def decide(
     pod_objs: Iterable[Mapping[str, Any]],
     config: KubeConfig,
     now: float,
+    memo: Memo | None = None,
 ) -> Decision:
+    """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not)."""
     out = Decision()
-    nodes = _nodes(node_objs, config, out)
+    nodes = _nodes(node_objs, config, out, memo)
     held: dict[str, _Held] = {}
     bound: dict[str, list[tuple[str, NodeGrant, str, Mapping[str, Any]]]] = {}
     unbound: list[Mapping[str, Any]] = []
@@ -121,10 +165,10 @@ def decide(
     our_ids = {id(p) for p in ours}
 
     def hold(pod: Mapping[str, Any]) -> None:
-        try:
-            cpu, mem, cards = container_requests(pod)
-        except SpecError:
+        asks = _cached(memo, ("asks", pod_key(pod)), pod, partial(_try, container_requests, pod))
+        if isinstance(asks, SpecError):
             return  # kubelet admitted it; its odd quantity is not ours to judge
+        cpu, mem, cards = asks
         h = held.setdefault(node_of(pod), _Held())
         h.cpu, h.mem, h.cards = h.cpu + cpu, h.mem + mem, h.cards + cards
 
@@ -132,9 +176,8 @@ def decide(
         mine = id(pod) in our_ids
         grant = None
         if mine:
-            try:
-                grant = grant_of(pod)
-            except SpecError:
+            grant = _cached(memo, ("grant", pod_key(pod)), pod, partial(_try, grant_of, pod))
+            if isinstance(grant, SpecError):
                 grant = None
         if node_of(pod):
             if grant is not None and grant[2].node == node_of(pod) and _fits(grant[2], nodes):
@@ -155,11 +198,14 @@ def decide(
         for key, piece, raw in resumed:
             out.binds.append(Bind(key, piece.node, raw, "resume", gang=True))
         pieces = [m[1] for m in members] + [m[1] for m in resumed]
-        try:
-            job = job_for(members[0][3], job_id, config, len(pieces))
-        except SpecError:
-            job = None
-        if job is None or job.tenant not in tree.tenants:
+        first = members[0][3]
+        job = _cached(
+            memo,
+            ("job", job_id, members[0][0], len(pieces)),
+            first,
+            partial(_try, job_for, first, job_id, config, len(pieces)),
+        )
+        if isinstance(job, SpecError) or job.tenant not in tree.tenants:
             for m in members:
                 hold(m[3])
             continue
@@ -195,4 +241,6 @@ def decide(
     for job_id, reason in result.pending.items():
         for key in jobs[job_id].pods if job_id in jobs else []:
             out.waiting.setdefault(key, reason)
+    if memo is not None:
+        memo.sweep()
     return out

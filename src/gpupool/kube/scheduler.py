@@ -17,9 +17,9 @@ from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.decide import Bind, Decision, decide
+from gpupool.kube.decide import Bind, Decision, Memo, decide
 from gpupool.kube.grants import GRANT_ANNOTATION
-from gpupool.kube.pods import node_of, pod_key
+from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.watch import Reflector
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,14 @@ class KubeScheduler:
         self.is_leader = is_leader
         self.changed = threading.Event()
         self.nodes = Reflector(api, "/api/v1/nodes", self.changed.set)
-        self.pods = Reflector(api, "/api/v1/pods", self.changed.set)
+        self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
         self.assumed: dict[str, tuple[str, str, float]] = {}  # pod -> (node, grant, when)
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
+        self.memo = Memo()
+        self._inflight = 0  # bindings submitted and not finished
+        self._idle = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
@@ -73,6 +76,18 @@ class KubeScheduler:
         self.api.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        """Wake the loop for what can change a decision: a pod to place, room freed, a
+        binding not ours. The confirmation of our own bindings changes nothing."""
+        spec = pod.get("spec") or {}
+        if kind == "DELETED" or is_terminal(pod):
+            self.changed.set()
+        elif not spec.get("nodeName"):
+            if spec.get("schedulerName") == self.config.scheduler_name:
+                self.changed.set()
+        elif kind == "MODIFIED" and pod_key(pod) not in self.assumed:
+            self.changed.set()
+
     def wait_synced(self, timeout_s: float) -> bool:
         return self.nodes.synced.wait(timeout_s) and self.pods.synced.wait(timeout_s)
 
@@ -84,6 +99,7 @@ class KubeScheduler:
             self.changed.clear()
             if self._stop.is_set() or not self.is_leader():
                 continue
+            self._wait_binds(self.config.bind_workers)
             try:
                 self.run_cycle()
             except Exception:  # one bad cycle must not end scheduling; say why and go on
@@ -121,7 +137,9 @@ class KubeScheduler:
 
     def run_cycle(self) -> Decision:
         started = time.perf_counter()
-        decision = decide(self.nodes.snapshot(), self.pod_view(), self.config, time.time())
+        decision = decide(
+            self.nodes.snapshot(), self.pod_view(), self.config, time.time(), self.memo
+        )
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev.pod, ev.reason, ev.grace_s)
@@ -136,14 +154,41 @@ class KubeScheduler:
         now = time.monotonic()
         for b in binds:
             self.assumed[b.pod] = (b.node, b.grant, now)
+        # in flight while the next cycle runs: the assumed bindings keep it from placing twice
+        for b in binds:
+            if not b.gang:
+                self._submit_bind(b)
         gangs = [b for b in binds if b.gang]
-        singles = [b for b in binds if not b.gang]
-        written = set(self._pool.map(self._write_grant, gangs))  # grants first, then bind
-        todo = singles + [b for b in gangs if b.pod in written]
+        if gangs:
+            self._pool.submit(self._bind_gangs, gangs)
+
+    def _bind_gangs(self, gangs: list[Bind]) -> None:
+        """Grants first, on every pod of the cycle's gangs, then the bindings."""
+        written = {self._write_grant(b) for b in gangs}
         for b in gangs:
-            if b.pod not in written:
+            if b.pod in written:
+                self._submit_bind(b)
+            else:
                 self.assumed.pop(b.pod, None)
-        list(self._pool.map(self._bind_one, todo))
+
+    def _submit_bind(self, b: Bind) -> None:
+        with self._idle:
+            self._inflight += 1
+        self._pool.submit(self._bind_counted, b)
+
+    def _bind_counted(self, b: Bind) -> None:
+        try:
+            self._bind_one(b)
+        finally:
+            with self._idle:
+                self._inflight -= 1
+                self._idle.notify_all()
+
+    def _wait_binds(self, at_most: int, timeout_s: float = 30.0) -> None:
+        """Let bindings drain before deciding again: a cycle while thousands are queued
+        would only compete with them for the interpreter."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._inflight <= at_most, timeout_s)
 
     def _write_grant(self, b: Bind) -> str | None:
         ns, name = b.pod.split("/", 1)

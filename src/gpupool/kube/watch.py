@@ -28,11 +28,13 @@ class Reflector:
         path: str,
         on_change: Callable[[], None],
         watch_timeout_s: int = 60,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
     ):
         self.api = api
         self.path = path
         self.on_change = on_change
         self.watch_timeout_s = watch_timeout_s
+        self.on_event = on_event  # (type, object) for each watched change, listed ones as ADDED
         self.items: dict[str, dict[str, Any]] = {}
         self.synced = threading.Event()
         self.relists = 0
@@ -67,6 +69,9 @@ class Reflector:
         page = self.api.list(self.path)
         with self._lock:
             self.items = {object_key(o): o for o in page["items"]}
+        if self.on_event is not None:
+            for obj in page["items"]:
+                self.on_event("ADDED", obj)
         self.relists += 1
         self.synced.set()
         self.on_change()
@@ -90,5 +95,7 @@ class Reflector:
                     self.items.pop(key, None)
                 else:
                     self.items[key] = obj
+            if self.on_event is not None:
+                self.on_event(event.type, obj)
             self.on_change()
         return version

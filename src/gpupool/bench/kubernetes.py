@@ -1,0 +1,244 @@
+"""``gpupool bench kubernetes``: gpupool's Kubernetes-mode scheduler and the real
+kube-scheduler side by side, on one throwaway control plane, the same fake GPU nodes and the
+same pod specs (only ``schedulerName`` differs).
+
+For each scheduler: *burst* — the pods are created while no scheduler runs, then the scheduler
+starts; pods/s is measured between the first and the last binding seen on a watch. *Steady* —
+with the scheduler running, more pods are created from 16 threads; create→bound is the time
+from the create call to the binding seen on the watch. Both schedulers run as their own
+processes; their CPU seconds come from /proc.
+"""
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gpupool.kube.api import KubeApi
+from gpupool.kube.control_plane import ControlPlane
+from gpupool.kube.watch import Reflector
+from gpupool.model import SpecError
+
+GPU_MIX = ((1, 0.7), (2, 0.2), (0, 0.1))  # cards per pod and share of pods
+CREATORS = 16
+TIMEOUT_S = 600.0
+
+
+def node_object(i: int) -> dict[str, Any]:
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": f"gpu-{i:05d}",
+            "labels": {
+                "topology.kubernetes.io/zone": f"zone-{i % 3}",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "nvidia.com/gpu.memory": "81920",
+                "nvidia.com/gpu.count": "8",
+            },
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod_object(name: str, namespace: str, scheduler: str, cards: int) -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    if cards:
+        resources["limits"] = {"nvidia.com/gpu": str(cards)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "main", "image": "busybox", "resources": resources}],
+        },
+    }
+
+
+def card_mix(pods: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    sizes, weights = zip(*GPU_MIX, strict=True)
+    return rng.choices(sizes, weights, k=pods)
+
+
+class BindWatch:
+    """When each pod of a namespace was first seen bound (monotonic seconds)."""
+
+    def __init__(self, api: KubeApi, namespace: str):
+        self.bound_at: dict[str, float] = {}
+        self.done = threading.Event()
+        self.want = 0
+        self._stop = threading.Event()
+        self._reflector = Reflector(
+            api, f"/api/v1/namespaces/{namespace}/pods", lambda: None, on_event=self._seen
+        )
+        threading.Thread(target=self._reflector.run, args=(self._stop,), daemon=True).start()
+        self._reflector.synced.wait(30)
+
+    def _seen(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if (
+            kind != "DELETED"
+            and (obj.get("spec") or {}).get("nodeName")
+            and name not in self.bound_at
+        ):
+            self.bound_at[name] = time.monotonic()
+            if self.want and len(self.bound_at) >= self.want:
+                self.done.set()
+
+    def expect(self, count: int) -> None:
+        self.want = count
+        if len(self.bound_at) >= count:
+            self.done.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def create_pods(api: KubeApi, pods: list[dict[str, Any]]) -> dict[str, float]:
+    """Create pods from 16 threads; when each create call started (monotonic)."""
+    started: dict[str, float] = {}
+
+    def create(pod: dict[str, Any]) -> None:
+        started[pod["metadata"]["name"]] = time.monotonic()
+        api.request("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
+
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(create, pods))
+    return started
+
+
+def _percentile_ms(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1000, 1) if values else float("nan")
+
+
+def _start_gpupool(cp: ControlPlane, namespace: str, folder: Path) -> subprocess.Popen:
+    config = folder / "gpupool-kube.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"namespaces": {namespace: "bench"}, "tenants": [{"name": "bench"}], "cycle_s": 0.2}
+        )
+    )
+    log = open(folder / "gpupool-kube.log", "w")  # noqa: SIM115 (the process keeps it)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpupool.cli.main", "kube", "run", "--config", str(config),
+         "--kubeconfig", cp.gpupool_kubeconfig, "--no-leader-elect"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int], folder: Path):
+    api = cp.api
+    ns = f"bench-{who}"
+    cp.namespace(ns)
+    scheduler = "default-scheduler" if who == "kube-scheduler" else "gpupool"
+    watch = BindWatch(api, ns)
+    burst = [pod_object(f"b-{i:05d}", ns, scheduler, mix[i]) for i in range(pods)]
+    t0 = time.monotonic()
+    create_pods(api, burst)
+    created_s = time.monotonic() - t0
+    start = time.monotonic()
+    proc = None
+    if who == "kube-scheduler":
+        pid = cp.start_kube_scheduler()
+    else:
+        proc = _start_gpupool(cp, ns, folder)
+        pid = proc.pid
+    watch.expect(pods)
+    watch.done.wait(TIMEOUT_S)
+    times = sorted(watch.bound_at.values())
+    bound = len(times)
+    out: dict[str, Any] = {
+        "burst_pods_bound": bound,
+        "burst_create_pods_per_s": round(pods / created_s, 1),
+        "burst_all_bound_s": round(times[-1] - start, 2) if bound == pods else None,
+        "burst_pods_per_s": round((bound - 1) / (times[-1] - times[0]), 1) if bound > 1 else 0.0,
+    }
+    cpu_after_burst = cpu_seconds(pid)
+    cp.delete_pods(ns)
+    time.sleep(2.0)  # the scheduler sees the room come back
+    before = len(watch.bound_at)
+    steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i]) for i in range(steady)]
+    created = create_pods(api, steady_pods)
+    watch.expect(before + steady)
+    watch.done.clear()
+    watch.expect(before + steady)
+    watch.done.wait(TIMEOUT_S)
+    lat = [watch.bound_at[n] - t for n, t in created.items() if n in watch.bound_at]
+    out.update(
+        {
+            "steady_pods_bound": len(lat),
+            "steady_create_to_bound_p50_ms": _percentile_ms(lat, 50),
+            "steady_create_to_bound_p99_ms": _percentile_ms(lat, 99),
+            "cpu_s_burst": round(cpu_after_burst, 2),
+            "cpu_s_total": round(cpu_seconds(pid), 2),
+        }
+    )
+    watch.stop()
+    if proc is not None:
+        proc.terminate()
+        proc.wait(30)
+    else:
+        os.kill(pid, 15)
+    cp.delete_pods(ns)
+    return out
+
+
+def run_kubernetes_bench(nodes: int, pods: int, steady: int, seed: int = 0) -> dict[str, Any]:
+    """Both schedulers on one control plane; figures as a dict (see the module docstring)."""
+    if nodes < 1 or pods < 1:
+        raise SpecError("bench kubernetes: --nodes and --pods must be positive")
+    if sum(c for c in card_mix(pods, seed)) > nodes * 8 * 0.9:
+        raise SpecError(f"bench kubernetes: {pods} pods need more than 90% of {nodes * 8} cards")
+    cp = ControlPlane()
+    folder = Path(tempfile.mkdtemp(prefix="gpupool-bench-k8s-"))
+    try:
+        api = cp.start()
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(CREATORS) as pool:
+            list(pool.map(cp.apply, (node_object(i) for i in range(nodes))))
+        node_s = time.monotonic() - t0
+        mix = card_mix(max(pods, steady), seed)
+        result: dict[str, Any] = {
+            "nodes": nodes,
+            "pods": pods,
+            "steady_pods": steady,
+            "gpus_per_node": 8,
+            "pod_mix": {f"{c} gpu": w for c, w in GPU_MIX},
+            "nodes_created_per_s": round(nodes / node_s, 1),
+            "kube_scheduler_client_qps": 5000,
+        }
+        for who in ("kube-scheduler", "gpupool"):
+            result[who] = _run_one(cp, who, pods, steady, mix, folder)
+        k, g = result["kube-scheduler"], result["gpupool"]
+        if k["burst_pods_per_s"]:
+            result["burst_ratio_gpupool_to_kube"] = round(
+                g["burst_pods_per_s"] / k["burst_pods_per_s"], 2
+            )
+        result["api_server"] = api.host
+        return result
+    finally:
+        cp.stop()

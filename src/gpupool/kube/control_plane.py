@@ -1,0 +1,176 @@
+"""A throwaway Kubernetes control plane on loopback (etcd + kube-apiserver with RBAC, and
+kube-scheduler on demand), run by ``scripts/k8s-control-plane.sh`` from binaries it builds or
+finds cached outside the clone. The tests and ``gpupool bench kubernetes`` use it; it plays
+the kubelet's part by writing Node objects with the status given."""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpupool.kube.api import ApiError, KubeApi
+from gpupool.model import SpecError
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "scripts" / "k8s-control-plane.sh"
+DEPLOY = ROOT / "deploy" / "kubernetes"
+ENABLE = (
+    "the Kubernetes tests and bench need kube-apiserver and etcd: install Go (they build "
+    "from the Go module proxy, ~5-9 min once, cached in ~/.cache/gpupool/k8s) or run "
+    "'scripts/k8s-control-plane.sh build'; CI sets GPUPOOL_REQUIRE_K8S=1"
+)
+CLUSTER = {
+    "Namespace": "/api/v1/namespaces",
+    "Node": "/api/v1/nodes",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+}
+NAMESPACED = {
+    "ServiceAccount": ("/api/v1", "serviceaccounts"),
+    "Pod": ("/api/v1", "pods"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GPUPOOL_K8S_CACHE", Path.home() / ".cache/gpupool/k8s"))
+
+
+def binaries_available() -> bool:
+    """Cached binaries, or Go to build them."""
+    cache = cache_dir()
+    versions = [p for p in cache.iterdir()] if cache.is_dir() else []
+    cached = any((v / "bin" / "kube-apiserver").exists() for v in versions)
+    go = shutil.which("go") is not None or Path("/usr/local/go/bin/go").exists()
+    return SCRIPT.exists() and (cached or go)
+
+
+def path_for(obj: dict[str, Any]) -> str:
+    kind = obj.get("kind", "")
+    if kind in CLUSTER:
+        return CLUSTER[kind]
+    if kind not in NAMESPACED:
+        raise SpecError(f"control plane: cannot create a {kind or 'kind-less object'}")
+    prefix, plural = NAMESPACED[kind]
+    return f"{prefix}/namespaces/{obj['metadata'].get('namespace', 'default')}/{plural}"
+
+
+class ControlPlane:
+    def __init__(self) -> None:
+        if not SCRIPT.exists():
+            raise SpecError(f"{SCRIPT} is missing: run from a source checkout of gpupool")
+        self.run_dir = Path(tempfile.mkdtemp(prefix="gpupool-k8s-"))
+        self.env = {
+            **os.environ,
+            "GPUPOOL_K8S_ETCD_PORT": str(free_port()),
+            "GPUPOOL_K8S_API_PORT": str(free_port()),
+            "GPUPOOL_K8S_SCHEDULER_PORT": str(free_port()),
+        }
+        self.admin: KubeApi | None = None
+
+    def _script(self, *args: str, timeout: int) -> str:
+        done = subprocess.run(
+            [str(SCRIPT), *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        if done.returncode != 0:
+            raise SpecError(f"k8s-control-plane.sh {args[0]} failed: {done.stderr.strip()[-800:]}")
+        return done.stdout.strip()
+
+    def start(self) -> KubeApi:
+        self._script("build", timeout=3600)
+        self._script("start", str(self.run_dir), timeout=300)
+        self.admin = KubeApi(str(self.run_dir / "kubeconfig-admin"))
+        self.apply_file(DEPLOY / "rbac.yaml")
+        self.apply_file(DEPLOY / "priority-classes.yaml")
+        return self.admin
+
+    def start_kube_scheduler(self) -> int:
+        """Start the real kube-scheduler (client QPS 5000, as the recipe says); its PID."""
+        self._script("scheduler", str(self.run_dir), timeout=60)
+        return self.pid("kube-scheduler")
+
+    def pid(self, name: str) -> int:
+        for line in (self.run_dir / "pids").read_text().splitlines():
+            who, pid = line.split()
+            if who == name:
+                return int(pid)
+        raise SpecError(f"control plane: {name} is not running")
+
+    @property
+    def gpupool_kubeconfig(self) -> str:
+        return str(self.run_dir / "kubeconfig-gpupool")
+
+    def stop(self) -> None:
+        if self.admin is not None:
+            self.admin.close()
+        subprocess.run(
+            [str(SCRIPT), "stop", str(self.run_dir)], env=self.env, timeout=120, check=False
+        )
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    @property
+    def api(self) -> KubeApi:
+        if self.admin is None:
+            raise SpecError("control plane: not started")
+        return self.admin
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (a Node keeps the status given: no kubelet writes one here)."""
+        try:
+            created = self.api.request("POST", path_for(obj), obj)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            return obj
+        if obj["kind"] == "Node" and obj.get("status"):
+            created = self.api.request(
+                "PATCH",
+                f"/api/v1/nodes/{obj['metadata']['name']}/status",
+                {"status": obj["status"]},
+                content_type="application/merge-patch+json",
+            )
+        return created
+
+    def apply_file(self, path: Path) -> None:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                self.apply(doc)
+
+    def namespace(self, name: str) -> None:
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+    def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        items = self.api.list(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [e for e in items if e["involvedObject"]["name"] == name]
+
+    def delete_pods(self, namespace: str) -> None:
+        """Every pod of the namespace at once (no kubelet here to wait for)."""
+        self.api.request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/pods",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+        )
+
+    def clear(self, namespaces: list[str]) -> None:
+        for ns in namespaces:
+            self.delete_pods(ns)
+        self.api.request("DELETE", "/api/v1/nodes")
