@@ -19,6 +19,7 @@ BIN="$CACHE/$K8S_VERSION/bin"
 PORT_ETCD="${GPUPOOL_K8S_ETCD_PORT:-23790}"
 PORT_API="${GPUPOOL_K8S_API_PORT:-26443}"
 GPUPOOL_SA="system:serviceaccount:gpupool-system:gpupool-scheduler"
+PLUGIN_SA="system:serviceaccount:gpupool-system:gpupool-device-plugin"
 
 die() { echo "k8s-control-plane: $*" >&2; exit 1; }
 
@@ -107,16 +108,23 @@ start() {
     openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 3650 \
       -subj /CN=front-proxy-ca -addext basicConstraints=critical,CA:TRUE 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-    # Two identities: the admin (system:masters) that sets the cluster up, and gpupool's
-    # scheduler as the ServiceAccount deploy/kubernetes/rbac.yaml binds (a static token with
-    # that user name: RBAC matches ServiceAccount subjects by it), holding only what it grants.
+    # Three identities: the admin (system:masters) that sets the cluster up, and gpupool's
+    # scheduler and device plugin as the ServiceAccounts deploy/kubernetes/rbac.yaml binds (a
+    # static token with that user name: RBAC matches ServiceAccount subjects by it), each
+    # holding only what the manifest grants.
     echo "$(openssl rand -hex 24),admin,admin-uid,\"system:masters\"" > tokens.csv
-    echo "$(openssl rand -hex 24),$GPUPOOL_SA,gpupool-uid,\"system:serviceaccounts,system:serviceaccounts:gpupool-system\"" >> tokens.csv
+    for sa in "$GPUPOOL_SA" "$PLUGIN_SA"; do
+      echo "$(openssl rand -hex 24),$sa,${sa##*:}-uid,\"system:serviceaccounts,system:serviceaccounts:gpupool-system\"" >> tokens.csv
+    done
   )
   local user token file
-  for user in admin "$GPUPOOL_SA"; do
+  for user in admin "$GPUPOOL_SA" "$PLUGIN_SA"; do
     token="$(awk -F, -v u="$user" '$2==u {print $1}' "$pki/tokens.csv")"
-    file="$run/kubeconfig-admin"; [ "$user" = admin ] || file="$run/kubeconfig-gpupool"
+    case "$user" in
+      admin) file="$run/kubeconfig-admin" ;;
+      "$GPUPOOL_SA") file="$run/kubeconfig-gpupool" ;;
+      *) file="$run/kubeconfig-device-plugin" ;;
+    esac
     cat > "$file" <<KC
 apiVersion: v1
 kind: Config

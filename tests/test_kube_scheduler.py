@@ -195,3 +195,23 @@ def test_gpupools_identity_holds_no_more_than_the_manifest_grants(kube):
                 content_type="application/merge-patch+json",
             )
         assert err.value.status == 403, (method, path, err.value)
+
+
+def test_one_leader_at_a_time_and_a_standby_takes_over_when_it_lapses(kube):
+    from gpupool.kube.lease import LeaderElector
+
+    a = LeaderElector(
+        KubeApi(kube.gpupool_kubeconfig), "a", name="test-lease", duration_s=2, renew_s=0.5
+    )
+    b = LeaderElector(
+        KubeApi(kube.gpupool_kubeconfig), "b", name="test-lease", duration_s=2, renew_s=0.5
+    )
+    assert a.try_acquire() and a.is_leader()
+    assert not b.try_acquire() and not b.is_leader()
+    assert a.try_acquire()  # renewal
+    wait_for("a's lease to lapse", lambda: b.try_acquire(), timeout=10)
+    assert b.is_leader() and not a.try_acquire()
+    lease = kube.api.request(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/gpupool-system/leases/test-lease"
+    )
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1

@@ -31,7 +31,7 @@ def run(
     ),
 ) -> None:
     """Schedule pods whose spec.schedulerName is gpupool until stopped (SIGTERM / Ctrl-C)."""
-    from gpupool.kube.api import KubeApi
+    from gpupool.kube.api import KubeApi, reachable
     from gpupool.kube.config import load_config
     from gpupool.kube.lease import LeaderElector
     from gpupool.kube.scheduler import KubeScheduler
@@ -42,6 +42,7 @@ def run(
     )
     who = identity or f"{socket.gethostname()}-{os.getpid()}"
     api = KubeApi(kubeconfig)
+    reachable(api)
     stop = threading.Event()
     elector = None
     if leader_elect:
@@ -57,3 +58,54 @@ def run(
     stop.wait()
     scheduler.stop()
     typer.echo(f"stopped after {scheduler.stats['binds']} bindings")
+
+
+@kube_app.command("device-plugin")
+@friendly
+def device_plugin(
+    node: str = typer.Option(
+        None, help="This node's name [default: $NODE_NAME, set from the pod's spec.nodeName]."
+    ),
+    devices: str = typer.Option("auto", help="auto (NVML, npu-smi, ...) or simulated:8xA100-80G."),
+    kubeconfig: str = typer.Option(None, help="A kubeconfig [default: in-cluster]."),
+    socket_dir: str = typer.Option(
+        "/var/lib/kubelet/device-plugins", help="The kubelet's device-plugin folder."
+    ),
+    slots: int = typer.Option(100, min=1, max=10000, help="gpupool.io/slice units advertised."),
+) -> None:
+    """Serve the kubelet device plugin for gpupool.io/slice on this node until stopped; a
+    kubelet restart (which removes the socket) is followed by a new registration."""
+    from pathlib import Path
+
+    from gpupool.devices.detect import discover
+    from gpupool.kube.api import ApiError, KubeApi, reachable
+    from gpupool.kube.device_plugin import SlicePlugin, publish_devices, serve
+    from gpupool.model import SpecError
+
+    name = node or os.environ.get("NODE_NAME")
+    if not name:
+        raise SpecError("node: give --node or set NODE_NAME (the DaemonSet sets it)")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    api = KubeApi(kubeconfig)
+    located, inventory = discover(devices, name)
+    for problem in inventory.errors:
+        typer.echo(f"warning: device discovery: {problem}", err=True)
+    reachable(api)
+    try:
+        publish_devices(api, name, located)
+    except ApiError as exc:
+        raise SpecError(f"node {name}: cannot write its devices: {exc}") from None
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    sock = Path(socket_dir) / "gpupool.sock"
+    while not stop.is_set():
+        plugin = SlicePlugin(api, name, located, slots)
+        server = serve(plugin, socket_dir)
+        typer.echo(f"gpupool device plugin on {name}: {len(located)} devices, {slots} slots")
+        while not stop.wait(2.0) and sock.exists():
+            pass
+        plugin.stop.set()
+        server.stop(1)

@@ -191,6 +191,16 @@ class KubeApi:
         self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
 
 
+def reachable(api: KubeApi) -> str:
+    """The API server's version, or a SpecError saying why it cannot be reached."""
+    try:
+        return str(api.request("GET", "/version").get("gitVersion", "?"))
+    except httpx.HTTPError as exc:
+        raise SpecError(f"cannot reach the API server at {api.host}: {exc}") from None
+    except ApiError as exc:
+        raise SpecError(f"the API server at {api.host} refused: {exc}") from None
+
+
 def _error(status: int, content: bytes) -> ApiError:
     try:
         body = json.loads(content)

@@ -116,6 +116,10 @@ class ControlPlane:
     def gpupool_kubeconfig(self) -> str:
         return str(self.run_dir / "kubeconfig-gpupool")
 
+    @property
+    def device_plugin_kubeconfig(self) -> str:
+        return str(self.run_dir / "kubeconfig-device-plugin")
+
     def stop(self) -> None:
         if self.admin is not None:
             self.admin.close()

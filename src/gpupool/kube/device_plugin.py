@@ -1,0 +1,206 @@
+"""gpupool's kubelet device plugin (API v1beta1 over gRPC on a Unix socket), as HAMi does it.
+
+It registers ``gpupool.io/slice`` with the kubelet and advertises ``slots`` interchangeable
+units of it; a pod that wants its slice enforced asks ``gpupool.io/slice: 1``. The scheduler
+has already chosen the cards and written them in the pod's ``gpupool.io/grant`` annotation; in
+``Allocate`` the plugin finds the pod being started on this node (bound by gpupool, granted,
+not yet allocated, oldest first: the kubelet admits pods one at a time) and returns the same
+slice environment standalone agents give (``CUDA_VISIBLE_DEVICES`` by UUID, MPS / HAMi-core
+limits for shares) and the card's device nodes, then marks the pod allocated. The devices it
+discovered (with UUIDs) go into the Node's ``gpupool.io/devices`` annotation, which the
+scheduler reads.
+"""
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from gpupool.devices.detect import Located
+from gpupool.kube.api import KubeApi
+from gpupool.kube.deviceplugin import api_pb2, api_pb2_grpc
+from gpupool.kube.grants import GRANT_ANNOTATION, read_grant
+from gpupool.kube.inventory import DEVICES_ANNOTATION
+from gpupool.kube.pods import created_at, is_terminal, meta
+from gpupool.model import SpecError, Vendor
+from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+
+log = logging.getLogger(__name__)
+RESOURCE = "gpupool.io/slice"
+ALLOCATED_ANNOTATION = "gpupool.io/allocated"
+API_VERSION = "v1beta1"
+KUBELET_DIR = "/var/lib/kubelet/device-plugins"
+NVIDIA_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+
+def device_list(located: list[Located]) -> str:
+    """The ``gpupool.io/devices`` annotation: what the scheduler needs of each device."""
+    return json.dumps(
+        [
+            {
+                "index": loc.index,
+                "model": loc.device.model,
+                "vendor": str(loc.device.vendor),
+                "memory_mib": loc.device.memory_mib,
+                "uuid": loc.device.uuid,
+                "healthy": loc.device.healthy,
+                "island": loc.device.island,
+            }
+            for loc in located
+        ],
+        separators=(",", ":"),
+    )
+
+
+def local_devices(located: list[Located]) -> dict[int, LocalDevice]:
+    return {
+        loc.index: LocalDevice(
+            loc.device.vendor,
+            loc.device.local_index,
+            loc.device.uuid,
+            tuple((m.profile, m.start, m.uuid) for m in loc.device.mig),
+        )
+        for loc in located
+    }
+
+
+def wants_slice(pod: Mapping[str, Any]) -> bool:
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        if RESOURCE in (res.get("limits") or {}) or RESOURCE in (res.get("requests") or {}):
+            return True
+    return False
+
+
+def pod_to_allocate(pods: list[Mapping[str, Any]], node: str) -> Mapping[str, Any] | None:
+    """The pod the kubelet is starting: on this node, granted, asking for a slice, not yet
+    allocated and not finished; the oldest when several wait."""
+    waiting = [
+        p
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") == node
+        and GRANT_ANNOTATION in meta(p, "annotations")
+        and ALLOCATED_ANNOTATION not in meta(p, "annotations")
+        and not is_terminal(p)
+        and wants_slice(p)
+    ]
+    return min(waiting, key=created_at) if waiting else None
+
+
+def container_response(
+    pod: Mapping[str, Any], local: dict[int, LocalDevice], hami_core: str | None, dev_root: str
+) -> api_pb2.ContainerAllocateResponse:
+    _, _, piece = read_grant(meta(pod, "annotations")[GRANT_ANNOTATION])
+    grants = [
+        Grant(d.device, d.compute_pct, d.mem_mib, d.exclusive, d.mig_profile, d.mig_start)
+        for d in piece.devices
+    ]
+    env = slice_env(grants, local, hami_core)
+    env["GPUPOOL_GRANT"] = meta(pod, "annotations")[GRANT_ANNOTATION]
+    specs = []
+    nvidia = [local[g.device] for g in grants if local[g.device].vendor is Vendor.NVIDIA]
+    paths = [f"/dev/nvidia{d.local_index}" for d in nvidia]
+    if nvidia:
+        paths += list(NVIDIA_CONTROL_NODES)
+    for path in paths:
+        host = os.path.join(dev_root, path.lstrip("/")) if dev_root != "/" else path
+        if os.path.exists(host):
+            specs.append(api_pb2.DeviceSpec(container_path=path, host_path=host, permissions="rw"))
+    return api_pb2.ContainerAllocateResponse(envs=env, devices=specs)
+
+
+class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
+    def __init__(
+        self,
+        api: KubeApi,
+        node: str,
+        located: list[Located],
+        slots: int = 100,
+        hami_core: str | None = None,
+        dev_root: str = "/",
+    ):
+        self.api = api
+        self.node = node
+        self.located = located
+        self.local = local_devices(located)
+        self.slots = slots
+        self.hami_core = hami_core
+        self.dev_root = dev_root
+        self.stop = threading.Event()
+        self._lock = threading.Lock()  # one Allocate at a time: each claims one pod
+
+    def GetDevicePluginOptions(self, request, context):
+        return api_pb2.DevicePluginOptions(pre_start_required=False)
+
+    def ListAndWatch(self, request, context) -> Iterator[api_pb2.ListAndWatchResponse]:
+        devices = [api_pb2.Device(ID=f"slice-{i}", health="Healthy") for i in range(self.slots)]
+        yield api_pb2.ListAndWatchResponse(devices=devices)
+        while not self.stop.wait(1.0) and context.is_active():
+            pass
+
+    def GetPreferredAllocation(self, request, context):
+        return api_pb2.PreferredAllocationResponse()
+
+    def PreStartContainer(self, request, context):
+        return api_pb2.PreStartContainerResponse()
+
+    def Allocate(self, request, context):
+        responses = []
+        with self._lock:
+            for _ in request.container_requests:
+                try:
+                    responses.append(self._allocate_one())
+                except (SpecError, KeyError) as exc:
+                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"gpupool: {exc}")
+                except Exception as exc:  # the API server away: the kubelet retries the pod
+                    context.abort(grpc.StatusCode.UNAVAILABLE, f"gpupool: {exc}")
+        return api_pb2.AllocateResponse(container_responses=responses)
+
+    def _allocate_one(self) -> api_pb2.ContainerAllocateResponse:
+        pods = self.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")["items"]
+        pod = pod_to_allocate(pods, self.node)
+        if pod is None:
+            raise SpecError(
+                f"no pod on {self.node} holds a gpupool grant and waits for its slice "
+                f"(a pod asking {RESOURCE} must be scheduled by gpupool)"
+            )
+        response = container_response(pod, self.local, self.hami_core, self.dev_root)
+        md = pod["metadata"]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.api.annotate_pod(md["namespace"], md["name"], {ALLOCATED_ANNOTATION: stamp})
+        log.info("allocated %s/%s on %s", md["namespace"], md["name"], self.node)
+        return response
+
+
+def publish_devices(api: KubeApi, node: str, located: list[Located]) -> None:
+    """Write the discovered devices on the Node, where the scheduler reads UUIDs and models."""
+    body = {"metadata": {"annotations": {DEVICES_ANNOTATION: device_list(located)}}}
+    api.request("PATCH", f"/api/v1/nodes/{node}", body, content_type="application/merge-patch+json")
+
+
+def serve(plugin: SlicePlugin, socket_dir: str = KUBELET_DIR, name: str = "gpupool.sock"):
+    """Serve on ``socket_dir/name`` and register with the kubelet there; returns the server."""
+    path = Path(socket_dir) / name
+    path.unlink(missing_ok=True)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    api_pb2_grpc.add_DevicePluginServicer_to_server(plugin, server)
+    server.add_insecure_port(f"unix://{path}")
+    server.start()
+    with grpc.insecure_channel(f"unix://{Path(socket_dir) / 'kubelet.sock'}") as channel:
+        api_pb2_grpc.RegistrationStub(channel).Register(
+            api_pb2.RegisterRequest(
+                version=API_VERSION,
+                endpoint=name,
+                resource_name=RESOURCE,
+                options=api_pb2.DevicePluginOptions(pre_start_required=False),
+            ),
+            timeout=10,
+        )
+    return server

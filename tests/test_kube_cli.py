@@ -1,0 +1,63 @@
+"""``gpupool kube run`` and ``gpupool kube device-plugin`` as processes."""
+
+import signal
+import subprocess
+import sys
+
+import yaml
+
+from tests.helpers import gpupool
+from tests.support.agents import wait_for
+from tests.support.kube_fixtures import CONFIG
+from tests.support.kube_objects import node_obj, pod_obj
+
+
+def test_kube_run_takes_the_lease_schedules_and_stops_on_sigterm(kube, tmp_path):
+    config = tmp_path / "gpupool-kube.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    kube.apply(node_obj("n1", 8))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpupool.cli.main", "kube", "run", "--config", str(config),
+         "--kubeconfig", kube.gpupool_kubeconfig, "--identity", "replica-1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        kube.apply(pod_obj("p", gpus=1))
+        wait_for("bound", lambda: kube.pod("team-a", "p")["spec"].get("nodeName"), timeout=30)
+        lease = kube.api.request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/gpupool-system/leases/gpupool-scheduler"
+        )
+        assert lease["spec"]["holderIdentity"] == "replica-1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "stopped after 1 bindings" in out
+
+
+def test_bad_settings_and_an_unreachable_api_server_are_one_clear_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("namespaces: {a: nobody}\n")
+    r = gpupool("kube", "run", "--config", str(bad))
+    assert r.returncode == 2 and "namespaces.a: unknown tenant 'nobody'" in r.stderr
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    good = tmp_path / "good.yaml"
+    good.write_text("namespaces: {}\n")
+    r = gpupool("kube", "run", "--config", str(good), "--kubeconfig", str(kubeconfig))
+    assert r.returncode == 2 and "cannot reach the API server at https://127.0.0.1:1" in r.stderr
+    r = gpupool("kube", "run", "--config", str(good), "--kubeconfig", str(tmp_path / "none"))
+    assert r.returncode == 2 and "kubeconfig" in r.stderr and "Traceback" not in r.stderr
+    r = gpupool("kube", "device-plugin", "--kubeconfig", str(kubeconfig))
+    assert r.returncode == 2 and "NODE_NAME" in r.stderr

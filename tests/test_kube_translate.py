@@ -1,0 +1,227 @@
+"""Kubernetes objects as gpupool nodes, jobs and grants, and one decision over them (pure)."""
+
+import json
+
+import pytest
+
+from gpupool.kube.config import parse_config
+from gpupool.kube.decide import Memo, decide
+from gpupool.kube.grants import grant_json, read_grant
+from gpupool.kube.inventory import node_from_object
+from gpupool.kube.pods import jobs_from_pods, request_of
+from gpupool.model import SharingMode, SpecError
+from gpupool.scheduler.types import DeviceGrant, NodeGrant
+from tests.support.kube_objects import node_obj, pod_obj
+
+CONFIG = parse_config(
+    {
+        "namespaces": {"team-a": "team-a", "team-b": "team-b"},
+        "tenants": [
+            {"name": "co"},
+            {"name": "team-a", "parent": "co", "quotas": {"gpu": {"nominal": 16}}},
+            {"name": "team-b", "parent": "co", "quotas": {"gpu": {"nominal": 16}}},
+        ],
+    }
+)
+GANG = {"gpupool.io/gang": "g", "gpupool.io/gang-size": "2"}
+
+
+def test_gpu_feature_discovery_labels_make_catalog_cards():
+    kn = node_from_object(node_obj("n1", 8))
+    assert kn.closed == ""
+    assert [d.model for d in kn.node.devices] == ["A100-80G"] * 8
+    assert kn.node.devices[0].memory_mib == 81920 and kn.node.cpu_millis == 64000
+    assert kn.node.memory_mib == 512 * 1024
+    t4 = node_from_object(node_obj("t", 4, "T4"))
+    assert [d.model for d in t4.node.devices] == ["T4"] * 4 and t4.node.devices[
+        0
+    ].memory_mib == 15360
+
+
+def test_sharing_mode_ascend_resources_and_the_agents_device_list():
+    mig = node_from_object(node_obj("m", 2, labels={"gpupool.io/sharing": "mig"}))
+    assert {d.mode for d in mig.node.devices} == {SharingMode.MIG}
+    npu = node_obj("npu", 0)
+    npu["status"]["allocatable"]["huawei.com/Ascend910B"] = "8"
+    del npu["metadata"]["labels"]["nvidia.com/gpu.product"]
+    assert [d.model for d in node_from_object(npu).node.devices] == ["Ascend910B"] * 8
+    listed = [{"index": 3, "model": "A100-80G", "memory_mib": 81920, "uuid": "GPU-abc"}]
+    agent = node_obj("a", 8, annotations={"gpupool.io/devices": json.dumps(listed)})
+    devices = node_from_object(agent).node.devices
+    assert [(d.index, d.uuid) for d in devices] == [(3, "GPU-abc")]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda o: o["status"]["allocatable"].update(cpu="lots"), "cpu"),
+        (
+            lambda o: o["metadata"]["labels"].update({"nvidia.com/gpu.product": "Mystery-9000"}),
+            "catalog",
+        ),
+        (
+            lambda o: o["metadata"]["labels"].update({"gpupool.io/sharing": "halves"}),
+            "gpupool.io/sharing",
+        ),
+        (
+            lambda o: o["metadata"]["annotations"].update({"gpupool.io/devices": "[{"}),
+            "gpupool.io/devices",
+        ),
+        (lambda o: o["status"]["allocatable"].update({"nvidia.com/gpu": "1.5"}), "whole"),
+        (lambda o: o["metadata"].pop("name"), "metadata.name"),
+    ],
+)
+def test_a_garbled_node_is_refused_naming_what_is_wrong(change, words):
+    obj = node_obj("n1", 8)
+    change(obj)
+    with pytest.raises(SpecError) as err:
+        node_from_object(obj)
+    assert words in str(err.value)
+
+
+def test_nodes_closed_by_cordon_readiness_and_untolerated_taints():
+    assert node_from_object(node_obj("a", unschedulable=True)).closed == "cordoned"
+    assert node_from_object(node_obj("b", ready=False)).closed == "not Ready"
+    taint = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    assert (
+        node_from_object(node_obj("c", taints=taint)).closed == "tainted dedicated=infra:NoSchedule"
+    )
+    soft = [{"key": "dedicated", "effect": "PreferNoSchedule"}]
+    assert node_from_object(node_obj("d", taints=soft)).closed == ""
+
+
+def test_a_pods_request_from_the_annotation_or_its_resources():
+    r = request_of(pod_obj("p", request="gpu=A100-80G:1,gpu_share=50%", cpu="500m", memory="2Gi"))
+    assert (r.gpu_model, r.gpu_share_pct, r.cpu_millis, r.mem_mib) == ("A100-80G", 50, 500, 2048)
+    r = request_of(pod_obj("p", request="gpu=2,cpu=4,mem=20Gi", cpu="1"))
+    assert (r.gpu, r.cpu_millis, r.mem_mib) == (2, 4000, 20480)
+    r = request_of(pod_obj("p", gpus=3, cpu="0.25", memory="1G"))
+    assert (r.gpu, r.cpu_millis, r.mem_mib) == (3, 250, 954)
+    with pytest.raises(SpecError, match="topology=any"):
+        request_of(pod_obj("p", request="gpu=16,topology=any"))
+    with pytest.raises(SpecError, match="cpu"):
+        request_of(pod_obj("p", gpus=1, cpu="fast"))
+
+
+def test_pods_group_into_jobs_and_bad_ones_say_why():
+    pods = [
+        pod_obj("solo", gpus=1),
+        pod_obj("g-1", gpus=1, annotations=GANG),
+        pod_obj("g-0", gpus=1, annotations=GANG),
+        pod_obj(
+            "half-0", gpus=1, annotations={"gpupool.io/gang": "h", "gpupool.io/gang-size": "3"}
+        ),
+        pod_obj("nosize", gpus=1, annotations={"gpupool.io/gang": "n"}),
+        pod_obj("kind", gpus=1, annotations={"gpupool.io/kind": "party"}),
+        pod_obj("mixed-0", gpus=1, annotations={**GANG, "gpupool.io/gang": "m"}),
+        pod_obj("mixed-1", gpus=2, annotations={**GANG, "gpupool.io/gang": "m"}),
+        pod_obj("vip", gpus=1, priority_class="gold", priority=5000),
+    ]
+    jobs, problems = jobs_from_pods(pods, CONFIG)
+    assert set(jobs) == {"team-a/solo", "team-a/gang/g", "team-a/vip"}
+    assert jobs["team-a/gang/g"].pods == ["team-a/g-0", "team-a/g-1"]
+    assert jobs["team-a/gang/g"].job.gang_size == 2
+    assert jobs["team-a/vip"].job.priority_class == "gold"
+    assert "1 of 3 pods" in problems["team-a/half-0"]
+    assert "gpupool.io/gang-size missing" in problems["team-a/nosize"]
+    assert "party" in problems["team-a/kind"]
+    assert "different resources" in problems["team-a/mixed-0"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ({"namespaces": {"x": "nobody"}}, "namespaces.x: unknown tenant"),
+        (
+            {"tenants": [{"name": "a", "quotas": {"disk": {"nominal": 1}}}]},
+            "unknown resource 'disk'",
+        ),
+        (
+            {"tenants": [{"name": "a", "quotas": {"gpu": {"nominal": "many"}}}]},
+            "not a number of cards",
+        ),
+        ({"default_priority_class": "gold"}, "default_priority_class"),
+        ({"tenants": [{"name": "a", "parent": "ghost"}]}, "unknown parent"),
+        ({"grace_s": -1}, "grace_s"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_configuration_errors_name_the_field(raw, words):
+    with pytest.raises(SpecError) as err:
+        parse_config(raw)
+    assert words in str(err.value)
+
+
+def test_a_grant_round_trips_and_a_corrupt_one_is_an_error():
+    piece = NodeGrant("n1", 1000, 2048, (DeviceGrant("n1", 2, 50, 20480, False),))
+    node = node_from_object(node_obj("n1")).node
+    job, policy, back = read_grant(grant_json("team-a/p", piece, node, "fgd"))
+    assert (job, policy, back) == ("team-a/p", "fgd", piece)
+    assert (
+        json.loads(grant_json("team-a/p", piece, node, "fgd"))["devices"][0]["uuid"] == "GPU-n1-2"
+    )
+    with pytest.raises(SpecError, match=r"gpupool\.io/grant"):
+        read_grant('{"job": 1}')
+
+
+def _bound(pod: dict, node: str, grant: str) -> dict:
+    pod["spec"]["nodeName"] = node
+    pod["metadata"]["annotations"]["gpupool.io/grant"] = grant
+    return pod
+
+
+def test_other_schedulers_pods_and_ungranted_pods_hold_their_cards():
+    nodes = [node_obj("n1", 4)]
+    foreign = pod_obj("web", scheduler="default-scheduler", node="n1", gpus=3)
+    d = decide(nodes, [foreign, pod_obj("two", gpus=2)], CONFIG, 0)
+    assert not d.binds and "team-a/two" in d.waiting
+    d = decide(nodes, [foreign, pod_obj("one", gpus=1)], CONFIG, 0)
+    assert [(b.pod, b.node) for b in d.binds] == [("team-a/one", "n1")]
+    assert json.loads(d.binds[0].grant)["devices"][0]["index"] == 0  # the last cards are held
+
+
+def test_a_half_bound_gang_is_finished_on_its_granted_nodes_not_placed_again():
+    nodes = [node_obj("n1", 8), node_obj("n2", 8)]
+    pods = [pod_obj(f"g-{i}", gpus=4, annotations=dict(GANG)) for i in range(2)]
+    first = decide(nodes, pods, CONFIG, 0)
+    grants = {b.pod: b for b in first.binds}
+    assert len(grants) == 2 and all(b.gang for b in grants.values())
+    for p in pods:  # grants written on both, only g-0 bound: the scheduler stopped there
+        p["metadata"]["annotations"]["gpupool.io/grant"] = grants[
+            f"team-a/{p['metadata']['name']}"
+        ].grant
+    _bound(pods[0], grants["team-a/g-0"].node, grants["team-a/g-0"].grant)
+    again = decide(nodes, pods, CONFIG, 0)
+    assert [(b.pod, b.node, b.action) for b in again.binds] == [
+        ("team-a/g-1", grants["team-a/g-1"].node, "resume")
+    ]
+
+
+def test_preempting_a_gang_evicts_every_pod_of_it():
+    nodes = [node_obj("n1", 2)]
+    pods = [
+        pod_obj(f"g-{i}", gpus=1, priority_class="dev-test", annotations=dict(GANG))
+        for i in range(2)
+    ]
+    first = decide(nodes, pods, CONFIG, 0)
+    for b, p in zip(sorted(first.binds, key=lambda b: b.pod), pods, strict=True):
+        _bound(p, b.node, b.grant)
+    urgent = pod_obj("urgent", gpus=1, priority_class="online-inference")
+    d = decide(nodes, [*pods, urgent], CONFIG, 0)
+    assert sorted(e.pod for e in d.evictions) == ["team-a/g-0", "team-a/g-1"]
+    assert "team-a/urgent" in d.waiting
+
+
+def test_the_memo_gives_the_same_decision_and_follows_new_versions():
+    nodes = [node_obj("n1", 8)]
+    nodes[0]["metadata"]["resourceVersion"] = "1"
+    pods = [pod_obj(f"p{i}", gpus=1) for i in range(3)]
+    for i, p in enumerate(pods):
+        p["metadata"]["resourceVersion"] = str(10 + i)
+    memo = Memo()
+    plain = decide(nodes, pods, CONFIG, 0)
+    memoised = [decide(nodes, pods, CONFIG, 0, memo) for _ in range(2)]
+    assert [b.grant for b in plain.binds] == [b.grant for m in memoised for b in m.binds][:3]
+    cordoned = node_obj("n1", 8, unschedulable=True)
+    cordoned["metadata"]["resourceVersion"] = "2"
+    assert not decide([cordoned], pods, CONFIG, 0, memo).binds
