@@ -11,6 +11,7 @@ processes; their CPU seconds come from /proc.
 
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -183,7 +184,6 @@ def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int],
     before = len(watch.bound_at)
     steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i]) for i in range(steady)]
     created = create_pods(api, steady_pods)
-    watch.expect(before + steady)
     watch.done.clear()
     watch.expect(before + steady)
     watch.done.wait(TIMEOUT_S)
@@ -201,6 +201,11 @@ def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int],
     if proc is not None:
         proc.terminate()
         proc.wait(30)
+        said = re.search(
+            r"in (\d+) cycles \(mean (\d+) ms\)", (folder / "gpupool-kube.log").read_text()
+        )
+        if said:
+            out["cycles"], out["mean_cycle_ms"] = int(said[1]), int(said[2])
     else:
         os.kill(pid, 15)
     cp.delete_pods(ns)

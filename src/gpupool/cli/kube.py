@@ -57,7 +57,12 @@ def run(
     )
     stop.wait()
     scheduler.stop()
-    typer.echo(f"stopped after {scheduler.stats['binds']} bindings")
+    st = scheduler.stats
+    mean_ms = 1000 * scheduler.cycle_s / max(1, st["cycles"])
+    typer.echo(
+        f"stopped after {st['binds']} bindings in {st['cycles']} cycles "
+        f"(mean {mean_ms:.0f} ms), {st['bind_errors']} failed bindings"
+    )
 
 
 @kube_app.command("device-plugin")

@@ -24,6 +24,7 @@ from gpupool.kube.watch import Reflector
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpupool-scheduler"
+RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
 MAX_NOTES_PER_CYCLE = 500  # Event + condition writes per cycle; the rest wait for the next
 
@@ -45,9 +46,10 @@ class KubeScheduler:
         self.identity = identity
         self.is_leader = is_leader
         self.changed = threading.Event()
-        self.nodes = Reflector(api, "/api/v1/nodes", self.changed.set)
+        self.nodes = Reflector(api, "/api/v1/nodes", lambda: None, on_event=self._node_event)
         self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
         self.assumed: dict[str, tuple[str, str, float]] = {}  # pod -> (node, grant, when)
+        self.pending: set[str] = set()  # our pods the watch shows unbound
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
@@ -77,15 +79,26 @@ class KubeScheduler:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
-        """Wake the loop for what can change a decision: a pod to place, room freed, a
-        binding not ours. The confirmation of our own bindings changes nothing."""
+        """Wake the loop for what can change a decision: a pod to place, or — while pods
+        wait — room freed or a binding not ours. Our own bindings' confirmations, and pods
+        coming and going while none waits, change nothing."""
         spec = pod.get("spec") or {}
+        key = pod_key(pod)
         if kind == "DELETED" or is_terminal(pod):
-            self.changed.set()
+            self.pending.discard(key)
+            if self.pending:
+                self.changed.set()
         elif not spec.get("nodeName"):
             if spec.get("schedulerName") == self.config.scheduler_name:
+                self.pending.add(key)
                 self.changed.set()
-        elif kind == "MODIFIED" and pod_key(pod) not in self.assumed:
+        else:
+            self.pending.discard(key)
+            if kind == "MODIFIED" and key not in self.assumed and self.pending:
+                self.changed.set()
+
+    def _node_event(self, kind: str, node: dict[str, Any]) -> None:
+        if self.pending:  # kubelets' status updates need no cycle while nothing waits
             self.changed.set()
 
     def wait_synced(self, timeout_s: float) -> bool:
@@ -94,12 +107,19 @@ class KubeScheduler:
     def _loop(self) -> None:
         while not self._stop.is_set() and not self.wait_synced(1.0):
             pass
+        last, was_leader = 0.0, False
         while not self._stop.is_set():
-            self.changed.wait(self.config.cycle_s)
+            woke = self.changed.wait(self.config.cycle_s)
             self.changed.clear()
             if self._stop.is_set() or not self.is_leader():
+                was_leader = False
+                continue
+            due = woke or not was_leader or time.monotonic() - last >= RESYNC_S
+            was_leader = True
+            if not due:
                 continue
             self._wait_binds(self.config.bind_workers)
+            last = time.monotonic()
             try:
                 self.run_cycle()
             except Exception:  # one bad cycle must not end scheduling; say why and go on
@@ -137,13 +157,14 @@ class KubeScheduler:
 
     def run_cycle(self) -> Decision:
         started = time.perf_counter()
-        decision = decide(
-            self.nodes.snapshot(), self.pod_view(), self.config, time.time(), self.memo
-        )
+        pods = self.pod_view()
+        decision = decide(self.nodes.snapshot(), pods, self.config, time.time(), self.memo)
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev.pod, ev.reason, ev.grace_s)
-        self._note(decision)
+        live = {pod_key(p) for p in pods}
+        self._note(decision, live)
+        self.pending &= live  # forget pods a relist dropped without a DELETED event
         self.stats["cycles"] += 1
         self.cycle_s += time.perf_counter() - started
         return decision
@@ -225,7 +246,7 @@ class KubeScheduler:
         except Exception as exc:
             log.warning("pod %s: preemption failed: %s", pod, exc)
 
-    def _note(self, decision: Decision) -> None:
+    def _note(self, decision: Decision, live: set[str]) -> None:
         notes = [(p, "FailedScheduling", r) for p, r in decision.waiting.items()]
         notes += [(p, "InvalidRequest", r) for p, r in decision.problems.items()]
         fresh = [(p, why, r) for p, why, r in notes if self.noted.get(p) != r]
@@ -234,7 +255,6 @@ class KubeScheduler:
             self._pool.submit(self._note_one, pod, why, reason)
         if fresh[MAX_NOTES_PER_CYCLE:]:
             self.changed.set()
-        live = {pod_key(p) for p in self.pods.snapshot()}
         for pod in [p for p in self.noted if p not in live]:
             self.noted.pop(pod, None)
 
