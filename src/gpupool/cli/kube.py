@@ -29,12 +29,19 @@ def run(
     identity: str = typer.Option(
         None, help="This replica's name in the Lease and Events [default: host name + PID]."
     ),
+    server: str = typer.Option(
+        None, help="The gpupool server to report nodes and pods to (usage, invoices, dashboard)."
+    ),
+    token: str = typer.Option(
+        None, envvar="GPUPOOL_TOKEN", help="A token of role kubernetes on --server."
+    ),
 ) -> None:
     """Schedule pods whose spec.schedulerName is gpupool until stopped (SIGTERM / Ctrl-C)."""
     from gpupool.kube.api import KubeApi, reachable
     from gpupool.kube.config import load_config
     from gpupool.kube.lease import LeaderElector
     from gpupool.kube.scheduler import KubeScheduler
+    from gpupool.model import SpecError
 
     settings = load_config(config)
     logging.basicConfig(
@@ -49,6 +56,17 @@ def run(
         elector = LeaderElector(KubeApi(kubeconfig), who, lease_namespace)
         threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
     scheduler = KubeScheduler(api, settings, who, elector.is_leader if elector else lambda: True)
+    ledger = None
+    if server:
+        from gpupool.kube.ledger import Ledger
+
+        if not token:
+            raise SpecError("--server needs a token of role kubernetes (--token or GPUPOOL_TOKEN)")
+        ledger = Ledger(
+            server, token, settings, scheduler.nodes.snapshot, scheduler.pods.snapshot,
+            scheduler.preempted, is_leader=scheduler.is_leader,
+        )  # fmt: skip
+        threading.Thread(target=ledger.run, args=(stop,), daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     scheduler.start()
@@ -57,6 +75,11 @@ def run(
     )
     stop.wait()
     scheduler.stop()
+    if ledger is not None:
+        try:
+            ledger.sync()  # what ended in the last seconds
+        except Exception as exc:
+            typer.echo(f"warning: last report to {server} failed: {exc}", err=True)
     st = scheduler.stats
     mean_ms = 1000 * scheduler.cycle_s / max(1, st["cycles"])
     typer.echo(

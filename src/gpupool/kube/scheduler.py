@@ -50,6 +50,7 @@ class KubeScheduler:
         self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
         self.assumed: dict[str, tuple[str, str, float]] = {}  # pod -> (node, grant, when)
         self.pending: set[str] = set()  # our pods the watch shows unbound
+        self.preempted: dict[str, str] = {}  # UID of a pod deleted by preemption -> why
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
@@ -239,6 +240,9 @@ class KubeScheduler:
 
     def _evict(self, pod: str, reason: str, grace_s: int) -> None:
         ns, name = pod.split("/", 1)
+        uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid")
+        if uid:
+            self.preempted[uid] = reason
         try:
             self.event(pod, "Preempted", reason, "Normal")
             self.api.delete_pod(ns, name, grace_s)

@@ -36,6 +36,7 @@ from gpupool.server.routes import (
     invoices,
     job_control,
     jobs,
+    kubernetes,
     nodes,
     plans,
     reports,
@@ -84,7 +85,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
-    routes += (tenants, services)
+    routes += (tenants, services, kubernetes)
     routes += (usage, alerts, admin, dashboard)
     for module in routes:
         app.include_router(module.router)

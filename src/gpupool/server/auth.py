@@ -25,6 +25,7 @@ class Role(StrEnum):
     FINANCE = "finance"  # reads usage (and invoices) of its subtree, or of all without a tenant
     AGENT = "agent"  # one node's registration, heartbeats and allocations
     METRICS = "metrics"  # reads /metrics only (a Prometheus scrape token)
+    KUBERNETES = "kubernetes"  # the Kubernetes-mode scheduler: mirrors its nodes and pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ def validate_user(role: str, tenant: str | None, node: str | None) -> Role:
         raise SpecError(f"role {r}: a tenant is required", field="tenant")
     if r is Role.ADMIN and tenant:
         raise SpecError("role admin: takes no tenant (admins see every tenant)", field="tenant")
-    if r in (Role.AGENT, Role.METRICS) and tenant:
+    if r in (Role.AGENT, Role.METRICS, Role.KUBERNETES) and tenant:
         raise SpecError(f"role {r}: takes no tenant", field="tenant")
     if r is not Role.AGENT and node:
         raise SpecError(f"role {r}: only agents have a node scope", field="node")

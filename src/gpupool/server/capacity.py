@@ -85,7 +85,8 @@ class PoolCapacity:
                     p.name: p for p in s.execute(select(Pool)).scalars() if p.sharing == "hybrid"
                 }
                 nodes = []
-                for row in s.execute(select(NodeRow).order_by(NodeRow.name)).scalars():
+                agents = select(NodeRow).where(NodeRow.source == "agent").order_by(NodeRow.name)
+                for row in s.execute(agents).scalars():
                     node = node_from_rows(row, devices.get(row.name, []))
                     healthy = tuple(replace(d, healthy=True) for d in node.devices)
                     nodes.append(replace(node, devices=healthy))

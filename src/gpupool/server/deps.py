@@ -127,11 +127,27 @@ async def caller(
     who = await authenticate(request, creds)
     if who.role is Role.METRICS:
         raise forbidden("metrics tokens only read /metrics")
+    if who.role is Role.KUBERNETES:
+        raise forbidden("kubernetes tokens only reach /api/v1/kubernetes")
+    return who
+
+
+async def kube_caller(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """The caller of a Kubernetes-mirror route: the kubernetes role, or an admin."""
+    who = await authenticate(request, creds)
+    if who.role not in (Role.KUBERNETES, Role.ADMIN):
+        raise forbidden(
+            f"mirroring a Kubernetes cluster needs role kubernetes; {who.user} is {who.role}"
+        )
     return who
 
 
 Ctx = Annotated[ServerContext, Depends(context)]
 Caller = Annotated[Principal, Depends(caller)]
+KubeCaller = Annotated[Principal, Depends(kube_caller)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10**9, description="items to skip")]
 MAX_ID = 2**62  # fits a signed 64-bit column on every backend

@@ -14,7 +14,12 @@ ACTOR = "scheduler"
 
 
 def _silent(now: float, timeout_s: float):
-    return select(NodeRow).where(NodeRow.state != "lost", NodeRow.heartbeat_at < now - timeout_s)
+    # a Kubernetes node's liveness is its Ready condition, mirrored by gpupool's scheduler
+    return select(NodeRow).where(
+        NodeRow.state != "lost",
+        NodeRow.heartbeat_at < now - timeout_s,
+        NodeRow.source == "agent",
+    )
 
 
 def any_silent(session: Session, now: float, timeout_s: float) -> bool:

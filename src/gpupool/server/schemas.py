@@ -87,6 +87,7 @@ class NodeOut(BaseModel):
     drain_reason: str = ""
     registered_at: float
     heartbeat_at: float
+    source: str = "agent"  # agent, or kubernetes: a cluster's node gpupool's scheduler mirrors
     devices: list[DeviceOut]
     # what live allocations hold here, whoever's they are (no names: a member's view of
     # the pool still adds up)

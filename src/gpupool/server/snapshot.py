@@ -33,6 +33,7 @@ from gpupool.server.db.tables import (
     ReservationRow,
     TenantRow,
 )
+from gpupool.server.kube_mirror import KUBERNETES_ACTION
 from gpupool.server.rentals import active_plans
 from gpupool.server.replacements import replacing
 
@@ -104,7 +105,8 @@ class SnapshotBuilder:
         held: dict[str, tuple[int, int]] | None = None  # read only if a node is closed
         nodes: list[Node] = []
         self.closed = set()
-        for row in session.execute(select(NodeRow).order_by(NodeRow.name)).scalars():
+        agents = select(NodeRow).where(NodeRow.source == "agent").order_by(NodeRow.name)
+        for row in session.execute(agents).scalars():  # Kubernetes nodes: its own scheduler's
             node = node_from_rows(row, devices.get(row.name, []))
             if row.state != "ready" or not row.schedulable:
                 held = _held_on_nodes(session) if held is None else held
@@ -120,7 +122,11 @@ class SnapshotBuilder:
         conn = session.connection()
         allocs, jobs = AllocationRow.__table__.c, JobRow.__table__.c
         current = dict(
-            conn.execute(select(allocs.id, allocs.job_id).where(allocs.state == "active")).all()
+            conn.execute(
+                select(allocs.id, allocs.job_id).where(
+                    allocs.state == "active", allocs.action != KUBERNETES_ACTION
+                )
+            ).all()
         )
         gone = [a for a in self.live if a not in current]
         # a closed node's capacity is sized to what it holds: a release there must rebuild it

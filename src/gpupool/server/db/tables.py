@@ -62,6 +62,9 @@ class NodeRow(Base):
     drain_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     registered_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float)
+    # agent: its own agent runs its work; kubernetes: a cluster's node mirrored by gpupool's
+    # Kubernetes-mode scheduler (the kubelet runs its pods; the server meters and shows them)
+    source: Mapped[str] = mapped_column(String(20), default="agent", server_default="agent")
 
 
 class DeviceRow(Base):

@@ -37,6 +37,7 @@ from gpupool.server.deps import (
 )
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
+from gpupool.server.kube_mirror import ACTOR as KUBE_ACTOR
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
@@ -62,6 +63,10 @@ def visible_job(s: Session, who: Principal, job_id: int, *, lock: bool = False) 
     job = s.execute(q.with_for_update() if lock else q).scalar_one_or_none()
     if job is None or not who.sees(job.tenant):
         raise not_found(f"job {job_id}")  # another tenant's job does not exist for you
+    if lock and job.submitted_by == KUBE_ACTOR:  # the pod is the job: change it there
+        raise ApiError(
+            409, f"job {job_id} is the Kubernetes pod {job.name}: act on the pod (kubectl)", "job"
+        )
     return job
 
 

@@ -79,6 +79,7 @@ def node_out(
         drain_reason=n.drain_reason or "",
         registered_at=n.registered_at,
         heartbeat_at=n.heartbeat_at,
+        source=n.source or "agent",
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
         devices_in_use=sorted(held),
         cpu_allocated_millis=cpu,

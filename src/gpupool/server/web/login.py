@@ -19,7 +19,7 @@ from gpupool.server.middleware import audit_values
 from gpupool.server.session import SESSION_COOKIE, check_csrf, same_origin
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
-NOT_HUMAN = (Role.AGENT, Role.METRICS)
+NOT_HUMAN = (Role.AGENT, Role.METRICS, Role.KUBERNETES)
 MAX_SESSIONS = 20  # per user; logging in again ends the oldest beyond this
 
 

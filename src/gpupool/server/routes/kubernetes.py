@@ -1,0 +1,105 @@
+"""What gpupool's Kubernetes-mode scheduler reports: its cluster's nodes and the lifecycle of
+the pods it bound (``gpupool.server.kube_mirror``). Role ``kubernetes`` (or admin)."""
+
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter
+from pydantic import Field, StringConstraints
+
+from gpupool.server.deps import Ctx, KubeCaller
+from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
+from gpupool.server.schemas import Name, NodeIn, Strict
+
+router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
+Text = Annotated[str, StringConstraints(max_length=1000)]
+Uid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9-]+$")]
+
+
+class KubeNodeIn(NodeIn):
+    closed: Text = ""  # why it takes no new pods (cordoned, not Ready, tainted); "" when it does
+
+
+class KubeNodesIn(Strict):
+    nodes: list[KubeNodeIn] = Field(max_length=20000)
+
+
+class GrantedDeviceIn(Strict):
+    device: int = Field(ge=0, le=1023)
+    compute_pct: int = Field(ge=0, le=100)
+    mem_mib: int = Field(ge=0, le=16 * 1024 * 1024)
+    exclusive: bool = False
+    mig_profile: str | None = Field(None, max_length=50)
+    mig_start: int | None = Field(None, ge=0, le=64)
+
+
+class GrantIn(Strict):
+    node: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    cpu_millis: int = Field(ge=0, le=10**8)
+    mem_mib: int = Field(ge=0, le=10**10)
+    devices: list[GrantedDeviceIn] = Field(default_factory=list, max_length=64)
+
+
+class BoundPodIn(Strict):
+    uid: Uid
+    pod: Annotated[str, StringConstraints(min_length=3, max_length=317)]  # namespace/name
+    tenant: Name
+    request: Text
+    kind: Literal["training", "inference", "dev", "batch"] = "batch"
+    priority_class: Name
+    placement: GrantIn
+    policy: Annotated[str, StringConstraints(max_length=50)] = ""
+    bound_at: float = Field(ge=0)
+    submitted_at: float = Field(ge=0)
+
+
+class EndedPodIn(Strict):
+    uid: Uid
+    state: Literal["succeeded", "failed", "cancelled", "preempted"]
+    at: float = Field(ge=0)
+    reason: Text = ""
+
+
+class PodsIn(Strict):
+    bound: list[BoundPodIn] = Field(default_factory=list, max_length=20000)
+    ended: list[EndedPodIn] = Field(default_factory=list, max_length=20000)
+
+
+class PodsOut(Strict):
+    recorded: int = 0  # pods newly recorded as running
+    ended: int = 0  # running pods newly ended
+    live: list[str] = Field(default_factory=list)  # UIDs the server holds as running
+
+
+@router.put("/nodes")
+def put_nodes(body: KubeNodesIn, ctx: Ctx, who: KubeCaller) -> dict[str, int]:
+    """The cluster's GPU nodes, all of them: upserted, and those missing removed."""
+    with ctx.db.write() as s:
+        count = mirror_nodes(
+            s,
+            ((NodeIn(**n.model_dump(exclude={"closed"})), n.closed) for n in body.nodes),
+            time.time(),
+        )
+    ctx.capacity.invalidate()
+    return {"nodes": count}
+
+
+@router.post("/pods", response_model=PodsOut)
+def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller) -> PodsOut:
+    """Pods bound (running jobs from their binding) and pods ended (metered to their end)."""
+    now = time.time()
+    out = PodsOut()
+    with ctx.db.write() as s:
+        for pod in body.bound:
+            out.recorded += mirror_bound(s, pod.model_dump(), now)
+        for ended in body.ended:
+            out.ended += mirror_ended(s, ended.model_dump(), now)
+        out.live = live_uids(s)
+    return out
+
+
+@router.get("/pods", response_model=PodsOut)
+def get_pods(ctx: Ctx, who: KubeCaller) -> PodsOut:
+    """The UIDs of the pods the server holds as running (what a restarted scheduler checks)."""
+    with ctx.db.read() as s:
+        return PodsOut(live=live_uids(s))

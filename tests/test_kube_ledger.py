@@ -1,0 +1,134 @@
+"""The gpupool server as the state of record for Kubernetes mode: nodes and the pods gpupool
+bound are mirrored, metered into usage records when they end, isolated per tenant, and never
+given work by the server's own scheduler (a real server on loopback, on SQLite and PostgreSQL,
+and a real kube-apiserver)."""
+
+import time
+
+from gpupool.kube.ledger import Ledger
+from tests.support.agents import wait_for
+from tests.support.kube_objects import node_obj, pod_obj
+
+
+def _tenants(admin) -> None:
+    for body in ({"name": "company"}, {"name": "team-a", "parent": "company"},
+                 {"name": "team-b", "parent": "company"}):  # fmt: skip
+        assert admin.post("/api/v1/tenants", json=body).status_code == 201
+
+
+def _ledger(server, scheduler, preempted=None) -> Ledger:
+    token = server.token("cluster-1", "kubernetes")
+    return Ledger(
+        server.url, token, scheduler.config, scheduler.nodes.snapshot, scheduler.pods.snapshot,
+        preempted if preempted is not None else scheduler.preempted,
+    )  # fmt: skip
+
+
+def test_pods_are_jobs_of_their_tenant_metered_when_they_end(server, kube, start_scheduler):
+    admin = server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler()
+    kube.apply(pod_obj("train", gpus=2))
+    kube.apply(pod_obj("tiny", gpus=1))
+    wait_for(
+        "bound",
+        lambda: all(kube.pod("team-a", p)["spec"].get("nodeName") for p in ("train", "tiny")),
+    )
+    ledger = _ledger(server, scheduler)
+    assert ledger.sync() == {"bound": 2, "ended": 0}
+    assert ledger.sync() == {"bound": 0, "ended": 0}  # idempotent
+    node = admin.get("/api/v1/nodes/k1").json()
+    assert node["source"] == "kubernetes" and len(node["devices"]) == 8
+    assert sorted(node["devices_in_use"]) and len(node["devices_in_use"]) == 3
+    member = server.client(server.token("alice", "member", "team-a"))
+    jobs = {j["name"]: j for j in member.get("/api/v1/jobs").json()["items"]}
+    assert set(jobs) == {"team-a/train", "team-a/tiny"}
+    assert jobs["team-a/train"]["state"] == "running"
+    other = server.client(server.token("bob", "member", "team-b"))
+    assert other.get("/api/v1/jobs").json()["items"] == []
+    assert other.get(f"/api/v1/jobs/{jobs['team-a/train']['id']}").status_code == 404
+    refused = member.post(f"/api/v1/jobs/{jobs['team-a/train']['id']}/cancel")
+    assert refused.status_code == 409 and "Kubernetes pod team-a/train" in refused.text
+    time.sleep(1.2)  # whole seconds are metered
+    kube.delete_pods("team-a")
+    wait_for("pods gone", lambda: not scheduler.pods.snapshot())
+    assert ledger.sync() == {"bound": 0, "ended": 2}
+    usage = admin.get("/api/v1/usage", params={"tenant": "team-a"}).json()["items"]
+    train = [u for u in usage if u["job_id"] == jobs["team-a/train"]["id"]]
+    assert train and train[0]["model"] == "A100-80G" and train[0]["devices"] == 2
+    assert train[0]["device_seconds"] >= 2  # two whole cards for at least a second
+    ended = member.get(f"/api/v1/jobs/{jobs['team-a/train']['id']}").json()
+    assert ended["state"] == "cancelled" and "deleted" in ended["reason"]
+
+
+def test_the_servers_own_scheduler_gives_kubernetes_nodes_no_work(
+    sqlite_server, kube, start_scheduler
+):
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler()
+    _ledger(sqlite_server, scheduler).sync()
+    member = sqlite_server.client(sqlite_server.token("alice", "member", "team-a"))
+    r = member.post("/api/v1/jobs", json={"request": "gpu=1", "command": ["true"]})
+    if r.status_code == 201:  # accepted: it must still not be placed on the cluster's node
+        sqlite_server.cycle()
+        job = member.get(f"/api/v1/jobs/{r.json()['id']}").json()
+        assert job["state"] == "pending", job
+    else:
+        assert r.status_code == 422 and "never" in r.text, r.text
+
+
+def test_a_restarted_reporter_ends_what_ended_while_it_was_away(
+    sqlite_server, kube, start_scheduler
+):
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler()
+    for name in ("keep", "gone", "victim"):
+        kube.apply(pod_obj(name, gpus=1))
+    wait_for(
+        "bound", lambda: sum(1 for p in scheduler.pods.snapshot() if p["spec"].get("nodeName")) == 3
+    )
+    assert _ledger(sqlite_server, scheduler).sync()["bound"] == 3
+    uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in scheduler.pods.snapshot()}
+    for name in ("gone", "victim"):
+        kube.admin.delete_pod("team-a", name, 0)
+    wait_for("deleted", lambda: len(scheduler.pods.snapshot()) == 1)
+    fresh = _ledger(sqlite_server, scheduler, {uid["victim"]: "preempted by team-a/urgent"})
+    assert fresh.sync() == {"bound": 0, "ended": 2}
+    jobs = {
+        j["name"]: j for j in admin.get("/api/v1/jobs", params={"tenant": "team-a"}).json()["items"]
+    }
+    assert jobs["team-a/keep"]["state"] == "running"
+    assert jobs["team-a/gone"]["state"] == "cancelled"
+    events = admin.get(f"/api/v1/jobs/{jobs['team-a/victim']['id']}/events").json()
+    assert [e["to_state"] for e in events] == ["running", "preempted", "cancelled"]
+    assert "team-a/urgent" in events[1]["reason"]
+
+
+def test_reports_are_checked_and_the_role_reaches_nothing_else(sqlite_server):
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    token = sqlite_server.token("cluster-1", "kubernetes")
+    k8s = sqlite_server.client(token)
+    assert k8s.get("/api/v1/jobs").status_code == 403
+    assert k8s.get("/api/v1/tenants").status_code == 403
+    member = sqlite_server.client(sqlite_server.token("alice", "member", "team-a"))
+    assert member.get("/api/v1/kubernetes/pods").status_code == 403
+    grant = {"node": "nowhere", "cpu_millis": 1000, "mem_mib": 1024, "devices": []}
+    pod = {"uid": "u1", "pod": "team-a/p", "tenant": "team-a", "request": "gpu=1",
+           "priority_class": "training", "placement": grant, "bound_at": 1.0,
+           "submitted_at": 1.0}  # fmt: skip
+    r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [pod]})
+    assert r.status_code == 422 and "not a mirrored Kubernetes node" in r.text
+    r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [{**pod, "tenant": "ghost"}]})
+    assert r.status_code == 422 and "unknown tenant 'ghost'" in r.text
+    r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [{**pod, "uid": "../etc"}]})
+    assert r.status_code == 422
+    agent_node = {"name": "n1", "cpu_millis": 1000, "memory_mib": 1024, "devices": []}
+    assert admin.post("/api/v1/nodes", json=agent_node).status_code == 200
+    r = k8s.put("/api/v1/kubernetes/nodes", json={"nodes": [agent_node]})
+    assert r.status_code == 409 and "an agent's node" in r.text
