@@ -45,6 +45,10 @@ def test_pods_are_jobs_of_their_tenant_metered_when_they_end(server, kube, start
     jobs = {j["name"]: j for j in member.get("/api/v1/jobs").json()["items"]}
     assert set(jobs) == {"team-a/train", "team-a/tiny"}
     assert jobs["team-a/train"]["state"] == "running"
+    cards = [c for c in member.get("/api/v1/devices").json() if c["node"] == "k1"]
+    held = [c for c in cards if c["holders"]]
+    assert len(cards) == 8 and len(held) == 3  # the dashboard's nodes page draws these
+    assert {h["tenant"] for c in held for h in c["holders"]} == {"team-a"}
     other = server.client(server.token("bob", "member", "team-b"))
     assert other.get("/api/v1/jobs").json()["items"] == []
     assert other.get(f"/api/v1/jobs/{jobs['team-a/train']['id']}").status_code == 404

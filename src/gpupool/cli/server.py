@@ -267,7 +267,7 @@ def announce_when_ready(base: str, lines: list[str], stopping: threading.Event) 
 def token_create(
     name: str = typer.Option(..., help="User name for the token"),
     role: str = typer.Option(
-        "admin", help="admin, tenant-admin, member, viewer, finance, agent, metrics"
+        "admin", help="admin, tenant-admin, member, viewer, finance, agent, metrics, kubernetes"
     ),
     tenant: str = typer.Option(None, help="Tenant of a tenant-admin, member or viewer"),
     node: str = typer.Option(None, help="Node scope of an agent token ('*' for every node)"),
