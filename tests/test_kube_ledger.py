@@ -136,3 +136,36 @@ def test_reports_are_checked_and_the_role_reaches_nothing_else(sqlite_server):
     assert admin.post("/api/v1/nodes", json=agent_node).status_code == 200
     r = k8s.put("/api/v1/kubernetes/nodes", json={"nodes": [agent_node]})
     assert r.status_code == 409 and "an agent's node" in r.text
+
+
+def test_tenants_and_quotas_from_the_server_decide_for_the_cluster(
+    sqlite_server, kube, start_scheduler
+):
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    quota = {"resource": "gpu", "nominal": 1, "borrowing_limit": 0}
+    assert admin.put("/api/v1/tenants/team-a/quotas/gpu", json=quota).status_code == 200
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler(tenants_from="server", tenants=[])
+    kube.apply(pod_obj("one", gpus=1))
+    kube.apply(pod_obj("two", gpus=1))
+    time.sleep(1.0)
+    assert not any(p["spec"].get("nodeName") for p in scheduler.pods.snapshot())  # no tenants yet
+    ledger = _ledger(sqlite_server, scheduler)
+    ledger.on_policy = scheduler.set_policy
+    ledger.sync()
+    wait_for(
+        "one bound",
+        lambda: sum(1 for p in scheduler.pods.snapshot() if p["spec"].get("nodeName")) == 1,
+    )
+    waiting = next(
+        p["metadata"]["name"] for p in scheduler.pods.snapshot() if not p["spec"].get("nodeName")
+    )
+    why = wait_for("its reason", lambda: [e["message"] for e in kube.events("team-a", waiting)])
+    assert "team-a" in why[0] and "1/1" in why[0], why
+    quota["nominal"] = 2
+    assert admin.put("/api/v1/tenants/team-a/quotas/gpu", json=quota).status_code == 200
+    ledger.sync()
+    wait_for(
+        "both bound", lambda: all(p["spec"].get("nodeName") for p in scheduler.pods.snapshot())
+    )

@@ -57,14 +57,17 @@ def run(
         threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
     scheduler = KubeScheduler(api, settings, who, elector.is_leader if elector else lambda: True)
     ledger = None
+    if settings.tenants_from == "server" and not server:
+        raise SpecError("tenants_from: server needs --server (and a kubernetes token)")
     if server:
         from gpupool.kube.ledger import Ledger
 
         if not token:
             raise SpecError("--server needs a token of role kubernetes (--token or GPUPOOL_TOKEN)")
+        from_server = scheduler.set_policy if settings.tenants_from == "server" else None
         ledger = Ledger(
             server, token, settings, scheduler.nodes.snapshot, scheduler.pods.snapshot,
-            scheduler.preempted, is_leader=scheduler.is_leader,
+            scheduler.preempted, is_leader=scheduler.is_leader, on_policy=from_server,
         )  # fmt: skip
         threading.Thread(target=ledger.run, args=(stop,), daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):

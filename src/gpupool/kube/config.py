@@ -3,7 +3,7 @@ priority classes gpupool knows, and scheduler knobs. Read from a YAML file (a Co
 ``deploy/kubernetes``); every error names the field."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -37,6 +37,8 @@ class TenantSpec(_Strict):
 
 class KubeConfig(_Strict):
     scheduler_name: str = SCHEDULER_NAME
+    # config: tenants and quotas below; server: the gpupool server's (gpupool kube run --server)
+    tenants_from: Literal["config", "server"] = "config"
     # namespace -> tenant; a pod in a namespace not listed waits with an Event saying so
     namespaces: dict[str, str] = Field(default_factory=dict)
     tenants: list[TenantSpec] = Field(default_factory=list)
@@ -90,6 +92,13 @@ def parse_config(raw: object, where: str = "kubernetes config") -> KubeConfig:
     except ValidationError as exc:
         raise from_validation(exc, where) from None
     tree = config.tenant_tree()  # quotas and parents checked now, not at the first pod
+    if config.tenants_from == "server":
+        if config.tenants:
+            raise SpecError(
+                f"{where}: tenants: leave empty with tenants_from: server (the server's are used)",
+                field="tenants",
+            )
+        return config  # namespaces are checked against the server's tenants as pods come
     for namespace, tenant in config.namespaces.items():
         if tenant not in tree.tenants:
             raise SpecError(

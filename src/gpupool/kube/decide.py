@@ -23,6 +23,7 @@ from gpupool.kube.pods import (
     node_of,
     pod_key,
 )
+from gpupool.kube.policy import Policy
 from gpupool.model import Job, Node, SpecError
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
@@ -152,8 +153,11 @@ def decide(
     config: KubeConfig,
     now: float,
     memo: Memo | None = None,
+    policy: Policy | None = None,
 ) -> Decision:
-    """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not)."""
+    """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
+    ``policy``: tenants and classes [default: the settings file's]."""
+    rules = policy or Policy.from_config(config)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
     held: dict[str, _Held] = {}
@@ -191,7 +195,7 @@ def decide(
             unbound.append(pod)
 
     running: list[RunningJob] = []
-    tree = config.tenant_tree()
+    tree = rules.tree()
     by_job: dict[str, list[str]] = {}
     for job_id, members in bound.items():
         resumed = [m for m in granted_unbound.pop(job_id, []) if _fits(m[1], nodes)]
@@ -219,7 +223,7 @@ def decide(
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])
     cycle = CycleConfig(
         policy=config.policy,
-        queue=QueuePolicy(classes=class_values(ours, config)),
+        queue=QueuePolicy(classes=class_values(ours, rules.classes)),
         grace_s=config.grace_s,
     )
     pending: list[Job] = [pj.job for pj in jobs.values()]

@@ -20,6 +20,7 @@ from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import grant_of
 from gpupool.kube.inventory import DEFAULT_TOLERATED, node_from_object
 from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key
+from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,7 @@ class Ledger:
         preempted: Mapping[str, str],
         interval_s: float = 5.0,
         is_leader: Callable[[], bool] = lambda: True,
+        on_policy: Callable[[Policy], None] | None = None,
     ):
         self.http = httpx.Client(
             base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30
@@ -142,6 +144,7 @@ class Ledger:
         self.nodes, self.pods, self.preempted = nodes, pods, preempted
         self.interval_s = interval_s
         self.is_leader = is_leader
+        self.on_policy = on_policy  # given: the server's tenants are read with every report
         self.reported: set[str] | None = None  # UIDs the server holds as running
         self._nodes_hash = ""
         self.errors = 0
@@ -160,6 +163,8 @@ class Ledger:
     def sync(self, now: float | None = None) -> dict[str, int]:
         """One report: nodes if they changed, pods bound and ended since the last one."""
         now = time.time() if now is None else now
+        if self.on_policy is not None:
+            self.on_policy(Policy.from_server(self._post("GET", "/policy", None)))
         tolerated = DEFAULT_TOLERATED if self.config.tolerate is None else self.config.tolerate
         reports = []
         for obj in self.nodes():
@@ -211,6 +216,6 @@ class Ledger:
                 continue
             try:
                 self.sync()
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
+            except (httpx.HTTPError, ValueError, KeyError, SpecError) as exc:
                 self.errors += 1
                 log.warning("reporting to the gpupool server: %s", exc)

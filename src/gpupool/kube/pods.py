@@ -171,10 +171,10 @@ def job_for(pod: Mapping[str, Any], job_id: str, config: KubeConfig, gang: int) 
     )
 
 
-def class_values(pods: Iterable[Mapping[str, Any]], config: KubeConfig) -> dict[str, int]:
-    """Priority classes: the configured ones, plus each PriorityClass a pod names with the
+def class_values(pods: Iterable[Mapping[str, Any]], known: Mapping[str, int]) -> dict[str, int]:
+    """Priority classes: the known ones, plus each PriorityClass a pod names with the
     value the API server resolved into ``spec.priority``."""
-    classes = dict(config.priority_classes)
+    classes = dict(known)
     for pod in pods:
         spec = pod.get("spec") or {}
         name = spec.get("priorityClassName")

@@ -20,6 +20,7 @@ from gpupool.kube.config import KubeConfig
 from gpupool.kube.decide import Bind, Decision, Memo, decide
 from gpupool.kube.grants import GRANT_ANNOTATION
 from gpupool.kube.pods import is_terminal, node_of, pod_key
+from gpupool.kube.policy import Policy
 from gpupool.kube.watch import Reflector
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,10 @@ class KubeScheduler:
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
         self.memo = Memo()
+        # tenants and classes; with tenants_from: server, None until the server's are read
+        self.policy: Policy | None = (
+            Policy.from_config(config) if config.tenants_from == "config" else None
+        )
         self._inflight = 0  # bindings submitted and not finished
         self._idle = threading.Condition()
         self._stop = threading.Event()
@@ -102,6 +107,13 @@ class KubeScheduler:
         if self.pending:  # kubelets' status updates need no cycle while nothing waits
             self.changed.set()
 
+    def set_policy(self, policy: Policy) -> None:
+        """New tenants and classes (the server's); the next cycle decides with them."""
+        changed = policy != self.policy
+        self.policy = policy
+        if changed:
+            self.changed.set()
+
     def wait_synced(self, timeout_s: float) -> bool:
         return self.nodes.synced.wait(timeout_s) and self.pods.synced.wait(timeout_s)
 
@@ -112,7 +124,7 @@ class KubeScheduler:
         while not self._stop.is_set():
             woke = self.changed.wait(self.config.cycle_s)
             self.changed.clear()
-            if self._stop.is_set() or not self.is_leader():
+            if self._stop.is_set() or not self.is_leader() or self.policy is None:
                 was_leader = False
                 continue
             due = woke or not was_leader or time.monotonic() - last >= RESYNC_S
@@ -159,7 +171,9 @@ class KubeScheduler:
     def run_cycle(self) -> Decision:
         started = time.perf_counter()
         pods = self.pod_view()
-        decision = decide(self.nodes.snapshot(), pods, self.config, time.time(), self.memo)
+        decision = decide(
+            self.nodes.snapshot(), pods, self.config, time.time(), self.memo, self.policy
+        )
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev.pod, ev.reason, ev.grace_s)

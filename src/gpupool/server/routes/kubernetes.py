@@ -10,6 +10,7 @@ from pydantic import Field, StringConstraints
 from gpupool.server.deps import Ctx, KubeCaller
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
 from gpupool.server.schemas import Name, NodeIn, Strict
+from gpupool.server.snapshot import queue_policy, tenant_tree
 
 router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
 Text = Annotated[str, StringConstraints(max_length=1000)]
@@ -96,6 +97,29 @@ def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller) -> PodsOut:
             out.ended += mirror_ended(s, ended.model_dump(), now)
         out.live = live_uids(s)
     return out
+
+
+@router.get("/policy")
+def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
+    """Tenants with their quotas (in the engine's units: card percent, MiB, millicores; an
+    active rental plan included) and priority classes, for a scheduler that takes its tenants
+    from the server."""
+    with ctx.db.read() as s:
+        tree, classes = tenant_tree(s), queue_policy(s).classes
+    return {
+        "tenants": [
+            {
+                "name": t.name,
+                "parent": t.parent,
+                "weight": t.weight,
+                "quotas": {
+                    r: [q.nominal, q.borrowing_limit, q.lending_limit] for r, q in t.quotas.items()
+                },
+            }
+            for t in tree.tenants.values()
+        ],
+        "priority_classes": dict(classes),
+    }
 
 
 @router.get("/pods", response_model=PodsOut)

@@ -1,0 +1,45 @@
+"""Tenants, quotas and priority classes the Kubernetes-mode scheduler decides with: from its
+settings file, or — with ``tenants_from: server`` — from the gpupool server, the state of
+record (``GET /api/v1/kubernetes/policy``, re-read with every report), so tenants and
+guarantees are managed in one place (``gpupool tenant ...``, ``gpupool quota ...``)."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupool.kube.config import KubeConfig
+from gpupool.model import SpecError
+from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
+
+
+@dataclass(frozen=True)
+class Policy:
+    tenants: tuple[Tenant, ...]
+    classes: Mapping[str, int] = field(default_factory=dict)
+
+    def tree(self) -> TenantTree:
+        """A fresh tree: a cycle charges the one it is given."""
+        return TenantTree(self.tenants)
+
+    @staticmethod
+    def from_config(config: KubeConfig) -> "Policy":
+        return Policy(tuple(config.tenant_tree().tenants.values()), dict(config.priority_classes))
+
+    @staticmethod
+    def from_server(answer: Mapping[str, Any]) -> "Policy":
+        """The server's answer; SpecError when it is not one."""
+        try:
+            tenants = tuple(
+                Tenant(
+                    str(t["name"]),
+                    t.get("parent"),
+                    {str(r): Quota(*q) for r, q in (t.get("quotas") or {}).items()},
+                    float(t.get("weight", 1.0)),
+                )
+                for t in answer["tenants"]
+            )
+            classes = {str(k): int(v) for k, v in answer["priority_classes"].items()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"the server's tenants are not readable ({exc})") from None
+        TenantTree(tenants)  # parents and cycles checked now
+        return Policy(tenants, classes)
