@@ -40,7 +40,9 @@ def test_pods_bind_where_the_engine_places_them_with_their_grant(kube, start_sch
     assert scheduled and scheduled[0]["status"] == "True"
 
 
-def test_cordoned_not_ready_and_tainted_nodes_take_nothing(kube, start_scheduler):
+def test_cordoned_and_not_ready_nodes_take_nothing_and_taints_only_the_tolerant(
+    kube, start_scheduler
+):
     kube.apply(node_obj("cordoned", 8, unschedulable=True))
     kube.apply(node_obj("down", 8, ready=False))
     taint = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
@@ -53,9 +55,13 @@ def test_cordoned_not_ready_and_tainted_nodes_take_nothing(kube, start_scheduler
     wait_for("one bound", lambda: bound(kube, "team-a", "one") or bound(kube, "team-a", "two"))
     waiting = "two" if bound(kube, "team-a", "one") else "one"
     why = wait_for("a reason", lambda: messages(kube, "team-a", waiting, "FailedScheduling"))
-    assert "4 nodes" in why[0], why
+    assert "4 nodes" in why[0] and "not allowed by its node selector" in why[0], why
     placed = {bound(kube, "team-a", "one"), bound(kube, "team-a", "two")} - {""}
     assert placed == {"gpu-tainted"}  # the GPU resource taint is tolerated, others are not
+    tolerant = pod_obj("tolerant", gpus=1)
+    tolerant["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infra"}]
+    kube.apply(tolerant)
+    wait_for("tolerant bound", lambda: bound(kube, "team-a", "tolerant") == "tainted")
 
 
 def test_a_gang_binds_all_or_nothing(kube, start_scheduler):

@@ -79,15 +79,131 @@ def test_a_garbled_node_is_refused_naming_what_is_wrong(change, words):
     assert words in str(err.value)
 
 
-def test_nodes_closed_by_cordon_readiness_and_untolerated_taints():
+def test_nodes_closed_by_cordon_and_readiness_and_taints_kept_for_the_pods():
     assert node_from_object(node_obj("a", unschedulable=True)).closed == "cordoned"
     assert node_from_object(node_obj("b", ready=False)).closed == "not Ready"
     taint = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
-    assert (
-        node_from_object(node_obj("c", taints=taint)).closed == "tainted dedicated=infra:NoSchedule"
-    )
-    soft = [{"key": "dedicated", "effect": "PreferNoSchedule"}]
-    assert node_from_object(node_obj("d", taints=soft)).closed == ""
+    assert node_from_object(node_obj("c", taints=taint)).closed == ""  # per pod: selectors
+
+
+TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "taints", "expected"),
+    [
+        ({}, {}, [], True),
+        ({"nodeSelector": {"pool": "a"}}, {"pool": "a"}, [], True),
+        ({"nodeSelector": {"pool": "a"}}, {"pool": "b"}, [], False),
+        ({}, {}, [TAINT], False),
+        (
+            {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra"}]},
+            {},
+            [TAINT],
+            True,
+        ),
+        ({"tolerations": [{"key": "dedicated", "value": "other"}]}, {}, [TAINT], False),
+        ({"tolerations": [{"operator": "Exists"}]}, {}, [TAINT], True),
+        (
+            {"tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]},
+            {},
+            [TAINT],
+            False,
+        ),
+        ({}, {}, [{"key": "soft", "effect": "PreferNoSchedule"}], True),
+        ({}, {}, [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}], True),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["z1", "z2"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            {"zone": "z2"},
+            [],
+            True,
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "NotIn", "values": ["z2"]}
+                                    ]
+                                },
+                                {
+                                    "matchExpressions": [
+                                        {"key": "gpus", "operator": "Gt", "values": ["4"]}
+                                    ]
+                                },
+                            ]
+                        }
+                    }
+                }
+            },
+            {"zone": "z2", "gpus": "8"},
+            [],
+            True,
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            {"zone": "z2"},
+            [],
+            False,
+        ),
+    ],
+)
+def test_node_selector_affinity_and_tolerations_as_kubernetes_reads_them(
+    spec, labels, taints, expected
+):
+    from gpupool.kube.inventory import DEFAULT_TOLERATED
+    from gpupool.kube.selectors import node_allows
+
+    pod = {"spec": spec}
+    node = {"metadata": {"labels": labels}, "spec": {"taints": taints}}
+    assert node_allows(pod, node, DEFAULT_TOLERATED) is expected
+
+
+def test_constrained_pods_go_only_where_they_may_and_say_why_they_wait():
+    nodes = [node_obj("a1", 8, labels={"pool": "a"}), node_obj("b1", 8, labels={"pool": "b"}),
+             node_obj("t1", 8, taints=[TAINT])]  # fmt: skip
+    to_b = pod_obj("to-b", gpus=8)
+    to_b["spec"]["nodeSelector"] = {"pool": "b"}
+    tolerant = pod_obj("tolerant", gpus=8)
+    tolerant["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "t1"}
+    tolerant["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    first = decide(nodes, [to_b, tolerant], CONFIG, 0)
+    placed = {b.pod: b for b in first.binds}
+    assert placed["team-a/to-b"].node == "b1" and placed["team-a/tolerant"].node == "t1"
+    _bound(to_b, "b1", placed["team-a/to-b"].grant)
+    _bound(tolerant, "t1", placed["team-a/tolerant"].grant)
+    plain = [pod_obj(f"plain-{i}", gpus=8) for i in range(2)]
+    d = decide(nodes, [to_b, tolerant, *plain], CONFIG, 0)
+    assert [b.node for b in d.binds] == ["a1"]  # t1 is tainted, b1 full
+    waiting = next(iter(d.waiting.values()))
+    assert "not allowed by its node selector, affinity or tolerations" in waiting
 
 
 def test_a_pods_request_from_the_annotation_or_its_resources():

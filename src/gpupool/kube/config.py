@@ -50,6 +50,16 @@ class KubeConfig(_Strict):
     cycle_s: Annotated[float, Field(gt=0)] = 1.0  # longest wait between cycles when idle
     bind_workers: Annotated[int, Field(ge=1, le=256)] = 16
 
+    @property
+    def tolerated(self) -> frozenset[str]:
+        """Taint keys every pod gpupool schedules tolerates: the GPU operator taints GPU nodes
+        with their resource name and Kubernetes adds that toleration to every GPU pod."""
+        if self.tolerate is not None:
+            return frozenset(self.tolerate)
+        from gpupool.kube.inventory import DEFAULT_TOLERATED
+
+        return DEFAULT_TOLERATED
+
     def tenant_tree(self) -> TenantTree:
         return TenantTree(
             Tenant(

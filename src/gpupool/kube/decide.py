@@ -13,8 +13,9 @@ from typing import Any
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import GRANT_ANNOTATION, grant_json, grant_of
-from gpupool.kube.inventory import DEFAULT_TOLERATED, KubeNode, node_from_object
+from gpupool.kube.inventory import KubeNode, node_from_object
 from gpupool.kube.pods import (
+    PodJob,
     class_values,
     container_requests,
     is_terminal,
@@ -24,6 +25,7 @@ from gpupool.kube.pods import (
     pod_key,
 )
 from gpupool.kube.policy import Policy
+from gpupool.kube.selectors import constraints, hard_tainted, node_allows
 from gpupool.model import Job, Node, SpecError
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
@@ -106,11 +108,10 @@ class _Held:
 
 
 def _nodes(objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision, memo):
-    tolerated = DEFAULT_TOLERATED if config.tolerate is None else config.tolerate
     nodes: dict[str, KubeNode] = {}
     for obj in objs:
         name = str((obj.get("metadata") or {}).get("name") or "?")
-        kn = _cached(memo, ("node", name), obj, partial(_try, node_from_object, obj, tolerated))
+        kn = _cached(memo, ("node", name), obj, partial(_try, node_from_object, obj))
         if isinstance(kn, SpecError):
             out.node_problems[name] = str(kn)
             continue
@@ -142,6 +143,35 @@ def _usable(kn: KubeNode, held: _Held | None) -> Node:
     return node
 
 
+def _allowed_nodes(
+    jobs: Mapping[str, PodJob],
+    pods: Mapping[str, Mapping[str, Any]],
+    node_objs: list[Mapping[str, Any]],
+    nodes: Mapping[str, KubeNode],
+    config: KubeConfig,
+) -> dict[str, frozenset[str] | None]:
+    """Per job whose pods are constrained (or when some node is tainted), the nodes it may
+    use; computed once per distinct set of constraints (a gang's first pod speaks for it)."""
+    tainted = any(hard_tainted(o, config.tolerated) for o in node_objs)
+    by_constraints: dict[str, frozenset[str] | None] = {}
+    out: dict[str, frozenset[str] | None] = {}
+    for job_id, pj in jobs.items():
+        pod = pods[pj.pods[0]]
+        key = constraints(pod)
+        if not key and not tainted:
+            continue
+        if key not in by_constraints:
+            names = frozenset(
+                name
+                for o in node_objs
+                if (name := str((o.get("metadata") or {}).get("name"))) in nodes
+                and node_allows(pod, o, config.tolerated)
+            )
+            by_constraints[key] = None if len(names) == len(nodes) else names
+        out[job_id] = by_constraints[key]
+    return out
+
+
 def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     kn = nodes.get(piece.node)
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
@@ -158,6 +188,7 @@ def decide(
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
     ``policy``: tenants and classes [default: the settings file's]."""
     rules = policy or Policy.from_config(config)
+    node_objs = list(node_objs)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
     held: dict[str, _Held] = {}
@@ -220,13 +251,17 @@ def decide(
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
     jobs, problems = jobs_from_pods(pending_pods, config)
     out.problems.update(problems)
+    allowed = _allowed_nodes(jobs, {pod_key(p): p for p in pending_pods}, node_objs, nodes, config)
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])
     cycle = CycleConfig(
         policy=config.policy,
         queue=QueuePolicy(classes=class_values(ours, rules.classes)),
         grace_s=config.grace_s,
     )
-    pending: list[Job] = [pj.job for pj in jobs.values()]
+    pending: list[Job] = [
+        replace(pj.job, nodes=allowed[job_id]) if job_id in allowed else pj.job
+        for job_id, pj in jobs.items()
+    ]
     result = run_cycle(state, running, pending, tree, now, config=cycle)
     for b in result.bindings:
         members = jobs[b.job_id].pods

@@ -5,11 +5,11 @@ Accelerators come from allocatable extended resources (``nvidia.com/gpu``,
 (``nvidia.com/gpu.product``, ``nvidia.com/gpu.memory`` in MiB, ``nvidia.com/gpu.count``). When
 gpupool's node agent runs as a DaemonSet it writes the discovered devices (with UUIDs) into the
 ``gpupool.io/devices`` annotation, which then wins. A node takes no new work when it is cordoned,
-not Ready, or carries a NoSchedule/NoExecute taint the configuration does not tolerate.
+or not Ready; its NoSchedule/NoExecute taints keep away the pods that do not tolerate them.
 """
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,7 +47,9 @@ def _meta(obj: Mapping[str, Any], key: str) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get(key) or {})
 
 
-def closed_reason(obj: Mapping[str, Any], tolerated: Iterable[str] = DEFAULT_TOLERATED) -> str:
+def closed_reason(obj: Mapping[str, Any]) -> str:
+    """Why the node takes no pod at all: cordoned or not Ready. (Taints exclude the pods that
+    do not tolerate them: ``kube.selectors``.)"""
     spec = obj.get("spec") or {}
     if spec.get("unschedulable"):
         return "cordoned"
@@ -55,11 +57,6 @@ def closed_reason(obj: Mapping[str, Any], tolerated: Iterable[str] = DEFAULT_TOL
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
     if ready is None or ready.get("status") != "True":
         return "not Ready"
-    allowed = set(tolerated)
-    for taint in spec.get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") not in allowed:
-            value = f"={taint['value']}" if taint.get("value") else ""
-            return f"tainted {taint.get('key')}{value}:{taint.get('effect')}"
     return ""
 
 
@@ -120,9 +117,7 @@ def _nvidia(labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str
     return devices
 
 
-def node_from_object(
-    obj: Mapping[str, Any], tolerated: Iterable[str] = DEFAULT_TOLERATED
-) -> KubeNode:
+def node_from_object(obj: Mapping[str, Any]) -> KubeNode:
     """Translate one Node object; a SpecError names what on the object is wrong."""
     name = str((obj.get("metadata") or {}).get("name") or "")
     if not name:
@@ -149,4 +144,4 @@ def node_from_object(
         labels=labels,
         pool=labels.get(POOL_LABEL, "default"),
     )
-    return KubeNode(node, closed_reason(obj, tolerated))
+    return KubeNode(node, closed_reason(obj))

@@ -18,7 +18,7 @@ import httpx
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import grant_of
-from gpupool.kube.inventory import DEFAULT_TOLERATED, node_from_object
+from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key
 from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
@@ -35,8 +35,8 @@ def _uid(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("uid") or "")
 
 
-def node_report(obj: Mapping[str, Any], tolerated) -> dict[str, Any]:
-    kn = node_from_object(obj, tolerated)
+def node_report(obj: Mapping[str, Any]) -> dict[str, Any]:
+    kn = node_from_object(obj)
     node = kn.node
     labels = {
         k: v for k, v in node.labels.items() if k in MIRRORED_LABELS or k.startswith("gpupool.io/")
@@ -165,11 +165,10 @@ class Ledger:
         now = time.time() if now is None else now
         if self.on_policy is not None:
             self.on_policy(Policy.from_server(self._post("GET", "/policy", None)))
-        tolerated = DEFAULT_TOLERATED if self.config.tolerate is None else self.config.tolerate
         reports = []
         for obj in self.nodes():
             try:
-                reports.append(node_report(obj, tolerated))
+                reports.append(node_report(obj))
             except SpecError:
                 continue  # the scheduler logs it; the server keeps its last view
         digest = hashlib.sha256(json.dumps(reports, sort_keys=True).encode()).hexdigest()

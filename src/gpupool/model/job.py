@@ -35,6 +35,8 @@ class Job:
     max_runtime_s: int | None = None
     submit_time: float = 0.0
     on_preempt: str = "suspend"  # suspend: requeued keeping its place; kill: stopped
+    # the only nodes it may use (a pod's node selector, affinity and tolerations); None: any
+    nodes: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.id:

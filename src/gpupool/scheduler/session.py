@@ -5,6 +5,8 @@ read and change the session; nothing else does."""
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from gpupool.model import Job, ResourceRequest
 from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.placer import Placer
@@ -16,6 +18,7 @@ from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
 from gpupool.scheduler.types import Placement, Unplaceable
 from gpupool.sharing import TABLES
 
+NOT_ALLOWED = "not allowed by its node selector, affinity or tolerations"
 MIG_PERCENT = {
     p.name: round(100 * p.compute_slices / t.compute_slices)
     for t in TABLES.values()
@@ -156,6 +159,7 @@ class Session:
         self.failed = RefusedAsks(state)  # (request, gang) -> reason
         self.searches_left = config.max_victim_searches
         self.victimless: dict[tuple, int] = {}  # victim searches that failed, by ask
+        self._allowed: dict[frozenset[str], np.ndarray] = {}  # jobs' own node sets as masks
         # quotas on per-model cards or device memory need the placement to be checked
         self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})
 
@@ -177,9 +181,21 @@ class Session:
         return usage
 
     def mask(self, job: Job):
-        return node_mask(
+        mask, reason = node_mask(
             self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
         )
+        if job.nodes is None:
+            return mask, reason
+        allowed = self._allowed.get(job.nodes)
+        if allowed is None:
+            allowed = np.zeros(len(self.state.index), dtype=bool)
+            for name in job.nodes:
+                if name in self.state.index:
+                    allowed[self.state.index[name]] = True
+            self._allowed[job.nodes] = allowed
+        if mask is None:
+            return allowed, NOT_ALLOWED
+        return mask & allowed, reason or NOT_ALLOWED
 
     def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | str:
         """Place ``job`` on the snapshot (not applied). Failures are remembered until the
