@@ -71,6 +71,7 @@ def live_server(settings: Settings, *, run_scheduler: bool = False) -> Iterator[
     try:
         yield LiveServer(f"http://127.0.0.1:{port}", app.state.ctx, admin_token)
     finally:
+        app.state.ctx.changes.stop()  # answer agents' long polls: nothing waits for them
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()

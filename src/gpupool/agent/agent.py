@@ -33,6 +33,7 @@ from gpupool.agent.lease import write_lease
 from gpupool.agent.log_upload import TRUNCATED, read_pieces
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import registration, telemetry
+from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
@@ -58,6 +59,7 @@ class AgentConfig:
     state_dir: Path = Path("gpupool-agent")
     heartbeat_s: float = 5.0
     sync_s: float = 1.0
+    orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
     grace_s: float = 10.0
     cpu_millis: int | None = None
     memory_mib: int | None = None
@@ -111,6 +113,8 @@ class Agent:
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
+        self.finished: set[int] = set()  # allocations ended here, still in the last orders
+        self._desired: dict[int, dict[str, Any]] = {}  # the last orders acted on, by allocation
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
@@ -138,28 +142,41 @@ class Agent:
         self.reconcile()
 
     def run(self, stop: threading.Event) -> None:
-        """Until ``stop`` is set: heartbeat every ``heartbeat_s``, sync every ``sync_s``.
-        The server being away is logged and retried, never fatal; nor is anything else."""
+        """Until ``stop`` is set: heartbeat every ``heartbeat_s``; act on new orders as soon as
+        the poller brings them (``agent.poller``: a long poll where the server offers one),
+        and look after the workloads at least every ``sync_s``. The server being away is
+        logged and retried, never fatal; nor is anything else."""
         started = False
+        poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
+        polling: threading.Thread | None = None
         try:
             while not stop.is_set():
                 try:
                     if not started:
                         self.start()
                         started = True
+                    if polling is None:
+                        polling = threading.Thread(
+                            target=poller.run, args=(stop,), daemon=True, name=f"orders-{self.name}"
+                        )
+                        polling.start()
                     if time.monotonic() >= self._next_heartbeat:
                         self.heartbeat()
-                    self.sync()
+                    answer = poller.next(self.config.sync_s)
+                    if answer is not None:
+                        self.apply(answer)
+                    else:  # no new orders: still report what ended, send what printed
+                        self.tend()
                 except AgentApiError as exc:
                     if stop.is_set():  # shutting down: the server may be gone already
                         break
                     log.warning("agent %s: %s", self.name, exc)
                     if exc.status == 404:  # the node was removed: register it again
                         started = False
+                    stop.wait(self.config.sync_s)
                 except Exception:  # a bug must not take the node down: log it, go on
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)
-                stop.wait(self.config.sync_s)
         finally:
             if self.config.stop_workloads_on_exit:
                 self.stop_all()
@@ -228,7 +245,11 @@ class Agent:
                 return
 
     def sync(self) -> None:
-        answer = self.api.orders()
+        """Fetch the orders now and act on them (what the loop does as answers come)."""
+        self.apply(self.api.orders())
+
+    def apply(self, answer: dict[str, Any]) -> None:
+        """Match the workloads to ``answer``, the server's orders for this node."""
         stale = answer["generation"] < self.seen_generation
         if stale and self._stale_run < STALE_ANSWERS_BEFORE_RESET:
             self._stale_run += 1
@@ -253,13 +274,27 @@ class Agent:
             if alloc_id not in desired and not rec.released:
                 rec.released = True
                 self._begin_stop(rec, "allocation released by the server")
+        self._desired = desired
         self._enforce_limits(desired)
         self._harvest()
         if answer.get("modes"):
             self._switch_modes({int(i): m for i, m in answer["modes"].items()})
+        # an answer read before this agent reported an end may still list that allocation:
+        # it is never started again (answers come in order, so one without it ends the watch)
+        self.finished &= set(desired)
         for alloc_id, order in desired.items():
-            if alloc_id not in self.records:
+            if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
+        self._upload_round()
+
+    def tend(self) -> None:
+        """Between orders: hold workloads to their grants, report those that ended, send
+        what the others printed."""
+        self._enforce_limits(self._desired)
+        self._harvest()
+        self._upload_round()
+
+    def _upload_round(self) -> None:
         try:
             self._upload_logs()
         except Exception as exc:  # next round tries again from the same offsets
@@ -345,6 +380,7 @@ class Agent:
 
     def _refuse(self, order: dict[str, Any], why: str) -> None:
         self.api.report(order["id"], order["generation"], "failed", reason=why)
+        self.finished.add(order["id"])
 
     def _mps_in_use(self) -> set[str]:
         return {uuid for r in self.records.values() for uuid in r.mps}
@@ -435,6 +471,7 @@ class Agent:
                     alloc_id, rec.generation, state, exit_code=code, reason=reason, ended_at=ended
                 )
             del self.records[alloc_id]
+            self.finished.add(alloc_id)
             try:
                 self.launcher.cleanup(rec.workdir, rec.cgroups, rec.mps, self._mps_in_use())
             except OSError as exc:  # a leftover folder or cgroup is not worth a failed round

@@ -41,9 +41,17 @@ class AgentApi:
         if self._own:  # a shared client is closed by whoever made it
             self.http.close()
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         try:
-            resp = self.http.request(method, path, json=body)
+            extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+            resp = self.http.request(method, path, json=body, params=params, **extra)
         except httpx.HTTPError as exc:
             raise AgentApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if resp.status_code >= 300:
@@ -79,8 +87,17 @@ class AgentApi:
     def _without_newer(self, device: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in device.items() if k not in self.NEWER_FIELDS}
 
-    def orders(self) -> dict[str, Any]:
-        return self._call("GET", f"/nodes/{self.node}/orders")
+    def orders(self, wait: float = 0.0, known: str | None = None) -> dict[str, Any]:
+        """The node's orders; with ``wait`` and the last ``etag`` as ``known``, a long poll
+        (servers without it answer at once and send no etag)."""
+        if not wait or known is None:
+            return self._call("GET", f"/nodes/{self.node}/orders")
+        return self._call(
+            "GET",
+            f"/nodes/{self.node}/orders",
+            params={"wait": wait, "known": known},
+            timeout=wait + 15.0,
+        )
 
     def reconcile(self, running: list[int]) -> dict[str, Any]:
         return self._call("POST", f"/nodes/{self.node}/reconcile", {"running": running})

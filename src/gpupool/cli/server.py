@@ -80,6 +80,7 @@ def serve(
                 log_level="warning",
                 access_log=False,
                 proxy_headers=False,  # gpupool.server.client_address decides whom to believe
+                timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
             )
         return
     app = create_app(settings)
@@ -98,6 +99,7 @@ def serve(
         def handle_exit(self, sig: int, frame: object) -> None:
             if on_exit is not None:
                 on_exit()
+            app.state.ctx.changes.stop()  # agents waiting for orders are answered now
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
     # uvicorn re-raises the stop signal after a clean shutdown

@@ -163,8 +163,18 @@ class ControlPlane:
         return self.api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """Events about the pod of that name now (not an earlier pod that had the name)."""
+        try:
+            uid = self.pod(namespace, name)["metadata"]["uid"]
+        except ApiError:
+            uid = None
         items = self.api.list(f"/api/v1/namespaces/{namespace}/events")["items"]
-        return [e for e in items if e["involvedObject"]["name"] == name]
+        return [
+            e
+            for e in items
+            if e["involvedObject"]["name"] == name
+            and (uid is None or e["involvedObject"].get("uid") in (uid, "", None))
+        ]
 
     def delete_pods(self, namespace: str) -> None:
         """Every pod of the namespace at once (no kubelet here to wait for)."""
@@ -177,4 +187,5 @@ class ControlPlane:
     def clear(self, namespaces: list[str]) -> None:
         for ns in namespaces:
             self.delete_pods(ns)
+            self.api.request("DELETE", f"/api/v1/namespaces/{ns}/events")
         self.api.request("DELETE", "/api/v1/nodes")

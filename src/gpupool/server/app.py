@@ -71,6 +71,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
             yield
         finally:
             app.state.ready = False
+            ctx.changes.stop()
             writes.stop()
             loop.stop()
             db.dispose()

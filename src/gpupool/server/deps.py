@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.capacity import PoolCapacity
+from gpupool.server.change_feed import ChangeFeed, read_stamp
 from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
@@ -39,8 +40,10 @@ class ServerContext:
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
     # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
     month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(60.0))
+    changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
 
     def __post_init__(self) -> None:
+        self.changes = ChangeFeed(lambda: read_stamp(self.db), self.settings.orders_change_poll_s)
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

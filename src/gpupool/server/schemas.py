@@ -409,6 +409,9 @@ class OrdersOut(BaseModel):
     orders: list[OrderOut]
     # hybrid pools: cards to switch to this mode once nothing runs on them (node-wide index)
     modes: dict[int, Literal["mig", "share"]] = Field(default_factory=dict)
+    # identifies these orders (not the generation): sent back as ``known`` with ``wait``, the
+    # next answer waits for a change; absent from servers that do not wait
+    etag: str | None = None
 
 
 class ReconcileIn(Strict):

@@ -1,13 +1,16 @@
 """What agents call besides registration and heartbeats: their node's desired state (orders)
 and reconciliation after a restart or a lost period."""
 
+import hashlib
 import time
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, Meta, NodeRow
-from gpupool.server.deps import Caller, Ctx, agent_for
+from gpupool.server.deps import Caller, Ctx, ServerContext, agent_for
 from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
 from gpupool.server.liveness import heard_from, reconcile
@@ -19,9 +22,31 @@ router = APIRouter(prefix="/api/v1", tags=["agents"])
 
 
 @router.get("/nodes/{name}/orders", response_model=OrdersOut)
-def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
-    """The allocations this node must run now, with their jobs' commands."""
+async def orders(
+    name: str,
+    ctx: Ctx,
+    who: Caller,
+    wait: Annotated[float, Query(ge=0, le=300, description="seconds the answer may wait")] = 0,
+    known: Annotated[str | None, Query(max_length=64, description="the last etag")] = None,
+) -> OrdersOut:
+    """The allocations this node must run now, with their jobs' commands. With ``wait`` and
+    the ``etag`` of the agent's last answer as ``known``, the answer waits until the orders
+    differ from that one, or ``wait`` seconds (at most the server's ``orders_max_wait_s``):
+    a long poll, so an idle node costs one request per wait, not one per second. An agent that
+    sends neither (older agents) gets the answer at once."""
     agent_for(who, name)
+    limit = min(wait, ctx.settings.orders_max_wait_s)
+    deadline = time.monotonic() + limit
+    while True:
+        stamp = ctx.changes.stamp
+        out = await run_in_threadpool(_orders, ctx, name)
+        left = deadline - time.monotonic()
+        if limit <= 0 or known is None or out.etag != known or left <= 0:
+            return out
+        await ctx.changes.changed_since(stamp, left)
+
+
+def _orders(ctx: ServerContext, name: str) -> OrdersOut:
     with ctx.db.read() as s:
         node = s.get(NodeRow, name)
         if node is None:
@@ -60,12 +85,13 @@ def orders(name: str, ctx: Ctx, who: Caller) -> OrdersOut:
                 DeviceRow.node == name, DeviceRow.want_mode.is_not(None)
             )
         ).all()
-        return OrdersOut(
-            generation=generation,
-            node_state=node.state,
-            orders=out,
-            modes={i: m for i, m in modes},
+        answer = OrdersOut(
+            generation=generation, node_state=node.state, orders=out, modes={i: m for i, m in modes}
         )
+    if ctx.settings.orders_max_wait_s > 0:  # a server that answers at once gives none
+        digest = answer.model_dump_json(exclude={"generation", "etag"}).encode()
+        answer.etag = hashlib.sha256(digest).hexdigest()[:32]
+    return answer
 
 
 @router.post("/nodes/{name}/reconcile", response_model=ReconcileOut)
