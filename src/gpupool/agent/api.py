@@ -12,14 +12,20 @@ class AgentApiError(Exception):
         self.status = status
 
 
-def agent_client(server: str, token: str, timeout_s: float = 10) -> httpx.Client:
+def agent_client(server: str, token: str, timeout_s: float = 10, agents: int = 1) -> httpx.Client:
     """The HTTP client agents talk to the server with (one per agent, or one shared by the
-    agents of a process: httpx clients are thread-safe and pool their connections)."""
+    ``agents`` of a process: httpx clients are thread-safe and pool their connections). Each
+    agent may hold one connection in a long poll for orders while it heartbeats on another."""
+    connections = max(8, 2 * agents + 8)
     return httpx.Client(
         base_url=server.rstrip("/") + "/api/v1",
         headers={"Authorization": f"Bearer {token}"},
         timeout=timeout_s,
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+        # idle connections are dropped before the server's keep-alive (5 s) closes them under
+        # a request: heartbeats every 5 s would otherwise meet "server disconnected"
+        limits=httpx.Limits(
+            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=4.0
+        ),
     )
 
 

@@ -27,7 +27,7 @@ class EmbeddedAgents:
     ):
         """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
         self.server = server
-        self.client = agent_client(server, token)  # one for all: they share a token
+        self.client = agent_client(server, token, agents=len(nodes))  # shared: one token
         self.agents = [
             Agent(
                 AgentConfig(
