@@ -121,6 +121,23 @@ def simulate(
     _emit(result, as_json, "simulation benchmark")
 
 
+@app.command("agents")
+@friendly
+def agents(
+    nodes: int = typer.Option(1000, min=1, max=20000, help="Node identities the generator plays."),
+    seconds: float = typer.Option(20.0, min=1, help="Idle seconds the server's CPU is measured."),
+    submits: int = typer.Option(200, min=1, help="One-card jobs submitted after the idle part."),
+    heartbeat_s: float = typer.Option(5.0, min=0.5, help="Seconds between each node's heartbeats."),
+    database_url: str = typer.Option("", help="PostgreSQL URL instead of SQLite (a fresh one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """What N agents cost a real server: its CPU while they idle and submit→order latency,
+    with orders polled every second (older agents) and by long poll, in one run."""
+    from gpupool.bench.agents import run_agents_bench
+
+    _emit(run_agents_bench(nodes, seconds, submits, heartbeat_s, database_url), as_json, "agents")
+
+
 @app.command("kubernetes")
 @friendly
 def kubernetes(

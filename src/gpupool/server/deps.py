@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from gpupool.server.auth import Principal, Role, principal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.capacity import PoolCapacity
-from gpupool.server.change_feed import ChangeFeed, read_stamp
+from gpupool.server.change_feed import ChangeFeed, read_digests, read_stamp
 from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
@@ -43,7 +43,11 @@ class ServerContext:
     changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
 
     def __post_init__(self) -> None:
-        self.changes = ChangeFeed(lambda: read_stamp(self.db), self.settings.orders_change_poll_s)
+        self.changes = ChangeFeed(
+            lambda: read_stamp(self.db),
+            lambda: read_digests(self.db),
+            self.settings.orders_change_poll_s,
+        )
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

@@ -11,6 +11,10 @@ from gpupool.server.db.tables import AuditRow
 from gpupool.server.metrics import Metrics
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# an agent's accepted heartbeat (every few seconds per node) is telemetry, not an action: as
+# Kubernetes' audit policies leave out nodes' status updates, it is not audited (refused ones
+# are)
+HEARTBEAT_SUFFIX = "/heartbeat"
 log = logging.getLogger("gpupool.audit")
 
 
@@ -56,7 +60,8 @@ class AuditAndMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if audited and not (scope.get("state") or {}).get("audited"):
+                routine = status < 400 and scope["path"].endswith(HEARTBEAT_SUFFIX)
+                if audited and not routine and not (scope.get("state") or {}).get("audited"):
                     # recorded before the caller hears the answer
                     await anyio.to_thread.run_sync(self._write_audit, scope, status)
             await send(message)

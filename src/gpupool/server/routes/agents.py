@@ -38,12 +38,12 @@ async def orders(
     limit = min(wait, ctx.settings.orders_max_wait_s)
     deadline = time.monotonic() + limit
     while True:
-        stamp = ctx.changes.stamp
+        digest = ctx.changes.digest(name) if limit > 0 and known is not None else None
         out = await run_in_threadpool(_orders, ctx, name)
         left = deadline - time.monotonic()
         if limit <= 0 or known is None or out.etag != known or left <= 0:
             return out
-        await ctx.changes.changed_since(stamp, left)
+        await ctx.changes.changed(name, digest, left)
 
 
 def _orders(ctx: ServerContext, name: str) -> OrdersOut:
