@@ -114,7 +114,7 @@ class Agent:
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
         self.finished: set[int] = set()  # allocations ended here, still in the last orders
-        self._desired: dict[int, dict[str, Any]] = {}  # the last orders acted on, by allocation
+        self._last_answer: dict[str, Any] | None = None  # the newest orders acted on
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
@@ -163,10 +163,13 @@ class Agent:
                     if time.monotonic() >= self._next_heartbeat:
                         self.heartbeat()
                     answer = poller.next(self.config.sync_s)
+                    if stop.is_set():
+                        break
+                    # no new answer: the last one again, so what waited on this node (a
+                    # preemptor for its victims to exit) starts, and what ended is reported
+                    answer = answer or self._last_answer
                     if answer is not None:
                         self.apply(answer)
-                    else:  # no new orders: still report what ended, send what printed
-                        self.tend()
                 except AgentApiError as exc:
                     if stop.is_set():  # shutting down: the server may be gone already
                         break
@@ -274,7 +277,7 @@ class Agent:
             if alloc_id not in desired and not rec.released:
                 rec.released = True
                 self._begin_stop(rec, "allocation released by the server")
-        self._desired = desired
+        self._last_answer = answer
         self._enforce_limits(desired)
         self._harvest()
         if answer.get("modes"):
@@ -285,13 +288,6 @@ class Agent:
         for alloc_id, order in desired.items():
             if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
-        self._upload_round()
-
-    def tend(self) -> None:
-        """Between orders: hold workloads to their grants, report those that ended, send
-        what the others printed."""
-        self._enforce_limits(self._desired)
-        self._harvest()
         self._upload_round()
 
     def _upload_round(self) -> None:
