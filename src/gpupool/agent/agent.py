@@ -39,7 +39,7 @@ from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
-from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid
+from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
@@ -91,15 +91,7 @@ class Agent:
             errors = inventory.errors
         self.located = located
         self.errors = list(errors)
-        self.local = {
-            loc.index: LocalDevice(
-                loc.device.vendor,
-                loc.device.local_index,
-                loc.device.uuid,
-                tuple((m.profile, m.start, m.uuid) for m in loc.device.mig),
-            )
-            for loc in located
-        }
+        self.local = local_devices(located)
         self.by_index = {loc.index: loc for loc in located}
         self.hami_core = config.hami_core or next(
             (p for p in HAMI_CORE_PATHS if Path(p).is_file()), None

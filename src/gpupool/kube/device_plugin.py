@@ -30,7 +30,7 @@ from gpupool.kube.grants import GRANT_ANNOTATION, read_grant
 from gpupool.kube.inventory import DEVICES_ANNOTATION
 from gpupool.kube.pods import created_at, is_terminal, meta
 from gpupool.model import SpecError, Vendor
-from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+from gpupool.sharing.runtime_env import Grant, LocalDevice, local_devices, slice_env
 
 log = logging.getLogger(__name__)
 RESOURCE = "gpupool.io/slice"
@@ -57,18 +57,6 @@ def device_list(located: list[Located]) -> str:
         ],
         separators=(",", ":"),
     )
-
-
-def local_devices(located: list[Located]) -> dict[int, LocalDevice]:
-    return {
-        loc.index: LocalDevice(
-            loc.device.vendor,
-            loc.device.local_index,
-            loc.device.uuid,
-            tuple((m.profile, m.start, m.uuid) for m in loc.device.mig),
-        )
-        for loc in located
-    }
 
 
 def wants_slice(pod: Mapping[str, Any]) -> bool:

@@ -22,6 +22,8 @@ from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key
 from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
+from gpupool.scheduler.types import Placement
+from gpupool.server.codec import placement_to_json
 
 log = logging.getLogger(__name__)
 MIRRORED_LABELS = (
@@ -85,22 +87,7 @@ def bound_report(pod: Mapping[str, Any], config: KubeConfig) -> dict[str, Any] |
         "kind": str(job.kind),
         "priority_class": job.priority_class,
         "policy": policy,
-        "placement": {
-            "node": piece.node,
-            "cpu_millis": piece.cpu_millis,
-            "mem_mib": piece.mem_mib,
-            "devices": [
-                {
-                    "device": d.device,
-                    "compute_pct": d.compute_pct,
-                    "mem_mib": d.mem_mib,
-                    "exclusive": d.exclusive,
-                    "mig_profile": d.mig_profile,
-                    "mig_start": d.mig_start,
-                }
-                for d in piece.devices
-            ],
-        },
+        "placement": placement_to_json(Placement(job_id, (piece,), policy))["nodes"][0],
         "bound_at": _time(scheduled.get("lastTransitionTime")) or time.time(),
         "submitted_at": _time(meta.get("creationTimestamp")) or time.time(),
     }

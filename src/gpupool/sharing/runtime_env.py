@@ -8,9 +8,14 @@ the other vendors). Fractional shares also get limits: MPS's
 has it. Pure: the agent passes what it knows about its devices.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpupool.model import SpecError, Vendor
+
+if TYPE_CHECKING:
+    from gpupool.devices.detect import Located
 
 VISIBLE = {
     Vendor.NVIDIA: "CUDA_VISIBLE_DEVICES",
@@ -28,6 +33,20 @@ class LocalDevice:
     local_index: int
     uuid: str = ""
     mig: tuple[tuple[str, int | None, str], ...] = ()  # (profile, start, MIG UUID)
+
+
+def local_devices(located: Iterable["Located"]) -> dict[int, LocalDevice]:
+    """What a node's agent (or device plugin) knows of each discovered device, by node-wide
+    index."""
+    return {
+        loc.index: LocalDevice(
+            loc.device.vendor,
+            loc.device.local_index,
+            loc.device.uuid,
+            tuple((m.profile, m.start, m.uuid) for m in loc.device.mig),
+        )
+        for loc in located
+    }
 
 
 @dataclass(frozen=True, slots=True)
