@@ -51,8 +51,10 @@ def test_up_demo_runs_the_seed_cluster_busy_and_stops_cleanly(tmp_path):
             return running["total"] >= 15
 
         wait_for("a busy pool", busy, 60)
+        # a record may outlive its process for a moment (a preempted dev job being reaped),
+        # so count the live ones
         groups = workload_groups(tmp_path)
-        assert len(groups) >= 15 and all(proc.start_ticks(g) for g in groups)
+        assert sum(1 for g in groups if proc.start_ticks(g)) >= 15
         assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700 or os.geteuid() != 0
         assert stat.S_IMODE((tmp_path / "gpupool.db").stat().st_mode) == 0o600
         if os.geteuid() == 0:  # tenant users: a team's job reads none of the server's files
