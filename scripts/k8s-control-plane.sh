@@ -108,21 +108,24 @@ start() {
     openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 3650 \
       -subj /CN=front-proxy-ca -addext basicConstraints=critical,CA:TRUE 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-    # Three identities: the admin (system:masters) that sets the cluster up, and gpupool's
+    # Four identities: the admin (system:masters) that sets the cluster up, gpupool's
     # scheduler and device plugin as the ServiceAccounts deploy/kubernetes/rbac.yaml binds (a
     # static token with that user name: RBAC matches ServiceAccount subjects by it), each
-    # holding only what the manifest grants.
+    # holding only what the manifest grants, and a tenant user (tenant-user) with no rights
+    # until a RoleBinding gives some.
     echo "$(openssl rand -hex 24),admin,admin-uid,\"system:masters\"" > tokens.csv
     for sa in "$GPUPOOL_SA" "$PLUGIN_SA"; do
       echo "$(openssl rand -hex 24),$sa,${sa##*:}-uid,\"system:serviceaccounts,system:serviceaccounts:gpupool-system\"" >> tokens.csv
     done
+    echo "$(openssl rand -hex 24),tenant-user,tenant-user-uid" >> tokens.csv
   )
   local user token file
-  for user in admin "$GPUPOOL_SA" "$PLUGIN_SA"; do
+  for user in admin "$GPUPOOL_SA" "$PLUGIN_SA" tenant-user; do
     token="$(awk -F, -v u="$user" '$2==u {print $1}' "$pki/tokens.csv")"
     case "$user" in
       admin) file="$run/kubeconfig-admin" ;;
       "$GPUPOOL_SA") file="$run/kubeconfig-gpupool" ;;
+      tenant-user) file="$run/kubeconfig-tenant" ;;
       *) file="$run/kubeconfig-device-plugin" ;;
     esac
     cat > "$file" <<KC

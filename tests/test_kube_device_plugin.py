@@ -14,6 +14,7 @@ from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.device_plugin import SlicePlugin, publish_devices, serve
 from gpupool.kube.deviceplugin import api_pb2, api_pb2_grpc
 from tests.support.agents import wait_for
+from tests.support.kube_fixtures import GRANT_KEY
 from tests.support.kube_objects import node_obj, pod_obj
 
 
@@ -42,7 +43,7 @@ def plugin_on(kube):
         located, _ = discover(devices, node)
         api = KubeApi(kube.device_plugin_kubeconfig)
         publish_devices(api, node, located)
-        plugin = SlicePlugin(api, node, located, slots=10)
+        plugin = SlicePlugin(api, node, located, GRANT_KEY, slots=10)
         server = serve(plugin, str(folder))
         servers.extend([registry, server])
         channel = grpc.insecure_channel(f"unix://{folder / 'gpupool.sock'}")
@@ -123,3 +124,41 @@ def test_the_plugins_identity_cannot_bind_or_delete_pods(kube):
         with pytest.raises(ApiError) as err:
             call()
         assert err.value.status == 403
+
+
+def _allocate(stub):
+    return stub.Allocate(
+        api_pb2.AllocateRequest(
+            container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["slice-0"])]
+        )
+    )
+
+
+def test_a_tenant_who_rewrites_its_grant_gets_no_slice_and_loses_the_pod(
+    kube, start_scheduler, plugin_on
+):
+    """The tenant user may edit team-a's pods (Kubernetes' edit role), so it can rewrite the
+    grant annotation gpupool wrote: the device plugin refuses the rewritten grant and a
+    (restarted) scheduler evicts the pod instead of trusting it."""
+    kube.apply(node_obj("n1", 8))
+    _, stub, _ = plugin_on("n1", "simulated:8xA100-80G")
+    scheduler = start_scheduler()
+    kube.apply(slice_pod("greedy", "gpu=1"))
+    wait_for("bound", lambda: kube.pod("team-a", "greedy")["spec"].get("nodeName"))
+    scheduler.stop()
+    tenant = KubeApi(kube.tenant_kubeconfig)
+    grant = json.loads(kube.pod("team-a", "greedy")["metadata"]["annotations"]["gpupool.io/grant"])
+    grant["devices"] = [{**grant["devices"][0], "index": i} for i in range(8)]  # every card
+    tenant.annotate_pod("team-a", "greedy", {"gpupool.io/grant": json.dumps(grant)})
+    with pytest.raises(grpc.RpcError) as err:
+        _allocate(stub)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "refused team-a/greedy" in err.value.details()
+    assert "gpupool.io/grant-signature does not match" in err.value.details()
+    start_scheduler()  # a restarted scheduler reads the pod's grant and does not trust it
+    wait_for("evicted", lambda: not kube.api.list("/api/v1/namespaces/team-a/pods")["items"])
+    assert "GrantAltered" in {e["reason"] for e in kube.events("team-a", "greedy")}
+    kube.apply(pod_obj("theirs", "team-b"))
+    with pytest.raises(ApiError) as denied:  # and another team's pods are out of its reach
+        tenant.annotate_pod("team-b", "theirs", {"gpupool.io/grant": json.dumps(grant)})
+    assert denied.value.status == 403

@@ -20,7 +20,7 @@ def _ledger(server, scheduler, preempted=None) -> Ledger:
     token = server.token("cluster-1", "kubernetes")
     return Ledger(
         server.url, token, scheduler.config, scheduler.nodes.snapshot, scheduler.pods.snapshot,
-        preempted if preempted is not None else scheduler.preempted,
+        preempted if preempted is not None else scheduler.preempted, key=scheduler.key,
     )  # fmt: skip
 
 

@@ -39,6 +39,14 @@ def test_every_manifest_is_accepted_by_the_api_server(kube):
         "GET", "/apis/apps/v1/namespaces/gpupool-system/daemonsets/gpupool-device-plugin"
     )
     assert ds["spec"]["template"]["spec"]["serviceAccountName"] == "gpupool-device-plugin"
+    for spec in (got["spec"]["template"]["spec"], ds["spec"]["template"]["spec"]):
+        # both read the grant key from the same Secret, at the path their args give
+        (volume,) = [v for v in spec["volumes"] if "secret" in v]
+        assert volume["secret"]["secretName"] == "gpupool-grant-key"
+        container = spec["containers"][0]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        args = container["args"]
+        assert args[args.index("--grant-key") + 1] == f"{mount['mountPath']}/key"
 
 
 def test_the_shipped_settings_parse():

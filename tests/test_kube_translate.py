@@ -1,12 +1,21 @@
 """Kubernetes objects as gpupool nodes, jobs and grants, and one decision over them (pure)."""
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
 from gpupool.kube.config import parse_config
 from gpupool.kube.decide import Memo, decide
-from gpupool.kube.grants import grant_json, read_grant
+from gpupool.kube.grants import (
+    GRANT_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    GrantKey,
+    UnsignedGrant,
+    grant_json,
+    grant_of,
+    read_grant,
+)
 from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pods import jobs_from_pods, request_of
 from gpupool.model import SharingMode, SpecError
@@ -23,6 +32,8 @@ CONFIG = parse_config(
         ],
     }
 )
+KEY = GrantKey.generate()
+GRANT, SIGNATURE = GRANT_ANNOTATION, SIGNATURE_ANNOTATION
 GANG = {"gpupool.io/gang": "g", "gpupool.io/gang-size": "2"}
 
 
@@ -194,13 +205,13 @@ def test_constrained_pods_go_only_where_they_may_and_say_why_they_wait():
     tolerant = pod_obj("tolerant", gpus=8)
     tolerant["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "t1"}
     tolerant["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
-    first = decide(nodes, [to_b, tolerant], CONFIG, 0)
+    first = decide(nodes, [to_b, tolerant], CONFIG, 0, key=KEY)
     placed = {b.pod: b for b in first.binds}
     assert placed["team-a/to-b"].node == "b1" and placed["team-a/tolerant"].node == "t1"
-    _bound(to_b, "b1", placed["team-a/to-b"].grant)
-    _bound(tolerant, "t1", placed["team-a/tolerant"].grant)
+    _bound(to_b, "b1", placed["team-a/to-b"].annotations)
+    _bound(tolerant, "t1", placed["team-a/tolerant"].annotations)
     plain = [pod_obj(f"plain-{i}", gpus=8) for i in range(2)]
-    d = decide(nodes, [to_b, tolerant, *plain], CONFIG, 0)
+    d = decide(nodes, [to_b, tolerant, *plain], CONFIG, 0, key=KEY)
     assert [b.node for b in d.binds] == ["a1"]  # t1 is tainted, b1 full
     waiting = next(iter(d.waiting.values()))
     assert "not allowed by its node selector, affinity or tolerations" in waiting
@@ -280,34 +291,33 @@ def test_a_grant_round_trips_and_a_corrupt_one_is_an_error():
         read_grant('{"job": 1}')
 
 
-def _bound(pod: dict, node: str, grant: str) -> dict:
+def _bound(pod: dict, node: str, granted: Mapping[str, str]) -> dict:
     pod["spec"]["nodeName"] = node
-    pod["metadata"]["annotations"]["gpupool.io/grant"] = grant
+    pod["metadata"]["annotations"].update(granted)
     return pod
 
 
 def test_other_schedulers_pods_and_ungranted_pods_hold_their_cards():
     nodes = [node_obj("n1", 4)]
     foreign = pod_obj("web", scheduler="default-scheduler", node="n1", gpus=3)
-    d = decide(nodes, [foreign, pod_obj("two", gpus=2)], CONFIG, 0)
+    d = decide(nodes, [foreign, pod_obj("two", gpus=2)], CONFIG, 0, key=KEY)
     assert not d.binds and "team-a/two" in d.waiting
-    d = decide(nodes, [foreign, pod_obj("one", gpus=1)], CONFIG, 0)
+    d = decide(nodes, [foreign, pod_obj("one", gpus=1)], CONFIG, 0, key=KEY)
     assert [(b.pod, b.node) for b in d.binds] == [("team-a/one", "n1")]
-    assert json.loads(d.binds[0].grant)["devices"][0]["index"] == 0  # the last cards are held
+    grant = json.loads(d.binds[0].annotations["gpupool.io/grant"])
+    assert grant["devices"][0]["index"] == 0  # the last cards are held
 
 
 def test_a_half_bound_gang_is_finished_on_its_granted_nodes_not_placed_again():
     nodes = [node_obj("n1", 8), node_obj("n2", 8)]
     pods = [pod_obj(f"g-{i}", gpus=4, annotations=dict(GANG)) for i in range(2)]
-    first = decide(nodes, pods, CONFIG, 0)
+    first = decide(nodes, pods, CONFIG, 0, key=KEY)
     grants = {b.pod: b for b in first.binds}
     assert len(grants) == 2 and all(b.gang for b in grants.values())
     for p in pods:  # grants written on both, only g-0 bound: the scheduler stopped there
-        p["metadata"]["annotations"]["gpupool.io/grant"] = grants[
-            f"team-a/{p['metadata']['name']}"
-        ].grant
-    _bound(pods[0], grants["team-a/g-0"].node, grants["team-a/g-0"].grant)
-    again = decide(nodes, pods, CONFIG, 0)
+        p["metadata"]["annotations"].update(grants[f"team-a/{p['metadata']['name']}"].annotations)
+    _bound(pods[0], grants["team-a/g-0"].node, {})
+    again = decide(nodes, pods, CONFIG, 0, key=KEY)
     assert [(b.pod, b.node, b.action) for b in again.binds] == [
         ("team-a/g-1", grants["team-a/g-1"].node, "resume")
     ]
@@ -319,11 +329,11 @@ def test_preempting_a_gang_evicts_every_pod_of_it():
         pod_obj(f"g-{i}", gpus=1, priority_class="dev-test", annotations=dict(GANG))
         for i in range(2)
     ]
-    first = decide(nodes, pods, CONFIG, 0)
+    first = decide(nodes, pods, CONFIG, 0, key=KEY)
     for b, p in zip(sorted(first.binds, key=lambda b: b.pod), pods, strict=True):
-        _bound(p, b.node, b.grant)
+        _bound(p, b.node, b.annotations)
     urgent = pod_obj("urgent", gpus=1, priority_class="online-inference")
-    d = decide(nodes, [*pods, urgent], CONFIG, 0)
+    d = decide(nodes, [*pods, urgent], CONFIG, 0, key=KEY)
     assert sorted(e.pod for e in d.evictions) == ["team-a/g-0", "team-a/g-1"]
     assert "team-a/urgent" in d.waiting
 
@@ -335,9 +345,65 @@ def test_the_memo_gives_the_same_decision_and_follows_new_versions():
     for i, p in enumerate(pods):
         p["metadata"]["resourceVersion"] = str(10 + i)
     memo = Memo()
-    plain = decide(nodes, pods, CONFIG, 0)
-    memoised = [decide(nodes, pods, CONFIG, 0, memo) for _ in range(2)]
-    assert [b.grant for b in plain.binds] == [b.grant for m in memoised for b in m.binds][:3]
+    plain = decide(nodes, pods, CONFIG, 0, key=KEY)
+    memoised = [decide(nodes, pods, CONFIG, 0, memo, key=KEY) for _ in range(2)]
+    again = [b.annotations for m in memoised for b in m.binds]
+    assert [b.annotations for b in plain.binds] == again[:3]
     cordoned = node_obj("n1", 8, unschedulable=True)
     cordoned["metadata"]["resourceVersion"] = "2"
-    assert not decide([cordoned], pods, CONFIG, 0, memo).binds
+    assert not decide([cordoned], pods, CONFIG, 0, memo, key=KEY).binds
+
+
+def test_a_grant_verifies_only_unchanged_on_the_pod_it_was_signed_for():
+    pod = pod_obj("p", gpus=1)
+    (b,) = decide([node_obj("n1", 2)], [pod], CONFIG, 0, key=KEY).binds
+    assert b.uid == "uid-team-a-p" and set(b.annotations) == {GRANT, SIGNATURE}
+    assert grant_of(_bound(pod, "n1", b.annotations), KEY)[0] == "team-a/p"
+    with pytest.raises(UnsignedGrant, match="does not match"):
+        grant_of(pod, GrantKey.generate())  # another cluster's key
+    other = _bound(pod_obj("q", gpus=1), "n1", b.annotations)  # copied onto another pod
+    with pytest.raises(UnsignedGrant):
+        grant_of(other, KEY)
+    changed = json.loads(b.annotations[GRANT])
+    changed["devices"][0]["index"] = 1
+    pod["metadata"]["annotations"][GRANT] = json.dumps(changed, separators=(",", ":"))
+    with pytest.raises(UnsignedGrant):
+        grant_of(pod, KEY)
+    rotated = GrantKey((GrantKey.generate().keys[0], *KEY.keys))  # a new key first, old kept
+    pod["metadata"]["annotations"][GRANT] = b.annotations[GRANT]
+    assert grant_of(pod, rotated) is not None
+
+
+def test_a_running_pod_whose_grant_was_changed_is_evicted_and_blocks_its_node():
+    nodes = [node_obj("n1", 2)]
+    pod = pod_obj("p", gpus=1)
+    (b,) = decide(nodes, [pod], CONFIG, 0, key=KEY).binds
+    _bound(pod, "n1", b.annotations)
+    forged = json.loads(b.annotations[GRANT])
+    forged["devices"] = []  # "I hold nothing": the tenant's card would look free
+    pod["metadata"]["annotations"][GRANT] = json.dumps(forged)
+    d = decide(nodes, [pod, pod_obj("next", gpus=1)], CONFIG, 0, key=KEY)
+    assert [(e.pod, e.event) for e in d.evictions] == [("team-a/p", "GrantAltered")]
+    assert "does not match" in d.evictions[0].reason
+    assert not d.binds  # until it has gone, none of n1's cards is given to anyone
+    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    assert not decide(nodes, [pod], CONFIG, 0, key=KEY).evictions  # evicted once
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("", "no key"), ("short", "shorter than 32"), ("a" * 40 + "\nb", "line 2")],
+)
+def test_a_bad_grant_key_is_named(text, words):
+    with pytest.raises(SpecError, match=words):
+        GrantKey.parse(text, "key-file")
+
+
+def test_no_grant_key_says_how_to_give_one(monkeypatch, tmp_path):
+    monkeypatch.delenv("GPUPOOL_GRANT_KEY", raising=False)
+    with pytest.raises(SpecError, match="--grant-key"):
+        GrantKey.load(None)
+    with pytest.raises(SpecError, match="cannot read"):
+        GrantKey.load(str(tmp_path / "missing"))
+    (tmp_path / "key").write_text("k" * 64 + "\n")
+    assert GrantKey.load(str(tmp_path / "key")).keys == (b"k" * 64,)

@@ -8,9 +8,11 @@ import pytest
 from gpupool.kube.api import KubeApi
 from gpupool.kube.config import parse_config
 from gpupool.kube.control_plane import ENABLE, ControlPlane, binaries_available
+from gpupool.kube.grants import GrantKey
 from gpupool.kube.scheduler import KubeScheduler
 
 NAMESPACES = ["team-a", "team-b", "lab"]
+GRANT_KEY = GrantKey.generate()  # the Secret the scheduler and the device plugin share
 CONFIG = {
     "namespaces": {"team-a": "team-a", "team-b": "team-b"},
     "tenants": [
@@ -34,6 +36,7 @@ def control_plane() -> Iterator[ControlPlane]:
         cp.start()
         for ns in NAMESPACES:
             cp.namespace(ns)
+        cp.grant_edit("team-a")  # the tenant user edits team-a's pods, nothing else
         yield cp
     finally:
         cp.stop()
@@ -53,7 +56,8 @@ def start_scheduler(kube: ControlPlane):
 
     def start(**overrides: object) -> KubeScheduler:
         config = parse_config({**CONFIG, **overrides})
-        s = KubeScheduler(KubeApi(kube.gpupool_kubeconfig), config, identity=f"test-{len(started)}")
+        api = KubeApi(kube.gpupool_kubeconfig)
+        s = KubeScheduler(api, config, GRANT_KEY, identity=f"test-{len(started)}")
         s.start()
         assert s.wait_synced(10)
         started.append(s)

@@ -77,6 +77,7 @@ def pod_obj(
         "metadata": {
             "name": name,
             "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
             "annotations": notes,
             "labels": labels or {},
         },

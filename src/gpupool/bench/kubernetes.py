@@ -26,6 +26,7 @@ import yaml
 
 from gpupool.kube.api import KubeApi
 from gpupool.kube.control_plane import ControlPlane
+from gpupool.kube.grants import GrantKey
 from gpupool.kube.watch import Reflector
 from gpupool.model import SpecError
 
@@ -143,10 +144,12 @@ def _start_gpupool(cp: ControlPlane, namespace: str, folder: Path) -> subprocess
             {"namespaces": {namespace: "bench"}, "tenants": [{"name": "bench"}], "cycle_s": 0.2}
         )
     )
+    key = folder / "grant-key"
+    key.write_text(GrantKey.generate().keys[0].decode())
     log = open(folder / "gpupool-kube.log", "w")  # noqa: SIM115 (the process keeps it)
     return subprocess.Popen(
         [sys.executable, "-m", "gpupool.cli.main", "kube", "run", "--config", str(config),
-         "--kubeconfig", cp.gpupool_kubeconfig, "--no-leader-elect"],
+         "--kubeconfig", cp.gpupool_kubeconfig, "--no-leader-elect", "--grant-key", str(key)],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 

@@ -35,15 +35,22 @@ def run(
     token: str = typer.Option(
         None, envvar="GPUPOOL_TOKEN", help="A token of role kubernetes on --server."
     ),
+    grant_key: str = typer.Option(
+        None,
+        help="File with the key that signs grants, shared with the device plugin "
+        "[default: $GPUPOOL_GRANT_KEY].",
+    ),
 ) -> None:
     """Schedule pods whose spec.schedulerName is gpupool until stopped (SIGTERM / Ctrl-C)."""
     from gpupool.kube.api import KubeApi, reachable
     from gpupool.kube.config import load_config
+    from gpupool.kube.grants import GrantKey
     from gpupool.kube.lease import LeaderElector
     from gpupool.kube.scheduler import KubeScheduler
     from gpupool.model import SpecError
 
     settings = load_config(config)
+    key = GrantKey.load(grant_key)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -55,7 +62,8 @@ def run(
     if leader_elect:
         elector = LeaderElector(KubeApi(kubeconfig), who, lease_namespace)
         threading.Thread(target=elector.run, args=(stop,), daemon=True).start()
-    scheduler = KubeScheduler(api, settings, who, elector.is_leader if elector else lambda: True)
+    leader = elector.is_leader if elector else lambda: True
+    scheduler = KubeScheduler(api, settings, key, who, leader)
     ledger = None
     if settings.tenants_from == "server" and not server:
         raise SpecError("tenants_from: server needs --server (and a kubernetes token)")
@@ -67,7 +75,7 @@ def run(
         from_server = scheduler.set_policy if settings.tenants_from == "server" else None
         ledger = Ledger(
             server, token, settings, scheduler.nodes.snapshot, scheduler.pods.snapshot,
-            scheduler.preempted, is_leader=scheduler.is_leader, on_policy=from_server,
+            scheduler.preempted, is_leader=scheduler.is_leader, on_policy=from_server, key=key,
         )  # fmt: skip
         threading.Thread(target=ledger.run, args=(stop,), daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -103,6 +111,11 @@ def device_plugin(
         "/var/lib/kubelet/device-plugins", help="The kubelet's device-plugin folder."
     ),
     slots: int = typer.Option(100, min=1, max=10000, help="gpupool.io/slice units advertised."),
+    grant_key: str = typer.Option(
+        None,
+        help="File with the key that signs grants, shared with the scheduler "
+        "[default: $GPUPOOL_GRANT_KEY].",
+    ),
 ) -> None:
     """Serve the kubelet device plugin for gpupool.io/slice on this node until stopped; a
     kubelet restart (which removes the socket) is followed by a new registration."""
@@ -111,6 +124,7 @@ def device_plugin(
     from gpupool.devices.detect import discover
     from gpupool.kube.api import ApiError, KubeApi, reachable
     from gpupool.kube.device_plugin import SlicePlugin, publish_devices, serve
+    from gpupool.kube.grants import GrantKey
     from gpupool.model import SpecError
 
     name = node or os.environ.get("NODE_NAME")
@@ -119,6 +133,7 @@ def device_plugin(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    key = GrantKey.load(grant_key)
     api = KubeApi(kubeconfig)
     located, inventory = discover(devices, name)
     for problem in inventory.errors:
@@ -133,7 +148,7 @@ def device_plugin(
         signal.signal(sig, lambda *_: stop.set())
     sock = Path(socket_dir) / "gpupool.sock"
     while not stop.is_set():
-        plugin = SlicePlugin(api, name, located, slots)
+        plugin = SlicePlugin(api, name, located, key, slots)
         server = serve(plugin, socket_dir)
         typer.echo(f"gpupool device plugin on {name}: {len(located)} devices, {slots} slots")
         while not stop.wait(2.0) and sock.exists():

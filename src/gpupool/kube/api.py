@@ -148,23 +148,30 @@ class KubeApi:
 
     # -- writes ------------------------------------------------------------------------
     def bind(
-        self, namespace: str, name: str, node: str, annotations: Mapping[str, str] | None = None
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+        uid: str = "",
     ) -> None:
-        """Bind through the Binding subresource; its annotations are copied onto the pod."""
+        """Bind through the Binding subresource; its annotations are copied onto the pod.
+        With ``uid``, only that pod (not one created since under the same name)."""
+        meta = {"name": name, "namespace": namespace, "annotations": dict(annotations or {})}
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "annotations": dict(annotations or {}),
-            },
+            "metadata": {**meta, "uid": uid} if uid else meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
 
-    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]):
-        body = {"metadata": {"annotations": dict(annotations)}}
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None], uid: str = ""
+    ):
+        """Merge ``annotations`` in; with ``uid``, refused if the pod is another by now."""
+        meta: dict[str, Any] = {"annotations": dict(annotations)}
+        body = {"metadata": {**meta, "uid": uid} if uid else meta}
         return self.request(
             "PATCH",
             f"/api/v1/namespaces/{namespace}/pods/{name}",

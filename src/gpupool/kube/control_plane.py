@@ -120,6 +120,36 @@ class ControlPlane:
     def device_plugin_kubeconfig(self) -> str:
         return str(self.run_dir / "kubeconfig-device-plugin")
 
+    @property
+    def tenant_kubeconfig(self) -> str:
+        """A user of no rights until ``grant_edit`` binds it in a namespace."""
+        return str(self.run_dir / "kubeconfig-tenant")
+
+    def grant_edit(self, namespace: str) -> None:
+        """Give the tenant user the pod rights of Kubernetes' ``edit`` role in ``namespace``
+        (create, patch, delete its pods, as a team's members usually can). A Role of its own:
+        ``edit`` is filled in by kube-controller-manager's aggregation, which is not run here."""
+        rbac = "rbac.authorization.k8s.io"
+        meta = {"name": "tenant-edit", "namespace": namespace}
+        verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+        self.apply(
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "Role",
+                "metadata": meta,
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}],
+            }
+        )
+        self.apply(
+            {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "RoleBinding",
+                "metadata": meta,
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "tenant-edit"},
+                "subjects": [{"apiGroup": rbac, "kind": "User", "name": "tenant-user"}],
+            }
+        )
+
     def stop(self) -> None:
         if self.admin is not None:
             self.admin.close()

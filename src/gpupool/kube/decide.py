@@ -2,8 +2,9 @@
 
 Pods of other schedulers bound to a node take their CPU, memory and whole cards from it
 (gpupool does not know which cards, so it sets aside the node's last ones). gpupool's own bound
-pods run with the grant written on them. A gang whose grants were written but only partly bound
-(the scheduler stopped half-way) is finished on the same nodes, never placed twice.
+pods run with the grant written on them; one whose grant does not verify (a tenant changed it)
+is evicted. A gang whose grants were written but only partly bound (the scheduler stopped
+half-way) is finished on the same nodes, never placed twice.
 """
 
 from collections.abc import Iterable, Mapping
@@ -12,7 +13,15 @@ from functools import partial
 from typing import Any
 
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.grants import GRANT_ANNOTATION, grant_json, grant_of
+from gpupool.kube.grants import (
+    GRANT_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    GrantKey,
+    UnsignedGrant,
+    grant_json,
+    grant_of,
+    signed,
+)
 from gpupool.kube.inventory import KubeNode, node_from_object
 from gpupool.kube.pods import (
     PodJob,
@@ -23,6 +32,7 @@ from gpupool.kube.pods import (
     jobs_from_pods,
     node_of,
     pod_key,
+    uid_of,
 )
 from gpupool.kube.policy import Policy
 from gpupool.kube.selectors import constraints, hard_tainted, node_allows
@@ -37,9 +47,10 @@ from gpupool.scheduler.types import NodeGrant, Placement
 class Bind:
     pod: str  # namespace/name
     node: str
-    grant: str  # the gpupool.io/grant annotation
+    annotations: Mapping[str, str]  # the grant and its signature
     action: str  # allocate, borrow, preempt, reclaim, backfill, or resume (a gang half-bound)
     gang: bool = False  # one of several pods bound together: grants are written first
+    uid: str = ""  # the pod's, so a pod made since under the same name is not bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,7 @@ class Evict:
     pod: str
     reason: str
     grace_s: int
+    event: str = "Preempted"  # the Event's reason
 
 
 @dataclass
@@ -98,6 +110,9 @@ def _try(fn, *args):
         return fn(*args)
     except SpecError as exc:
         return exc
+
+
+MAX_CARDS = 1 << 16  # more cards than any node has
 
 
 @dataclass
@@ -184,9 +199,12 @@ def decide(
     now: float,
     memo: Memo | None = None,
     policy: Policy | None = None,
+    *,
+    key: GrantKey,
 ) -> Decision:
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
-    ``policy``: tenants and classes [default: the settings file's]."""
+    ``policy``: tenants and classes [default: the settings file's]. ``key``: signs and checks
+    grants."""
     rules = policy or Policy.from_config(config)
     node_objs = list(node_objs)
     out = Decision()
@@ -194,24 +212,34 @@ def decide(
     held: dict[str, _Held] = {}
     bound: dict[str, list[tuple[str, NodeGrant, str, Mapping[str, Any]]]] = {}
     unbound: list[Mapping[str, Any]] = []
-    granted_unbound: dict[str, list[tuple[str, NodeGrant, str]]] = {}  # (pod, piece, raw)
+    granted_unbound: dict[str, list[tuple[str, NodeGrant, dict, str]]] = {}
     live = [p for p in pod_objs if not is_terminal(p)]
     ours = [p for p in live if (p.get("spec") or {}).get("schedulerName") == config.scheduler_name]
     our_ids = {id(p) for p in ours}
 
-    def hold(pod: Mapping[str, Any]) -> None:
+    def hold(pod: Mapping[str, Any], every_card: bool = False) -> None:
         asks = _cached(memo, ("asks", pod_key(pod)), pod, partial(_try, container_requests, pod))
         if isinstance(asks, SpecError):
             return  # kubelet admitted it; its odd quantity is not ours to judge
         cpu, mem, cards = asks
         h = held.setdefault(node_of(pod), _Held())
         h.cpu, h.mem, h.cards = h.cpu + cpu, h.mem + mem, h.cards + cards
+        if every_card:
+            h.cards += MAX_CARDS
 
     for pod in live:
         mine = id(pod) in our_ids
         grant = None
         if mine:
-            grant = _cached(memo, ("grant", pod_key(pod)), pod, partial(_try, grant_of, pod))
+            grant = _cached(memo, ("grant", pod_key(pod)), pod, partial(_try, grant_of, pod, key))
+            if isinstance(grant, UnsignedGrant) and node_of(pod):
+                # a tenant rewrote what it was given: it goes, and until it has gone the cards
+                # it may use (any of the node's) are nobody else's
+                if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                    evict = Evict(pod_key(pod), str(grant), config.grace_s, "GrantAltered")
+                    out.evictions.append(evict)
+                hold(pod, every_card=True)
+                continue
             if isinstance(grant, SpecError):
                 grant = None
         if node_of(pod):
@@ -221,8 +249,10 @@ def decide(
                 hold(pod)
         elif mine:
             if grant is not None:
-                raw = (pod.get("metadata") or {}).get("annotations", {}).get(GRANT_ANNOTATION, "")
-                granted_unbound.setdefault(grant[0], []).append((pod_key(pod), grant[2], raw))
+                notes = (pod.get("metadata") or {}).get("annotations", {})
+                kept = {k: notes[k] for k in (GRANT_ANNOTATION, SIGNATURE_ANNOTATION)}
+                member = (pod_key(pod), grant[2], kept, uid_of(pod))
+                granted_unbound.setdefault(grant[0], []).append(member)
             unbound.append(pod)
 
     running: list[RunningJob] = []
@@ -230,8 +260,8 @@ def decide(
     by_job: dict[str, list[str]] = {}
     for job_id, members in bound.items():
         resumed = [m for m in granted_unbound.pop(job_id, []) if _fits(m[1], nodes)]
-        for key, piece, raw in resumed:
-            out.binds.append(Bind(key, piece.node, raw, "resume", gang=True))
+        for name, piece, kept, uid in resumed:
+            out.binds.append(Bind(name, piece.node, kept, "resume", True, uid))
         pieces = [m[1] for m in members] + [m[1] for m in resumed]
         first = members[0][3]
         job = _cached(
@@ -251,7 +281,8 @@ def decide(
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
     jobs, problems = jobs_from_pods(pending_pods, config)
     out.problems.update(problems)
-    allowed = _allowed_nodes(jobs, {pod_key(p): p for p in pending_pods}, node_objs, nodes, config)
+    by_key = {pod_key(p): p for p in pending_pods}
+    allowed = _allowed_nodes(jobs, by_key, node_objs, nodes, config)
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])
     cycle = CycleConfig(
         policy=config.policy,
@@ -270,10 +301,11 @@ def decide(
                 out.waiting[key] = f"waiting for {len(b.after)} preempted job(s) to end"
             continue
         gang = len(members) > 1
-        for key, piece in zip(members, b.placement.nodes, strict=True):
+        for name, piece in zip(members, b.placement.nodes, strict=True):
             node = nodes[piece.node].node
             grant = grant_json(b.job_id, piece, node, b.placement.policy)
-            out.binds.append(Bind(key, piece.node, grant, b.action, gang))
+            uid = uid_of(by_key[name])
+            out.binds.append(Bind(name, piece.node, signed(key, uid, grant), b.action, gang, uid))
     for p in result.preemptions:
         for key in by_job.get(p.job_id, []):
             out.evictions.append(Evict(key, f"preempted by {p.by}: {p.reason}", p.grace_s))

@@ -3,8 +3,9 @@
 It registers ``gpupool.io/slice`` with the kubelet and advertises ``slots`` interchangeable
 units of it; a pod that wants its slice enforced asks ``gpupool.io/slice: 1``. The scheduler
 has already chosen the cards and written them in the pod's ``gpupool.io/grant`` annotation; in
-``Allocate`` the plugin finds the pod being started on this node (bound by gpupool, granted,
-not yet allocated, oldest first: the kubelet admits pods one at a time) and returns the same
+``Allocate`` the plugin finds the pod being started on this node (bound by gpupool, its grant
+signed by the scheduler's key, pending, not yet allocated, oldest first: the kubelet admits pods
+one at a time) and returns the same
 slice environment standalone agents give (``CUDA_VISIBLE_DEVICES`` by UUID, MPS / HAMi-core
 limits for shares) and the card's device nodes, then marks the pod allocated. The devices it
 discovered (with UUIDs) go into the Node's ``gpupool.io/devices`` annotation, which the
@@ -26,9 +27,9 @@ import grpc
 from gpupool.devices.detect import Located
 from gpupool.kube.api import KubeApi
 from gpupool.kube.deviceplugin import api_pb2, api_pb2_grpc
-from gpupool.kube.grants import GRANT_ANNOTATION, read_grant
+from gpupool.kube.grants import GRANT_ANNOTATION, GrantKey, grant_of
 from gpupool.kube.inventory import DEVICES_ANNOTATION
-from gpupool.kube.pods import created_at, is_terminal, meta
+from gpupool.kube.pods import created_at, meta, pod_key
 from gpupool.model import SpecError, Vendor
 from gpupool.sharing.runtime_env import Grant, LocalDevice, local_devices, slice_env
 
@@ -67,25 +68,54 @@ def wants_slice(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def pod_to_allocate(pods: list[Mapping[str, Any]], node: str) -> Mapping[str, Any] | None:
-    """The pod the kubelet is starting: on this node, granted, asking for a slice, not yet
-    allocated and not finished; the oldest when several wait."""
-    waiting = [
-        p
-        for p in pods
-        if (p.get("spec") or {}).get("nodeName") == node
-        and GRANT_ANNOTATION in meta(p, "annotations")
-        and ALLOCATED_ANNOTATION not in meta(p, "annotations")
-        and not is_terminal(p)
-        and wants_slice(p)
-    ]
-    return min(waiting, key=created_at) if waiting else None
+def _not_started(pod: Mapping[str, Any]) -> bool:
+    """Pending with no container run yet: a pod the kubelet may be admitting (a running pod
+    whose tenant removed its allocated mark is not one)."""
+    status = pod.get("status") or {}
+    if status.get("phase", "Pending") != "Pending":
+        return False
+    started = ("running", "terminated")
+    return not any(
+        k in (c.get("state") or {}) for c in status.get("containerStatuses") or [] for k in started
+    )
+
+
+def pod_to_allocate(
+    pods: list[Mapping[str, Any]], node: str, key: GrantKey
+) -> tuple[Mapping[str, Any] | None, list[str]]:
+    """The pod the kubelet is starting: on this node, granted (the grant verifies), asking for
+    a slice, pending and not yet allocated; the oldest when several wait. Also what was wrong
+    with the pods passed over for their grant."""
+    waiting, refused = [], []
+    for p in pods:
+        notes = meta(p, "annotations")
+        if not (
+            (p.get("spec") or {}).get("nodeName") == node
+            and GRANT_ANNOTATION in notes
+            and ALLOCATED_ANNOTATION not in notes
+            and _not_started(p)
+            and wants_slice(p)
+        ):
+            continue
+        try:
+            grant_of(p, key)
+            waiting.append(p)
+        except SpecError as exc:
+            refused.append(f"{pod_key(p)}: {exc}")
+    return (min(waiting, key=created_at) if waiting else None), refused
 
 
 def container_response(
-    pod: Mapping[str, Any], local: dict[int, LocalDevice], hami_core: str | None, dev_root: str
+    pod: Mapping[str, Any],
+    key: GrantKey,
+    local: dict[int, LocalDevice],
+    hami_core: str | None,
+    dev_root: str,
 ) -> api_pb2.ContainerAllocateResponse:
-    _, _, piece = read_grant(meta(pod, "annotations")[GRANT_ANNOTATION])
+    granted = grant_of(pod, key)
+    if granted is None:
+        raise SpecError(f"pod {pod_key(pod)}: no {GRANT_ANNOTATION} annotation")
+    piece = granted[2]
     grants = [
         Grant(d.device, d.compute_pct, d.mem_mib, d.exclusive, d.mig_profile, d.mig_start)
         for d in piece.devices
@@ -110,6 +140,7 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
         api: KubeApi,
         node: str,
         located: list[Located],
+        key: GrantKey,
         slots: int = 100,
         hami_core: str | None = None,
         dev_root: str = "/",
@@ -117,6 +148,7 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
         self.api = api
         self.node = node
         self.located = located
+        self.key = key
         self.local = local_devices(located)
         self.slots = slots
         self.hami_core = hami_core
@@ -153,13 +185,16 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
 
     def _allocate_one(self) -> api_pb2.ContainerAllocateResponse:
         pods = self.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")["items"]
-        pod = pod_to_allocate(pods, self.node)
+        pod, refused = pod_to_allocate(pods, self.node, self.key)
         if pod is None:
             raise SpecError(
                 f"no pod on {self.node} holds a gpupool grant and waits for its slice "
                 f"(a pod asking {RESOURCE} must be scheduled by gpupool)"
+                + "".join(f"; refused {r}" for r in refused)
             )
-        response = container_response(pod, self.local, self.hami_core, self.dev_root)
+        for r in refused:
+            log.warning("refused %s", r)
+        response = container_response(pod, self.key, self.local, self.hami_core, self.dev_root)
         md = pod["metadata"]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.api.annotate_pod(md["namespace"], md["name"], {ALLOCATED_ANNOTATION: stamp})

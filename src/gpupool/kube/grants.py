@@ -4,10 +4,22 @@ Before binding, each pod gets its grant in the ``gpupool.io/grant`` annotation: 
 and memory, and per device its index, UUID, compute share, memory, MIG profile and start. The
 device plugin reads it in ``Allocate``; a restarted scheduler rebuilds what runs from it, so
 nothing is granted twice.
+
+A tenant who may edit its pods may edit their annotations too, so each grant is signed:
+``gpupool.io/grant-signature`` is an HMAC-SHA256 over the pod's UID and the grant, keyed by a
+secret the scheduler and the device plugin share (a Kubernetes Secret). A grant copied from
+another pod, or changed by a byte, does not verify: the device plugin refuses it and the
+scheduler evicts a running pod that carries one.
 """
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpupool.model import Node, SpecError
@@ -15,6 +27,63 @@ from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
 
 GRANT_ANNOTATION = "gpupool.io/grant"
 JOB_ANNOTATION = "gpupool.io/job"
+SIGNATURE_ANNOTATION = "gpupool.io/grant-signature"
+KEY_ENV = "GPUPOOL_GRANT_KEY"
+MIN_KEY_CHARS = 32
+NO_KEY = (
+    "no grant key: give --grant-key FILE or set GPUPOOL_GRANT_KEY (deploy/kubernetes mounts "
+    "the Secret gpupool-grant-key; docs/kubernetes.md says how to make one)"
+)
+
+
+class UnsignedGrant(SpecError):
+    """A grant whose signature does not match: changed, or copied from another pod."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrantKey:
+    """The shared secret(s): the first signs, every one verifies (so a key can be rotated:
+    add the new one first, restart, and drop the old one once old pods are gone)."""
+
+    keys: tuple[bytes, ...]
+
+    @classmethod
+    def generate(cls) -> "GrantKey":
+        return cls((secrets.token_hex(32).encode(),))
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> "GrantKey":
+        keys = tuple(line.strip().encode() for line in text.splitlines() if line.strip())
+        if not keys:
+            raise SpecError(f"{where}: no key in it")
+        short = [n for n, k in enumerate(keys, 1) if len(k) < MIN_KEY_CHARS]
+        if short:
+            raise SpecError(
+                f"{where}: key on line {short[0]} is shorter than {MIN_KEY_CHARS} characters "
+                "(make one with: openssl rand -hex 32)"
+            )
+        return cls(keys)
+
+    @classmethod
+    def load(cls, path: str | None = None) -> "GrantKey":
+        """From ``path`` (one key per line), else from $GPUPOOL_GRANT_KEY."""
+        if path:
+            try:
+                return cls.parse(Path(path).read_text(), path)
+            except OSError as exc:
+                raise SpecError(f"{path}: cannot read the grant key ({exc.strerror})") from None
+        if os.environ.get(KEY_ENV):
+            return cls.parse(os.environ[KEY_ENV], KEY_ENV)
+        raise SpecError(NO_KEY)
+
+    def _mac(self, key: bytes, uid: str, raw: str) -> str:
+        return hmac.new(key, f"{uid}\n{raw}".encode(), hashlib.sha256).hexdigest()
+
+    def sign(self, uid: str, raw: str) -> str:
+        return self._mac(self.keys[0], uid, raw)
+
+    def verifies(self, uid: str, raw: str, signature: str) -> bool:
+        return any(hmac.compare_digest(self._mac(k, uid, raw), signature) for k in self.keys)
 
 
 def grant_json(job_id: str, piece: NodeGrant, node: Node | None, policy: str) -> str:
@@ -69,9 +138,25 @@ def read_grant(raw: str) -> tuple[str, str, NodeGrant]:
         raise SpecError(f"annotation {GRANT_ANNOTATION}: not a grant ({exc})") from None
 
 
-def grant_of(pod: Mapping[str, Any]) -> tuple[str, str, NodeGrant] | None:
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(GRANT_ANNOTATION)
-    return None if raw is None else read_grant(raw)
+def grant_of(pod: Mapping[str, Any], key: GrantKey) -> tuple[str, str, NodeGrant] | None:
+    """The pod's grant; None when it has none; SpecError when it is not one or its signature
+    does not match (changed, or copied from another pod)."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    raw = annotations.get(GRANT_ANNOTATION)
+    if raw is None:
+        return None
+    if not key.verifies(str(meta.get("uid", "")), raw, str(annotations.get(SIGNATURE_ANNOTATION))):
+        raise UnsignedGrant(
+            f"annotation {GRANT_ANNOTATION}: its {SIGNATURE_ANNOTATION} does not match "
+            "(changed after gpupool wrote it, or copied from another pod)"
+        )
+    return read_grant(raw)
+
+
+def signed(key: GrantKey, uid: str, raw: str) -> dict[str, str]:
+    """The annotations that grant ``raw`` to the pod ``uid``."""
+    return {GRANT_ANNOTATION: raw, SIGNATURE_ANNOTATION: key.sign(uid, raw)}
 
 
 def placement_of(job_id: str, pieces: Sequence[NodeGrant], policy: str) -> Placement:

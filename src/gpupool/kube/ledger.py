@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.grants import grant_of
+from gpupool.kube.grants import GrantKey, grant_of
 from gpupool.kube.inventory import node_from_object
-from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key
+from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key, uid_of
 from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
 from gpupool.scheduler.types import Placement
@@ -31,10 +31,6 @@ MIRRORED_LABELS = (
     "topology.kubernetes.io/zone",
     "nvidia.com/gpu.product",
 )
-
-
-def _uid(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or "")
 
 
 def node_report(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,10 +62,13 @@ def node_report(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def bound_report(pod: Mapping[str, Any], config: KubeConfig) -> dict[str, Any] | None:
-    """What the server records of a pod gpupool bound; None when it is not one."""
+def bound_report(
+    pod: Mapping[str, Any], config: KubeConfig, key: GrantKey
+) -> dict[str, Any] | None:
+    """What the server records of a pod gpupool bound; None when it is not one (or its grant
+    does not verify: the scheduler evicts it)."""
     try:
-        grant = grant_of(pod)
+        grant = grant_of(pod, key)
         if grant is None or grant[2].node != node_of(pod):
             return None
         job_id, policy, piece = grant
@@ -80,7 +79,7 @@ def bound_report(pod: Mapping[str, Any], config: KubeConfig) -> dict[str, Any] |
     conditions = (pod.get("status") or {}).get("conditions") or []
     scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
     return {
-        "uid": _uid(pod),
+        "uid": uid_of(pod),
         "pod": pod_key(pod),
         "tenant": job.tenant,
         "request": job.request.to_spec(),
@@ -123,11 +122,14 @@ class Ledger:
         interval_s: float = 5.0,
         is_leader: Callable[[], bool] = lambda: True,
         on_policy: Callable[[Policy], None] | None = None,
+        *,
+        key: GrantKey,
     ):
         self.http = httpx.Client(
             base_url=server.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
         self.config = config
+        self.key = key
         self.nodes, self.pods, self.preempted = nodes, pods, preempted
         self.interval_s = interval_s
         self.is_leader = is_leader
@@ -166,13 +168,14 @@ class Ledger:
             self.reported = set(self._post("GET", "/pods", None)["live"])
         ours = [
             p for p in self.pods()
-            if (p.get("spec") or {}).get("schedulerName") == self.config.scheduler_name and _uid(p)
+            if (p.get("spec") or {}).get("schedulerName") == self.config.scheduler_name
+            and uid_of(p)
         ]  # fmt: skip
-        by_uid = {_uid(p): p for p in ours}
+        by_uid = {uid_of(p): p for p in ours}
         bound = []
         for uid, pod in by_uid.items():
             if uid not in self.reported and not is_terminal(pod) and node_of(pod):
-                report = bound_report(pod, self.config)
+                report = bound_report(pod, self.config, self.key)
                 if report is not None:
                     bound.append(report)
         ended = []

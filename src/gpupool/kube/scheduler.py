@@ -10,18 +10,19 @@ them twice. Why a pod waits goes to an Event and the PodScheduled condition, onc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.decide import Bind, Decision, Memo, decide
-from gpupool.kube.grants import GRANT_ANNOTATION
+from gpupool.kube.decide import Bind, Decision, Evict, Memo, decide
+from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
 from gpupool.kube.watch import Reflector
+from gpupool.model import SpecError
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpupool-scheduler"
@@ -39,17 +40,20 @@ class KubeScheduler:
         self,
         api: KubeApi,
         config: KubeConfig,
+        key: GrantKey,
         identity: str = COMPONENT,
         is_leader: Callable[[], bool] = lambda: True,
     ):
         self.api = api
         self.config = config
+        self.key = key
         self.identity = identity
         self.is_leader = is_leader
         self.changed = threading.Event()
         self.nodes = Reflector(api, "/api/v1/nodes", lambda: None, on_event=self._node_event)
         self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
-        self.assumed: dict[str, tuple[str, str, float]] = {}  # pod -> (node, grant, when)
+        # pod -> (node, grant annotations, when)
+        self.assumed: dict[str, tuple[str, Mapping[str, str], float]] = {}
         self.pending: set[str] = set()  # our pods the watch shows unbound
         self.preempted: dict[str, str] = {}  # UID of a pod deleted by preemption -> why
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
@@ -102,6 +106,17 @@ class KubeScheduler:
             self.pending.discard(key)
             if kind == "MODIFIED" and key not in self.assumed and self.pending:
                 self.changed.set()
+            elif spec.get("schedulerName") == self.config.scheduler_name and self._forged(pod):
+                self.changed.set()  # evicted now, not at the next resync
+
+    def _forged(self, pod: dict[str, Any]) -> bool:
+        try:
+            grant_of(pod, self.key)
+            return False
+        except UnsignedGrant:
+            return True
+        except SpecError:
+            return False
 
     def _node_event(self, kind: str, node: dict[str, Any]) -> None:
         if self.pending:  # kubelets' status updates need no cycle while nothing waits
@@ -154,12 +169,9 @@ class KubeScheduler:
                 if node_of(pod) or now - assumed[2] > ASSUME_S:
                     self.assumed.pop(key, None)
                 else:
-                    node, grant, _ = assumed
+                    node, granted, _ = assumed
                     meta = dict(pod.get("metadata") or {})
-                    meta["annotations"] = {
-                        **(meta.get("annotations") or {}),
-                        GRANT_ANNOTATION: grant,
-                    }
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **granted}
                     pod = {
                         **pod,
                         "metadata": meta,
@@ -172,11 +184,17 @@ class KubeScheduler:
         started = time.perf_counter()
         pods = self.pod_view()
         decision = decide(
-            self.nodes.snapshot(), pods, self.config, time.time(), self.memo, self.policy
+            self.nodes.snapshot(),
+            pods,
+            self.config,
+            time.time(),
+            self.memo,
+            self.policy,
+            key=self.key,
         )
         self._bind(decision.binds)
         for ev in decision.evictions:
-            self._pool.submit(self._evict, ev.pod, ev.reason, ev.grace_s)
+            self._pool.submit(self._evict, ev)
         live = {pod_key(p) for p in pods}
         self._note(decision, live)
         self.pending &= live  # forget pods a relist dropped without a DELETED event
@@ -189,7 +207,7 @@ class KubeScheduler:
             return
         now = time.monotonic()
         for b in binds:
-            self.assumed[b.pod] = (b.node, b.grant, now)
+            self.assumed[b.pod] = (b.node, b.annotations, now)
         # in flight while the next cycle runs: the assumed bindings keep it from placing twice
         for b in binds:
             if not b.gang:
@@ -229,7 +247,7 @@ class KubeScheduler:
     def _write_grant(self, b: Bind) -> str | None:
         ns, name = b.pod.split("/", 1)
         try:
-            self.api.annotate_pod(ns, name, {GRANT_ANNOTATION: b.grant})
+            self.api.annotate_pod(ns, name, dict(b.annotations), b.uid)
             return b.pod
         except Exception as exc:
             log.warning("pod %s: grant not written: %s", b.pod, exc)
@@ -239,7 +257,7 @@ class KubeScheduler:
     def _bind_one(self, b: Bind) -> None:
         ns, name = b.pod.split("/", 1)
         try:
-            self.api.bind(ns, name, b.node, {GRANT_ANNOTATION: b.grant})
+            self.api.bind(ns, name, b.node, dict(b.annotations), b.uid)
             self.stats["binds"] += 1
             self.noted.pop(b.pod, None)
         except ApiError as exc:
@@ -252,17 +270,18 @@ class KubeScheduler:
             self.stats["bind_errors"] += 1
             log.warning("pod %s: bind to %s failed: %s", b.pod, b.node, exc)
 
-    def _evict(self, pod: str, reason: str, grace_s: int) -> None:
-        ns, name = pod.split("/", 1)
-        uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid")
+    def _evict(self, ev: Evict) -> None:
+        ns, name = ev.pod.split("/", 1)
+        uid = ((self.pods.get(ev.pod) or {}).get("metadata") or {}).get("uid")
         if uid:
-            self.preempted[uid] = reason
+            self.preempted[uid] = ev.reason
         try:
-            self.event(pod, "Preempted", reason, "Normal")
-            self.api.delete_pod(ns, name, grace_s)
+            kind = "Normal" if ev.event == "Preempted" else "Warning"
+            self.event(ev.pod, ev.event, ev.reason, kind)
+            self.api.delete_pod(ns, name, ev.grace_s)
             self.stats["evictions"] += 1
         except Exception as exc:
-            log.warning("pod %s: preemption failed: %s", pod, exc)
+            log.warning("pod %s: eviction failed: %s", ev.pod, exc)
 
     def _note(self, decision: Decision, live: set[str]) -> None:
         notes = [(p, "FailedScheduling", r) for p, r in decision.waiting.items()]
