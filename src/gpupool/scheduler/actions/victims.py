@@ -42,20 +42,28 @@ def search_victims(
         if cy.searches_left <= 0:
             left.extend(blocked[i:])
             break
-        if not _take(cy, job, candidates(job), action):
+        if not _take(cy, job, candidates, action):
             left.append(job)
     return left
 
 
-def _take(cy: Session, job: Job, candidates: list[RunningJob], action: str) -> bool:
-    if not candidates or cy.searches_left <= 0:
-        return False
-    same = [r for r in candidates if r.job.tenant == job.tenant]
-    if not _guarantee_allows(cy, job, same):
+def _take(
+    cy: Session, job: Job, candidates_of: Callable[[Job], list[RunningJob]], action: str
+) -> bool:
+    """The memo is asked before the candidates are listed: with thousands of jobs running
+    and hundreds blocked, listing them for each blocked job was most of a busy cycle.
+    Candidates only leave during a cycle, and usage only grows between releases, so "no
+    candidates" and "over the guarantee" hold for the same ask until something is freed."""
+    if cy.searches_left <= 0:
         return False
     key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
     if cy.victimless.get(key) == cy.state.releases:
         return False  # the same ask found no victims and nothing was freed since
+    candidates = candidates_of(job)
+    same = [r for r in candidates if r.job.tenant == job.tenant]
+    if not candidates or not _guarantee_allows(cy, job, same):
+        cy.victimless[key] = cy.state.releases
+        return False
     cy.searches_left -= 1
     chosen = choose_victims(cy, job, candidates, within_guarantee=True)
     if chosen is None:
