@@ -13,6 +13,7 @@ agent has not been heard by the server for the lease time.
 
 import logging
 import os
+import random
 import subprocess
 import threading
 import time
@@ -48,6 +49,15 @@ DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
+MAX_BACKOFF_S = 60.0
+
+
+def backoff_s(sync_s: float, failures: int, rng: random.Random) -> float:
+    """Wait after ``failures`` failed calls in a row: doubling from ``sync_s`` up to 16 times
+    it (at most a minute), jittered by ±50% — agents that all retried every ``sync_s`` kept
+    an overloaded server overloaded (1,000 registrations timing out and sent again)."""
+    base = min(sync_s * 2 ** min(max(failures - 1, 0), 4), MAX_BACKOFF_S)
+    return base * rng.uniform(0.5, 1.5)
 
 
 @dataclass
@@ -141,6 +151,8 @@ class Agent:
         started = False
         poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
+        failures = 0
+        rng = random.Random()
         try:
             while not stop.is_set():
                 try:
@@ -162,13 +174,15 @@ class Agent:
                     answer = answer or self._last_answer
                     if answer is not None:
                         self.apply(answer)
+                    failures = 0
                 except AgentApiError as exc:
                     if stop.is_set():  # shutting down: the server may be gone already
                         break
                     log.warning("agent %s: %s", self.name, exc)
                     if exc.status == 404:  # the node was removed: register it again
                         started = False
-                    stop.wait(self.config.sync_s)
+                    failures += 1
+                    stop.wait(backoff_s(self.config.sync_s, failures, rng))
                 except Exception:  # a bug must not take the node down: log it, go on
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)

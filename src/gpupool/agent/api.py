@@ -1,6 +1,7 @@
 """The agent's side of the REST API: a thin client that turns transport problems into
 ``AgentApiError`` so the agent's loop retries instead of dying."""
 
+import ssl
 from typing import Any
 
 import httpx
@@ -12,15 +13,18 @@ class AgentApiError(Exception):
         self.status = status
 
 
-def agent_client(server: str, token: str, timeout_s: float = 10, agents: int = 1) -> httpx.Client:
-    """The HTTP client agents talk to the server with (one per agent, or one shared by the
-    ``agents`` of a process: httpx clients are thread-safe and pool their connections). Each
-    agent may hold one connection in a long poll for orders while it heartbeats on another."""
-    connections = max(8, 2 * agents + 8)
+def agent_client(
+    server: str, token: str, timeout_s: float = 10, verify: ssl.SSLContext | bool = True
+) -> httpx.Client:
+    """The HTTP client an agent talks to the server with. It may hold one connection in a
+    long poll for orders while it heartbeats on another. ``verify``: a TLS context to share
+    between the clients of many agents in one process."""
+    connections = 8
     return httpx.Client(
         base_url=server.rstrip("/") + "/api/v1",
         headers={"Authorization": f"Bearer {token}"},
         timeout=timeout_s,
+        verify=verify,
         # idle connections are dropped before the server's keep-alive (5 s) closes them under
         # a request: heartbeats every 5 s would otherwise meet "server disconnected"
         limits=httpx.Limits(

@@ -3,6 +3,7 @@ real agent with ``--devices auto``), each in a thread, talking to the server ove
 HTTP like any other agent."""
 
 import contextlib
+import ssl
 import threading
 from pathlib import Path
 
@@ -14,6 +15,23 @@ from gpupool.model.labels import ADDRESS_LABEL
 
 STEP = 20  # agents started together
 STEP_PAUSE_S = 0.05
+HEARTBEATS_PER_S = 40  # what the embedded agents send together, at most
+LOOKS_PER_S = 200  # workload checks of all embedded agents together, at most
+
+
+def pace(agents: int) -> tuple[float, float]:
+    """(heartbeat_s, sync_s) of each of ``agents`` agents sharing one process (and its GIL)
+    with their server. 1,000 agents at the standalone 5 s / 1 s sent 200 heartbeats/s (~5 ms
+    of server CPU each) and woke 1,000 times a second: the server starved, heartbeats timed
+    out, nodes were declared lost and registered again in a storm. New orders still arrive at
+    once (long poll); a workload's end is seen within ``sync_s``."""
+    return max(5.0, agents / HEARTBEATS_PER_S), max(1.0, agents / LOOKS_PER_S)
+
+
+def heartbeat_timeout(agents: int, configured: float) -> float:
+    """The server's lost-node timeout that ``agents`` embedded agents need: three missed
+    heartbeats and some slack, never less than configured."""
+    return max(configured, 3 * pace(agents)[0] + 10)
 
 
 class EmbeddedAgents:
@@ -27,7 +45,12 @@ class EmbeddedAgents:
     ):
         """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
         self.server = server
-        self.client = agent_client(server, token, agents=len(nodes))  # shared: one token
+        # a client per agent: one client shared by 1,000 agents held 2,000 connections in one
+        # pool, which httpcore scans under one lock for every request (a fifth of the process's
+        # time went to waiting on it); one TLS context for all of them (each costs ~ms)
+        tls = ssl.create_default_context()
+        self.clients = [agent_client(server, token, verify=tls) for _ in nodes]
+        heartbeat_s, sync_s = pace(len(nodes))
         self.agents = [
             Agent(
                 AgentConfig(
@@ -44,10 +67,12 @@ class EmbeddedAgents:
                     labels={ADDRESS_LABEL: "127.0.0.1"}
                     | ({"simulated": "true"} if spec != "auto" else {}),
                     isolation=isolation or IsolationConfig(),
+                    heartbeat_s=heartbeat_s,
+                    sync_s=sync_s,
                 ),
-                client=self.client,
+                client=client,
             )
-            for name, spec in nodes.items()
+            for (name, spec), client in zip(nodes.items(), self.clients, strict=True)
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -88,4 +113,5 @@ class EmbeddedAgents:
             self._starter.join(timeout=30)
         for t in self._threads:
             t.join(timeout=30)
-        self.client.close()
+        for client in self.clients:
+            client.close()

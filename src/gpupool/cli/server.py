@@ -177,7 +177,7 @@ def up(
     Runs until Ctrl-C or SIGTERM; workloads are real processes, stopped on the way out."""
     import socket
 
-    from gpupool.agent.embedded import EmbeddedAgents
+    from gpupool.agent.embedded import EmbeddedAgents, heartbeat_timeout
     from gpupool.agent.workloads import IsolationConfig
     from gpupool.client.demo import submit_demo
     from gpupool.devices.simulated import check
@@ -206,6 +206,8 @@ def up(
         if devices == "auto"
         else {f"node-{i:02d}": devices for i in range(1, nodes + 1)}
     )
+    timeout_s = heartbeat_timeout(len(names), settings.heartbeat_timeout_s)
+    settings = settings.model_copy(update={"heartbeat_timeout_s": timeout_s})
     with user_errors():
         agents = EmbeddedAgents(
             f"http://{connect}:{settings.port}",

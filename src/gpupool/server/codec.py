@@ -1,6 +1,9 @@
 """Conversions between database rows, API bodies and the engine's vocabulary."""
 
+from collections.abc import Sequence
 from typing import Any
+
+from sqlalchemy import Row
 
 from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, canonical_model
 from gpupool.model.devices import catalog_entry
@@ -65,7 +68,8 @@ def device_fields(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def node_from_rows(node: NodeRow, devices: list[DeviceRow]) -> Node:
+def node_from_rows(node: NodeRow | Row, devices: Sequence[DeviceRow | Row]) -> Node:
+    """ORM rows, or Core rows of the same columns (the scheduler's snapshot reads those)."""
     return Node(
         name=node.name,
         cpu_millis=node.cpu_millis,

@@ -89,6 +89,17 @@ def _job(row, request: ResourceRequest) -> Job:
     )
 
 
+_DEVICE_COLUMNS = tuple(
+    DeviceRow.__table__.c[name]
+    for name in ("node", "index", "model", "vendor", "memory_mib", "uuid", "healthy", "mode",
+                 "want_mode", "island", "pcie_switch")
+)  # fmt: skip
+_NODE_COLUMNS = tuple(
+    NodeRow.__table__.c[name]
+    for name in ("name", "cpu_millis", "memory_mib", "labels", "pool", "state", "schedulable")
+)
+
+
 class SnapshotBuilder:
     """Keeps the node snapshot and live placements between cycles of one leader."""
 
@@ -97,17 +108,29 @@ class SnapshotBuilder:
         self.base: ClusterState | None = None
         self.live: dict[int, RunningJob] = {}  # allocation id -> its job, applied to base
         self.closed: set[str] = set()  # nodes that take no new work
+        self._node_cache: dict[str, tuple[tuple, Node]] = {}  # name -> (its rows, its Node)
 
     def _nodes(self, session: Session) -> list[Node]:
-        devices: dict[str, list[DeviceRow]] = {}
-        for d in session.execute(select(DeviceRow)).scalars():
+        """Every agent node as the engine sees it. Core rows of only the columns that shape a
+        node, and a node whose rows are as last time keeps its ``Node``: with a thousand
+        nodes registering, rebuilding each from ORM objects after every change was most of
+        the server's CPU."""
+        conn = session.connection()
+        devices: dict[str, list[Any]] = {}
+        for d in conn.execute(select(*_DEVICE_COLUMNS)):
             devices.setdefault(d.node, []).append(d)
         held: dict[str, tuple[int, int]] | None = None  # read only if a node is closed
         nodes: list[Node] = []
         self.closed = set()
-        agents = select(NodeRow).where(NodeRow.source == "agent").order_by(NodeRow.name)
-        for row in session.execute(agents).scalars():  # Kubernetes nodes: its own scheduler's
-            node = node_from_rows(row, devices.get(row.name, []))
+        cache, self._node_cache = self._node_cache, {}
+        agents = select(*_NODE_COLUMNS).where(NodeRow.source == "agent").order_by(NodeRow.name)
+        for row in conn.execute(agents):  # Kubernetes nodes: its own scheduler's
+            rows = (tuple(row), tuple(tuple(d) for d in devices.get(row.name, ())))
+            kept = cache.get(row.name)
+            node = kept[1] if kept is not None and kept[0] == rows else None
+            if node is None:
+                node = node_from_rows(row, devices.get(row.name, []))
+            self._node_cache[row.name] = (rows, node)
             if row.state != "ready" or not row.schedulable:
                 held = _held_on_nodes(session) if held is None else held
                 node = _closed(node, held.get(row.name, (0, 0)))
