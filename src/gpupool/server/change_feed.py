@@ -92,6 +92,10 @@ class ChangeFeed:
         self.stamp, self.digests = self._read(), self._read_digests()
         threading.Thread(target=self._run, name="gpupool-change-feed", daemon=True).start()
 
+    @property
+    def started(self) -> bool:
+        return self._started
+
     def stop(self) -> None:
         """No more polling; every waiting request is answered now, and later ones at once
         (the server is shutting down)."""

@@ -37,6 +37,8 @@ async def orders(
     agent_for(who, name)
     limit = min(wait, ctx.settings.orders_max_wait_s)
     deadline = time.monotonic() + limit
+    if limit > 0 and known is not None and not ctx.changes.started:
+        await run_in_threadpool(ctx.changes.start)  # its first reads, off the event loop
     while True:
         digest = ctx.changes.digest(name) if limit > 0 and known is not None else None
         out = await run_in_threadpool(_orders, ctx, name)
