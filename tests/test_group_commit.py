@@ -83,3 +83,26 @@ def test_without_the_writer_thread_each_call_is_its_own_transaction(db):
     assert asyncio.run(writes.run(write)) == 7
     with db.read() as s:
         assert s.execute(select(func.count()).select_from(AuditRow)).scalar() == 1
+
+
+def test_writes_that_change_no_decision_do_not_wake_the_scheduler(db):
+    woken = []
+    writes = GroupCommit(db, after_commit=lambda: woken.append(1))
+
+    def write(b: Batch) -> None:
+        b.session.execute(AUDIT, _row("heartbeat"))
+
+    async def main(wake: bool) -> None:
+        writes.start()
+        try:
+            await asyncio.gather(*(writes.run(write, wake=wake) for _ in range(10)))
+        finally:
+            writes.stop()
+
+    asyncio.run(main(False))
+    assert not woken and len(_targets(db)) == 10  # committed, nobody woken
+    asyncio.run(main(True))
+    assert woken
+    alone = GroupCommit(db, after_commit=lambda: woken.append(2))  # without the writer thread
+    asyncio.run(alone.run(write, wake=False))
+    assert 2 not in woken

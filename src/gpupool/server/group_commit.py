@@ -55,6 +55,7 @@ class _Item:
     future: asyncio.Future[Any]
     ok: bool = False
     value: Any = None
+    wake: bool = True  # the scheduler is woken after the commit
 
 
 def _deliver(items: list[_Item]) -> None:
@@ -96,18 +97,19 @@ class GroupCommit:
             self._thread.join(timeout=30)
             self._thread = None
 
-    async def run(self, fn: Callable[[Batch], T]) -> T:
-        """Run ``fn(batch)`` in the next group transaction; its result once committed."""
+    async def run(self, fn: Callable[[Batch], T], wake: bool = True) -> T:
+        """Run ``fn(batch)`` in the next group transaction; its result once committed.
+        ``wake``: the write may change what the scheduler decides (a heartbeat does not)."""
         if self._thread is None:  # an app used without its lifespan: a plain transaction
-            return await anyio.to_thread.run_sync(self._alone, fn)
+            return await anyio.to_thread.run_sync(self._alone, fn, wake)
         loop = asyncio.get_running_loop()
-        item = _Item(fn, loop, loop.create_future())
+        item = _Item(fn, loop, loop.create_future(), wake=wake)
         self._queue.put(item)
         return await item.future
 
-    def _alone(self, fn: Callable[[Batch], T]) -> T:
+    def _alone(self, fn: Callable[[Batch], T], wake: bool = True) -> T:
         (value,) = self._transaction([fn])
-        if self.after_commit is not None:
+        if self.after_commit is not None and wake:
             self.after_commit()
         return value
 
@@ -150,7 +152,7 @@ class GroupCommit:
         self._commit(batch)
         self.batches += 1
         self.items += len(batch)
-        if self.after_commit is not None and any(i.ok for i in batch):
+        if self.after_commit is not None and any(i.ok and i.wake for i in batch):
             self.after_commit()
         by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
         for item in batch:

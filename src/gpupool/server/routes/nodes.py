@@ -18,6 +18,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
+from gpupool.server.group_commit import Batch
 from gpupool.server.idle import record_idle
 from gpupool.server.lifecycle import bump_nodes_version, finish, held_devices, live_on
 from gpupool.server.liveness import heard_from
@@ -278,12 +279,15 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
 
 
 @router.post("/nodes/{name}/heartbeat", response_model=AgentNodeOut)
-def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeOut:
+async def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeOut:
     """Telemetry per device; a change of health reaches the scheduler's next cycle. A lost
-    node that heartbeats again is fenced until its agent reconciles."""
+    node that heartbeats again is fenced until its agent reconciles. Written through the group
+    commit: concurrent heartbeats (and submissions) share one transaction and one commit."""
     agent_for(who, name)
     now = time.time()
-    with ctx.db.write() as s:
+
+    def write(b: Batch) -> tuple[bool, NodeOut]:
+        s = b.session
         node = s.get(NodeRow, name, with_for_update=True)
         if node is None:
             raise not_found(f"node {name}")
@@ -307,7 +311,9 @@ def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> AgentNodeO
                 health_changed = True
         if health_changed:
             bump_nodes_version(s)
-        out = node_out(node, list(devices.values()))
+        return health_changed, node_out(node, list(devices.values()))
+
+    health_changed, out = await ctx.writes.run(write, wake=False)
     if health_changed:
         ctx.loop.wake()
     return agent_node_out(ctx, out)
