@@ -31,6 +31,7 @@ from gpupool.kube.grants import GRANT_ANNOTATION, GrantKey, grant_of
 from gpupool.kube.inventory import DEVICES_ANNOTATION
 from gpupool.kube.pods import created_at, meta, pod_key
 from gpupool.model import SpecError, Vendor
+from gpupool.scheduler.types import NodeGrant
 from gpupool.sharing.runtime_env import Grant, LocalDevice, local_devices, slice_env
 
 log = logging.getLogger(__name__)
@@ -82,11 +83,12 @@ def _not_started(pod: Mapping[str, Any]) -> bool:
 
 def pod_to_allocate(
     pods: list[Mapping[str, Any]], node: str, key: GrantKey
-) -> tuple[Mapping[str, Any] | None, list[str]]:
-    """The pod the kubelet is starting: on this node, granted (the grant verifies), asking for
-    a slice, pending and not yet allocated; the oldest when several wait. Also what was wrong
-    with the pods passed over for their grant."""
-    waiting, refused = [], []
+) -> tuple[tuple[Mapping[str, Any], NodeGrant] | None, list[str]]:
+    """The pod the kubelet is starting and its verified grant: on this node, granted (the grant
+    verifies), asking for a slice, pending and not yet allocated; the oldest when several wait.
+    Also what was wrong with the pods passed over for their grant."""
+    waiting: list[tuple[Mapping[str, Any], NodeGrant]] = []
+    refused: list[str] = []
     for p in pods:
         notes = meta(p, "annotations")
         if not (
@@ -98,24 +100,24 @@ def pod_to_allocate(
         ):
             continue
         try:
-            grant_of(p, key)
-            waiting.append(p)
+            granted = grant_of(p, key)
         except SpecError as exc:
             refused.append(f"{pod_key(p)}: {exc}")
-    return (min(waiting, key=created_at) if waiting else None), refused
+            continue
+        if granted is not None:
+            waiting.append((p, granted[2]))
+    oldest = min(waiting, key=lambda w: created_at(w[0])) if waiting else None
+    return oldest, refused
 
 
 def container_response(
     pod: Mapping[str, Any],
-    key: GrantKey,
+    piece: NodeGrant,
     local: dict[int, LocalDevice],
     hami_core: str | None,
     dev_root: str,
 ) -> api_pb2.ContainerAllocateResponse:
-    granted = grant_of(pod, key)
-    if granted is None:
-        raise SpecError(f"pod {pod_key(pod)}: no {GRANT_ANNOTATION} annotation")
-    piece = granted[2]
+    """The container's environment and device nodes for ``piece``, the pod's verified grant."""
     grants = [
         Grant(d.device, d.compute_pct, d.mem_mib, d.exclusive, d.mig_profile, d.mig_start)
         for d in piece.devices
@@ -185,8 +187,8 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
 
     def _allocate_one(self) -> api_pb2.ContainerAllocateResponse:
         pods = self.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")["items"]
-        pod, refused = pod_to_allocate(pods, self.node, self.key)
-        if pod is None:
+        chosen, refused = pod_to_allocate(pods, self.node, self.key)
+        if chosen is None:
             raise SpecError(
                 f"no pod on {self.node} holds a gpupool grant and waits for its slice "
                 f"(a pod asking {RESOURCE} must be scheduled by gpupool)"
@@ -194,7 +196,8 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
             )
         for r in refused:
             log.warning("refused %s", r)
-        response = container_response(pod, self.key, self.local, self.hami_core, self.dev_root)
+        pod, piece = chosen
+        response = container_response(pod, piece, self.local, self.hami_core, self.dev_root)
         md = pod["metadata"]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.api.annotate_pod(md["namespace"], md["name"], {ALLOCATED_ANNOTATION: stamp})
