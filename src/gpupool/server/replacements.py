@@ -5,6 +5,8 @@ once the copy runs, the loop ends the replica (``cancelled``, with a reason nami
 so the room it held goes to the job defragmentation serves. A copy that fails to start
 leaves the replica running: nothing is broken before its replacement runs."""
 
+from collections.abc import Collection
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
@@ -20,13 +22,17 @@ COPIED = (
 )  # fmt: skip
 
 
-def replacing(session: Session) -> frozenset[str]:
-    """Replicas whose copy is admitted or running while they still hold their room."""
+def replacing(session: Session, copies: Collection[int]) -> frozenset[str]:
+    """Replicas whose copy is admitted or running while they still hold their room.
+    ``copies``: the jobs with a live allocation that replace another (the snapshot knows
+    them), so a cycle reads a few rows by id, not every live job."""
+    if not copies:
+        return frozenset()
     old = aliased(JobRow)
     rows = session.execute(
         select(JobRow.replaces)
         .join(old, old.id == JobRow.replaces)
-        .where(JobRow.state.in_(HOLDING), old.state.in_(HOLDING))
+        .where(JobRow.id.in_(copies), JobRow.state.in_(HOLDING), old.state.in_(HOLDING))
     ).scalars()
     return frozenset(str(r) for r in rows)
 
@@ -65,13 +71,16 @@ def create_copies(
     return out
 
 
-def end_replaced(session: Session, now: float) -> list[int]:
-    """End every replica whose copy runs now; returns their ids."""
+def end_replaced(session: Session, now: float, copies: Collection[int]) -> list[int]:
+    """End every replica whose copy (one of ``copies``, as for ``replacing``) runs now;
+    returns their ids."""
+    if not copies:
+        return []
     old = aliased(JobRow)
     rows = session.execute(
         select(JobRow.id, JobRow.replaces)
         .join(old, old.id == JobRow.replaces)
-        .where(JobRow.state == "running", old.state.in_(HOLDING))
+        .where(JobRow.id.in_(copies), JobRow.state == "running", old.state.in_(HOLDING))
     ).all()
     ended = []
     for copy_id, old_id in rows:

@@ -56,6 +56,7 @@ class CycleInputs:
     invalid: dict[str, str]  # pending jobs the engine cannot read: id -> why
     gated: dict[str, str]  # pending jobs held, waiting for dependencies or an array's limit
     replacing: frozenset[str] = frozenset()  # replicas whose copy starts (make-before-break)
+    copies: frozenset[int] = frozenset()  # live jobs that are a replica's copy
 
 
 _JOB_FIELDS = (
@@ -107,6 +108,7 @@ class SnapshotBuilder:
         self.nodes_version = -1
         self.base: ClusterState | None = None
         self.live: dict[int, RunningJob] = {}  # allocation id -> its job, applied to base
+        self.copies: dict[int, int] = {}  # allocation id -> its job, a replica's copy
         self.closed: set[str] = set()  # nodes that take no new work
         self._node_cache: dict[str, tuple[tuple, Node]] = {}  # name -> (its rows, its Node)
 
@@ -158,10 +160,12 @@ class SnapshotBuilder:
             self.base = ClusterState(self._nodes(session))
             self.nodes_version = version
             self.live = {}
+            self.copies = {}
             gone = []
         state = self.base
         for alloc_id in gone:
             state.release(self.live.pop(alloc_id).job.id)
+            self.copies.pop(alloc_id, None)
         new = [a for a in current if a not in self.live]
         for start in range(0, len(new), 500):
             chunk = new[start : start + 500]
@@ -171,6 +175,7 @@ class SnapshotBuilder:
                     allocs.placement,
                     allocs.created_at,
                     allocs.borrowed,
+                    jobs.replaces,
                     *JOB_COLUMNS,
                 )
                 .join_from(AllocationRow.__table__, JobRow.__table__, jobs.id == allocs.job_id)
@@ -182,7 +187,10 @@ class SnapshotBuilder:
                 self.live[row.allocation_id] = RunningJob(
                     job, placement, row.created_at, row.borrowed
                 )
+                if row.replaces is not None:
+                    self.copies[row.allocation_id] = row.id
         running = [self.live[a] for a in current]
+        copies = frozenset(self.copies.values())
         allocation_of = {str(job_id): a for a, job_id in current.items()}
         pending: list[Job] = []
         reasons: dict[str, str] = {}
@@ -211,7 +219,8 @@ class SnapshotBuilder:
             reservations=reservations(session),
             invalid=invalid,
             gated=gated,
-            replacing=replacing(session),
+            replacing=replacing(session, copies),
+            copies=copies,
         )
 
 
