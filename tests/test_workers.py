@@ -111,8 +111,8 @@ def test_a_worker_started_after_its_supervisor_died_stops_too():
     killed is already re-parented, so it must compare with the pid the supervisor exported."""
     code = (
         "import time\n"
-        "from gpupool.server.app import _exit_with_parent\n"
-        "_exit_with_parent(poll_s=0.1)\n"
+        "from gpupool.server.app import exit_with_parent\n"
+        "exit_with_parent(poll_s=0.1)\n"
         "time.sleep(20)\n"
     )
     env = {**os.environ, SUPERVISOR_PID: str(os.getpid() + 10**6)}  # not this process's parent

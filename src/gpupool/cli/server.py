@@ -53,6 +53,7 @@ def serve(
 
     import uvicorn
 
+    from gpupool.server import scheduler_process
     from gpupool.server.app import SUPERVISOR_PID, create_app
     from gpupool.server.logs import configure
     from gpupool.server.metrics import MULTIPROCESS_DIR
@@ -70,18 +71,12 @@ def serve(
         shared.mkdir(parents=True)
         os.environ[MULTIPROCESS_DIR] = str(shared)
         os.environ[SUPERVISOR_PID] = str(os.getpid())  # workers stop when this process is gone
-        with contextlib.suppress(KeyboardInterrupt):
-            uvicorn.run(
-                "gpupool.server.app:app_from_environment",
-                factory=True,
-                host=settings.host,
-                port=settings.port,
-                workers=workers,
-                log_level="warning",
-                access_log=False,
-                proxy_headers=False,  # gpupool.server.client_address decides whom to believe
-                timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
-            )
+        scheduler = None
+        try:
+            scheduler = scheduler_process.start(settings.db_url)  # leads before workers start
+            _run_workers(settings, workers)
+        finally:
+            scheduler_process.stop(scheduler)
         return
     app = create_app(settings)
     config = uvicorn.Config(
@@ -105,6 +100,23 @@ def serve(
     # uvicorn re-raises the stop signal after a clean shutdown
     with contextlib.suppress(KeyboardInterrupt):
         _Server(config).run()
+
+
+def _run_workers(settings: "Settings", workers: int) -> None:
+    import uvicorn
+
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.run(
+            "gpupool.server.app:app_from_environment",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,  # gpupool.server.client_address decides whom to believe
+            timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
+        )
 
 
 class _ForcedExitInOneLine(logging.Filter):

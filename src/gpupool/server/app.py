@@ -45,6 +45,7 @@ from gpupool.server.routes import (
     usage,
 )
 from gpupool.server.settings import Settings
+from gpupool.server.wake import sender_from_environment
 from gpupool.server.web import install as _install_web
 
 SUPERVISOR_PID = "SUPERVISOR_PID_OF_GPUPOOL_WORKERS"  # outside the GPUPOOL_ settings prefix
@@ -123,17 +124,20 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
 
 def app_from_environment() -> FastAPI:
     """Factory for API worker processes (``gpupool server --workers N``): settings come from
-    the ``GPUPOOL_`` variables the parent exported. Every worker runs a scheduler loop; one
-    holds the lead, the others stand by."""
+    the ``GPUPOOL_`` variables the parent exported. The scheduler runs in a process of its
+    own (``gpupool.server.scheduler_process``); every worker runs a scheduler loop that stands
+    by and takes the lead if that process dies."""
     from gpupool.server.logs import configure
 
     settings = Settings()
     configure(settings.log_level, settings.log_json)
-    _exit_with_parent()
-    return create_app(settings)
+    exit_with_parent()
+    app = create_app(settings)
+    app.state.ctx.loop.remote = sender_from_environment()  # wakes the scheduler process
+    return app
 
 
-def _exit_with_parent(poll_s: float = 1.0) -> None:
+def exit_with_parent(poll_s: float = 1.0) -> None:
     """A worker stops (cleanly, by SIGTERM to itself) once the supervisor that started it is
     gone, also when that was killed with SIGKILL: no orphaned workers keep serving the port.
     The supervisor's pid comes from the environment it exported, so a worker that was still

@@ -37,6 +37,7 @@ from gpupool.server.replacements import end_replaced
 from gpupool.server.services.reconcile import ServiceReconciler
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
+from gpupool.server.wake import WakeSender
 
 log = logging.getLogger("gpupool.scheduler")
 
@@ -72,6 +73,7 @@ class SchedulerLoop:
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
         self._budgets_at = float("-inf")
         self._wake = threading.Event()
+        self.remote: WakeSender | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._services: threading.Thread | None = None
@@ -85,6 +87,8 @@ class SchedulerLoop:
 
     def wake(self) -> None:
         self._wake.set()
+        if self.remote is not None:  # the scheduler process beside the API workers
+            self.remote.poke()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gpupool-scheduler", daemon=True)
@@ -353,7 +357,7 @@ class SchedulerLoop:
                     order_switches(
                         s, result, inputs.pending, now, self.settings.mode_switch_timeout_s
                     )
-                    end_replaced(s, now)
+                    end_replaced(s, now, inputs.copies)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:
             tenant = tenants.get(str(job_id), "")

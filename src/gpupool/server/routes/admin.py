@@ -14,6 +14,7 @@ from gpupool.scheduler.reservations import iso
 from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token
 from gpupool.server.db.tables import (
     AuditRow,
+    Meta,
     NodeRow,
     Pool,
     PriorityClassRow,
@@ -28,6 +29,7 @@ from gpupool.server.deps import (
     Id,
     Limit,
     Offset,
+    ServerContext,
     human,
     may_administer,
     require,
@@ -59,6 +61,12 @@ MAX_RESERVATION_S = 366 * 86400
 PAST_SLACK_S = 60  # a start this far back still counts as "now" (clock skew, typing)
 
 
+def _scheduler_name(ctx: ServerContext) -> str | None:
+    """Which process leads the scheduler (host:pid), as it recorded when it took the lead."""
+    with ctx.db.read() as s:
+        return s.execute(select(Meta.leader_name).where(Meta.id == 1)).scalar()
+
+
 @router.get("/status")
 def status(ctx: Ctx, who: Caller) -> dict[str, object]:
     """Version, database backend, whether this process leads the scheduler, and who the
@@ -69,7 +77,8 @@ def status(ctx: Ctx, who: Caller) -> dict[str, object]:
         "role": str(who.role),
         "tenant": who.tenant,
         "backend": "sqlite" if ctx.db.is_sqlite else "postgresql",
-        "leader": ctx.loop.is_leader,
+        "leader": ctx.loop.is_leader,  # this process (a worker's stands by for the scheduler's)
+        "scheduler": _scheduler_name(ctx),
         "cycles": ctx.loop.cycles,
         "last_cycle_error": ctx.loop.last_error,
     }

@@ -1,0 +1,113 @@
+"""``gpupool server --workers 2``: the scheduler runs in a process of its own beside the API
+workers, woken by them through a socket; when it dies a worker takes the lead and the pool
+keeps scheduling. Bounded loops only."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import httpx
+
+from gpupool.server.loop import SchedulerLoop
+from gpupool.server.wake import WakeListener, WakeSender
+from tests.support.process import ServerProcess
+from tests.test_reliability import _admin_token, _seed
+
+
+def test_a_poke_wakes_the_listener_and_never_fails_without_one():
+    name = f"gpupool-test-wake-{os.getpid()}"
+    WakeSender(name).poke()  # nobody listens yet: no error
+    listener = WakeListener(name)
+    try:
+        assert not listener.wait(0.05)
+        sender = WakeSender(name)
+        for _ in range(3):
+            sender.poke()
+        assert listener.wait(1.0)
+        assert not listener.wait(0.05), "three pokes queued before a wait are one wake"
+    finally:
+        listener.close()
+
+
+def test_a_worker_loop_pokes_the_scheduler_process(tmp_path):
+    name = f"gpupool-test-loop-{os.getpid()}"
+    listener = WakeListener(name)
+    try:
+        loop = SchedulerLoop.__new__(SchedulerLoop)  # only its wake path is exercised
+        loop._wake = threading.Event()
+        loop.remote = WakeSender(name)
+        loop.wake()
+        assert loop._wake.is_set() and listener.wait(1.0)
+    finally:
+        listener.close()
+
+
+def _status(client: httpx.Client) -> dict:
+    return client.get("/api/v1/status").json()
+
+
+def _children(pid: int) -> list[int]:
+    path = f"/proc/{pid}/task/{pid}/children"
+    with open(path) as f:
+        return [int(p) for p in f.read().split()]
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode()
+
+
+def _placed(client: httpx.Client, timeout: float = 15) -> None:
+    job = client.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "command": ["true"]})
+    assert job.status_code == 201, job.text
+    deadline = time.monotonic() + timeout
+    while client.get(f"/api/v1/jobs/{job.json()['id']}").json()["state"] != "admitted":
+        assert time.monotonic() < deadline, "the job was not placed"
+        time.sleep(0.1)
+
+
+def test_the_scheduler_process_leads_and_a_worker_takes_over_when_it_dies(tmp_path):
+    token = _admin_token(tmp_path)
+    server = ServerProcess.start(tmp_path, cycle_s=30, workers=2)
+    try:
+        client = _seed(server.url, token, nodes=2, cards=2, tenants=["t"])
+        scheduler = [p for p in _children(server.proc.pid) if "scheduler_process" in _cmdline(p)]
+        assert len(scheduler) == 1
+        status = _status(client)
+        assert status["scheduler"] == f"{socket.gethostname()}:{scheduler[0]}"
+        assert status["leader"] is False  # the worker that answered stands by
+        _placed(client)  # submitted to a worker, placed by the scheduler process
+        os.kill(scheduler[0], signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while _status(client)["scheduler"] == status["scheduler"]:
+            assert time.monotonic() < deadline, "no worker took the scheduler lead"
+            time.sleep(0.2)
+        workers = set(_children(server.proc.pid))
+        assert int(_status(client)["scheduler"].rsplit(":", 1)[1]) in workers
+        _placed(client)
+    finally:
+        server.stop()
+
+
+def test_the_scheduler_process_stops_when_its_supervisor_is_killed(tmp_path):
+    """Else it would keep the scheduler lock, and a restarted server could never lead."""
+    server = ServerProcess.start(tmp_path, workers=2)
+    try:
+        (scheduler,) = [p for p in _children(server.proc.pid) if "scheduler_process" in _cmdline(p)]
+        server.kill9()
+        deadline = time.monotonic() + 20
+        while os.path.exists(f"/proc/{scheduler}") and _alive(scheduler):
+            assert time.monotonic() < deadline, "the scheduler process outlived its supervisor"
+            time.sleep(0.2)
+    finally:
+        server.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
