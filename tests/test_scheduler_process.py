@@ -2,6 +2,7 @@
 workers, woken by them through a socket; when it dies a worker takes the lead and the pool
 keeps scheduling. Bounded loops only."""
 
+import json
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import httpx
 
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.wake import WakeListener, WakeSender
+from tests.helpers import gpupool
 from tests.support.process import ServerProcess
 from tests.test_reliability import _admin_token, _seed
 
@@ -111,3 +113,19 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_bench_api_places_everything_and_says_where_time_went():
+    """A small ``gpupool bench api`` on two workers: every submission placed, and the CPU
+    of each kind of process (the scheduler's own among them) with the server's averages."""
+    out = gpupool(
+        "bench", "api", "--nodes", "40", "--submits", "200", "--concurrency", "4",
+        "--workers", "2", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert figures["placed"] == 200 and figures["workers"] == 2
+    assert set(figures["cpu_seconds"]) == {"load_generator", "api", "scheduler"}
+    assert figures["cpu_seconds"]["api"] > 0
+    assert figures["cycles"] >= 1 and figures["cycle_mean_ms"] > 0
+    assert figures["submit_route_mean_ms"] > 0

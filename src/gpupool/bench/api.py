@@ -3,6 +3,7 @@ server process on loopback, with simulated nodes registered directly in its data
 
 import http.client
 import json
+import os
 import queue
 import random
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from gpupool.client import ClientError
@@ -117,6 +119,74 @@ def _load(port: int, token: str, submits: int, concurrency: int, seed: int) -> l
     return latencies
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (Linux /proc; 0 where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _server_processes(pid: int) -> dict[int, str]:
+    """The server's processes: its API workers and scheduler process, or itself alone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        children = []
+    out = {}
+    for child in children:
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"scheduler_process" in cmd:
+            out[child] = "scheduler"
+        elif b"multiprocessing" in cmd:
+            out[child] = "api"
+    return out or {pid: "server"}
+
+
+def _where_time_goes(
+    port: int, token: str, cpu_before: dict[int, float], load_cpu: float, elapsed: float
+) -> dict[str, Any]:
+    """CPU seconds per kind of process during the submissions, and the server's own
+    averages from its /metrics: the submission route's time and the scheduling cycles."""
+    cpu: dict[str, float] = {"load_generator": round(load_cpu, 2)}
+    for pid, (kind, before) in cpu_before.items():
+        cpu[kind] = round(cpu.get(kind, 0.0) + _cpu_seconds(pid) - before, 2)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            route = sample.labels.get("route"), sample.labels.get("method")
+            if family.name == "gpupool_api_request_seconds" and route != ("/api/v1/jobs", "POST"):
+                continue
+            if sample.name.endswith(("_sum", "_count")):
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    submits = sums.get("gpupool_api_request_seconds_count", 0.0)
+    cycles = sums.get("gpupool_scheduler_cycle_seconds_count", 0.0)
+    return {
+        "cpu_seconds": cpu,
+        "cpu_share_of_machine": round(sum(cpu.values()) / (elapsed * (os.cpu_count() or 1)), 3),
+        "submit_route_mean_ms": round(
+            1000 * sums.get("gpupool_api_request_seconds_sum", 0.0) / max(1.0, submits), 2
+        ),
+        "cycles": int(cycles),
+        "cycle_mean_ms": round(
+            1000 * sums.get("gpupool_scheduler_cycle_seconds_sum", 0.0) / max(1.0, cycles), 1
+        ),
+    }
+
+
 def run_api_bench(
     nodes: int,
     gpus_per_node: int,
@@ -145,9 +215,14 @@ def run_api_bench(
             )
         except ClientError as exc:
             raise SpecError(f"bench: {exc}") from None
+        processes = _server_processes(proc.pid)
+        cpu_before = {pid: (kind, _cpu_seconds(pid)) for pid, kind in processes.items()}
+        load_started = time.process_time()
         started = time.perf_counter()
         latencies = _load(port, token, submits, concurrency, seed)
         elapsed = time.perf_counter() - started
+        load_cpu = time.process_time() - load_started
+        where = _where_time_goes(port, token, cpu_before, load_cpu, elapsed)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # every job placed (they all fit), bounded wait
             with db.read() as s:
@@ -176,6 +251,7 @@ def run_api_bench(
             "placed": len(rows),
             "submit_to_placed_p50_ms": round(float(np.percentile(placed, 50)) * 1000, 1),
             "submit_to_placed_p99_ms": round(float(np.percentile(placed, 99)) * 1000, 1),
+            **where,
         }
     finally:
         if proc is not None:
