@@ -11,6 +11,7 @@ import time
 
 import httpx
 
+from gpupool.bench.procfs import server_processes
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.wake import WakeListener, WakeSender
 from tests.helpers import gpupool
@@ -50,17 +51,6 @@ def _status(client: httpx.Client) -> dict:
     return client.get("/api/v1/status").json()
 
 
-def _children(pid: int) -> list[int]:
-    path = f"/proc/{pid}/task/{pid}/children"
-    with open(path) as f:
-        return [int(p) for p in f.read().split()]
-
-
-def _cmdline(pid: int) -> str:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().replace(b"\0", b" ").decode()
-
-
 def _placed(client: httpx.Client, timeout: float = 15) -> None:
     job = client.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t", "command": ["true"]})
     assert job.status_code == 201, job.text
@@ -75,7 +65,7 @@ def test_the_scheduler_process_leads_and_a_worker_takes_over_when_it_dies(tmp_pa
     server = ServerProcess.start(tmp_path, cycle_s=30, workers=2)
     try:
         client = _seed(server.url, token, nodes=2, cards=2, tenants=["t"])
-        scheduler = [p for p in _children(server.proc.pid) if "scheduler_process" in _cmdline(p)]
+        scheduler = [p for p, k in server_processes(server.proc.pid).items() if k == "scheduler"]
         assert len(scheduler) == 1
         status = _status(client)
         assert status["scheduler"] == f"{socket.gethostname()}:{scheduler[0]}"
@@ -86,7 +76,7 @@ def test_the_scheduler_process_leads_and_a_worker_takes_over_when_it_dies(tmp_pa
         while _status(client)["scheduler"] == status["scheduler"]:
             assert time.monotonic() < deadline, "no worker took the scheduler lead"
             time.sleep(0.2)
-        workers = set(_children(server.proc.pid))
+        workers = {p for p, k in server_processes(server.proc.pid).items() if k == "api"}
         assert int(_status(client)["scheduler"].rsplit(":", 1)[1]) in workers
         _placed(client)
     finally:
@@ -97,7 +87,7 @@ def test_the_scheduler_process_stops_when_its_supervisor_is_killed(tmp_path):
     """Else it would keep the scheduler lock, and a restarted server could never lead."""
     server = ServerProcess.start(tmp_path, workers=2)
     try:
-        (scheduler,) = [p for p in _children(server.proc.pid) if "scheduler_process" in _cmdline(p)]
+        (scheduler,) = [p for p, k in server_processes(server.proc.pid).items() if k == "scheduler"]
         server.kill9()
         deadline = time.monotonic() + 20
         while os.path.exists(f"/proc/{scheduler}") and _alive(scheduler):

@@ -10,7 +10,6 @@ and time submit → the order reaching its node's agent (which then reports it r
 
 import asyncio
 import contextlib
-import os
 import random
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from gpupool.bench.procfs import cpu_seconds
 from gpupool.client import ClientError
 from gpupool.model import SpecError
 from gpupool.server.auth import create_user_token
@@ -30,11 +30,6 @@ from gpupool.server.process import free_port, start_server
 
 DEVICES = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(4)]
 PROTOCOLS = ("poll", "long-poll")
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Generator:
@@ -125,9 +120,9 @@ async def _run_one(
     tasks = [asyncio.create_task(gen.heartbeat(n)) for n in gen.names]
     tasks += [asyncio.create_task(gen.orders(n)) for n in gen.names]
     await asyncio.sleep(max(5.0, heartbeat_s + 2))  # every node heard from, polls settled
-    cpu0, req0, w0 = _cpu_s(pid), gen.requests, time.monotonic()
+    cpu0, req0, w0 = cpu_seconds(pid), gen.requests, time.monotonic()
     await asyncio.sleep(seconds)
-    idle_cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - w0)
+    idle_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - w0)
     idle_rps = (gen.requests - req0) / (time.monotonic() - w0)
     admin = httpx.AsyncClient(
         base_url=url + "/api/v1", headers={"Authorization": f"Bearer {admin_token}"}, timeout=60

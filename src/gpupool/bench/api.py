@@ -18,6 +18,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
+from gpupool.bench.procfs import cpu_seconds, server_processes
 from gpupool.client import ClientError
 from gpupool.model import SpecError, make_devices
 from gpupool.server.auth import create_user_token
@@ -119,37 +120,6 @@ def _load(port: int, token: str, submits: int, concurrency: int, seed: int) -> l
     return latencies
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of one process so far (Linux /proc; 0 where it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _server_processes(pid: int) -> dict[int, str]:
-    """The server's processes: its API workers and scheduler process, or itself alone."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(c) for c in f.read().split()]
-    except OSError:
-        children = []
-    out = {}
-    for child in children:
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if b"scheduler_process" in cmd:
-            out[child] = "scheduler"
-        elif b"multiprocessing" in cmd:
-            out[child] = "api"
-    return out or {pid: "server"}
-
-
 def _where_time_goes(
     port: int, token: str, cpu_before: dict[int, float], load_cpu: float, elapsed: float
 ) -> dict[str, Any]:
@@ -157,7 +127,7 @@ def _where_time_goes(
     averages from its /metrics: the submission route's time and the scheduling cycles."""
     cpu: dict[str, float] = {"load_generator": round(load_cpu, 2)}
     for pid, (kind, before) in cpu_before.items():
-        cpu[kind] = round(cpu.get(kind, 0.0) + _cpu_seconds(pid) - before, 2)
+        cpu[kind] = round(cpu.get(kind, 0.0) + cpu_seconds(pid) - before, 2)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
@@ -215,8 +185,8 @@ def run_api_bench(
             )
         except ClientError as exc:
             raise SpecError(f"bench: {exc}") from None
-        processes = _server_processes(proc.pid)
-        cpu_before = {pid: (kind, _cpu_seconds(pid)) for pid, kind in processes.items()}
+        processes = server_processes(proc.pid)
+        cpu_before = {pid: (kind, cpu_seconds(pid)) for pid, kind in processes.items()}
         load_started = time.process_time()
         started = time.perf_counter()
         latencies = _load(port, token, submits, concurrency, seed)
