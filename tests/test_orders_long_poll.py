@@ -2,12 +2,14 @@
 agents and servers one version apart still work (an older agent asks without waiting; an
 older server answers at once and sends no etag)."""
 
+import json
 import sys
 import time
 
 import pytest
 
 from gpupool.server.settings import Settings
+from tests.helpers import gpupool
 from tests.support.agents import (
     agent_thread,
     in_state,
@@ -115,3 +117,18 @@ def test_a_newer_agent_works_with_a_server_that_does_not_wait(tmp_path, database
             member = srv.client(srv.token("ann", "member", "algo"))
             job = submit(member, "gpu=1", command=[PY, "-c", "pass"])["id"]
             wait_for("succeeded", in_state(member, job, "succeeded"), timeout=20)
+
+
+def test_bench_agents_delivers_every_order_both_ways():
+    """``gpupool bench agents`` at a small size: each protocol on its own server, every
+    submitted job's order reaches its node, and long polls ask less often than polling."""
+    out = gpupool(
+        "bench", "agents", "--nodes", "10", "--seconds", "2", "--submits", "8",
+        "--heartbeat-s", "1", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    for protocol in ("poll", "long-poll"):
+        assert figures[protocol]["delivered"] == figures[protocol]["submitted"] == 8
+        assert figures[protocol]["idle_server_cpu_pct"] > 0
+    assert figures["long-poll"]["idle_requests_per_s"] < figures["poll"]["idle_requests_per_s"]
