@@ -119,3 +119,34 @@ def test_bench_api_places_everything_and_says_where_time_went():
     assert figures["cpu_seconds"]["api"] > 0
     assert figures["cycles"] >= 1 and figures["cycle_mean_ms"] > 0
     assert figures["submit_route_mean_ms"] > 0
+
+
+def test_a_second_server_starts_while_the_first_leads_and_takes_over_when_it_dies(tmp_path):
+    """Two multi-worker servers on one database: the second's scheduler process cannot lead,
+    so it stands by (the server starts anyway) and takes the lead once the first is gone."""
+    token = _admin_token(tmp_path)
+    first = ServerProcess.start(tmp_path, workers=2)
+    second = None
+    try:
+        client = _seed(first.url, token, nodes=1, cards=2, tenants=["t"])
+        leading = _status(client)["scheduler"]
+        second = ServerProcess.start(tmp_path, workers=2)
+        (standby,) = [p for p, k in server_processes(second.proc.pid).items() if k == "scheduler"]
+        assert _status(client)["scheduler"] == leading
+        first.kill9()  # its workers and scheduler process follow within a second or two
+        other = httpx.Client(
+            base_url=second.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+        deadline = time.monotonic() + 20
+        while _status(other)["scheduler"] == leading:
+            assert time.monotonic() < deadline, "the second server never took the lead"
+            time.sleep(0.2)
+        assert int(_status(other)["scheduler"].rsplit(":", 1)[1]) in set(
+            server_processes(second.proc.pid)
+        )
+        assert _alive(standby)
+        _placed(other)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()

@@ -62,10 +62,12 @@ def main() -> None:
         db.dispose()
 
 
-def start(db_url: str, timeout_s: float = 30.0) -> subprocess.Popen | None:
-    """Start the scheduler process and wait until it leads (or ``timeout_s``). None if it
-    could not start or lead: the workers' own loops schedule then, as without it. The
-    workers wake it through the socket named in the environment (``gpupool.server.wake``)."""
+def start(db_url: str, timeout_s: float = 10.0) -> subprocess.Popen | None:
+    """Start the scheduler process and wait until it leads, so that no worker's loop wins the
+    lead first; after ``timeout_s`` another server holds it (a second server on the same
+    database) and this process stands by like the workers. None if it died: the workers'
+    loops schedule then. The workers wake it through the socket named in the environment
+    (``gpupool.server.wake``)."""
     os.environ[WAKE_SOCKET] = name_for(os.getpid())
     proc = subprocess.Popen([sys.executable, "-m", "gpupool.server.scheduler_process"])
     db = Database(db_url)
@@ -86,9 +88,11 @@ def start(db_url: str, timeout_s: float = 30.0) -> subprocess.Popen | None:
         raise
     finally:
         db.dispose()
-    log.warning("the scheduler process did not take the lead; the API workers schedule")
-    stop(proc)
-    return None
+    if proc.poll() is not None:
+        log.warning("the scheduler process exited (%s); the API workers schedule", proc.returncode)
+        return None
+    log.info("another process leads the scheduler; this server's scheduler process stands by")
+    return proc
 
 
 def stop(proc: subprocess.Popen | None, timeout_s: float = 30.0) -> None:
