@@ -146,3 +146,49 @@ def test_up_prints_how_to_log_in_only_once_the_server_answers(tmp_path):
     finally:
         up.send_signal(signal.SIGTERM)
         up.communicate(timeout=60)
+
+
+def test_up_with_workers_runs_the_server_beside_its_agents_and_stops_cleanly(tmp_path):
+    """``gpupool up --workers 2`` (the default above 100 nodes): the API in two worker
+    processes, the scheduler in its own, the embedded agents in the up process. A job runs;
+    SIGTERM stops the agents first (no calls to a server already gone), then everything."""
+    from gpupool.bench.procfs import server_processes
+
+    port = free_port()
+    up = _start(tmp_path, port, "--nodes", "3", "--workers", "2")
+    try:
+        kinds = sorted(server_processes(up.pid).values())
+        assert kinds == ["api", "api", "scheduler"]
+        token = (tmp_path / "admin-token").read_text().strip()
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
+        )
+        wait_for(
+            "3 agents",
+            lambda: c.get("/api/v1/nodes", params={"state": "ready"}).json()["total"] == 3,
+            30,
+        )
+        job = c.post(
+            "/api/v1/jobs", json={"request": "gpu=1", "tenant": "devtest", "command": ["true"]}
+        ).json()
+        wait_for(
+            "the job to succeed",
+            lambda: c.get(f"/api/v1/jobs/{job['id']}").json()["state"] == "succeeded",
+            30,
+        )
+        children = list(server_processes(up.pid))
+    finally:
+        up.send_signal(signal.SIGTERM)
+        _, err = up.communicate(timeout=60)
+    assert up.returncode == 0, err
+    assert "Traceback" not in err
+    assert "disconnected" not in err and "ConnectError" not in err, err
+    assert not [p for p in children if _alive(p)], "a worker or the scheduler outlived up"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return bool(f.read())  # a zombie's is empty
+    except OSError:
+        return False

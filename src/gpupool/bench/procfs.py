@@ -29,6 +29,6 @@ def server_processes(pid: int) -> dict[int, str]:
             continue
         if b"scheduler_process" in cmd:
             out[child] = "scheduler"
-        elif b"multiprocessing" in cmd:
+        elif b"spawn_main" in cmd:  # uvicorn's workers (not multiprocessing's tracker)
             out[child] = "api"
     return out or {pid: "server"}

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -49,8 +50,6 @@ def serve(
 ) -> None:
     """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way);
     ``on_exit`` runs as soon as the stop signal arrives, before the server stops."""
-    import os
-
     import uvicorn
 
     from gpupool.server import scheduler_process
@@ -71,6 +70,8 @@ def serve(
         shared.mkdir(parents=True)
         os.environ[MULTIPROCESS_DIR] = str(shared)
         os.environ[SUPERVISOR_PID] = str(os.getpid())  # workers stop when this process is gone
+        if on_exit is not None:
+            _call_on_stop_signal(on_exit)
         scheduler = None
         try:
             scheduler = scheduler_process.start(settings.db_url)  # leads before workers start
@@ -100,6 +101,24 @@ def serve(
     # uvicorn re-raises the stop signal after a clean shutdown
     with contextlib.suppress(KeyboardInterrupt):
         _Server(config).run()
+
+
+def _call_on_stop_signal(on_exit: Callable[[], None]) -> None:
+    """Call ``on_exit`` when SIGINT or SIGTERM arrives, beside the handlers uvicorn's worker
+    supervisor installs (they own the signals): Python writes each signal's number to the
+    wake-up descriptor, which a thread here reads. Main thread only."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+
+    def watch() -> None:
+        while True:
+            got = os.read(read_end, 64)
+            if not got or signal.SIGINT in got or signal.SIGTERM in got:
+                on_exit()
+                return
+
+    threading.Thread(target=watch, name="gpupool-stop-signal", daemon=True).start()
 
 
 def _run_workers(settings: "Settings", workers: int) -> None:
@@ -149,8 +168,8 @@ def server(
         1,
         min=1,
         max=64,
-        help="API worker processes (one of them leads the scheduler); one per CPU core gives "
-        "the most submissions per second",
+        help="API worker processes; with more than one, the scheduler runs in a process of "
+        "its own beside them. One per CPU core gives the most submissions per second",
     ),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
@@ -181,6 +200,14 @@ def up(
         None,
         help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
         "tenant-users, else DATA_DIR/agents/NODE/work]",
+    ),
+    workers: int = typer.Option(
+        0,
+        min=0,
+        max=64,
+        help="API worker processes beside this one, which runs the embedded agents (then the "
+        "scheduler has a process of its own too); 0: none up to 100 nodes (everything in one "
+        "process starts fastest), else one per CPU core",
     ),
 ) -> None:
     """Start gpupool on SQLite with the seed's example cluster: embedded agents for 10
@@ -257,8 +284,12 @@ def up(
             args=(f"http://{connect}:{settings.port}", token, len(names)),
             daemon=True,
         ).start()
+    if workers == 0:
+        workers = 1 if len(names) <= 100 else min(os.cpu_count() or 1, 4)
     try:
-        serve(settings, on_exit=agents.signal_stop)  # agents stop first: no calls to a dead server
+        # one process: the agents stop first (no calls to a dead server); with workers, the
+        # agents and the server no longer share one interpreter, and stop after it
+        serve(settings, workers, on_exit=agents.signal_stop)
     finally:
         stopping.set()
         agents.stop()
