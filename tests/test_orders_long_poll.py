@@ -121,14 +121,17 @@ def test_a_newer_agent_works_with_a_server_that_does_not_wait(tmp_path, database
 
 def test_bench_agents_delivers_every_order_both_ways():
     """``gpupool bench agents`` at a small size: each protocol on its own server, every
-    submitted job's order reaches its node, and long polls ask less often than polling."""
+    submitted job runs, two silenced nodes are declared lost after the server's timeout (and
+    no other), and long polls ask less often than polling."""
     out = gpupool(
         "bench", "agents", "--nodes", "10", "--seconds", "2", "--submits", "8",
-        "--heartbeat-s", "1", "--json",
+        "--heartbeat-s", "1", "--silent", "2", "--heartbeat-timeout-s", "4", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
     for protocol in ("poll", "long-poll"):
-        assert figures[protocol]["delivered"] == figures[protocol]["submitted"] == 8
+        assert figures[protocol]["running"] == figures[protocol]["submitted"] == 8
         assert figures[protocol]["idle_server_cpu_pct"] > 0
+        assert figures[protocol]["silenced"] == 2 and figures[protocol]["lost_falsely"] == 0
+        assert 4 <= figures[protocol]["lost_detected_s"] < 30
     assert figures["long-poll"]["idle_requests_per_s"] < figures["poll"]["idle_requests_per_s"]

@@ -1,16 +1,19 @@
-"""``gpupool bench agents``: what N agents cost a real server process, speaking the exact agent
-protocol from one asyncio load generator with N node identities (no workloads run).
+"""``gpupool bench agents``: what N agents cost a real server, played by generator processes
+speaking the exact agent protocol with N node identities (``gpupool.bench.agent_swarm``; no
+workloads run).
 
 For each way of asking for orders — ``poll`` (every second, as agents before long polls did)
 and ``long-poll`` (``wait`` + ``known``) — on a fresh server: register N nodes (4 A100 each),
 heartbeat each every ``heartbeat_s`` with telemetry, keep asking for orders; after a warm-up,
-measure the server's CPU over ``seconds`` of idling (from /proc), then submit a burst of jobs
-and time submit → the order reaching its node's agent (which then reports it running).
+measure the server's CPU (all its processes) over ``seconds`` of idling, then submit a burst
+of one-card jobs and time submit → running on the server's clock (the agent reports an order
+running as soon as it has it); then let some nodes fall silent and time until the server
+declares them lost (its ``heartbeat_timeout_s`` plus how long it takes to notice).
 """
 
 import asyncio
-import contextlib
-import random
+import multiprocessing
+import queue
 import shutil
 import tempfile
 import time
@@ -19,154 +22,150 @@ from typing import Any
 
 import httpx
 import numpy as np
+from sqlalchemy import func, select
 
-from gpupool.bench.procfs import cpu_seconds
+from gpupool.bench.agent_swarm import PROTOCOLS, Part, play
+from gpupool.bench.procfs import cpu_seconds, server_processes
 from gpupool.client import ClientError
 from gpupool.model import SpecError
 from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import TenantRow
+from gpupool.server.db.tables import JobEventRow, JobRow, NodeRow, TenantRow
 from gpupool.server.process import free_port, start_server
 
-DEVICES = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(4)]
-PROTOCOLS = ("poll", "long-poll")
+
+def _server_cpu(pids: list[int]) -> float:
+    return sum(cpu_seconds(p) for p in pids)
 
 
-class Generator:
-    def __init__(self, url: str, token: str, nodes: int, protocol: str, heartbeat_s: float):
-        self.http = httpx.AsyncClient(
-            base_url=url + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=60,
-            limits=httpx.Limits(
-                max_connections=2 * nodes + 16,
-                max_keepalive_connections=2 * nodes + 16,
-                keepalive_expiry=4.0,
-            ),
-        )
-        self.names = [f"agent-{i:05d}" for i in range(nodes)]
-        self.protocol = protocol
-        self.heartbeat_s = heartbeat_s
-        self.requests = 0
-        self.errors = 0
-        self.delivered: dict[int, float] = {}  # job id -> when its order reached its node
-        self.stop = asyncio.Event()
+async def _submit_burst(url: str, token: str, submits: int) -> list[int]:
+    async with httpx.AsyncClient(
+        base_url=url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ) as admin:
+        sem = asyncio.Semaphore(16)
 
-    async def call(self, method: str, path: str, **kw: Any) -> httpx.Response | None:
-        self.requests += 1
-        try:
-            return await self.http.request(method, path, **kw)
-        except httpx.HTTPError:
-            self.errors += 1
-            return None
-
-    async def register(self) -> None:
-        sem = asyncio.Semaphore(32)
-
-        async def one(name: str) -> None:
+        async def one() -> int | None:
             async with sem:
-                body = {"name": name, "cpu_millis": 64000, "memory_mib": 524288, "devices": DEVICES}
-                r = await self.call("POST", "/nodes", json=body)
-                if r is None or r.status_code >= 300:
-                    raise SpecError(f"bench: registering {name} failed")
+                body = {"request": "gpu=1", "tenant": "bench", "command": ["true"]}
+                r = await admin.post("/jobs", json=body)
+                return r.json()["id"] if r.status_code == 201 else None
 
-        await asyncio.gather(*(one(n) for n in self.names))
-
-    async def heartbeat(self, name: str) -> None:
-        await asyncio.sleep(random.uniform(0, self.heartbeat_s))
-        while not self.stop.is_set():
-            telemetry = [{"index": d["index"], "util_pct": 0.0, "temp_c": 35.0, "power_w": 60.0}
-                         for d in DEVICES]  # fmt: skip
-            await self.call("POST", f"/nodes/{name}/heartbeat", json={"devices": telemetry})
-            await self._sleep(self.heartbeat_s)
-
-    async def orders(self, name: str) -> None:
-        await asyncio.sleep(random.uniform(0, 1.0))
-        known: str | None = None
-        seen: set[int] = set()
-        while not self.stop.is_set():
-            params = (
-                {"wait": 25, "known": known} if self.protocol == "long-poll" and known else None
-            )
-            r = await self.call("GET", f"/nodes/{name}/orders", params=params)
-            if r is None or r.status_code != 200:
-                await self._sleep(1.0)
-                continue
-            answer = r.json()
-            known = answer.get("etag")
-            for order in answer["orders"]:
-                if order["id"] not in seen:
-                    seen.add(order["id"])
-                    self.delivered.setdefault(order["job_id"], time.monotonic())
-                    body = {"generation": order["generation"], "state": "running"}
-                    await self.call("POST", f"/allocations/{order['id']}/status", json=body)
-            if self.protocol == "poll":
-                await self._sleep(1.0)
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop.wait(), seconds)
+        return [j for j in await asyncio.gather(*(one() for _ in range(submits))) if j]
 
 
-async def _run_one(
-    url: str, tokens: tuple[str, str], pid: int, nodes: int, protocol: str, seconds: float,
-    submits: int, heartbeat_s: float,
-) -> dict:  # fmt: skip
+def _to_running(db: Database, jobs: list[int], deadline_s: float) -> list[float]:
+    """Seconds from submission to the ``running`` event of each job that got there."""
+    deadline = time.monotonic() + deadline_s
+    rows: list[Any] = []
+    while time.monotonic() < deadline:
+        with db.read() as s:
+            rows = s.execute(
+                select(JobRow.submit_time, func.min(JobEventRow.time))
+                .join(JobEventRow, JobEventRow.job_id == JobRow.id)
+                .where(JobRow.id.in_(jobs), JobEventRow.to_state == "running")
+                .group_by(JobRow.id)
+            ).all()
+        if len(rows) == len(jobs):
+            break
+        time.sleep(0.2)
+    return [t - submitted for submitted, t in rows]
+
+
+def _lost(db: Database) -> set[str]:
+    with db.read() as s:
+        return set(s.execute(select(NodeRow.name).where(NodeRow.state == "lost")).scalars())
+
+
+def _run_one(
+    url: str, db: Database, tokens: tuple[str, str], server: list[int], nodes: int,
+    protocol: str, seconds: float, submits: int, heartbeat_s: float, timeout_s: float,
+    processes: int, silent: int,
+) -> dict[str, Any]:  # fmt: skip
     agent_token, admin_token = tokens
-    gen = Generator(url, agent_token, nodes, protocol, heartbeat_s)
+    names = [f"agent-{i:05d}" for i in range(nodes)]
+    quiet = set(names[:: max(1, nodes // silent)][:silent]) if silent else set()
+    mp = multiprocessing.get_context("spawn")
+    ready, silence, stop = mp.Queue(), mp.Event(), mp.Event()
+    counters = [(mp.Value("q", 0), mp.Value("q", 0)) for _ in range(processes)]
+    children = []
+    for k in range(processes):
+        share = names[k::processes]
+        part = Part(url, agent_token, share, [n for n in share if n in quiet], protocol,
+                    heartbeat_s)  # fmt: skip
+        children.append(mp.Process(target=play, args=(part, ready, silence, stop, *counters[k])))
     t0 = time.monotonic()
-    await gen.register()
-    registered_s = time.monotonic() - t0
-    tasks = [asyncio.create_task(gen.heartbeat(n)) for n in gen.names]
-    tasks += [asyncio.create_task(gen.orders(n)) for n in gen.names]
-    await asyncio.sleep(max(5.0, heartbeat_s + 2))  # every node heard from, polls settled
-    cpu0, req0, w0 = cpu_seconds(pid), gen.requests, time.monotonic()
-    await asyncio.sleep(seconds)
-    idle_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - w0)
-    idle_rps = (gen.requests - req0) / (time.monotonic() - w0)
-    admin = httpx.AsyncClient(
-        base_url=url + "/api/v1", headers={"Authorization": f"Bearer {admin_token}"}, timeout=60
-    )
-    submitted: dict[int, float] = {}
-    sem = asyncio.Semaphore(16)
+    for c in children:
+        c.start()
+    try:
+        for _ in children:
+            try:
+                failed = ready.get(timeout=600)
+            except queue.Empty:
+                raise SpecError("bench: the generators did not register within 600 s") from None
+            if failed:
+                raise SpecError(failed)
+        registered_s = time.monotonic() - t0
+        time.sleep(max(5.0, heartbeat_s + 2))  # every node heard from, polls settled
 
-    async def submit() -> None:
-        async with sem:
-            at = time.monotonic()
-            r = await admin.post(
-                "/jobs", json={"request": "gpu=1", "tenant": "bench", "command": ["true"]}
-            )
-            if r.status_code == 201:
-                submitted[r.json()["id"]] = at
+        def requests() -> int:
+            return sum(r.value for r, _ in counters)
 
-    await asyncio.gather(*(submit() for _ in range(submits)))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not all(j in gen.delivered for j in submitted):
-        await asyncio.sleep(0.1)
-    lat = [gen.delivered[j] - t for j, t in submitted.items() if j in gen.delivered]
-    gen.stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    await gen.http.aclose()
-    await admin.aclose()
+        cpu0, req0, w0 = _server_cpu(server), requests(), time.monotonic()
+        time.sleep(seconds)
+        idle_s = time.monotonic() - w0
+        idle_cpu, idle_rps = (_server_cpu(server) - cpu0) / idle_s, (requests() - req0) / idle_s
+        cpu0, w0 = _server_cpu(server), time.monotonic()
+        jobs = asyncio.run(_submit_burst(url, admin_token, submits))
+        waits = _to_running(db, jobs, 120)
+        burst_cpu = (_server_cpu(server) - cpu0) / (time.monotonic() - w0)
+        lost_before = _lost(db)
+        silence.set()
+        silenced_at = time.monotonic()
+        detected: float | None = None
+        while quiet and time.monotonic() < silenced_at + 2 * timeout_s + 60:
+            if quiet <= _lost(db):
+                detected = time.monotonic() - silenced_at
+                break
+            time.sleep(0.25)
+        falsely = (_lost(db) | lost_before) - quiet
+    finally:
+        stop.set()
+        for c in children:
+            c.join(timeout=60)
+            if c.is_alive():
+                c.kill()
     return {
         "registered_s": round(registered_s, 2),
         "idle_server_cpu_pct": round(100 * idle_cpu, 1),
         "idle_requests_per_s": round(idle_rps, 1),
-        "submitted": len(submitted),
-        "delivered": len(lat),
-        "submit_to_order_p50_ms": round(float(np.percentile(lat, 50)) * 1000, 1) if lat else None,
-        "submit_to_order_p99_ms": round(float(np.percentile(lat, 99)) * 1000, 1) if lat else None,
-        "client_errors": gen.errors,
+        "burst_server_cpu_pct": round(100 * burst_cpu, 1),
+        "submitted": len(jobs),
+        "running": len(waits),
+        "submit_to_running_p50_ms": round(float(np.percentile(waits, 50)) * 1000, 1)
+        if waits
+        else None,
+        "submit_to_running_p99_ms": round(float(np.percentile(waits, 99)) * 1000, 1)
+        if waits
+        else None,
+        "silenced": len(quiet),
+        "lost_detected_s": round(detected, 1) if detected is not None else None,
+        "lost_falsely": len(falsely),
+        "client_errors": sum(e.value for _, e in counters),
     }
 
 
-def run_agents_bench(nodes: int, seconds: float, submits: int, heartbeat_s: float = 5.0,
-                     database_url: str = "") -> dict[str, Any]:  # fmt: skip
+def run_agents_bench(
+    nodes: int, seconds: float, submits: int, heartbeat_s: float = 5.0, database_url: str = "",
+    *, workers: int = 1, processes: int = 1, silent: int = 0, timeout_s: float = 30.0,
+) -> dict[str, Any]:  # fmt: skip
     """Both protocols, each on a fresh server; figures as a dict (see the module docstring)."""
     if submits > nodes * 4:
         raise SpecError(f"bench agents: {submits} one-card jobs do not fit {nodes * 4} cards")
+    if silent > nodes:
+        raise SpecError(f"bench agents: cannot silence {silent} of {nodes} nodes")
     out: dict[str, Any] = {"nodes": nodes, "idle_seconds": seconds, "submits": submits,
-                           "heartbeat_s": heartbeat_s}  # fmt: skip
+                           "heartbeat_s": heartbeat_s, "heartbeat_timeout_s": timeout_s,
+                           "workers": workers, "generator_processes": processes}  # fmt: skip
     for protocol in PROTOCOLS:
         data_dir = Path(tempfile.mkdtemp(prefix="gpupool-bench-agents-"))
         db = Database(database_url or f"sqlite:///{data_dir / 'gpupool.db'}")
@@ -179,16 +178,16 @@ def run_agents_bench(nodes: int, seconds: float, submits: int, heartbeat_s: floa
                 agent = create_user_token(s, "bench-agents", "agent", node="*")
             port = free_port()
             try:
-                proc = start_server(data_dir, port, database_url=database_url,
+                proc = start_server(data_dir, port, database_url=database_url, workers=workers,
+                                    env={"GPUPOOL_HEARTBEAT_TIMEOUT_S": str(timeout_s)},
                                     log_path=data_dir / "server.log")  # fmt: skip
             except ClientError as exc:
                 raise SpecError(f"bench: {exc}") from None
-            url = f"http://127.0.0.1:{port}"
-            out[protocol] = asyncio.run(
-                _run_one(
-                    url, (agent, admin), proc.pid, nodes, protocol, seconds, submits, heartbeat_s
-                )
-            )
+            server = [proc.pid, *server_processes(proc.pid)]
+            out[protocol] = _run_one(
+                f"http://127.0.0.1:{port}", db, (agent, admin), sorted(set(server)), nodes,
+                protocol, seconds, submits, heartbeat_s, timeout_s, processes, silent,
+            )  # fmt: skip
             out["backend"] = "sqlite" if db.is_sqlite else "postgresql"
         finally:
             if proc is not None:

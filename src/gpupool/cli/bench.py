@@ -129,13 +129,34 @@ def agents(
     submits: int = typer.Option(200, min=1, help="One-card jobs submitted after the idle part."),
     heartbeat_s: float = typer.Option(5.0, min=0.5, help="Seconds between each node's heartbeats."),
     database_url: str = typer.Option("", help="PostgreSQL URL instead of SQLite (a fresh one)."),
+    workers: int = typer.Option(
+        None, min=1, max=64, help="Server API workers \\[default: one per core, at most 4]"
+    ),
+    processes: int = typer.Option(
+        0, min=0, max=64, help="Generator processes \\[default: 1 up to 200 nodes, else 2]"
+    ),
+    silent: int = typer.Option(
+        10, min=0, help="Nodes that fall silent at the end: time until the server says lost."
+    ),
+    heartbeat_timeout_s: float = typer.Option(
+        30.0, min=1, help="The server's lost-node timeout (its default: 30)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """What N agents cost a real server: its CPU while they idle and submit→order latency,
-    with orders polled every second (older agents) and by long poll, in one run."""
+    """What N agents cost a real server: its CPU while they idle, submit→running under a
+    burst and how long until silent nodes are declared lost, with orders polled every second
+    (older agents) and by long poll, in one run."""
+    import os
+
     from gpupool.bench.agents import run_agents_bench
 
-    _emit(run_agents_bench(nodes, seconds, submits, heartbeat_s, database_url), as_json, "agents")
+    result = run_agents_bench(
+        nodes, seconds, submits, heartbeat_s, database_url,
+        workers=workers or min(os.cpu_count() or 1, 4),
+        processes=processes or (1 if nodes <= 200 else 2),
+        silent=min(silent, nodes), timeout_s=heartbeat_timeout_s,
+    )  # fmt: skip
+    _emit(result, as_json, "agents")
 
 
 @app.command("kubernetes")

@@ -1,0 +1,132 @@
+"""The node identities of ``gpupool bench agents``, played by one asyncio loop per generator
+process (several processes at 1,000 nodes and more: one Python loop could not send the
+requests that many agents send). Each speaks the exact agent protocol: register, heartbeat
+with telemetry, ask for orders (every second, or by long poll) and report each order running.
+A node told to fall silent stops both, as a crashed agent would."""
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from gpupool.model import SpecError
+
+DEVICES = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(4)]
+PROTOCOLS = ("poll", "long-poll")
+
+
+class Generator:
+    def __init__(self, url: str, token: str, names: list[str], protocol: str, heartbeat_s: float):
+        self.http = httpx.AsyncClient(
+            base_url=url + "/api/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+            limits=httpx.Limits(
+                max_connections=2 * len(names) + 16,
+                max_keepalive_connections=2 * len(names) + 16,
+                keepalive_expiry=4.0,
+            ),
+        )
+        self.names = names
+        self.protocol = protocol
+        self.heartbeat_s = heartbeat_s
+        self.requests = 0
+        self.errors = 0
+        self.silent: set[str] = set()  # nodes whose agent "crashed"
+        self.stop = asyncio.Event()
+
+    async def call(self, method: str, path: str, **kw: Any) -> httpx.Response | None:
+        self.requests += 1
+        try:
+            return await self.http.request(method, path, **kw)
+        except httpx.HTTPError:
+            self.errors += 1
+            return None
+
+    async def register(self) -> None:
+        sem = asyncio.Semaphore(16)
+
+        async def one(name: str) -> None:
+            async with sem:
+                body = {"name": name, "cpu_millis": 64000, "memory_mib": 524288, "devices": DEVICES}
+                r = await self.call("POST", "/nodes", json=body)
+                if r is None or r.status_code >= 300:
+                    raise SpecError(f"bench: registering {name} failed")
+
+        await asyncio.gather(*(one(n) for n in self.names))
+
+    async def heartbeat(self, name: str) -> None:
+        await asyncio.sleep(random.uniform(0, self.heartbeat_s))
+        while not self.stop.is_set() and name not in self.silent:
+            telemetry = [{"index": d["index"], "util_pct": 0.0, "temp_c": 35.0, "power_w": 60.0}
+                         for d in DEVICES]  # fmt: skip
+            await self.call("POST", f"/nodes/{name}/heartbeat", json={"devices": telemetry})
+            await self.sleep(self.heartbeat_s)
+
+    async def orders(self, name: str) -> None:
+        await asyncio.sleep(random.uniform(0, 1.0))
+        known: str | None = None
+        seen: set[int] = set()
+        while not self.stop.is_set() and name not in self.silent:
+            params = (
+                {"wait": 25, "known": known} if self.protocol == "long-poll" and known else None
+            )
+            r = await self.call("GET", f"/nodes/{name}/orders", params=params)
+            if r is None or r.status_code != 200 or name in self.silent:
+                await self.sleep(1.0)
+                continue
+            answer = r.json()
+            known = answer.get("etag")
+            for order in answer["orders"]:
+                if order["id"] not in seen:
+                    seen.add(order["id"])
+                    body = {"generation": order["generation"], "state": "running"}
+                    await self.call("POST", f"/allocations/{order['id']}/status", json=body)
+            if self.protocol == "poll":
+                await self.sleep(1.0)
+
+    async def sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+
+
+@dataclass
+class Part:
+    """One generator process's share of the work and its handles to the parent."""
+
+    url: str
+    token: str
+    names: list[str]
+    silent: list[str]  # fall silent when the parent says so
+    protocol: str
+    heartbeat_s: float
+
+
+def play(part: Part, ready: Any, silence: Any, stop: Any, requests: Any, errors: Any) -> None:
+    """A generator process: ``ready`` (a queue) gets one item once its nodes registered;
+    ``silence`` and ``stop`` are events set by the parent; ``requests`` / ``errors`` are
+    shared counters it keeps up to date."""
+    asyncio.run(_play(part, ready, silence, stop, requests, errors))
+
+
+async def _play(part: Part, ready: Any, silence: Any, stop: Any, requests: Any, errors: Any):
+    gen = Generator(part.url, part.token, part.names, part.protocol, part.heartbeat_s)
+    try:
+        await gen.register()
+    except SpecError as exc:
+        ready.put(str(exc))
+        return
+    ready.put("")
+    tasks = [asyncio.create_task(gen.heartbeat(n)) for n in gen.names]
+    tasks += [asyncio.create_task(gen.orders(n)) for n in gen.names]
+    while not stop.is_set():
+        if silence.is_set():
+            gen.silent.update(part.silent)
+        requests.value, errors.value = gen.requests, gen.errors
+        await asyncio.sleep(0.2)
+    gen.stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await gen.http.aclose()
