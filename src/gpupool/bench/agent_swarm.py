@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from gpupool.model import SpecError
 
@@ -19,17 +19,15 @@ PROTOCOLS = ("poll", "long-poll")
 
 
 class Generator:
+    """aiohttp, not httpx, plays the agents: on this machine an httpx.AsyncClient spent 3.25 ms
+    of CPU per request against a trivial server, aiohttp 0.1 ms — with httpx the generator,
+    not the server, was what a 1,000-node run measured."""
+
     def __init__(self, url: str, token: str, names: list[str], protocol: str, heartbeat_s: float):
-        self.http = httpx.AsyncClient(
-            base_url=url + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=60,
-            limits=httpx.Limits(
-                max_connections=2 * len(names) + 16,
-                max_keepalive_connections=2 * len(names) + 16,
-                keepalive_expiry=4.0,
-            ),
-        )
+        self.base = url + "/api/v1"
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.limit = 2 * len(names) + 16
+        self.http: aiohttp.ClientSession | None = None  # made on the generator's event loop
         self.names = names
         self.protocol = protocol
         self.heartbeat_s = heartbeat_s
@@ -38,13 +36,23 @@ class Generator:
         self.silent: set[str] = set()  # nodes whose agent "crashed"
         self.stop = asyncio.Event()
 
-    async def call(self, method: str, path: str, **kw: Any) -> httpx.Response | None:
+    async def open(self) -> None:
+        self.http = aiohttp.ClientSession(
+            headers=self.headers,
+            timeout=aiohttp.ClientTimeout(total=60),
+            connector=aiohttp.TCPConnector(limit=self.limit),
+        )
+
+    async def call(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
+        """(status, the JSON answer) or (0, None) if the request failed."""
+        assert self.http is not None
         self.requests += 1
         try:
-            return await self.http.request(method, path, **kw)
-        except httpx.HTTPError:
+            async with self.http.request(method, self.base + path, **kw) as r:
+                return r.status, await r.json() if r.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError):
             self.errors += 1
-            return None
+            return 0, None
 
     async def register(self) -> None:
         sem = asyncio.Semaphore(16)
@@ -52,8 +60,8 @@ class Generator:
         async def one(name: str) -> None:
             async with sem:
                 body = {"name": name, "cpu_millis": 64000, "memory_mib": 524288, "devices": DEVICES}
-                r = await self.call("POST", "/nodes", json=body)
-                if r is None or r.status_code >= 300:
+                status, _ = await self.call("POST", "/nodes", json=body)
+                if not 200 <= status < 300:
                     raise SpecError(f"bench: registering {name} failed")
 
         await asyncio.gather(*(one(n) for n in self.names))
@@ -74,11 +82,10 @@ class Generator:
             params = (
                 {"wait": 25, "known": known} if self.protocol == "long-poll" and known else None
             )
-            r = await self.call("GET", f"/nodes/{name}/orders", params=params)
-            if r is None or r.status_code != 200 or name in self.silent:
+            status, answer = await self.call("GET", f"/nodes/{name}/orders", params=params)
+            if status != 200 or name in self.silent:
                 await self.sleep(1.0)
                 continue
-            answer = r.json()
             known = answer.get("etag")
             for order in answer["orders"]:
                 if order["id"] not in seen:
@@ -87,6 +94,10 @@ class Generator:
                     await self.call("POST", f"/allocations/{order['id']}/status", json=body)
             if self.protocol == "poll":
                 await self.sleep(1.0)
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
 
     async def sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -114,10 +125,12 @@ def play(part: Part, ready: Any, silence: Any, stop: Any, requests: Any, errors:
 
 async def _play(part: Part, ready: Any, silence: Any, stop: Any, requests: Any, errors: Any):
     gen = Generator(part.url, part.token, part.names, part.protocol, part.heartbeat_s)
+    await gen.open()
     try:
         await gen.register()
     except SpecError as exc:
         ready.put(str(exc))
+        await gen.close()
         return
     ready.put("")
     tasks = [asyncio.create_task(gen.heartbeat(n)) for n in gen.names]
@@ -129,4 +142,4 @@ async def _play(part: Part, ready: Any, silence: Any, stop: Any, requests: Any, 
         await asyncio.sleep(0.2)
     gen.stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await gen.http.aclose()
+    await gen.close()
