@@ -133,7 +133,11 @@ def agents(
         None, min=1, max=64, help="Server API workers \\[default: one per core, at most 4]"
     ),
     processes: int = typer.Option(
-        0, min=0, max=64, help="Generator processes \\[default: 1 up to 200 nodes, else 2]"
+        0,
+        min=0,
+        max=64,
+        show_default=False,
+        help="Generator processes \\[default: 1 up to 200 nodes, else 2]",
     ),
     silent: int = typer.Option(
         10, min=0, help="Nodes that fall silent at the end: time until the server says lost."
