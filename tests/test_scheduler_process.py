@@ -6,13 +6,15 @@ import json
 import os
 import signal
 import socket
-import threading
 import time
 
 import httpx
 
 from gpupool.bench.procfs import server_processes
+from gpupool.server.db.engine import Database
 from gpupool.server.loop import SchedulerLoop
+from gpupool.server.metrics import Metrics
+from gpupool.server.settings import Settings
 from gpupool.server.wake import WakeListener, WakeSender
 from tests.helpers import gpupool
 from tests.support.process import ServerProcess
@@ -37,14 +39,17 @@ def test_a_poke_wakes_the_listener_and_never_fails_without_one():
 def test_a_worker_loop_pokes_the_scheduler_process(tmp_path):
     name = f"gpupool-test-loop-{os.getpid()}"
     listener = WakeListener(name)
+    db = Database(f"sqlite:///{tmp_path / 'gpupool.db'}")
     try:
-        loop = SchedulerLoop.__new__(SchedulerLoop)  # only its wake path is exercised
-        loop._wake = threading.Event()
+        loop = SchedulerLoop(db, Settings(data_dir=tmp_path), Metrics(db))
+        loop.wake()  # no scheduler process: only its own loop
+        assert not listener.wait(0.05)
         loop.remote = WakeSender(name)
         loop.wake()
-        assert loop._wake.is_set() and listener.wait(1.0)
+        assert listener.wait(1.0)
     finally:
         listener.close()
+        db.dispose()
 
 
 def _status(client: httpx.Client) -> dict:
