@@ -135,3 +135,9 @@ def test_bench_agents_delivers_every_order_both_ways():
         assert figures[protocol]["silenced"] == 2 and figures[protocol]["lost_falsely"] == 0
         assert 4 <= figures[protocol]["lost_detected_s"] < 30
     assert figures["long-poll"]["idle_requests_per_s"] < figures["poll"]["idle_requests_per_s"]
+
+
+def test_bench_agents_names_an_unknown_protocol():
+    out = gpupool("bench", "agents", "--nodes", "10", "--protocol", "carrier-pigeon")
+    assert out.returncode == 2
+    assert "protocols are poll, long-poll" in out.stderr and "Traceback" not in out.stderr

@@ -157,8 +157,12 @@ def _run_one(
 def run_agents_bench(
     nodes: int, seconds: float, submits: int, heartbeat_s: float = 5.0, database_url: str = "",
     *, workers: int = 1, processes: int = 1, silent: int = 0, timeout_s: float = 30.0,
+    protocols: tuple[str, ...] = PROTOCOLS,
 ) -> dict[str, Any]:  # fmt: skip
-    """Both protocols, each on a fresh server; figures as a dict (see the module docstring)."""
+    """Each protocol on a fresh server; figures as a dict (see the module docstring)."""
+    unknown = set(protocols) - set(PROTOCOLS)
+    if unknown or not protocols:
+        raise SpecError(f"bench agents: protocols are {', '.join(PROTOCOLS)}")
     if submits > nodes * 4:
         raise SpecError(f"bench agents: {submits} one-card jobs do not fit {nodes * 4} cards")
     if silent > nodes:
@@ -166,7 +170,7 @@ def run_agents_bench(
     out: dict[str, Any] = {"nodes": nodes, "idle_seconds": seconds, "submits": submits,
                            "heartbeat_s": heartbeat_s, "heartbeat_timeout_s": timeout_s,
                            "workers": workers, "generator_processes": processes}  # fmt: skip
-    for protocol in PROTOCOLS:
+    for protocol in protocols:
         data_dir = Path(tempfile.mkdtemp(prefix="gpupool-bench-agents-"))
         db = Database(database_url or f"sqlite:///{data_dir / 'gpupool.db'}")
         proc = None

@@ -145,6 +145,9 @@ def agents(
     heartbeat_timeout_s: float = typer.Option(
         30.0, min=1, help="The server's lost-node timeout (its default: 30)."
     ),
+    protocol: list[str] = typer.Option(
+        ["poll", "long-poll"], help="How agents ask for orders: poll, long-poll (repeatable)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """What N agents cost a real server: its CPU while they idle, submit→running under a
@@ -158,7 +161,7 @@ def agents(
         nodes, seconds, submits, heartbeat_s, database_url,
         workers=workers or min(os.cpu_count() or 1, 4),
         processes=processes or (1 if nodes <= 200 else 2),
-        silent=min(silent, nodes), timeout_s=heartbeat_timeout_s,
+        silent=min(silent, nodes), timeout_s=heartbeat_timeout_s, protocols=tuple(protocol),
     )  # fmt: skip
     _emit(result, as_json, "agents")
 
