@@ -17,7 +17,7 @@ from gpupool.server.metrics import Metrics
 from gpupool.server.settings import Settings
 from gpupool.server.wake import WakeListener, WakeSender
 from tests.helpers import gpupool
-from tests.support.process import ServerProcess
+from tests.support.process import ServerProcess, alive
 from tests.test_reliability import _admin_token, _seed
 
 
@@ -95,19 +95,11 @@ def test_the_scheduler_process_stops_when_its_supervisor_is_killed(tmp_path):
         (scheduler,) = [p for p, k in server_processes(server.proc.pid).items() if k == "scheduler"]
         server.kill9()
         deadline = time.monotonic() + 20
-        while os.path.exists(f"/proc/{scheduler}") and _alive(scheduler):
+        while alive(scheduler):
             assert time.monotonic() < deadline, "the scheduler process outlived its supervisor"
             time.sleep(0.2)
     finally:
         server.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_bench_api_places_everything_and_says_where_time_went():
@@ -147,7 +139,7 @@ def test_a_second_server_starts_while_the_first_leads_and_takes_over_when_it_die
         while _status(other)["scheduler"] not in mine:
             assert time.monotonic() < deadline, "the second server never took the lead"
             time.sleep(0.2)
-        assert _alive(standby)
+        assert alive(standby)
         _placed(other)
     finally:
         first.stop()

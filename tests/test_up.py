@@ -153,6 +153,7 @@ def test_up_with_workers_runs_the_server_beside_its_agents_and_stops_cleanly(tmp
     processes, the scheduler in its own, the embedded agents in the up process. A job runs;
     SIGTERM stops the agents first (no calls to a server already gone), then everything."""
     from gpupool.bench.procfs import server_processes
+    from tests.support.process import alive
 
     port = free_port()
     up = _start(tmp_path, port, "--nodes", "3", "--workers", "2")
@@ -183,12 +184,4 @@ def test_up_with_workers_runs_the_server_beside_its_agents_and_stops_cleanly(tmp
     assert up.returncode == 0, err
     assert "Traceback" not in err
     assert "disconnected" not in err and "ConnectError" not in err, err
-    assert not [p for p in children if _alive(p)], "a worker or the scheduler outlived up"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return bool(f.read())  # a zombie's is empty
-    except OSError:
-        return False
+    assert not [p for p in children if alive(p)], "a worker or the scheduler outlived up"

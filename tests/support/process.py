@@ -38,3 +38,12 @@ class ServerProcess:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill9()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (not gone, not a zombie left unreaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
