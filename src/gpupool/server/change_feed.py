@@ -7,14 +7,19 @@ so each API process polls one cheap stamp (``poll_s``, 0.2 s by default: the com
 generation, ``nodes_version``, the newest job event, the newest card-mode order) in one thread;
 when it moves, one query reads a digest of every node's orders-relevant state, and only the
 requests waiting on a node whose digest changed are woken. A submission, or a change on
-another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations per commit."""
+another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations per commit.
+
+A request waits on the digest of the state its own answer was read from (``node_digest``,
+same read), never on the feed's copy: a feed that fell behind (a starved thread) could
+otherwise hold "ready" while the answer already showed a new allocation, then see "ready"
+again after its job was cancelled, and never wake the agent (A-B-A)."""
 
 import asyncio
 import contextlib
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sqlalchemy import func, select
 
@@ -42,9 +47,24 @@ def read_stamp(db: Database) -> Stamp:
     return (*meta, events, modes)
 
 
+def node_digest(
+    allocations: Iterable[tuple[int, int, str]],
+    state: str | None,
+    modes: Iterable[tuple[int, str]],
+) -> int:
+    """A digest of what one node's orders are made of: its live allocations (id, generation,
+    job state), its state and the card modes ordered on it."""
+    parts: list[tuple] = [("a", *a) for a in allocations]
+    if state is not None:
+        parts.append(("n", state))
+    parts.extend(("m", *m) for m in modes)
+    return hash(tuple(sorted(parts, key=repr)))
+
+
 def read_digests(db: Database) -> Digests:
-    """Per node, a digest of what its orders are made of."""
-    parts: dict[str, list[tuple]] = defaultdict(list)
+    """Per node, ``node_digest`` of what its orders are made of."""
+    allocations: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    modes: dict[str, list[tuple[int, str]]] = defaultdict(list)
     with db.read() as s:
         live = s.execute(
             select(AllocationNodeRow.node, AllocationRow.id, AllocationRow.generation, JobRow.state)
@@ -52,18 +72,18 @@ def read_digests(db: Database) -> Digests:
             .join(JobRow, JobRow.id == AllocationRow.job_id)
             .where(AllocationRow.state == "active")
         ).all()
-        for node, *rest in live:
-            parts[node].append(("a", *rest))
-        for name, state in s.execute(select(NodeRow.name, NodeRow.state)).all():
-            parts[name].append(("n", state))
-        modes = s.execute(
+        for node, alloc_id, generation, job_state in live:
+            allocations[node].append((alloc_id, generation, job_state))
+        states = {n: st for n, st in s.execute(select(NodeRow.name, NodeRow.state))}
+        wanted = s.execute(
             select(DeviceRow.node, DeviceRow.index, DeviceRow.want_mode).where(
                 DeviceRow.want_mode.is_not(None)
             )
         ).all()
-        for node, index, mode in modes:
-            parts[node].append(("m", index, mode))
-    return {node: hash(tuple(sorted(p, key=repr))) for node, p in parts.items()}
+        for node, index, mode in wanted:
+            modes[node].append((index, mode))
+    nodes = set(allocations) | set(states) | set(modes)
+    return {n: node_digest(allocations[n], states.get(n), modes[n]) for n in nodes}
 
 
 class ChangeFeed:
@@ -78,8 +98,9 @@ class ChangeFeed:
         self.poll_s = poll_s
         self.stamp: Stamp = ()
         self.digests: Digests = {}
-        # (node, digest it was answered at, event loop, future)
-        self._waiters: list[tuple[str, int | None, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self.epoch = 0  # how many times ``digests`` was read
+        # (node, digest of the state its answer was read from, event loop, future)
+        self._waiters: list[tuple[str, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
         self._lock = threading.Lock()
         self._started = False
         self._stop = threading.Event()
@@ -90,6 +111,7 @@ class ChangeFeed:
                 return
             self._started = True
         self.stamp, self.digests = self._read(), self._read_digests()
+        self.epoch += 1
         threading.Thread(target=self._run, name="gpupool-change-feed", daemon=True).start()
 
     @property
@@ -105,17 +127,22 @@ class ChangeFeed:
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
             try:
-                stamp = self._read()
-                if stamp == self.stamp:
-                    continue
-                digests = self._read_digests()
+                self.poll()
             except Exception as exc:  # the database away: waiters time out and ask again
                 log.warning("change feed: %s", exc)
-                continue
-            self.stamp, self.digests = stamp, digests
-            self._wake(lambda node, digest, now=digests: now.get(node) != digest)
 
-    def _wake(self, changed: Callable[[str, int | None], bool]) -> None:
+    def poll(self) -> None:
+        """Read the stamp; when it moved, read every node's digest and wake the requests
+        waiting on a node whose digest is not the one their answer was read at."""
+        stamp = self._read()
+        if stamp == self.stamp:
+            return
+        digests = self._read_digests()
+        self.stamp, self.digests = stamp, digests
+        self.epoch += 1
+        self._wake(lambda node, digest: digests.get(node) != digest)
+
+    def _wake(self, changed: Callable[[str, int], bool]) -> None:
         with self._lock:
             woken = [w for w in self._waiters if changed(w[0], w[1])]
             self._waiters = [w for w in self._waiters if not changed(w[0], w[1])]
@@ -123,22 +150,24 @@ class ChangeFeed:
             with contextlib.suppress(RuntimeError):  # a closed event loop: nobody waits
                 loop.call_soon_threadsafe(_settle, fut)
 
-    def digest(self, node: str) -> int | None:
-        """The node's digest now (read before computing an answer to wait on)."""
-        self.start()
-        return self.digests.get(node)
+    def _newer(self, node: str, digest: int, epoch: int) -> bool:
+        """The feed read the digests since ``epoch`` and its read differs from ``digest``:
+        that read may be newer than the answer's, so the answer is asked for again."""
+        return self._stop.is_set() or (self.epoch != epoch and self.digests.get(node) != digest)
 
-    async def changed(self, node: str, digest: int | None, timeout_s: float) -> None:
-        """Return when the node's digest differs from ``digest``, or after ``timeout_s``."""
+    async def changed(self, node: str, digest: int, epoch: int, timeout_s: float) -> None:
+        """Return when the node's state differs from the one whose ``node_digest`` is
+        ``digest``, or after ``timeout_s``. ``epoch``: the feed's ``epoch`` read before that
+        state was (a digest the feed read before it says nothing about the answer)."""
         self.start()
-        if timeout_s <= 0 or self._stop.is_set() or self.digests.get(node) != digest:
+        if timeout_s <= 0 or self._newer(node, digest, epoch):
             return
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         entry = (node, digest, loop, fut)
         with self._lock:
             self._waiters.append(entry)
-        if self._stop.is_set() or self.digests.get(node) != digest:  # changed meanwhile
+        if self._newer(node, digest, epoch):  # read meanwhile
             _settle(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)

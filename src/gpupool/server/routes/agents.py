@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
+from gpupool.server.change_feed import node_digest
 from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, Meta, NodeRow
 from gpupool.server.deps import Caller, Ctx, ServerContext, agent_for
 from gpupool.server.errors import not_found
@@ -40,15 +41,16 @@ async def orders(
     if limit > 0 and known is not None and not ctx.changes.started:
         await run_in_threadpool(ctx.changes.start)  # its first reads, off the event loop
     while True:
-        digest = ctx.changes.digest(name) if limit > 0 and known is not None else None
-        out = await run_in_threadpool(_orders, ctx, name)
+        epoch = ctx.changes.epoch
+        out, digest = await run_in_threadpool(_orders, ctx, name)
         left = deadline - time.monotonic()
         if limit <= 0 or known is None or out.etag != known or left <= 0:
             return out
-        await ctx.changes.changed(name, digest, left)
+        await ctx.changes.changed(name, digest, epoch, left)
 
 
-def _orders(ctx: ServerContext, name: str) -> OrdersOut:
+def _orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
+    """The node's orders, and the ``node_digest`` of the state they were read from."""
     with ctx.db.read() as s:
         node = s.get(NodeRow, name)
         if node is None:
@@ -90,10 +92,13 @@ def _orders(ctx: ServerContext, name: str) -> OrdersOut:
         answer = OrdersOut(
             generation=generation, node_state=node.state, orders=out, modes={i: m for i, m in modes}
         )
+        digest = node_digest(
+            ((a.id, a.generation, j.state) for a, j in rows), node.state, answer.modes.items()
+        )
     if ctx.settings.orders_max_wait_s > 0:  # a server that answers at once gives none
-        digest = answer.model_dump_json(exclude={"generation", "etag"}).encode()
-        answer.etag = hashlib.sha256(digest).hexdigest()[:32]
-    return answer
+        content = answer.model_dump_json(exclude={"generation", "etag"}).encode()
+        answer.etag = hashlib.sha256(content).hexdigest()[:32]
+    return answer, digest
 
 
 @router.post("/nodes/{name}/reconcile", response_model=ReconcileOut)
