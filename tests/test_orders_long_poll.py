@@ -141,3 +141,25 @@ def test_bench_agents_names_an_unknown_protocol():
     out = gpupool("bench", "agents", "--nodes", "10", "--protocol", "carrier-pigeon")
     assert out.returncode == 2
     assert "protocols are poll, long-poll" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_server_going_away_answers_a_waiting_long_poll_at_once(tmp_path):
+    """Shutting down does not wait out the agents' long polls (it once took their 25 s)."""
+    import threading
+
+    answers: list[int] = []
+    with live_server(_settings(tmp_path)) as srv:
+        agent = srv.client(_register(srv))
+        etag = ok(agent.get("/api/v1/nodes/n1/orders"))["etag"]
+
+        def wait() -> None:
+            params = {"wait": 20, "known": etag}
+            answers.append(agent.get("/api/v1/nodes/n1/orders", params=params).status_code)
+
+        waiting = threading.Thread(target=wait)
+        waiting.start()
+        time.sleep(0.5)  # the request is waiting at the server
+        assert not answers
+        leaving = time.monotonic()
+    waiting.join(timeout=30)
+    assert answers == [200] and time.monotonic() - leaving < 5.0

@@ -118,6 +118,10 @@ class ChangeFeed:
     def started(self) -> bool:
         return self._started
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def stop(self) -> None:
         """No more polling; every waiting request is answered now, and later ones at once
         (the server is shutting down)."""

@@ -44,7 +44,8 @@ async def orders(
         epoch = ctx.changes.epoch
         out, digest = await run_in_threadpool(_orders, ctx, name)
         left = deadline - time.monotonic()
-        if limit <= 0 or known is None or out.etag != known or left <= 0:
+        waits = limit > 0 and known is not None and not ctx.changes.stopped
+        if not waits or out.etag != known or left <= 0:  # stopped: the server is going away
             return out
         await ctx.changes.changed(name, digest, epoch, left)
 
