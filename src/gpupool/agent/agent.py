@@ -50,6 +50,9 @@ STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trus
 DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 MAX_BACKOFF_S = 60.0
+DEFAULT_HEARTBEAT_S = 5.0  # with a server that advises no interval (older servers)
+MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.2, 60.0  # what advice is followed within
+HEARTBEAT_RETRY_S = 2.0  # after a heartbeat that failed, at most this long to the next
 
 
 def backoff_s(sync_s: float, failures: int, rng: random.Random) -> float:
@@ -67,7 +70,7 @@ class AgentConfig:
     name: str
     devices: str = "auto"
     state_dir: Path = Path("gpupool-agent")
-    heartbeat_s: float = 5.0
+    heartbeat_s: float | None = None  # None: as the server advises (5 s if it does not)
     sync_s: float = 1.0
     orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
     grace_s: float = 10.0
@@ -110,6 +113,7 @@ class Agent:
             config.name, config.state_dir, config.isolation, self.local, self.hami_core
         )
         self.lease_s: float | None = None  # from the server; None: no lease (older server)
+        self.heartbeat_s = config.heartbeat_s or DEFAULT_HEARTBEAT_S
         self.fence_kill_s = 3.0
         self._disk_checked = 0.0
         self.records: dict[int, Record] = {}
@@ -214,7 +218,9 @@ class Agent:
 
     # -- talking to the server ------------------------------------------------------------
     def heartbeat(self) -> None:
-        self._next_heartbeat = time.monotonic() + self.config.heartbeat_s
+        # a heartbeat that fails is tried again soon (the lease runs on), one that is
+        # answered not before the interval
+        self._next_heartbeat = time.monotonic() + min(self.heartbeat_s, HEARTBEAT_RETRY_S)
         self._publish_load()
         devices = telemetry(self.located)
         cut = layouts(self.local, self.by_index)
@@ -226,6 +232,7 @@ class Agent:
         node = self.api.heartbeat(devices)
         self.state = node["state"]
         self._renew(node, sent)
+        self._next_heartbeat = sent + self.heartbeat_s
         if self.state == "fenced":
             self.reconcile()
 
@@ -234,6 +241,9 @@ class Agent:
         ``sent + lease_s`` without hearing from us again."""
         if "lease_s" in node:
             self.lease_s, self.fence_kill_s = node["lease_s"], node["fence_kill_s"]
+        advice = node.get("heartbeat_s")
+        if self.config.heartbeat_s is None and type(advice) in (int, float):
+            self.heartbeat_s = min(max(float(advice), MIN_HEARTBEAT_S), MAX_HEARTBEAT_S)
         if self.lease_s is not None:
             write_lease(self.store.lease, sent + self.lease_s)
 

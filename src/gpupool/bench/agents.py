@@ -32,6 +32,7 @@ from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow, JobRow, NodeRow, TenantRow
 from gpupool.server.process import free_port, start_server
+from gpupool.server.settings import Settings
 
 
 def _server_cpu(pids: list[int]) -> float:
@@ -155,11 +156,13 @@ def _run_one(
 
 
 def run_agents_bench(
-    nodes: int, seconds: float, submits: int, heartbeat_s: float = 5.0, database_url: str = "",
+    nodes: int, seconds: float, submits: int, heartbeat_s: float | None = None,
+    database_url: str = "",
     *, workers: int = 1, processes: int = 1, silent: int = 0, timeout_s: float = 30.0,
     protocols: tuple[str, ...] = PROTOCOLS,
 ) -> dict[str, Any]:  # fmt: skip
-    """Each protocol on a fresh server; figures as a dict (see the module docstring)."""
+    """Each protocol on a fresh server; figures as a dict (see the module docstring).
+    ``heartbeat_s`` None: what that server advises its agents."""
     unknown = set(protocols) - set(PROTOCOLS)
     if unknown or not protocols:
         raise SpecError(f"bench agents: protocols are {', '.join(PROTOCOLS)}")
@@ -167,8 +170,11 @@ def run_agents_bench(
         raise SpecError(f"bench agents: {submits} one-card jobs do not fit {nodes * 4} cards")
     if silent > nodes:
         raise SpecError(f"bench agents: cannot silence {silent} of {nodes} nodes")
+    advised = Settings(heartbeat_timeout_s=timeout_s).heartbeat_advice_s
+    heartbeat_s = heartbeat_s or advised
     out: dict[str, Any] = {"nodes": nodes, "idle_seconds": seconds, "submits": submits,
-                           "heartbeat_s": heartbeat_s, "heartbeat_timeout_s": timeout_s,
+                           "heartbeat_s": heartbeat_s, "heartbeat_advised_s": advised,
+                           "heartbeat_timeout_s": timeout_s,
                            "workers": workers, "generator_processes": processes}  # fmt: skip
     for protocol in protocols:
         data_dir = Path(tempfile.mkdtemp(prefix="gpupool-bench-agents-"))

@@ -35,7 +35,13 @@ def agent(
     state_dir: Path = typer.Option(
         Path("gpupool-agent"), help="Where running workloads are recorded (restart safety)"
     ),
-    heartbeat: float = typer.Option(5.0, min=0.2, help="Seconds between heartbeats"),
+    heartbeat: float | None = typer.Option(
+        None,
+        min=0.2,
+        help="Seconds between heartbeats [default: as the server advises (10 at its "
+        "defaults); 5 with a server that does not]",
+        show_default=False,
+    ),
     grace: float = typer.Option(10.0, min=0, help="Seconds between SIGTERM and SIGKILL"),
     label: list[str] = typer.Option([], help="KEY=VALUE node label (repeatable)"),
     pool: str = typer.Option("default", help="The pool this node joins"),

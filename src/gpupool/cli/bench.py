@@ -127,7 +127,12 @@ def agents(
     nodes: int = typer.Option(1000, min=1, max=20000, help="Node identities the generator plays."),
     seconds: float = typer.Option(20.0, min=1, help="Idle seconds the server's CPU is measured."),
     submits: int = typer.Option(200, min=1, help="One-card jobs submitted after the idle part."),
-    heartbeat_s: float = typer.Option(5.0, min=0.5, help="Seconds between each node's heartbeats."),
+    heartbeat_s: float = typer.Option(
+        None,
+        min=0.5,
+        show_default=False,
+        help="Seconds between each node's heartbeats \\[default: what the server advises]",
+    ),
     database_url: str = typer.Option("", help="PostgreSQL URL instead of SQLite (a fresh one)."),
     workers: int = typer.Option(
         None, min=1, max=64, help="Server API workers \\[default: one per core, at most 4]"

@@ -100,11 +100,13 @@ class AgentNodeOut(NodeOut):
     """A node as its agent hears it after registering or heartbeating, with its lease: the
     agent's workloads stop themselves (SIGTERM, then SIGKILL after ``fence_kill_s``) once
     ``lease_s`` have passed since the agent sent its last acknowledged heartbeat; the server
-    declares the node lost only after ``heartbeat_timeout_s`` (> lease + kill time)."""
+    declares the node lost only after ``heartbeat_timeout_s`` (> lease + kill time).
+    ``heartbeat_s``: the interval the server advises an agent not configured with one."""
 
     lease_s: float
     fence_kill_s: float
     heartbeat_timeout_s: float
+    heartbeat_s: float
 
 
 class NodePatch(Strict):

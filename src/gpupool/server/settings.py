@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     # agents stop their workloads (self-fencing) once silent for heartbeat_timeout_s minus
     # this margin, so a requeued job never overlaps its orphan; default min(10, timeout / 3)
     lease_margin_s: float | None = Field(None, gt=0, le=86400)
+    # the heartbeat interval the server advises its agents (those not told one by their own
+    # configuration); default: half the lease, at most 10 s. Heartbeats are most of a pool's
+    # idle load (1,000 agents at 5 s: 200 requests/s)
+    agent_heartbeat_s: float | None = Field(None, gt=0, le=3600)
     # /metrics: "token" (a bearer token of role metrics or admin) or "loopback" (no token,
     # but only from 127.0.0.1 / ::1)
     metrics_access: Literal["token", "loopback"] = "token"
@@ -111,7 +115,19 @@ class Settings(BaseSettings):
     def _margin_below_timeout(self) -> "Settings":
         if self.lease_margin_s is not None and self.lease_margin_s >= self.heartbeat_timeout_s:
             raise ValueError("lease_margin_s must be below heartbeat_timeout_s")
+        if self.agent_heartbeat_s is not None and self.agent_heartbeat_s > self.lease_s / 2:
+            raise ValueError(
+                f"agent_heartbeat_s must be at most half the agents' lease ({self.lease_s / 2:g}"
+                " s): a lease must survive one lost heartbeat"
+            )
         return self
+
+    @property
+    def heartbeat_advice_s(self) -> float:
+        """The heartbeat interval advised to agents: two chances to renew each lease."""
+        if self.agent_heartbeat_s is not None:
+            return self.agent_heartbeat_s
+        return min(10.0, self.lease_s / 2)
 
     @property
     def margin_s(self) -> float:

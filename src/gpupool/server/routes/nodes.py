@@ -95,6 +95,7 @@ def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
         lease_s=settings.lease_s,
         fence_kill_s=settings.fence_kill_s,
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
+        heartbeat_s=settings.heartbeat_advice_s,
     )
 
 
