@@ -36,13 +36,16 @@ def _feed(world: World) -> ChangeFeed:
 
 
 async def _waited(feed: ChangeFeed, digest: int, epoch: int, timeout_s: float, during) -> float:
-    """Seconds a request on n1 waited, ``during`` being called while it waits."""
+    """Seconds a request on n1 waited, ``during`` being called while it waits; checks that
+    the feed says "changed" exactly when it woke the request before its timeout."""
     started = time.monotonic()
     waiting = asyncio.create_task(feed.changed("n1", digest, epoch, timeout_s))
     await asyncio.sleep(0.05)
     during()
-    await waiting
-    return time.monotonic() - started
+    changed = await waiting
+    waited = time.monotonic() - started
+    assert changed == (waited < timeout_s)
+    return waited
 
 
 def test_a_feed_that_fell_behind_still_wakes_the_request_after_an_a_b_a():
@@ -118,3 +121,28 @@ def test_the_answer_and_the_feed_digest_a_node_alike(tmp_path):
         answer, busy = _orders(srv.ctx, "n1")
         assert len(answer.orders) == 1 and busy != idle
         assert busy == read_digests(srv.ctx.db)["n1"]
+
+
+def test_an_idle_long_poll_reads_the_orders_once(tmp_path, monkeypatch):
+    """A wait that runs out with no change answers with what it read on arrival: an idle
+    node costs one read of its orders per wait, not two."""
+    from gpupool.server.routes import agents
+
+    reads: list[str] = []
+    real = agents._orders
+
+    def counted(ctx, name):
+        reads.append(name)
+        return real(ctx, name)
+
+    monkeypatch.setattr(agents, "_orders", counted)
+    with live_server(Settings(data_dir=tmp_path, log_json=False)) as srv:
+        node = {"name": "n1", "cpu_millis": 8000, "memory_mib": 65536, "devices": []}
+        ok(srv.admin().post("/api/v1/nodes", json=node))
+        agent = srv.client(srv.token("agent-n1", "agent", node="n1"))
+        etag = ok(agent.get("/api/v1/nodes/n1/orders"))["etag"]
+        del reads[:]
+        started = time.monotonic()
+        same = ok(agent.get("/api/v1/nodes/n1/orders", params={"wait": 1.0, "known": etag}))
+        assert time.monotonic() - started >= 0.9 and same["etag"] == etag
+        assert reads == ["n1"]

@@ -159,13 +159,14 @@ class ChangeFeed:
         that read may be newer than the answer's, so the answer is asked for again."""
         return self._stop.is_set() or (self.epoch != epoch and self.digests.get(node) != digest)
 
-    async def changed(self, node: str, digest: int, epoch: int, timeout_s: float) -> None:
+    async def changed(self, node: str, digest: int, epoch: int, timeout_s: float) -> bool:
         """Return when the node's state differs from the one whose ``node_digest`` is
-        ``digest``, or after ``timeout_s``. ``epoch``: the feed's ``epoch`` read before that
-        state was (a digest the feed read before it says nothing about the answer)."""
+        ``digest`` (True), or after ``timeout_s`` with no sign of a change (False).
+        ``epoch``: the feed's ``epoch`` read before that state was (a digest the feed read
+        before it says nothing about the answer)."""
         self.start()
         if timeout_s <= 0 or self._newer(node, digest, epoch):
-            return
+            return True
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         entry = (node, digest, loop, fut)
@@ -175,9 +176,11 @@ class ChangeFeed:
             _settle(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
+            return True
         except TimeoutError:
             with self._lock:
                 self._waiters = [w for w in self._waiters if w[3] is not fut]
+            return False
 
 
 def _settle(fut: asyncio.Future) -> None:

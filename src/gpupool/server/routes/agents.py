@@ -47,7 +47,10 @@ async def orders(
         waits = limit > 0 and known is not None and not ctx.changes.stopped
         if not waits or out.etag != known or left <= 0:  # stopped: the server is going away
             return out
-        await ctx.changes.changed(name, digest, epoch, left)
+        if not await ctx.changes.changed(name, digest, epoch, left):
+            # the wait ran out and no change was seen: the same answer again, not read again
+            # (a change the feed has not read yet reaches the agent's next request at once)
+            return out
 
 
 def _orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
