@@ -89,10 +89,15 @@ class Generator:
             known = answer.get("etag")
             for order in answer["orders"]:
                 if order["id"] not in seen:
-                    seen.add(order["id"])
                     body = {"generation": order["generation"], "state": "running"}
-                    await self.call("POST", f"/allocations/{order['id']}/status", json=body)
-            if self.protocol == "poll":
+                    status, _ = await self.call(
+                        "POST", f"/allocations/{order['id']}/status", json=body
+                    )
+                    if status in (200, 404, 409):  # reported, or no longer to report
+                        seen.add(order["id"])
+                    else:  # as an agent does: the same orders again soon, and report again
+                        known = None
+            if self.protocol == "poll" or known is None:
                 await self.sleep(1.0)
 
     async def close(self) -> None:
