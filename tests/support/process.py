@@ -5,6 +5,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpupool.agent.processes import start_ticks
 from gpupool.server.process import free_port, start_server
 
 
@@ -42,8 +43,4 @@ class ServerProcess:
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (not gone, not a zombie left unreaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return start_ticks(pid) is not None
