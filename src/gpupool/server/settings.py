@@ -112,7 +112,7 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _margin_below_timeout(self) -> "Settings":
+    def _lease_times_fit(self) -> "Settings":
         if self.lease_margin_s is not None and self.lease_margin_s >= self.heartbeat_timeout_s:
             raise ValueError("lease_margin_s must be below heartbeat_timeout_s")
         if self.agent_heartbeat_s is not None and self.agent_heartbeat_s > self.lease_s / 2:
