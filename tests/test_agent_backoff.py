@@ -3,7 +3,7 @@ an overloaded server is not kept overloaded by retries arriving in step."""
 
 import random
 
-from gpupool.agent.agent import MAX_BACKOFF_S, backoff_s
+from gpupool.agent.backoff import MAX_BACKOFF_S, backoff_s
 
 
 def test_waits_double_up_to_sixteen_times_and_a_minute_jittered():

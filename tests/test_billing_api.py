@@ -6,8 +6,10 @@ import json
 import time
 from datetime import UTC, datetime
 
+from sqlalchemy import select
+
 from gpupool.billing.invoice import month_bounds
-from gpupool.server.db.tables import JobRow, NodeRow, UsageRow
+from gpupool.server.db.tables import DeviceRow, JobRow, NodeRow, UsageRow
 from tests.helpers import gpupool
 from tests.support.cluster import ok, seed_cluster
 
@@ -215,6 +217,33 @@ def test_plan_cli(sqlite_server):
     assert r.returncode == 2 and "cards" in r.stderr
 
 
+def _last_telemetry_ago(server, node: str, seconds: float) -> None:
+    """The node's previous heartbeat and telemetry as if sent ``seconds`` ago."""
+    with server.ctx.db.write() as s:
+        s.get(NodeRow, node).heartbeat_at = time.time() - seconds
+        for d in s.execute(select(DeviceRow).where(DeviceRow.node == node)).scalars():
+            d.telemetry = {**(d.telemetry or {}), "time": time.time() - seconds}
+
+
+def test_idle_time_runs_from_the_previous_telemetry_not_the_last_bare_beat(server):
+    """A channel's bare beats move ``heartbeat_at`` every few seconds; the idle time a
+    telemetry heartbeat adds is the time since the previous telemetry."""
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    ok(admin.post("/api/v1/jobs", json={"request": "gpu=4", "tenant": "algo",
+                                        "command": ["x"]}), 201)  # fmt: skip
+    server.cycle()
+    agent = server.client(server.token("agent-n0", "agent", node="n0"))
+    _last_telemetry_ago(server, "n0", 40)
+    with server.ctx.db.write() as s:  # a bare beat 2 s ago
+        s.get(NodeRow, "n0").heartbeat_at = time.time() - 2
+    telemetry = [{"index": i, "util_pct": 0.0} for i in range(4)]
+    ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": telemetry}))
+    month = datetime.now(UTC).strftime("%Y-%m")
+    idle = ok(admin.get("/api/v1/billing/reports/idle", params={"month": month, "zone": "UTC"}))
+    assert abs(idle["items"][0]["idle_card_hours"] - 4 * 40 / 3600) < 0.002
+
+
 def test_idle_cards_from_heartbeats_and_the_reports(server):
     admin = server.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
@@ -224,8 +253,7 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     held = [d["device"] for n in ok(admin.get(f"/api/v1/jobs/{job['id']}"))["allocation"]["nodes"]
             for d in n["devices"]]  # fmt: skip
     agent = server.client(server.token("agent-n0", "agent", node="n0"))
-    with server.ctx.db.write() as s:  # the previous heartbeat was 30 s ago
-        s.get(NodeRow, "n0").heartbeat_at = time.time() - 30
+    _last_telemetry_ago(server, "n0", 30)
     telemetry = [{"index": i, "util_pct": 1.0 if i == held[0] else 90.0} for i in range(4)]
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": telemetry}))
     month = datetime.now(UTC).strftime("%Y-%m")
@@ -233,8 +261,7 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     [row] = idle["items"]
     assert row["tenant"] == "algo" and abs(row["idle_card_hours"] - 30 / 3600) < 0.001
     # a silent node is not known to have been idle longer than a minute
-    with server.ctx.db.write() as s:
-        s.get(NodeRow, "n0").heartbeat_at = time.time() - 3600
+    _last_telemetry_ago(server, "n0", 3600)
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": telemetry}))
     idle = ok(admin.get("/api/v1/billing/reports/idle", params={"month": month, "zone": "UTC"}))
     assert abs(idle["items"][0]["idle_card_hours"] - 90 / 3600) < 0.001

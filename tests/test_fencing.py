@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from gpupool.agent import processes as proc
-from gpupool.agent.api import AgentApiError
 from gpupool.agent.lease import write_lease
 from gpupool.server.settings import Settings
 from tests.support.agents import (
@@ -22,6 +21,7 @@ from tests.support.agents import (
     kill9,
     make_agent,
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    partitioned,
     wait_for,
     workload_groups,
 )
@@ -191,17 +191,11 @@ def test_an_agent_cut_off_from_the_server_stops_its_workloads_in_time(tmp_path):
             job = submit(admin, "gpu=1", "algo", command=TICK)["id"]
             wait_for("running", in_state(admin, job, "running"))
             (folder,) = _folders(tmp_path / "a")
-            real_call = agent.api._call
-
-            def unreachable(*_args, **_kwargs):
-                raise AgentApiError("ConnectError: network unreachable (test partition)")
-
-            agent.api._call = unreachable
-            wait_for("node lost", _was_lost(admin, job), 30)
-            last_tick = _ticks(folder)[-1]
-            assert last_tick < _event_time(admin, job, "lost")
-            assert proc.note(folder, proc.FENCED)
-            agent.api._call = real_call  # the network is back
+            with partitioned(agent):
+                wait_for("node lost", _was_lost(admin, job), 30)
+                last_tick = _ticks(folder)[-1]
+                assert last_tick < _event_time(admin, job, "lost")
+                assert proc.note(folder, proc.FENCED)
             wait_for("ready", lambda: admin.get("/api/v1/nodes/n1").json()["state"] == "ready")
             rerun = wait_for("rerun", in_state(admin, job, "running"), 20)
             events = [e["to_state"] for e in admin.get(f"/api/v1/jobs/{job}/events").json()]

@@ -52,9 +52,13 @@ def test_an_agent_heartbeats_as_its_server_advises_unless_configured(tmp_path):
             for name in ("n1", "n2"):
                 wait_for(name, lambda n=name: admin.get(f"/api/v1/nodes/{n}").status_code == 200)
             time.sleep(0.5)
-            before = dict(sent)
+
+            def beats(agent):  # over HTTP or on the agent's channel
+                return sent[agent.name] + agent.channel.beats
+
+            before = {a.name: beats(a) for a in (advised, configured)}
             time.sleep(4.0)
-            counts = {n: sent[n] - before[n] for n in sent}
+            counts = {a.name: beats(a) - before[a.name] for a in (advised, configured)}
         assert advised.heartbeat_s == 1.0 and configured.heartbeat_s == 0.5
         assert 3 <= counts["n1"] <= 5, counts  # every second (not the 5 s of old)
         assert 7 <= counts["n2"] <= 9, counts  # every half second, as configured

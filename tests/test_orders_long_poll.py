@@ -119,28 +119,31 @@ def test_a_newer_agent_works_with_a_server_that_does_not_wait(tmp_path, database
             wait_for("succeeded", in_state(member, job, "succeeded"), timeout=20)
 
 
-def test_bench_agents_delivers_every_order_both_ways():
+def test_bench_agents_delivers_every_order_every_way():
     """``gpupool bench agents`` at a small size: each protocol on its own server, every
     submitted job runs, two silenced nodes are declared lost after the server's timeout (and
-    no other), and long polls ask less often than polling."""
+    no other), long polls ask less often than polling, and channels send no more frames (beats)
+    than long polls send requests."""
     out = gpupool(
         "bench", "agents", "--nodes", "10", "--seconds", "2", "--submits", "8",
         "--heartbeat-s", "1", "--silent", "2", "--heartbeat-timeout-s", "4", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)
-    for protocol in ("poll", "long-poll"):
+    for protocol in ("poll", "long-poll", "channel"):
         assert figures[protocol]["running"] == figures[protocol]["submitted"] == 8
         assert figures[protocol]["idle_server_cpu_pct"] > 0
         assert figures[protocol]["silenced"] == 2 and figures[protocol]["lost_falsely"] == 0
         assert 4 <= figures[protocol]["lost_detected_s"] < 30
     assert figures["long-poll"]["idle_requests_per_s"] < figures["poll"]["idle_requests_per_s"]
+    # a channel sends one frame per beat and nothing for its orders
+    assert figures["channel"]["idle_requests_per_s"] <= figures["long-poll"]["idle_requests_per_s"]
 
 
 def test_bench_agents_names_an_unknown_protocol():
     out = gpupool("bench", "agents", "--nodes", "10", "--protocol", "carrier-pigeon")
     assert out.returncode == 2
-    assert "protocols are poll, long-poll" in out.stderr and "Traceback" not in out.stderr
+    assert "protocols are poll, long-poll, channel" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_server_going_away_answers_a_waiting_long_poll_at_once(tmp_path):

@@ -194,3 +194,30 @@ def wait_for_cards(admin: httpx.Client, node: str = "n1") -> None:
         return r.status_code == 200 and bool(r.json()["devices"])
 
     wait_for("registration", cards)
+
+
+@contextmanager
+def partitioned(agent: Agent) -> Iterator[None]:
+    """A network partition for ``agent``, alive but unheard: none of its HTTP calls get
+    through and its channel (if open) is cut and cannot reconnect, until the block ends."""
+    from gpupool.agent.api import AgentApiError
+
+    real_call = agent.api._call
+
+    def unreachable(*_args, **_kwargs):
+        raise AgentApiError("ConnectError: network unreachable (test partition)")
+
+    agent.api._call = unreachable
+    channel = agent.channel
+    real_url = channel.url if channel is not None else ""
+    if channel is not None:
+        channel.url = "ws://127.0.0.1:9/unreachable"  # port 9 (discard): refused
+        ws = channel._ws
+        if ws is not None:
+            ws.close()
+    try:
+        yield
+    finally:
+        agent.api._call = real_call  # the network is back
+        if channel is not None:
+            channel.url = real_url

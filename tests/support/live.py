@@ -3,12 +3,13 @@
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from gpupool.server.app import create_app
 from gpupool.server.auth import create_user_token
@@ -48,13 +49,21 @@ class LiveServer:
 
 
 @contextmanager
-def live_server(settings: Settings, *, run_scheduler: bool = False) -> Iterator[LiveServer]:
+def live_server(
+    settings: Settings,
+    *,
+    run_scheduler: bool = False,
+    prepare: Callable[[FastAPI], None] | None = None,
+) -> Iterator[LiveServer]:
+    """``prepare``: changes the app before it serves (an older server's missing route)."""
     db = Database(settings.db_url)
     db.migrate()
     with db.write() as s:
         admin_token = create_user_token(s, "root", "admin")
     db.dispose()
     app = create_app(settings, run_scheduler=run_scheduler)
+    if prepare is not None:
+        prepare(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -27,7 +27,10 @@ import httpx
 from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
+from gpupool.agent.backoff import backoff_s
 from gpupool.agent.card_modes import CardModes
+from gpupool.agent.channel import AgentChannel
+from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.job_output import OutputPlan, write_outputs
 from gpupool.agent.lease import write_lease
@@ -36,6 +39,7 @@ from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_wa
 from gpupool.agent.node import registration, telemetry
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
+from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
 from gpupool.devices import GpuProcess, Located, discover
@@ -49,18 +53,9 @@ DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
-MAX_BACKOFF_S = 60.0
 DEFAULT_HEARTBEAT_S = 5.0  # with a server that advises no interval (older servers)
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.2, 60.0  # what advice is followed within
 HEARTBEAT_RETRY_S = 2.0  # after a heartbeat that failed, at most this long to the next
-
-
-def backoff_s(sync_s: float, failures: int, rng: random.Random) -> float:
-    """Wait after ``failures`` failed calls in a row: doubling from ``sync_s`` up to 16 times
-    it (at most a minute), jittered by ±50% — agents that all retried every ``sync_s`` kept
-    an overloaded server overloaded (1,000 registrations timing out and sent again)."""
-    base = min(sync_s * 2 ** min(max(failures - 1, 0), 4), MAX_BACKOFF_S)
-    return base * rng.uniform(0.5, 1.5)
 
 
 @dataclass
@@ -73,6 +68,7 @@ class AgentConfig:
     heartbeat_s: float | None = None  # None: as the server advises (5 s if it does not)
     sync_s: float = 1.0
     orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
+    channel: bool = True  # beats and orders over one WebSocket where the server offers it
     grace_s: float = 10.0
     cpu_millis: int | None = None
     memory_mib: int | None = None
@@ -85,7 +81,7 @@ class AgentConfig:
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # a job's log kept on the server, per workload
 
 
-class Agent:
+class Agent(ChannelLink):
     def __init__(
         self,
         config: AgentConfig,
@@ -126,6 +122,9 @@ class Agent:
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
+        self.channel: AgentChannel | None = None  # made by run()
+        self.pace = TelemetryPace()
+        self._lease_lock = threading.Lock()  # the channel's thread renews it too
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -155,6 +154,9 @@ class Agent:
         started = False
         poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
+        if self.config.channel:
+            self.channel = self._channel(poller)
+            poller.channel = self.channel
         failures = 0
         rng = random.Random()
         try:
@@ -168,6 +170,11 @@ class Agent:
                             target=poller.run, args=(stop,), daemon=True, name=f"orders-{self.name}"
                         )
                         polling.start()
+                        if self.channel is not None:
+                            threading.Thread(
+                                target=self.channel.run, args=(stop,), daemon=True,
+                                name=f"channel-{self.name}",
+                            ).start()  # fmt: skip
                     if time.monotonic() >= self._next_heartbeat:
                         self.heartbeat()
                     answer = poller.next(self.config.sync_s)
@@ -191,6 +198,8 @@ class Agent:
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)
         finally:
+            if self.channel is not None:
+                self.channel.close()
             if self.config.stop_workloads_on_exit:
                 self.stop_all()
                 if self.launcher.networks is not None:  # nothing runs in them any more
@@ -229,7 +238,11 @@ class Agent:
                 entry["mig"] = cut[entry["index"]]
             self.modes.report(entry)
         sent = time.monotonic()
+        if self._by_channel(devices, sent):
+            self._next_heartbeat = sent + self.heartbeat_s
+            return
         node = self.api.heartbeat(devices)
+        self.pace.sent(devices, sent)
         self.state = node["state"]
         self._renew(node, sent)
         self._next_heartbeat = sent + self.heartbeat_s
@@ -244,8 +257,12 @@ class Agent:
         advice = node.get("heartbeat_s")
         if self.config.heartbeat_s is None and type(advice) in (int, float):
             self.heartbeat_s = min(max(float(advice), MIN_HEARTBEAT_S), MAX_HEARTBEAT_S)
+        self._renew_lease(sent)
+
+    def _renew_lease(self, sent: float) -> None:
         if self.lease_s is not None:
-            write_lease(self.store.lease, sent + self.lease_s)
+            with self._lease_lock:
+                write_lease(self.store.lease, sent + self.lease_s)
 
     def reconcile(self) -> None:
         """Tell the server what runs here; stop what it no longer wants. A fenced node is

@@ -4,7 +4,9 @@ The agent's loop no longer asks every second: this thread keeps one request wait
 server (``wait``, with the last answer's ``etag`` as ``known``), which answers as soon as the
 orders change, else after ``wait_s``. The loop takes the newest answer when one comes, and
 otherwise still looks after its workloads every ``sync_s`` without a request. A server without
-long polling (no ``etag``) is asked every ``sync_s``, as before."""
+long polling (no ``etag``) is asked every ``sync_s``, as before. While the agent's channel is
+up (``channel``), the server pushes the orders there (``deliver``) and this thread asks
+nothing; when it goes down, it asks at once and long-polls again."""
 
 import logging
 import threading
@@ -12,6 +14,7 @@ import time
 from typing import Any
 
 from gpupool.agent.api import AgentApi, AgentApiError
+from gpupool.agent.channel import AgentChannel
 
 log = logging.getLogger(__name__)
 FAST_S = 0.5  # an unchanged answer faster than this: the server did not wait (throttle)
@@ -27,10 +30,21 @@ class OrdersPoller:
         self._fresh = False
         self._error: AgentApiError | None = None
         self._cond = threading.Condition()
+        self.channel: AgentChannel | None = None
+
+    def deliver(self, answer: dict[str, Any]) -> None:
+        """Orders that came another way (the channel): the newest answer."""
+        with self._cond:
+            self._answer, self._fresh, self._error = answer, True, None
+            self._cond.notify_all()
 
     def run(self, stop: threading.Event) -> None:
         known: str | None = None
         while not stop.is_set():
+            if self.channel is not None and self.channel.up.is_set():
+                self.channel.down.wait(30.0)  # the channel brings them (closed on stop)
+                known = None  # and once it is down, ask at once
+                continue
             started = time.monotonic()
             try:
                 answer = self.api.orders(self.wait_s if known else 0.0, known)
@@ -46,9 +60,7 @@ class OrdersPoller:
             finally:
                 self.requests += 1
             etag = answer.get("etag")
-            with self._cond:
-                self._answer, self._fresh, self._error = answer, True, None
-                self._cond.notify_all()
+            self.deliver(answer)
             unchanged = etag is not None and etag == known
             if etag is None or (unchanged and time.monotonic() - started < FAST_S):
                 stop.wait(self.sync_s)  # a server that answers at once: ask every sync_s

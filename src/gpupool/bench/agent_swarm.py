@@ -1,8 +1,10 @@
 """The node identities of ``gpupool bench agents``, played by one asyncio loop per generator
 process (several processes at 1,000 nodes and more: one Python loop could not send the
 requests that many agents send). Each speaks the exact agent protocol: register, heartbeat
-with telemetry, ask for orders (every second, or by long poll) and report each order running.
-A node told to fall silent stops both, as a crashed agent would."""
+with telemetry, ask for orders (every second, or by long poll) and report each order running;
+or, with ``channel``, open the agent's WebSocket, beat on it (telemetry on a beat every
+``TELEMETRY_S``) and take the orders it pushes. A node told to fall silent stops all of it,
+as a crashed agent would."""
 
 import asyncio
 import contextlib
@@ -15,7 +17,8 @@ import aiohttp
 from gpupool.model import SpecError
 
 DEVICES = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(4)]
-PROTOCOLS = ("poll", "long-poll")
+PROTOCOLS = ("poll", "long-poll", "channel")
+TELEMETRY_S = 60.0  # as an idle agent on its channel (agent.telemetry_pace)
 
 
 class Generator:
@@ -67,6 +70,8 @@ class Generator:
         await asyncio.gather(*(one(n) for n in self.names))
 
     async def heartbeat(self, name: str) -> None:
+        if self.protocol == "channel":
+            return  # its beats go on the channel
         await asyncio.sleep(random.uniform(0, self.heartbeat_s))
         while not self.stop.is_set() and name not in self.silent:
             telemetry = [{"index": d["index"], "util_pct": 0.0, "temp_c": 35.0, "power_w": 60.0}
@@ -78,6 +83,9 @@ class Generator:
         await asyncio.sleep(random.uniform(0, 1.0))
         known: str | None = None
         seen: set[int] = set()
+        if self.protocol == "channel":
+            await self.channel(name, seen)
+            return
         while not self.stop.is_set() and name not in self.silent:
             params = (
                 {"wait": 25, "known": known} if self.protocol == "long-poll" and known else None
@@ -86,19 +94,66 @@ class Generator:
             if status != 200 or name in self.silent:
                 await self.sleep(1.0)
                 continue
-            known = answer.get("etag")
-            for order in answer["orders"]:
-                if order["id"] not in seen:
-                    body = {"generation": order["generation"], "state": "running"}
-                    status, _ = await self.call(
-                        "POST", f"/allocations/{order['id']}/status", json=body
-                    )
-                    if status in (200, 404, 409):  # reported, or no longer to report
-                        seen.add(order["id"])
-                    else:  # as an agent does: the same orders again soon, and report again
-                        known = None
+            reported = await self.report(answer, seen)
+            known = answer.get("etag") if reported else None  # else the same orders again
             if self.protocol == "poll" or known is None:
                 await self.sleep(1.0)
+
+    async def report(self, answer: dict[str, Any], seen: set[int]) -> bool:
+        """Report each new order running; False if a report failed (it is tried again)."""
+        done = True
+        for order in answer["orders"]:
+            if order["id"] not in seen:
+                body = {"generation": order["generation"], "state": "running"}
+                status, _ = await self.call("POST", f"/allocations/{order['id']}/status", json=body)
+                if status in (200, 404, 409):  # reported, or no longer to report
+                    seen.add(order["id"])
+                else:
+                    done = False
+        return done
+
+    async def channel(self, name: str, seen: set[int]) -> None:
+        """The agent's channel: a beat every ``heartbeat_s`` (telemetry on one a minute), the
+        orders it pushes reported. Reconnects after a second if it drops."""
+        assert self.http is not None
+        url = self.base.replace("http", "ws", 1) + f"/nodes/{name}/channel"
+        while not self.stop.is_set() and name not in self.silent:
+            self.requests += 1
+            try:
+                async with self.http.ws_connect(url, heartbeat=None, max_msg_size=0) as ws:
+                    await self._on_channel(ws, name, seen)
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                self.errors += 1
+            await self.sleep(1.0)
+
+    async def _on_channel(self, ws: Any, name: str, seen: set[int]) -> None:
+        seq, telemetry_at = 0, 0.0
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + random.uniform(0, self.heartbeat_s)
+        while not self.stop.is_set() and name not in self.silent:
+            now = loop.time()
+            if now >= next_beat:
+                seq += 1
+                frame: dict[str, Any] = {"beat": seq}
+                if now - telemetry_at >= TELEMETRY_S:
+                    frame["devices"] = [{"index": d["index"], "util_pct": 0.0, "temp_c": 35.0,
+                                         "power_w": 60.0} for d in DEVICES]  # fmt: skip
+                    telemetry_at = now
+                await ws.send_json(frame)
+                self.requests += 1
+                next_beat = now + self.heartbeat_s
+            try:
+                msg = await ws.receive(timeout=max(0.05, min(next_beat - now, 1.0)))
+            except TimeoutError:
+                continue
+            if msg.type != aiohttp.WSMsgType.TEXT:
+                return  # closed
+            frame = msg.json()
+            if "refused" in frame:
+                self.errors += 1
+            elif "orders" in frame and not await self.report(frame["orders"], seen):
+                await ws.close()  # as an agent: reconnect, and the orders come again
+                return
 
     async def close(self) -> None:
         if self.http is not None:

@@ -2,9 +2,10 @@
 speaking the exact agent protocol with N node identities (``gpupool.bench.agent_swarm``; no
 workloads run).
 
-For each way of asking for orders — ``poll`` (every second, as agents before long polls did)
-and ``long-poll`` (``wait`` + ``known``) — on a fresh server: register N nodes (4 A100 each),
-heartbeat each every ``heartbeat_s`` with telemetry, keep asking for orders; after a warm-up,
+For each way of asking for orders — ``poll`` (every second, as agents before long polls did),
+``long-poll`` (``wait`` + ``known``) and ``channel`` (the agent's WebSocket: beats, with
+telemetry once a minute, and pushed orders) — on a fresh server: register N nodes (4 A100
+each), heartbeat each every ``heartbeat_s``, keep asking for orders; after a warm-up,
 measure the server's CPU (all its processes) over ``seconds`` of idling, then submit a burst
 of one-card jobs and time submit → running on the server's clock (the agent reports an order
 running as soon as it has it); then let some nodes fall silent and time until the server

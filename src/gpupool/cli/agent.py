@@ -42,6 +42,11 @@ def agent(
         "defaults); 5 with a server that does not]",
         show_default=False,
     ),
+    channel: bool = typer.Option(
+        True,
+        help="Beat and take orders on one WebSocket where the server offers it (no request "
+        "while idle); --no-channel: heartbeats and long polls over HTTP only",
+    ),
     grace: float = typer.Option(10.0, min=0, help="Seconds between SIGTERM and SIGKILL"),
     label: list[str] = typer.Option([], help="KEY=VALUE node label (repeatable)"),
     pool: str = typer.Option("default", help="The pool this node joins"),
@@ -114,6 +119,7 @@ def agent(
         devices=devices,
         state_dir=state_dir,
         heartbeat_s=heartbeat,
+        channel=channel,
         grace_s=grace,
         labels=key_values(label, "label"),
         pool=pool,

@@ -151,13 +151,14 @@ def agents(
         30.0, min=1, help="The server's lost-node timeout (its default: 30)."
     ),
     protocol: list[str] = typer.Option(
-        ["poll", "long-poll"], help="How agents ask for orders: poll, long-poll (repeatable)."
+        ["poll", "long-poll", "channel"],
+        help="How agents ask for orders: poll, long-poll, channel (repeatable).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """What N agents cost a real server: its CPU while they idle, submit→running under a
     burst and how long until silent nodes are declared lost, with orders polled every second
-    (older agents) and by long poll, in one run."""
+    (older agents), by long poll, and on the agents' channel (WebSocket), in one run."""
     import os
 
     from gpupool.bench.agents import run_agents_bench

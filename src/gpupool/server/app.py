@@ -28,6 +28,7 @@ from gpupool.server.metrics import Metrics
 from gpupool.server.middleware import AuditAndMetrics
 from gpupool.server.routes import (
     admin,
+    agent_channel,
     agents,
     alerts,
     allocations,
@@ -87,7 +88,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
-    routes += (tenants, services, kubernetes)
+    routes += (agent_channel, tenants, services, kubernetes)
     routes += (usage, alerts, admin, dashboard)
     for module in routes:
         app.include_router(module.router)

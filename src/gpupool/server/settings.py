@@ -81,6 +81,11 @@ class Settings(BaseSettings):
     # configuration); default: half the lease, at most 10 s. Heartbeats are most of a pool's
     # idle load (1,000 agents at 5 s: 200 requests/s)
     agent_heartbeat_s: float | None = Field(None, gt=0, le=3600)
+    # agents may keep one WebSocket open (/api/v1/nodes/{name}/channel) for bare beats and
+    # pushed orders instead of a request per heartbeat and per long poll; bare beats are
+    # written together every agent_beat_flush_s
+    agent_channel: bool = True
+    agent_beat_flush_s: float = Field(1.0, gt=0, le=5)
     # /metrics: "token" (a bearer token of role metrics or admin) or "loopback" (no token,
     # but only from 127.0.0.1 / ::1)
     metrics_access: Literal["token", "loopback"] = "token"
@@ -134,6 +139,12 @@ class Settings(BaseSettings):
         if self.lease_margin_s is not None:
             return self.lease_margin_s
         return min(10.0, self.heartbeat_timeout_s / 3)
+
+    @property
+    def beat_flush_s(self) -> float:
+        """How long bare beats wait to be written together: ``agent_beat_flush_s``, at most a
+        tenth of the lease (a beat's answer renews the lease only once it comes)."""
+        return min(self.agent_beat_flush_s, self.lease_s / 10)
 
     @property
     def lease_s(self) -> float:

@@ -19,7 +19,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent_for, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
-from gpupool.server.idle import record_idle
+from gpupool.server.heartbeats import write_heartbeat
 from gpupool.server.lifecycle import bump_nodes_version, finish, held_devices, live_on
 from gpupool.server.liveness import heard_from
 from gpupool.server.routes.views import allocation_out, page
@@ -288,31 +288,8 @@ async def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> Agen
     now = time.time()
 
     def write(b: Batch) -> tuple[bool, NodeOut]:
-        s = b.session
-        node = s.get(NodeRow, name, with_for_update=True)
-        if node is None:
-            raise not_found(f"node {name}")
-        previous = node.heartbeat_at
-        health_changed = heard_from(s, node, now)
-        record_idle(s, name, [(t.index, t.util_pct) for t in body.devices], now - previous)
-        devices = {d.index: d for d in _devices(s, [name])[name]}
-        for t in body.devices:
-            d = devices.get(t.index)
-            if d is None:
-                raise ApiError(422, f"devices: node {name} has no device {t.index}", "devices")
-            d.telemetry = t.model_dump(exclude={"index", "mode"}) | {"time": now}
-            if d.healthy != t.healthy:
-                d.healthy = t.healthy
-                health_changed = True
-            if t.mode is not None and t.mode != d.mode:  # the agent switched it (hybrid)
-                d.mode = t.mode
-                health_changed = True
-            if d.want_mode is not None and (d.want_mode == d.mode or t.mode_error):
-                d.want_mode, d.want_since = None, None  # switched, or it cannot: back to work
-                health_changed = True
-        if health_changed:
-            bump_nodes_version(s)
-        return health_changed, node_out(node, list(devices.values()))
+        changed, node, devices = write_heartbeat(b, name, body.devices, now)
+        return changed, node_out(node, devices)
 
     health_changed, out = await ctx.writes.run(write, wake=False)
     if health_changed:

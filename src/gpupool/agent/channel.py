@@ -1,0 +1,190 @@
+"""The agent's channel to its server: one WebSocket (``/api/v1/nodes/{name}/channel``, see
+``gpupool.server.routes.agent_channel``) that carries the agent's beats and brings its orders.
+
+While the channel is up, a bare beat every heartbeat interval renews the node's lease (the
+agent renews it from the time it sent the beat, once the server answers that it recorded it),
+telemetry travels as a beat about once a minute, and the server pushes new orders the moment
+they change — no HTTP request at all while nothing happens. When it goes down, the agent
+heartbeats and long-polls over HTTP at once, and this thread connects again with backoff. A
+server that refuses the upgrade (403: channels off; 404: older than channels) is not asked
+again for ``REFUSED_RETRY_S``."""
+
+import json
+import logging
+import random
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from websockets.exceptions import InvalidStatus, WebSocketException
+from websockets.sync.client import ClientConnection, connect
+
+from gpupool.agent.backoff import backoff_s
+
+log = logging.getLogger("gpupool.agent.channel")
+REFUSED_RETRY_S = 600.0
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # orders of a busy node; the server sends nothing bigger
+
+
+class ChannelClosed(Exception):
+    """The server ended the channel, or stopped answering beats."""
+
+
+class AgentChannel:
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        node: str,
+        interval: Callable[[], float],
+        on_ok: Callable[[dict[str, Any], float], None],
+        on_orders: Callable[[dict[str, Any]], None],
+        on_down: Callable[[], None],
+        tls: ssl.SSLContext | None = None,
+    ):
+        """``interval``: the heartbeat interval now (the server's advice may change it);
+        ``on_ok(frame, sent)``: a beat sent at ``sent`` (monotonic) was recorded;
+        ``on_orders``: what ``GET /nodes/{name}/orders`` would answer; ``on_down``: the
+        channel went down (the agent heartbeats over HTTP meanwhile)."""
+        base = server.rstrip("/")
+        self.url = "ws" + base.removeprefix("http") + f"/api/v1/nodes/{node}/channel"
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.tls = tls if self.url.startswith("wss:") else None
+        self.interval = interval
+        self.on_ok, self.on_orders, self.on_down = on_ok, on_orders, on_down
+        self.up = threading.Event()
+        self.down = threading.Event()  # the opposite of ``up``, to wait on
+        self.down.set()
+        self.refused: str | None = None  # why the server refused the upgrade, last time
+        self.beats = 0
+        self.telemetry_refused: str | None = None  # the server refused our telemetry: use HTTP
+        self._ws: ClientConnection | None = None
+        self._seq = 0
+        self._sent: dict[int, tuple[float, bool]] = {}  # seq: (sent at, carried telemetry)
+        self._lock = threading.Lock()
+
+    def run(self, stop: threading.Event) -> None:
+        failures = 0
+        rng = random.Random()
+        while not stop.is_set():
+            connected = False
+            try:
+                with connect(
+                    self.url,
+                    additional_headers=self.headers,
+                    ssl=self.tls,
+                    open_timeout=10,
+                    close_timeout=2,
+                    ping_interval=None,  # beats every few seconds say more than pings
+                    max_size=MAX_FRAME_BYTES,
+                ) as ws:
+                    connected, failures, self.refused = True, 0, None
+                    try:
+                        self._serve(ws, stop)
+                    finally:
+                        self._down()
+            except InvalidStatus as exc:
+                code = exc.response.status_code
+                if code in (403, 404):
+                    self.refused = f"{code}: the server refused the channel"
+                    log.info("channel: %s; heartbeats over HTTP", self.refused)
+                    stop.wait(REFUSED_RETRY_S)
+                    continue
+                failures += 1
+            except (ChannelClosed, OSError, TimeoutError, WebSocketException) as exc:
+                if connected and not stop.is_set():
+                    log.info("channel down (%s); heartbeats over HTTP until it is back", exc)
+                elif not connected:
+                    failures += 1
+                    log.debug("channel: cannot connect: %s", exc)
+            if failures:
+                stop.wait(backoff_s(1.0, failures, rng))
+            else:  # not every agent back in the same instant
+                stop.wait(rng.uniform(0.5, 1.5))
+
+    def close(self) -> None:
+        """End the channel now (the agent is stopping); ``run`` returns once its stop is set."""
+        with self._lock:
+            ws = self._ws
+        if ws is not None:
+            ws.close()
+
+    def send_telemetry(self, devices: list[dict[str, Any]]) -> bool:
+        """Send telemetry as a beat now; False if the channel is not up."""
+        return self._beat(devices)
+
+    def _beat(self, devices: list[dict[str, Any]] | None = None) -> bool:
+        with self._lock:
+            ws = self._ws
+            if ws is None:
+                return False
+            self._seq += 1
+            frame: dict[str, Any] = {"beat": self._seq}
+            if devices is not None:
+                frame["devices"] = devices
+            self._sent[self._seq] = (time.monotonic(), devices is not None)
+            if len(self._sent) > 64:  # answers that never came
+                del self._sent[min(self._sent)]
+            try:
+                ws.send(json.dumps(frame, separators=(",", ":")))
+            except (OSError, WebSocketException):
+                return False
+            self.beats += 1
+            return True
+
+    def _serve(self, ws: ClientConnection, stop: threading.Event) -> None:
+        with self._lock:
+            self._ws, self._sent = ws, {}
+        self.down.clear()
+        self.up.set()
+        next_beat = 0.0
+        heard = time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self._beat()
+                next_beat = now + self.interval()
+            if now - heard > 2 * self.interval() + 5:
+                raise ChannelClosed("no answer to beats")
+            try:
+                text = ws.recv(timeout=max(0.05, next_beat - now))
+            except TimeoutError:
+                continue
+            heard = time.monotonic()
+            self._handle(text)
+
+    def _handle(self, text: str | bytes) -> None:
+        try:
+            frame = json.loads(text)
+        except ValueError:
+            log.warning("channel: a frame that is not JSON, ignored")
+            return
+        if not isinstance(frame, dict):
+            return
+        if "orders" in frame and isinstance(frame["orders"], dict):
+            self.on_orders(frame["orders"])
+        elif "ok" in frame:
+            with self._lock:
+                sent = self._sent.pop(frame["ok"], None)
+            if sent is not None:
+                self.on_ok(frame, sent[0])
+        elif "refused" in frame:
+            with self._lock:
+                sent = self._sent.pop(frame["refused"], None)
+            detail = frame.get("detail")
+            if frame.get("status") == 404 or sent is None:
+                raise ChannelClosed(f"the server refused: {detail}")
+            if sent[1] and frame.get("status") == 422:  # a newer field this server lacks
+                self.telemetry_refused = str(detail)
+            log.warning("channel: beat refused: %s", detail)
+
+    def _down(self) -> None:
+        with self._lock:
+            self._ws = None
+        was_up = self.up.is_set()
+        self.up.clear()
+        self.down.set()
+        if was_up:
+            self.on_down()

@@ -1,0 +1,62 @@
+"""The agent's side of its channel (``agent.channel``): what its beats and telemetry do to the
+agent. A mixin of ``Agent``, kept apart so the agent's module stays about its workloads."""
+
+import threading
+from typing import Any
+
+from gpupool.agent.channel import AgentChannel
+from gpupool.agent.poller import OrdersPoller
+from gpupool.agent.state import Record
+from gpupool.agent.telemetry_pace import TelemetryPace
+
+
+class ChannelLink:
+    # provided by Agent
+    config: Any
+    name: str
+    heartbeat_s: float
+    records: dict[int, Record]
+    channel: AgentChannel | None
+    pace: TelemetryPace
+    _next_heartbeat: float
+    _lease_lock: threading.Lock
+
+    def _renew(self, node: dict[str, Any], sent: float) -> None: ...
+    def _renew_lease(self, sent: float) -> None: ...
+
+    def _channel(self, poller: OrdersPoller) -> AgentChannel:
+        return AgentChannel(
+            self.config.server,
+            self.config.token,
+            self.name,
+            lambda: self.heartbeat_s,
+            self._beat_recorded,
+            poller.deliver,
+            self._channel_down,
+        )
+
+    def _by_channel(self, devices: list[dict[str, Any]], now: float) -> bool:
+        """While the channel is up its beats renew the lease: telemetry goes on it only when
+        due (``telemetry_pace``). False: send a heartbeat over HTTP."""
+        ch = self.channel
+        if ch is None or not ch.up.is_set() or ch.telemetry_refused:
+            return False
+        busy = any(not r.released for r in self.records.values())
+        if not self.pace.due(devices, busy, now):
+            return True
+        if ch.send_telemetry(devices):
+            self.pace.sent(devices, now)
+            return True
+        return False
+
+    def _beat_recorded(self, frame: dict[str, Any], sent: float) -> None:
+        """On the channel's thread: the server recorded a beat sent at ``sent``."""
+        node = frame.get("node")
+        if isinstance(node, dict):
+            self._renew(node, sent)
+        else:
+            self._renew_lease(sent)
+
+    def _channel_down(self) -> None:
+        self._next_heartbeat = 0.0  # over HTTP at once: the lease runs on
+        self.pace.forget()

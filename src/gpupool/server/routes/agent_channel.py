@@ -1,0 +1,148 @@
+"""An agent's channel: one WebSocket per agent (``/api/v1/nodes/{name}/channel``) instead of a
+request per heartbeat and per long poll.
+
+The agent sends beats, JSON text frames ``{"beat": seq}``, every heartbeat interval; one that
+carries telemetry (``{"beat": seq, "devices": [...]}``, a heartbeat's body) is written like a
+heartbeat, about once a minute. Bare beats of all agents are written together
+(``heartbeats.AliveBatcher``). Each beat is answered once committed: ``{"ok": seq, "state":
+...}`` (with ``"node"``, the heartbeat's answer, for telemetry) — the agent renews its lease
+from the time it sent that beat — or ``{"refused": seq, "detail": ...}``. The server pushes
+``{"orders": ...}`` (what ``GET /nodes/{name}/orders`` answers) on connecting and whenever the
+node's orders change (``change_feed``), so no request waits for them.
+
+An agent whose upgrade is refused (a server with ``agent_channel`` off, or one older than the
+channel: 403 / 404) heartbeats and long-polls over HTTP as before; an older agent never opens
+one. Authentication is the agent's bearer token in the upgrade request, as for HTTP."""
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.concurrency import run_in_threadpool
+from pydantic import ValidationError
+
+from gpupool.server.deps import ServerContext, agent_for, principal_of
+from gpupool.server.errors import ApiError
+from gpupool.server.heartbeats import write_heartbeat
+from gpupool.server.routes.agents import _orders
+from gpupool.server.routes.nodes import agent_node_out, node_out
+from gpupool.server.schemas import HeartbeatIn
+
+router = APIRouter(prefix="/api/v1", tags=["agents"])
+log = logging.getLogger(__name__)
+POLICY_VIOLATION = 1008  # WebSocket close codes (RFC 6455)
+GOING_AWAY = 1001
+ORDERS_RECHECK_S = 300.0  # orders are read again at least this often, changed or not
+
+
+@router.websocket("/nodes/{name}/channel")
+async def channel(ws: WebSocket, name: str) -> None:
+    ctx: ServerContext = ws.app.state.ctx
+    refusal = await _refusal(ws, ctx, name)
+    if refusal is not None:  # before accepting: the client sees 403 and the reason is logged
+        log.info("channel for node %s refused: %s", name, refusal)
+        await ws.close(POLICY_VIOLATION, refusal)
+        return
+    await ws.accept()
+    lock = asyncio.Lock()
+
+    async def send(frame: dict[str, Any]) -> None:
+        async with lock:
+            await ws.send_text(json.dumps(frame, separators=(",", ":")))
+
+    pusher = asyncio.create_task(_push_orders(ctx, name, send))
+    try:
+        while True:
+            text = await ws.receive_text()
+            await send(await _answer(ctx, name, text))
+    except (WebSocketDisconnect, RuntimeError):  # the agent went, or the socket closed
+        pass
+    finally:
+        pusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pusher
+
+
+async def _refusal(ws: WebSocket, ctx: ServerContext, name: str) -> str | None:
+    """Why this upgrade is refused, or None."""
+    if not ctx.settings.agent_channel:
+        return "this server has agent channels off (agent_channel)"
+    scheme, _, token = (ws.headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return "missing bearer token (Authorization: Bearer <token>)"
+    who = await principal_of(ctx, token.strip(), time.time())
+    if who is None:
+        return "unknown, revoked or expired token, or a disabled user"
+    try:
+        agent_for(who, name)
+    except ApiError as exc:
+        return exc.detail
+    return None
+
+
+async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
+    """The answer to one frame from the agent."""
+    try:
+        frame = json.loads(text)
+        seq = frame["beat"] if isinstance(frame, dict) else None
+    except (ValueError, KeyError):
+        seq = None
+    if type(seq) is not int:
+        return {"refused": None, "detail": 'a frame must be {"beat": <int>[, "devices": [...]]}'}
+    try:
+        if "devices" not in frame:
+            state = await ctx.beats.beat(name)
+            if state is None:
+                return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
+            return {"ok": seq, "state": state}
+        body = HeartbeatIn.model_validate({"devices": frame["devices"]})
+        node = await _telemetry(ctx, name, body)
+        return {"ok": seq, "state": node["state"], "node": node}
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return {"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"}
+    except ApiError as exc:
+        return {"refused": seq, "status": exc.status, "detail": exc.detail}
+    except Exception as exc:  # the database away: the agent's lease is not renewed
+        log.warning("channel beat of node %s failed: %s", name, exc)
+        return {"refused": seq, "status": 503, "detail": "the server could not record the beat"}
+
+
+async def _telemetry(ctx: ServerContext, name: str, body: HeartbeatIn) -> dict[str, Any]:
+    now = time.time()
+
+    def write(b):
+        changed, node, devices = write_heartbeat(b, name, body.devices, now)
+        return changed, node_out(node, devices)
+
+    changed, out = await ctx.writes.run(write, wake=False)
+    if changed:
+        ctx.loop.wake()
+    return agent_node_out(ctx, out).model_dump(mode="json")
+
+
+async def _push_orders(ctx: ServerContext, name: str, send) -> None:
+    """Send the node's orders now and after every change of them, until the socket closes."""
+    if not ctx.changes.started:
+        await run_in_threadpool(ctx.changes.start)
+    last: int | None = None
+    while not ctx.changes.stopped:
+        epoch = ctx.changes.epoch
+        try:
+            out, digest = await run_in_threadpool(_orders, ctx, name)
+        except ApiError as exc:
+            await send({"refused": None, "status": exc.status, "detail": exc.detail})
+            return
+        except Exception as exc:  # the database away: try again shortly
+            log.warning("channel orders of node %s: %s", name, exc)
+            await asyncio.sleep(1.0)
+            continue
+        if digest != last:
+            await send({"orders": out.model_dump(mode="json")})
+            last = digest
+        await ctx.changes.changed(name, digest, epoch, ORDERS_RECHECK_S)

@@ -1,0 +1,285 @@
+"""The agents' channel (one WebSocket per agent, ``/api/v1/nodes/{name}/channel``): bare
+beats keep a node and its lease alive without a request, telemetry rides on a beat now and
+then, orders are pushed when they change; an agent whose server refuses the channel, or whose
+channel drops, heartbeats and long-polls over HTTP."""
+
+import json
+import time
+
+import pytest
+from fastapi import FastAPI
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from gpupool.agent.lease import read_lease
+from gpupool.agent.telemetry_pace import TelemetryPace
+from gpupool.server.db.tables import NodeRow
+from gpupool.server.heartbeats import AliveBatcher
+from gpupool.server.settings import Settings
+from tests.support.agents import (
+    agent_thread,
+    in_state,
+    make_agent,
+    no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
+    partitioned,
+    wait_for,
+)
+from tests.support.cluster import ok, seed_cluster
+from tests.support.live import live_server
+from tests.support.process import alive
+
+TICK = ["python3", "-c", "import time\nwhile True: time.sleep(0.1)"]
+
+
+def _channel(srv, node: str, token: str):
+    url = srv.url.replace("http://", "ws://") + f"/api/v1/nodes/{node}/channel"
+    return connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5)
+
+
+def _frame(ws) -> dict:
+    return json.loads(ws.recv(timeout=10))
+
+
+def _settings(tmp_path, **extra) -> Settings:
+    return Settings(data_dir=tmp_path, log_json=False, agent_beat_flush_s=0.2, **extra)
+
+
+def test_the_channel_answers_beats_once_recorded_and_refuses_bad_frames(tmp_path):
+    with live_server(_settings(tmp_path)) as srv:
+        seed_cluster(srv.admin(), nodes=2, tenants={"algo": 4})
+        token = srv.token("agent-n0", "agent", node="n0")
+        for node, bad in (("n0", "nope"), ("n1", token)):  # a bad token; another node's agent
+            with pytest.raises(InvalidStatus) as refused:
+                _channel(srv, node, bad)
+            assert refused.value.response.status_code == 403
+        with srv.ctx.db.write() as s:
+            s.get(NodeRow, "n0").heartbeat_at = time.time() - 20
+        with _channel(srv, "n0", token) as ws:
+            first = _frame(ws)
+            assert first["orders"]["node_state"] == "ready" and first["orders"]["orders"] == []
+            ws.send(json.dumps({"beat": 1}))
+            assert _frame(ws) == {"ok": 1, "state": "ready"}
+            with srv.ctx.db.read() as s:
+                assert time.time() - s.get(NodeRow, "n0").heartbeat_at < 5
+            ws.send(json.dumps({"beat": 2, "devices": [{"index": 0, "util_pct": 12.0}]}))
+            answer = _frame(ws)
+            assert answer["ok"] == 2 and answer["node"]["lease_s"] > 0
+            assert answer["node"]["devices"][0]["telemetry"]["util_pct"] == 12.0
+            for text, seq, detail in (
+                ("garbage", None, "a frame must be"),
+                (json.dumps({"beat": "3"}), None, "a frame must be"),
+                (json.dumps({"beat": 4, "devices": [{"index": 9}]}), 4, "has no device 9"),
+                (json.dumps({"beat": 5, "devices": [{"index": "x"}]}), 5, "devices.0.index"),
+            ):
+                ws.send(text)
+                answer = _frame(ws)
+                assert answer["refused"] == seq and detail in answer["detail"], answer
+            ws.send(json.dumps({"beat": 6}))  # still open after all that
+            assert _frame(ws) == {"ok": 6, "state": "ready"}
+
+
+def test_a_lost_node_that_beats_again_is_fenced_and_told_its_orders(tmp_path):
+    with live_server(_settings(tmp_path)) as srv:
+        seed_cluster(srv.admin(), nodes=1, tenants={"algo": 4})
+        token = srv.token("agent-n0", "agent", node="n0")
+        with srv.ctx.db.write() as s:
+            s.get(NodeRow, "n0").state = "lost"
+        with _channel(srv, "n0", token) as ws:
+            assert _frame(ws)["orders"]["node_state"] == "lost"
+            ws.send(json.dumps({"beat": 1}))
+            frames = [_frame(ws), _frame(ws)]  # the answer, and the orders that changed
+            assert {"ok": 1, "state": "fenced"} in frames
+            assert any(f.get("orders", {}).get("node_state") == "fenced" for f in frames)
+        with srv.ctx.db.read() as s:
+            assert s.get(NodeRow, "n0").state == "fenced"
+
+
+def test_beats_wait_at_most_a_tenth_of_the_lease_to_be_written(tmp_path):
+    assert Settings(data_dir=tmp_path).beat_flush_s == 1.0  # lease 20 s
+    assert Settings(data_dir=tmp_path, heartbeat_timeout_s=2).beat_flush_s == pytest.approx(
+        (2 - 2 / 3) / 10
+    )
+
+
+def test_beats_are_answered_only_after_they_are_written():
+    """The lease is renewed from an answer: a beat the database never held is refused."""
+
+    class Failing:
+        async def run(self, fn, wake=True):
+            raise RuntimeError("database away")
+
+    import asyncio
+
+    async def one() -> None:
+        batcher = AliveBatcher(Failing(), 0.01, lambda: None, time.time)
+        with pytest.raises(RuntimeError, match="database away"):
+            await batcher.beat("n0")
+
+    asyncio.run(one())
+
+
+def test_an_idle_agent_on_its_channel_keeps_its_lease_without_a_request(tmp_path):
+    settings = _settings(tmp_path, heartbeat_timeout_s=3)  # advice 1 s, lease 2 s
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        agent = make_agent(
+            srv.url, srv.token("agent-n1", "agent", node="n1"), "n1", tmp_path / "a",
+            heartbeat_s=None,
+        )  # fmt: skip
+        calls: list[str] = []
+        real = agent.api._call
+
+        def counted(method, path, *args, **kwargs):
+            calls.append(f"{method} {path}")
+            return real(method, path, *args, **kwargs)
+
+        agent.api._call = counted
+        with agent_thread(agent):
+            wait_for("channel", agent_channel_up(agent))
+            time.sleep(1.0)
+            calls.clear()
+            beats = agent.channel.beats
+            time.sleep(5.0)  # 2.5 leases
+            assert calls == [] and agent.channel.beats - beats >= 4
+            assert read_lease(agent.store.lease) > time.monotonic()
+            node = ok(admin.get("/api/v1/nodes/n1"))
+            assert node["state"] == "ready" and time.time() - node["heartbeat_at"] < 2.5
+
+
+def agent_channel_up(agent):
+    return lambda: agent.channel is not None and agent.channel.up.is_set()
+
+
+def test_orders_come_on_the_channel_and_a_cancel_stops_the_workload(tmp_path):
+    with live_server(_settings(tmp_path, cycle_interval_s=0.2), run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", heartbeat_s=None)  # fmt: skip
+        asked: list[str] = []
+        real = agent.api._call
+
+        def counted(method, path, *args, **kwargs):
+            if path.endswith("/orders"):
+                asked.append(path)
+            return real(method, path, *args, **kwargs)
+
+        with agent_thread(agent):
+            wait_for("channel", agent_channel_up(agent))
+            time.sleep(1.5)  # a long poll sent before the channel was up ends at its change
+            agent.api._call = counted
+            job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo",
+                                                      "command": TICK}), 201)["id"]  # fmt: skip
+            wait_for("running", in_state(admin, job, "running"), 20)
+            (record,) = agent.records.values()
+            ok(admin.post(f"/api/v1/jobs/{job}/cancel"))
+            wait_for("stopped", lambda: not alive(record.pid), 10)
+        assert asked == []  # the orders came on the channel
+
+
+class _NoChannelRoute:
+    """ASGI: what a server older than channels does with the upgrade — no route, so Starlette
+    closes it before accepting (the client sees 403)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket" and scope["path"].endswith("/channel"):
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        await self.app(scope, receive, send)
+
+
+def _older_server(app: FastAPI) -> None:
+    app.add_middleware(_NoChannelRoute)
+
+
+@pytest.mark.parametrize(
+    ("extra", "prepare", "code"),
+    [({"agent_channel": False}, None, "403"), ({}, _older_server, "403")],
+    ids=["channels-off", "older-server"],
+)
+def test_a_newer_agent_whose_server_refuses_the_channel_heartbeats_over_http(
+    tmp_path, extra, prepare, code
+):
+    settings = _settings(tmp_path, heartbeat_timeout_s=3, **extra)
+    with live_server(settings, run_scheduler=True, prepare=prepare) as srv:
+        admin = srv.admin()
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", heartbeat_s=None)  # fmt: skip
+        with agent_thread(agent):
+            wait_for("refused", lambda: agent.channel is not None and agent.channel.refused)
+            time.sleep(4.0)  # longer than the timeout
+            node = ok(admin.get("/api/v1/nodes/n1"))
+        assert agent.channel.refused.startswith(code)
+        assert node["state"] == "ready" and time.time() - node["heartbeat_at"] < 2.5
+
+
+def test_an_older_agent_without_the_channel_runs_jobs_on_a_newer_server(tmp_path):
+    with live_server(_settings(tmp_path, cycle_interval_s=0.2), run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", channel=False)  # fmt: skip
+        with agent_thread(agent):
+            wait_for("registered", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
+            job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo",
+                                                      "command": TICK}), 201)["id"]  # fmt: skip
+            wait_for("running", in_state(admin, job, "running"), 20)
+        assert agent.channel is None
+
+
+def test_an_agent_whose_channel_drops_heartbeats_over_http_at_once(tmp_path):
+    settings = _settings(tmp_path, heartbeat_timeout_s=3)
+    with live_server(settings, run_scheduler=True) as srv:
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", heartbeat_s=None)  # fmt: skip
+        with agent_thread(agent):
+            wait_for("channel", agent_channel_up(agent))
+            http: list[float] = []
+            real = agent.api.heartbeat
+
+            def counted(devices):
+                http.append(time.monotonic())
+                return real(devices)
+
+            agent.api.heartbeat = counted
+            agent._next_heartbeat = time.monotonic() + 3600  # none over HTTP until told
+            dropped = time.monotonic()
+            agent.channel._ws.close()  # the server or the network dropped it
+            wait_for("an HTTP heartbeat", lambda: http, 5)
+            assert http[0] - dropped < 2.0
+            wait_for("back", agent_channel_up(agent), 10)
+        node = ok(srv.admin().get("/api/v1/nodes/n1"))
+        assert node["state"] == "ready"
+
+
+def test_telemetry_goes_when_what_the_scheduler_reads_changes_else_now_and_then():
+    pace = TelemetryPace(busy_s=30, idle_s=60)
+    cards = [{"index": 0, "healthy": True, "util_pct": 0.0}]
+    assert pace.due(cards, busy=False, now=0.0)  # nothing sent yet
+    pace.sent(cards, 0.0)
+    assert not pace.due([{**cards[0], "util_pct": 55.0}], busy=False, now=10.0)
+    assert pace.due([{**cards[0], "healthy": False}], busy=False, now=10.0)
+    assert pace.due([{**cards[0], "mode": "mig"}], busy=False, now=10.0)
+    assert not pace.due(cards, busy=False, now=59.0) and pace.due(cards, busy=False, now=60.0)
+    assert pace.due(cards, busy=True, now=30.0)
+    pace.forget()
+    assert pace.due(cards, busy=False, now=31.0)
+
+
+def test_a_partitioned_agent_on_its_channel_lets_its_lease_run_out(tmp_path):
+    settings = _settings(tmp_path, heartbeat_timeout_s=3)
+    with live_server(settings, run_scheduler=True) as srv:
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", heartbeat_s=None)  # fmt: skip
+        with agent_thread(agent):
+            wait_for("channel", agent_channel_up(agent))
+            with partitioned(agent):
+                time.sleep(0.5)
+                deadline = read_lease(agent.store.lease)
+                time.sleep(2.5)  # longer than a lease
+                assert read_lease(agent.store.lease) == deadline < time.monotonic()
