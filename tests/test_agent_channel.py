@@ -63,8 +63,10 @@ def test_the_channel_answers_beats_once_recorded_and_refuses_bad_frames(tmp_path
                 assert time.time() - s.get(NodeRow, "n0").heartbeat_at < 5
             ws.send(json.dumps({"beat": 2, "devices": [{"index": 0, "util_pct": 12.0}]}))
             answer = _frame(ws)
-            assert answer["ok"] == 2 and answer["node"]["lease_s"] > 0
-            assert answer["node"]["devices"][0]["telemetry"]["util_pct"] == 12.0
+            assert answer["ok"] == 2 and answer["node"]["lease_s"] == srv.ctx.settings.lease_s
+            assert answer["node"]["state"] == "ready" and answer["node"]["heartbeat_s"] == 10.0
+            node = ok(srv.admin().get("/api/v1/nodes/n0"))
+            assert node["devices"][0]["telemetry"]["util_pct"] == 12.0
             for text, seq, detail in (
                 ("garbage", None, "a frame must be"),
                 (json.dumps({"beat": "3"}), None, "a frame must be"),
@@ -283,3 +285,18 @@ def test_a_partitioned_agent_on_its_channel_lets_its_lease_run_out(tmp_path):
                 deadline = read_lease(agent.store.lease)
                 time.sleep(2.5)  # longer than a lease
                 assert read_lease(agent.store.lease) == deadline < time.monotonic()
+
+
+def test_a_silent_channel_is_closed_after_the_node_lost_timeout(tmp_path):
+    """The server sends no pings: a socket that beats no more is closed by its route."""
+    from websockets.exceptions import ConnectionClosed
+
+    with live_server(_settings(tmp_path, heartbeat_timeout_s=1)) as srv:
+        seed_cluster(srv.admin(), nodes=1, tenants={"algo": 4})
+        with _channel(srv, "n0", srv.token("agent-n0", "agent", node="n0")) as ws:
+            assert "orders" in _frame(ws)
+            opened = time.monotonic()
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=10)
+            assert 0.8 < time.monotonic() - opened < 5
+            assert closed.value.rcvd.code == 1001

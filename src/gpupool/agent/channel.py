@@ -78,6 +78,7 @@ class AgentChannel:
                     open_timeout=10,
                     close_timeout=2,
                     ping_interval=None,  # beats every few seconds say more than pings
+                    compression=None,  # frames of a few bytes: deflate costs, saves nothing
                     max_size=MAX_FRAME_BYTES,
                 ) as ws:
                     connected, failures, self.refused = True, 0, None

@@ -17,6 +17,7 @@ import aiohttp
 from gpupool.model import SpecError
 
 DEVICES = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(4)]
+NODE_BODY = {"cpu_millis": 64000, "memory_mib": 524288, "devices": DEVICES}
 PROTOCOLS = ("poll", "long-poll", "channel")
 TELEMETRY_S = 60.0  # as an idle agent on its channel (agent.telemetry_pace)
 
@@ -62,7 +63,7 @@ class Generator:
 
         async def one(name: str) -> None:
             async with sem:
-                body = {"name": name, "cpu_millis": 64000, "memory_mib": 524288, "devices": DEVICES}
+                body = {"name": name, **NODE_BODY}
                 status, _ = await self.call("POST", "/nodes", json=body)
                 if not 200 <= status < 300:
                     raise SpecError(f"bench: registering {name} failed")

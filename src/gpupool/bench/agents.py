@@ -6,7 +6,10 @@ For each way of asking for orders — ``poll`` (every second, as agents before l
 ``long-poll`` (``wait`` + ``known``) and ``channel`` (the agent's WebSocket: beats, with
 telemetry once a minute, and pushed orders) — on a fresh server: register N nodes (4 A100
 each), heartbeat each every ``heartbeat_s``, keep asking for orders; after a warm-up,
-measure the server's CPU (all its processes) over ``seconds`` of idling, then submit a burst
+measure the server's CPU (all its processes) over ``seconds`` of idling — and before any agent
+starts, with the nodes registered, its baseline (scheduler, alerts, change feeds: what the
+server costs with no agent at all), so ``idle_above_baseline_pct`` is what the agents add —
+then submit a burst
 of one-card jobs and time submit → running on the server's clock (the agent reports an order
 running as soon as it has it); then let some nodes fall silent and time until the server
 declares them lost (its ``heartbeat_timeout_s`` plus how long it takes to notice).
@@ -25,7 +28,7 @@ import httpx
 import numpy as np
 from sqlalchemy import func, select
 
-from gpupool.bench.agent_swarm import PROTOCOLS, Part, play
+from gpupool.bench.agent_swarm import NODE_BODY, PROTOCOLS, Part, play
 from gpupool.bench.procfs import cpu_seconds, server_processes
 from gpupool.client import ClientError
 from gpupool.model import SpecError
@@ -33,7 +36,13 @@ from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow, JobRow, NodeRow, TenantRow
 from gpupool.server.process import free_port, start_server
+from gpupool.server.routes.nodes import register_node
+from gpupool.server.schemas import NodeIn
 from gpupool.server.settings import Settings
+
+
+def node_names(nodes: int) -> list[str]:
+    return [f"agent-{i:05d}" for i in range(nodes)]
 
 
 def _server_cpu(pids: list[int]) -> float:
@@ -84,7 +93,14 @@ def _run_one(
     processes: int, silent: int,
 ) -> dict[str, Any]:  # fmt: skip
     agent_token, admin_token = tokens
-    names = [f"agent-{i:05d}" for i in range(nodes)]
+    names = node_names(nodes)
+    # the nodes are registered (by the caller) and no agent runs yet: what the server costs
+    # on its own with this many nodes (its scheduler, alerts, change feeds); a new leader
+    # judges no node lost before one timeout, and this is over well before
+    time.sleep(3.0)
+    cpu0, w0 = _server_cpu(server), time.monotonic()
+    time.sleep(min(seconds, timeout_s / 2))
+    baseline_cpu = (_server_cpu(server) - cpu0) / (time.monotonic() - w0)
     quiet = set(names[:: max(1, nodes // silent)][:silent]) if silent else set()
     mp = multiprocessing.get_context("spawn")
     ready, silence, stop = mp.Queue(), mp.Event(), mp.Event()
@@ -138,7 +154,9 @@ def _run_one(
                 c.kill()
     return {
         "registered_s": round(registered_s, 2),
+        "baseline_server_cpu_pct": round(100 * baseline_cpu, 1),
         "idle_server_cpu_pct": round(100 * idle_cpu, 1),
+        "idle_above_baseline_pct": round(100 * (idle_cpu - baseline_cpu), 1),
         "idle_requests_per_s": round(idle_rps, 1),
         "burst_server_cpu_pct": round(100 * burst_cpu, 1),
         "submitted": len(jobs),
@@ -187,6 +205,8 @@ def run_agents_bench(
                 s.add(TenantRow(name="bench", parent=None, weight=1.0, created_at=time.time()))
                 admin = create_user_token(s, "bench-admin", "admin")
                 agent = create_user_token(s, "bench-agents", "agent", node="*")
+                for name in node_names(nodes):  # as their agents will (again) at the start
+                    register_node(s, NodeIn(name=name, **NODE_BODY), time.time())
             port = free_port()
             try:
                 proc = start_server(data_dir, port, database_url=database_url, workers=workers,

@@ -88,6 +88,7 @@ def serve(
         access_log=False,
         lifespan="on",
         proxy_headers=False,  # gpupool.server.client_address decides whom to believe
+        ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
     )
     logging.getLogger("uvicorn.error").addFilter(_ForcedExitInOneLine())
 
@@ -135,6 +136,7 @@ def _run_workers(settings: "Settings", workers: int) -> None:
             access_log=False,
             proxy_headers=False,  # gpupool.server.client_address decides whom to believe
             timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
+            ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
         )
 
 

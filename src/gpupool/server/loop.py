@@ -152,8 +152,9 @@ class SchedulerLoop:
             self._wait_for_change()
 
     def _latest_event(self) -> int:
-        with self.db.read() as s:
-            return s.execute(select(func.max(JobEventRow.id))).scalar() or 0
+        # ten times a second: a plain connection, not an ORM session (a fifth of the CPU)
+        with self.db.read_engine.connect() as conn:
+            return conn.execute(select(func.max(JobEventRow.id))).scalar() or 0
 
     def _wait_for_change(self) -> None:
         """Until this process wakes us, another process (an API worker, a second server)

@@ -5,7 +5,7 @@ The agent sends beats, JSON text frames ``{"beat": seq}``, every heartbeat inter
 carries telemetry (``{"beat": seq, "devices": [...]}``, a heartbeat's body) is written like a
 heartbeat, about once a minute. Bare beats of all agents are written together
 (``heartbeats.AliveBatcher``). Each beat is answered once committed: ``{"ok": seq, "state":
-...}`` (with ``"node"``, the heartbeat's answer, for telemetry) — the agent renews its lease
+...}`` (with ``"node"``, its state and lease terms, for telemetry) — the agent renews its lease
 from the time it sent that beat — or ``{"refused": seq, "detail": ...}``. The server pushes
 ``{"orders": ...}`` (what ``GET /nodes/{name}/orders`` answers) on connecting and whenever the
 node's orders change (``change_feed``), so no request waits for them.
@@ -27,9 +27,9 @@ from pydantic import ValidationError
 
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError
+from gpupool.server.group_commit import Batch
 from gpupool.server.heartbeats import write_heartbeat
 from gpupool.server.routes.agents import _orders
-from gpupool.server.routes.nodes import agent_node_out, node_out
 from gpupool.server.schemas import HeartbeatIn
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
@@ -57,8 +57,13 @@ async def channel(ws: WebSocket, name: str) -> None:
     pusher = asyncio.create_task(_push_orders(ctx, name, send))
     try:
         while True:
-            text = await ws.receive_text()
+            # an agent silent this long is lost anyway: its socket is not kept (no pings)
+            async with asyncio.timeout(ctx.settings.heartbeat_timeout_s):
+                text = await ws.receive_text()
             await send(await _answer(ctx, name, text))
+    except TimeoutError:
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            await ws.close(GOING_AWAY, "no beat for the node-lost timeout")
     except (WebSocketDisconnect, RuntimeError):  # the agent went, or the socket closed
         pass
     finally:
@@ -114,16 +119,25 @@ async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
 
 
 async def _telemetry(ctx: ServerContext, name: str, body: HeartbeatIn) -> dict[str, Any]:
+    """Write a telemetry beat; the node's state and lease terms (not the whole node, as an
+    HTTP heartbeat answers: the agent reads nothing else of it)."""
     now = time.time()
 
-    def write(b):
-        changed, node, devices = write_heartbeat(b, name, body.devices, now)
-        return changed, node_out(node, devices)
+    def write(b: Batch) -> tuple[bool, str]:
+        changed, node, _ = write_heartbeat(b, name, body.devices, now)
+        return changed, node.state
 
-    changed, out = await ctx.writes.run(write, wake=False)
+    changed, state = await ctx.writes.run(write, wake=False)
     if changed:
         ctx.loop.wake()
-    return agent_node_out(ctx, out).model_dump(mode="json")
+    st = ctx.settings
+    return {
+        "state": state,
+        "lease_s": st.lease_s,
+        "fence_kill_s": st.fence_kill_s,
+        "heartbeat_timeout_s": st.heartbeat_timeout_s,
+        "heartbeat_s": st.heartbeat_advice_s,
+    }
 
 
 async def _push_orders(ctx: ServerContext, name: str, send) -> None:
