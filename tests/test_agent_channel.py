@@ -41,7 +41,7 @@ def _frame(ws) -> dict:
 
 
 def _settings(tmp_path, **extra) -> Settings:
-    return Settings(data_dir=tmp_path, log_json=False, agent_beat_flush_s=0.2, **extra)
+    return Settings(data_dir=tmp_path, log_json=False, **{"agent_beat_flush_s": 0.2, **extra})
 
 
 def test_the_channel_answers_beats_once_recorded_and_refuses_bad_frames(tmp_path):
@@ -300,3 +300,33 @@ def test_a_silent_channel_is_closed_after_the_node_lost_timeout(tmp_path):
                 ws.recv(timeout=10)
             assert 0.8 < time.monotonic() - opened < 5
             assert closed.value.rcvd.code == 1001
+
+
+def test_bad_tokens_on_channel_upgrades_count_against_the_address(tmp_path):
+    """The failed-authentication limiter counts upgrades too (one limiter for HTTP and
+    channels); as on HTTP, a valid token still gets through."""
+    with live_server(_settings(tmp_path, auth_failure_limit=3)) as srv:
+        seed_cluster(srv.admin(), nodes=1, tenants={"algo": 4})
+        for _ in range(3):
+            with pytest.raises(InvalidStatus):
+                _channel(srv, "n0", "gp_wrong")
+        assert srv.client("gp_wrong").get("/api/v1/nodes").status_code == 429
+        with _channel(srv, "n0", srv.token("agent-n0", "agent", node="n0")) as ws:
+            assert "orders" in _frame(ws)
+
+
+def test_beats_faster_than_flushes_are_answered_together_not_queued(tmp_path):
+    """Each bare beat waits for the next flush; beats sent faster than that must not queue
+    behind one another (answered one flush apart, a lease would fall further behind with
+    every beat — agents beating every 0.3 s once let their leases run out)."""
+    with live_server(_settings(tmp_path, agent_beat_flush_s=1.0)) as srv:
+        seed_cluster(srv.admin(), nodes=1, tenants={"algo": 4})
+        with _channel(srv, "n0", srv.token("agent-n0", "agent", node="n0")) as ws:
+            assert "orders" in _frame(ws)
+            started = time.monotonic()
+            for seq in range(1, 9):
+                ws.send(json.dumps({"beat": seq}))
+                time.sleep(0.1)
+            answers = {_frame(ws)["ok"] for _ in range(8)}
+            assert answers == set(range(1, 9))
+            assert time.monotonic() - started < 3.5  # one after another: 8 s and more

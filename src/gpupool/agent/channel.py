@@ -64,6 +64,7 @@ class AgentChannel:
         self._seq = 0
         self._sent: dict[int, tuple[float, bool]] = {}  # seq: (sent at, carried telemetry)
         self._lock = threading.Lock()
+        self._answered = 0.0  # when a beat was last answered
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
@@ -141,19 +142,18 @@ class AgentChannel:
         self.down.clear()
         self.up.set()
         next_beat = 0.0
-        heard = time.monotonic()
+        self._answered = time.monotonic()
         while not stop.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 self._beat()
                 next_beat = now + self.interval()
-            if now - heard > 2 * self.interval() + 5:
+            if now - self._answered > 2 * self.interval() + 5:  # pushed orders do not count
                 raise ChannelClosed("no answer to beats")
             try:
                 text = ws.recv(timeout=max(0.05, next_beat - now))
             except TimeoutError:
                 continue
-            heard = time.monotonic()
             self._handle(text)
 
     def _handle(self, text: str | bytes) -> None:
@@ -167,13 +167,17 @@ class AgentChannel:
         if "orders" in frame and isinstance(frame["orders"], dict):
             self.on_orders(frame["orders"])
         elif "ok" in frame:
+            if type(frame["ok"]) is not int:
+                return
             with self._lock:
                 sent = self._sent.pop(frame["ok"], None)
+            self._answered = time.monotonic()
             if sent is not None:
                 self.on_ok(frame, sent[0])
         elif "refused" in frame:
+            seq = frame["refused"]
             with self._lock:
-                sent = self._sent.pop(frame["refused"], None)
+                sent = self._sent.pop(seq, None) if type(seq) is int else None
             detail = frame.get("detail")
             if frame.get("status") == 404 or sent is None:
                 raise ChannelClosed(f"the server refused: {detail}")

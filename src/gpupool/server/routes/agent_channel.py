@@ -25,6 +25,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
+from gpupool.server.client_address import client_address
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError
 from gpupool.server.group_commit import Batch
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 POLICY_VIOLATION = 1008  # WebSocket close codes (RFC 6455)
 GOING_AWAY = 1001
 ORDERS_RECHECK_S = 300.0  # orders are read again at least this often, changed or not
+MAX_IN_FLIGHT = 8  # frames of one agent being answered at once; more wait (backpressure)
 
 
 @router.websocket("/nodes/{name}/channel")
@@ -54,20 +56,33 @@ async def channel(ws: WebSocket, name: str) -> None:
         async with lock:
             await ws.send_text(json.dumps(frame, separators=(",", ":")))
 
+    async def answer(text: str) -> None:
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # gone meanwhile
+            await send(await _answer(ctx, name, text))
+
     pusher = asyncio.create_task(_push_orders(ctx, name, send))
+    answering: set[asyncio.Task] = set()
     try:
         while True:
             # an agent silent this long is lost anyway: its socket is not kept (no pings)
             async with asyncio.timeout(ctx.settings.heartbeat_timeout_s):
                 text = await ws.receive_text()
-            await send(await _answer(ctx, name, text))
+            # answered concurrently: a bare beat waits for the next flush, and beats that
+            # came faster than flushes must not queue behind it (their answers, and the
+            # lease they renew, would fall further behind with every beat)
+            if len(answering) >= MAX_IN_FLIGHT:
+                await asyncio.wait(answering, return_when=asyncio.FIRST_COMPLETED)
+            task = asyncio.create_task(answer(text))
+            answering.add(task)
+            task.add_done_callback(answering.discard)
     except TimeoutError:
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
             await ws.close(GOING_AWAY, "no beat for the node-lost timeout")
     except (WebSocketDisconnect, RuntimeError):  # the agent went, or the socket closed
         pass
     finally:
-        pusher.cancel()
+        for task in (pusher, *answering):
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pusher
 
@@ -79,8 +94,14 @@ async def _refusal(ws: WebSocket, ctx: ServerContext, name: str) -> str | None:
     scheme, _, token = (ws.headers.get("authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         return "missing bearer token (Authorization: Bearer <token>)"
-    who = await principal_of(ctx, token.strip(), time.time())
-    if who is None:
+    now = time.time()
+    who = await principal_of(ctx, token.strip(), now)
+    if who is None:  # counted as on HTTP: an upgrade is no way around the limiter
+        address = client_address(ws)
+        wait = ctx.auth_failures.retry_after(address, now)
+        ctx.auth_failures.failed(address, now)
+        if wait is not None:
+            return f"too many failed authentications from {address}; retry in {wait:.0f} s"
         return "unknown, revoked or expired token, or a disabled user"
     try:
         agent_for(who, name)
