@@ -89,13 +89,8 @@ def test_an_idle_agent_asks_rarely_and_still_starts_work_at_once(tmp_path):
 
 
 def _requests(agent) -> int:
-    import gc
-
-    from gpupool.agent.poller import OrdersPoller
-
-    pollers = [o for o in gc.get_objects() if isinstance(o, OrdersPoller) and o.api is agent.api]
-    assert len(pollers) == 1
-    return pollers[0].requests
+    assert agent.poller is not None
+    return agent.poller.requests
 
 
 @pytest.mark.parametrize("database", ["sqlite"])

@@ -122,7 +122,8 @@ class Agent(ChannelLink):
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
-        self.channel: AgentChannel | None = None  # made by run()
+        self.channel: AgentChannel | None = None  # made by run(), as the poller
+        self.poller: OrdersPoller | None = None
         self.pace = TelemetryPace()
         self._lease_lock = threading.Lock()  # the channel's thread renews it too
 
@@ -152,7 +153,7 @@ class Agent(ChannelLink):
         and look after the workloads at least every ``sync_s``. The server being away is
         logged and retried, never fatal; nor is anything else."""
         started = False
-        poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
+        poller = self.poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
         if self.config.channel:
             self.channel = self._channel(poller)

@@ -24,6 +24,11 @@ from websockets.sync.client import ClientConnection, connect
 from gpupool.agent.backoff import backoff_s
 
 log = logging.getLogger("gpupool.agent.channel")
+# the websockets library's own logger: its reader thread reports a peer that closed while
+# bytes were still arriving (every agent's channel when a server stops) as "unexpected internal
+# error" with a traceback; the closing reaches us as an exception and is logged above
+WIRE_LOG = logging.getLogger("gpupool.agent.channel.wire")
+WIRE_LOG.setLevel(logging.CRITICAL)
 REFUSED_RETRY_S = 600.0
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # orders of a busy node; the server sends nothing bigger
 
@@ -81,6 +86,7 @@ class AgentChannel:
                     ping_interval=None,  # beats every few seconds say more than pings
                     compression=None,  # frames of a few bytes: deflate costs, saves nothing
                     max_size=MAX_FRAME_BYTES,
+                    logger=WIRE_LOG,
                 ) as ws:
                     connected, failures, self.refused = True, 0, None
                     try:
