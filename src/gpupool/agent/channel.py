@@ -135,12 +135,12 @@ class AgentChannel:
             self._sent[self._seq] = (time.monotonic(), devices is not None)
             if len(self._sent) > 64:  # answers that never came
                 del self._sent[min(self._sent)]
-            try:
-                ws.send(json.dumps(frame, separators=(",", ":")))
-            except (OSError, WebSocketException):
-                return False
-            self.beats += 1
-            return True
+        try:  # not under the lock: a send into a closing socket waits for its handshake
+            ws.send(json.dumps(frame, separators=(",", ":")))
+        except (OSError, WebSocketException):
+            return False
+        self.beats += 1
+        return True
 
     def _serve(self, ws: ClientConnection, stop: threading.Event) -> None:
         with self._lock:
