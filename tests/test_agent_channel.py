@@ -148,6 +148,19 @@ def test_an_idle_agent_on_its_channel_keeps_its_lease_without_a_request(tmp_path
             assert node["state"] == "ready" and time.time() - node["heartbeat_at"] < 2.5
 
 
+def _tenant_algo(admin) -> None:
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+
+
+def _running_job(admin) -> int:
+    """Submit a one-card job for algo and wait until it runs."""
+    body = {"request": "gpu=1", "tenant": "algo", "command": TICK}
+    job = ok(admin.post("/api/v1/jobs", json=body), 201)["id"]
+    wait_for("running", in_state(admin, job, "running"), 20)
+    return job
+
+
 def agent_channel_up(agent):
     return lambda: agent.channel is not None and agent.channel.up.is_set()
 
@@ -155,8 +168,7 @@ def agent_channel_up(agent):
 def test_orders_come_on_the_channel_and_a_cancel_stops_the_workload(tmp_path):
     with live_server(_settings(tmp_path, cycle_interval_s=0.2), run_scheduler=True) as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+        _tenant_algo(admin)
         agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
                            tmp_path / "a", heartbeat_s=None)  # fmt: skip
         asked: list[str] = []
@@ -171,9 +183,7 @@ def test_orders_come_on_the_channel_and_a_cancel_stops_the_workload(tmp_path):
             wait_for("channel", agent_channel_up(agent))
             time.sleep(1.5)  # a long poll sent before the channel was up ends at its change
             agent.api._call = counted
-            job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo",
-                                                      "command": TICK}), 201)["id"]  # fmt: skip
-            wait_for("running", in_state(admin, job, "running"), 20)
+            job = _running_job(admin)
             (record,) = agent.records.values()
             ok(admin.post(f"/api/v1/jobs/{job}/cancel"))
             wait_for("stopped", lambda: not alive(record.pid), 10)
@@ -222,15 +232,12 @@ def test_a_newer_agent_whose_server_refuses_the_channel_heartbeats_over_http(
 def test_an_older_agent_without_the_channel_runs_jobs_on_a_newer_server(tmp_path):
     with live_server(_settings(tmp_path, cycle_interval_s=0.2), run_scheduler=True) as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+        _tenant_algo(admin)
         agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
                            tmp_path / "a", channel=False)  # fmt: skip
         with agent_thread(agent):
             wait_for("registered", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
-            job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo",
-                                                      "command": TICK}), 201)["id"]  # fmt: skip
-            wait_for("running", in_state(admin, job, "running"), 20)
+            _running_job(admin)
         assert agent.channel is None
 
 

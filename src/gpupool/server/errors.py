@@ -43,7 +43,8 @@ def _body(detail: str, field: str | None = None, **extra: Any) -> dict[str, Any]
     return {"detail": detail, "field": field, **extra}
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
+def field_path(loc: tuple[Any, ...]) -> str:
+    """A pydantic error's location as a dotted field name (``devices.0.index``)."""
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or (str(loc[-1]) if loc else "")
 
@@ -82,7 +83,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": _loc(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
             for e in exc.errors()
         ]
         first = errors[0] if errors else {"field": None, "message": "invalid request"}

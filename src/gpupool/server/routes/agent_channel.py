@@ -27,10 +27,11 @@ from pydantic import ValidationError
 
 from gpupool.server.client_address import client_address
 from gpupool.server.deps import ServerContext, agent_for, principal_of
-from gpupool.server.errors import ApiError
+from gpupool.server.errors import ApiError, field_path
 from gpupool.server.group_commit import Batch
 from gpupool.server.heartbeats import write_heartbeat
 from gpupool.server.routes.agents import _orders
+from gpupool.server.routes.nodes import lease_terms
 from gpupool.server.schemas import HeartbeatIn
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
@@ -130,7 +131,7 @@ async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
         return {"ok": seq, "state": node["state"], "node": node}
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = field_path(tuple(first["loc"]))
         return {"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"}
     except ApiError as exc:
         return {"refused": seq, "status": exc.status, "detail": exc.detail}
@@ -151,14 +152,7 @@ async def _telemetry(ctx: ServerContext, name: str, body: HeartbeatIn) -> dict[s
     changed, state = await ctx.writes.run(write, wake=False)
     if changed:
         ctx.loop.wake()
-    st = ctx.settings
-    return {
-        "state": state,
-        "lease_s": st.lease_s,
-        "fence_kill_s": st.fence_kill_s,
-        "heartbeat_timeout_s": st.heartbeat_timeout_s,
-        "heartbeat_s": st.heartbeat_advice_s,
-    }
+    return {"state": state, **lease_terms(ctx.settings)}
 
 
 async def _push_orders(ctx: ServerContext, name: str, send) -> None:

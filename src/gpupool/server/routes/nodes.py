@@ -34,6 +34,7 @@ from gpupool.server.schemas import (
     NodePatch,
     Page,
 )
+from gpupool.server.settings import Settings
 from gpupool.sharing.mig import table_for
 
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
@@ -88,15 +89,18 @@ def node_out(
     )
 
 
+def lease_terms(settings: Settings) -> dict[str, float]:
+    """What an agent hears with every registration and heartbeat, besides its node."""
+    return {
+        "lease_s": settings.lease_s,
+        "fence_kill_s": settings.fence_kill_s,
+        "heartbeat_timeout_s": settings.heartbeat_timeout_s,
+        "heartbeat_s": settings.heartbeat_advice_s,
+    }
+
+
 def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
-    settings = ctx.settings
-    return AgentNodeOut(
-        **node.model_dump(),
-        lease_s=settings.lease_s,
-        fence_kill_s=settings.fence_kill_s,
-        heartbeat_timeout_s=settings.heartbeat_timeout_s,
-        heartbeat_s=settings.heartbeat_advice_s,
-    )
+    return AgentNodeOut(**node.model_dump(), **lease_terms(ctx.settings))
 
 
 def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
