@@ -119,6 +119,7 @@ class Agent(ChannelLink):
         self._last_answer: dict[str, Any] | None = None  # the newest orders acted on
         self.state = "unregistered"
         self._next_heartbeat = 0.0
+        self._beat_now = threading.Event()  # the channel dropped: over HTTP now
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
@@ -176,7 +177,7 @@ class Agent(ChannelLink):
                                 target=self.channel.run, args=(stop,), daemon=True,
                                 name=f"channel-{self.name}",
                             ).start()  # fmt: skip
-                    if time.monotonic() >= self._next_heartbeat:
+                    if self._beat_now.is_set() or time.monotonic() >= self._next_heartbeat:
                         self.heartbeat()
                     answer = poller.next(self.config.sync_s)
                     if stop.is_set():
@@ -230,6 +231,7 @@ class Agent(ChannelLink):
     def heartbeat(self) -> None:
         # a heartbeat that fails is tried again soon (the lease runs on), one that is
         # answered not before the interval
+        self._beat_now.clear()  # a drop from now on is seen by the next turn
         self._next_heartbeat = time.monotonic() + min(self.heartbeat_s, HEARTBEAT_RETRY_S)
         self._publish_load()
         devices = telemetry(self.located)

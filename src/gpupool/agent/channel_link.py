@@ -18,7 +18,7 @@ class ChannelLink:
     records: dict[int, Record]
     channel: AgentChannel | None
     pace: TelemetryPace
-    _next_heartbeat: float
+    _beat_now: threading.Event
     _lease_lock: threading.Lock
 
     def _renew(self, node: dict[str, Any], sent: float) -> None: ...
@@ -58,5 +58,5 @@ class ChannelLink:
             self._renew_lease(sent)
 
     def _channel_down(self) -> None:
-        self._next_heartbeat = 0.0  # over HTTP at once: the lease runs on
+        self._beat_now.set()  # over HTTP at once: the lease runs on
         self.pace.forget()
