@@ -14,7 +14,7 @@ from websockets.sync.client import connect
 from gpupool.agent.lease import read_lease
 from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.server.db.tables import NodeRow
-from gpupool.server.heartbeats import AliveBatcher
+from gpupool.server.heartbeats import BeatBatcher
 from gpupool.server.settings import Settings
 from tests.support.agents import (
     agent_thread,
@@ -113,7 +113,7 @@ def test_beats_are_answered_only_after_they_are_written():
     import asyncio
 
     async def one() -> None:
-        batcher = AliveBatcher(Failing(), 0.01, lambda: None, time.time)
+        batcher = BeatBatcher(Failing(), 0.01, lambda: None, time.time)
         with pytest.raises(RuntimeError, match="database away"):
             await batcher.beat("n0")
 
@@ -338,3 +338,46 @@ def test_beats_faster_than_flushes_are_answered_together_not_queued(tmp_path):
             answers = {_frame(ws)["ok"] for _ in range(8)}
             assert answers == set(range(1, 9))
             assert time.monotonic() - started < 3.5  # one after another: 8 s and more
+
+
+def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_the_rest(
+    tmp_path,
+):
+    from gpupool.bench.agent_swarm import NODE_BODY
+    from gpupool.server.db.engine import Database
+    from gpupool.server.db.tables import DeviceRow
+    from gpupool.server.errors import ApiError
+    from gpupool.server.group_commit import Batch
+    from gpupool.server.heartbeats import record_beats
+    from gpupool.server.routes.nodes import register_node
+    from gpupool.server.schemas import NodeIn, Telemetry
+
+    db = Database(f"sqlite:///{tmp_path / 'g.db'}")
+    db.migrate()
+    with db.write() as s:
+        for name in ("a", "b", "c"):
+            register_node(s, NodeIn(name=name, **NODE_BODY), time.time())
+    cards = [Telemetry(index=i, util_pct=50.0, temp_c=40.0) for i in range(4)]
+    sick = [Telemetry(index=0, healthy=False)]
+    with db.write() as s:
+        outcome, changed = record_beats(
+            Batch(s),
+            bare=["a", "b", "c", "ghost"],
+            telemetry={"a": cards, "b": [Telemetry(index=9)], "c": sick, "gone": cards},
+            now=1000.0,
+        )
+    assert outcome["a"] == "ready" and outcome["c"] == "ready" and outcome["ghost"] is None
+    assert isinstance(outcome["b"], ApiError) and outcome["b"].status == 422
+    assert "has no device 9" in outcome["b"].detail
+    assert isinstance(outcome["gone"], ApiError) and outcome["gone"].status == 404
+    assert changed  # c's card 0 is no longer healthy
+    with db.read() as s:
+        beats = {n.name: n.heartbeat_at for n in s.query(NodeRow)}
+        devices = {(d.node, d.index): d for d in s.query(DeviceRow)}
+    assert beats["a"] == beats["c"] == 1000.0
+    assert beats["b"] != 1000.0  # refused whole, as an HTTP heartbeat with it would be
+    assert devices[("a", 3)].telemetry["temp_c"] == 40.0
+    assert devices[("a", 3)].telemetry["time"] == 1000.0
+    assert not devices[("b", 0)].telemetry  # nothing of b written
+    assert not devices[("c", 0)].healthy and devices[("c", 1)].healthy
+    db.dispose()

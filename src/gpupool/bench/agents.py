@@ -55,6 +55,18 @@ def _server_cpu(pids: list[int]) -> float:
     return sum(cpu_seconds(p) for p in pids)
 
 
+def _cpu_by_role(roles: dict[int, str]) -> dict[str, float]:
+    """CPU seconds so far of each role (scheduler, api, server) of the server's processes."""
+    out: dict[str, float] = {}
+    for pid, role in roles.items():
+        out[role] = out.get(role, 0.0) + cpu_seconds(pid)
+    return out
+
+
+def _pct_by_role(before: dict[str, float], after: dict[str, float], seconds: float) -> dict:
+    return {role: round(100 * (after[role] - before.get(role, 0.0)) / seconds, 1) for role in after}
+
+
 async def _submit_burst(url: str, token: str, submits: int) -> list[int]:
     async with httpx.AsyncClient(
         base_url=url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
@@ -94,20 +106,22 @@ def _lost(db: Database) -> set[str]:
 
 
 def _run_one(
-    url: str, db: Database, tokens: tuple[str, str], server: list[int], nodes: int,
+    url: str, db: Database, tokens: tuple[str, str], roles: dict[int, str], nodes: int,
     protocol: str, seconds: float, submits: int, heartbeat_s: float, timeout_s: float,
     processes: int, silent: int,
 ) -> dict[str, Any]:  # fmt: skip
     agent_token, admin_token = tokens
     names = node_names(nodes)
+    server = sorted(roles)
     # the nodes are registered (by the caller) and no agent runs yet: what the server costs
     # on its own with this many nodes (its scheduler, alerts, change feeds); a new leader
     # judges no node lost before one timeout, and this is over well before
     _heard_now(db)  # none is lost while measured: 3/4 of a timeout at most
     time.sleep(min(3.0, timeout_s / 4))
-    cpu0, w0 = _server_cpu(server), time.monotonic()
+    cpu0, w0, by0 = _server_cpu(server), time.monotonic(), _cpu_by_role(roles)
     time.sleep(min(seconds, timeout_s / 2))
     baseline_cpu = (_server_cpu(server) - cpu0) / (time.monotonic() - w0)
+    baseline_by = _pct_by_role(by0, _cpu_by_role(roles), time.monotonic() - w0)
     _heard_now(db)  # and a full timeout for the agents to come
     quiet = set(names[:: max(1, nodes // silent)][:silent]) if silent else set()
     mp = multiprocessing.get_context("spawn")
@@ -136,9 +150,10 @@ def _run_one(
         def requests() -> int:
             return sum(r.value for r, _ in counters)
 
-        cpu0, req0, w0 = _server_cpu(server), requests(), time.monotonic()
+        cpu0, req0, w0, by0 = _server_cpu(server), requests(), time.monotonic(), _cpu_by_role(roles)
         time.sleep(seconds)
         idle_s = time.monotonic() - w0
+        idle_by = _pct_by_role(by0, _cpu_by_role(roles), idle_s)
         idle_cpu, idle_rps = (_server_cpu(server) - cpu0) / idle_s, (requests() - req0) / idle_s
         cpu0, w0 = _server_cpu(server), time.monotonic()
         jobs = asyncio.run(_submit_burst(url, admin_token, submits))
@@ -165,6 +180,8 @@ def _run_one(
         "baseline_server_cpu_pct": round(100 * baseline_cpu, 1),
         "idle_server_cpu_pct": round(100 * idle_cpu, 1),
         "idle_above_baseline_pct": round(100 * (idle_cpu - baseline_cpu), 1),
+        "baseline_cpu_pct_by_process": baseline_by,
+        "idle_cpu_pct_by_process": idle_by,
         "idle_requests_per_s": round(idle_rps, 1),
         "burst_server_cpu_pct": round(100 * burst_cpu, 1),
         "submitted": len(jobs),
@@ -222,9 +239,9 @@ def run_agents_bench(
                                     log_path=data_dir / "server.log")  # fmt: skip
             except ClientError as exc:
                 raise SpecError(f"bench: {exc}") from None
-            server = [proc.pid, *server_processes(proc.pid)]
+            roles = {proc.pid: "supervisor", **server_processes(proc.pid)}
             out[protocol] = _run_one(
-                f"http://127.0.0.1:{port}", db, (agent, admin), sorted(set(server)), nodes,
+                f"http://127.0.0.1:{port}", db, (agent, admin), roles, nodes,
                 protocol, seconds, submits, heartbeat_s, timeout_s, processes, silent,
             )  # fmt: skip
             out["backend"] = "sqlite" if db.is_sqlite else "postgresql"

@@ -17,7 +17,7 @@ from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
-from gpupool.server.heartbeats import AliveBatcher
+from gpupool.server.heartbeats import BeatBatcher
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.ratelimit import FailedAuthLimiter
@@ -42,7 +42,7 @@ class ServerContext:
     # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
     month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(60.0))
     changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
-    beats: AliveBatcher = field(init=False)  # agents' bare beats, written together
+    beats: BeatBatcher = field(init=False)  # agents' beats on their channels, written together
 
     def __post_init__(self) -> None:
         self.changes = ChangeFeed(
@@ -50,9 +50,7 @@ class ServerContext:
             lambda: read_digests(self.db),
             self.settings.orders_change_poll_s,
         )
-        self.beats = AliveBatcher(
-            self.writes, self.settings.beat_flush_s, self.loop.wake, time.time
-        )
+        self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time)
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

@@ -8,7 +8,6 @@ less often. 1,000 agents that each sent a full heartbeat every 10 s kept most of
 (docs/performance.md); their bare beats cost one UPDATE per flush."""
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from functools import partial
 
@@ -17,7 +16,7 @@ from sqlalchemy import select, update
 from gpupool.server.db.tables import DeviceRow, NodeRow
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch, GroupCommit
-from gpupool.server.idle import record_idle
+from gpupool.server.idle import idle_util, record_idle
 from gpupool.server.lifecycle import bump_nodes_version
 from gpupool.server.liveness import heard_from
 from gpupool.server.schemas import Telemetry
@@ -26,44 +25,87 @@ from gpupool.server.schemas import Telemetry
 def write_heartbeat(
     b: Batch, name: str, devices: list[Telemetry], now: float
 ) -> tuple[bool, NodeRow, list[DeviceRow]]:
-    """Record a heartbeat's telemetry; (whether health, mode or state changed, the node, its
-    devices). Everything is checked before anything is written, so a refused heartbeat in a
-    group transaction changes nothing."""
+    """Record one heartbeat's telemetry (``write_telemetry`` for one node); (whether health,
+    mode or state changed, the node, its devices)."""
+    outcome, changed = write_telemetry(b, {name: devices}, now)
+    if isinstance(outcome[name], ApiError):
+        raise outcome[name]
     s = b.session
-    node = s.get(NodeRow, name, with_for_update=True)
-    if node is None:
-        raise not_found(f"node {name}")
-    rows = list(
-        s.execute(
-            select(DeviceRow).where(DeviceRow.node == name).order_by(DeviceRow.index)
-        ).scalars()
-    )
-    by_index = {d.index: d for d in rows}
-    for t in devices:
-        if t.index not in by_index:
-            raise ApiError(422, f"devices: node {name} has no device {t.index}", "devices")
-    # idle time runs from the previous telemetry, not from the last bare beat
-    previous = (
-        max((float((d.telemetry or {}).get("time") or 0) for d in rows), default=0.0)
-        or node.heartbeat_at
-    )
-    changed = heard_from(s, node, now)
-    record_idle(s, name, [(t.index, t.util_pct) for t in devices], now - previous)
-    for t in devices:
-        d = by_index[t.index]
-        d.telemetry = t.model_dump(exclude={"index", "mode"}) | {"time": now}
-        if d.healthy != t.healthy:
-            d.healthy = t.healthy
-            changed = True
-        if t.mode is not None and t.mode != d.mode:  # the agent switched it (hybrid)
-            d.mode = t.mode
-            changed = True
-        if d.want_mode is not None and (d.want_mode == d.mode or t.mode_error):
-            d.want_mode, d.want_since = None, None  # switched, or it cannot: back to work
-            changed = True
+    node = s.get(NodeRow, name)
+    rows = s.execute(
+        select(DeviceRow).where(DeviceRow.node == name).order_by(DeviceRow.index)
+    ).scalars()
+    return changed, node, list(rows)
+
+
+def write_telemetry(
+    b: Batch, beats: dict[str, list[Telemetry]], now: float
+) -> tuple[dict[str, str | ApiError], bool]:
+    """Record the telemetry of several nodes at once (three reads, one flush however many):
+    (per node, its state after it or why it was refused; whether any health, mode or state
+    changed). A node's telemetry is checked before anything of it is written, and one node
+    refused leaves the others written."""
+    s = b.session
+    with s.no_autoflush:  # reads of these nodes only; everything is flushed once, at commit
+        nodes = {
+            n.name: n
+            for n in s.execute(
+                select(NodeRow)
+                .where(NodeRow.name.in_(beats))
+                .order_by(NodeRow.name)  # locked in one order by every flush
+                .with_for_update()
+            ).scalars()
+        }
+        rows: dict[str, dict[int, DeviceRow]] = {n: {} for n in nodes}
+        for d in s.execute(select(DeviceRow).where(DeviceRow.node.in_(nodes))).scalars():
+            rows[d.node][d.index] = d
+    outcome: dict[str, str | ApiError] = {}
+    idle: dict[str, tuple[set[int], float]] = {}
+    changed = False
+    for name, devices in beats.items():
+        node = nodes.get(name)
+        unknown = [t.index for t in devices if node is not None and t.index not in rows[name]]
+        if node is None:
+            outcome[name] = not_found(f"node {name}")
+            continue
+        if unknown:
+            outcome[name] = ApiError(
+                422, f"devices: node {name} has no device {unknown[0]}", "devices"
+            )
+            continue
+        by_index = rows[name]
+        # idle time runs from the previous telemetry, not from the last bare beat
+        previous = (
+            max((float((d.telemetry or {}).get("time") or 0) for d in by_index.values()),
+                default=0.0)
+            or node.heartbeat_at
+        )  # fmt: skip
+        changed |= heard_from(s, node, now)
+        idle[name] = ({t.index for t in devices if idle_util(t.util_pct)}, now - previous)
+        for t in devices:
+            changed |= _apply(by_index[t.index], t, now)
+        outcome[name] = node.state
+    with s.no_autoflush:
+        record_idle(s, idle)
     if changed:
         bump_nodes_version(s)
-    return changed, node, rows
+    return outcome, changed
+
+
+def _apply(d: DeviceRow, t: Telemetry, now: float) -> bool:
+    """One device's telemetry onto its row; True when what the scheduler acts on changed."""
+    changed = False
+    d.telemetry = t.model_dump(exclude={"index", "mode"}) | {"time": now}
+    if d.healthy != t.healthy:
+        d.healthy = t.healthy
+        changed = True
+    if t.mode is not None and t.mode != d.mode:  # the agent switched it (hybrid)
+        d.mode = t.mode
+        changed = True
+    if d.want_mode is not None and (d.want_mode == d.mode or t.mode_error):
+        d.want_mode, d.want_since = None, None  # switched, or it cannot: back to work
+        changed = True
+    return changed
 
 
 def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], bool]:
@@ -72,7 +114,10 @@ def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], 
     node the scheduler marks lost meanwhile is never answered as still ready."""
     s = b.session
     rows = s.execute(
-        select(NodeRow.name, NodeRow.state).where(NodeRow.name.in_(names)).with_for_update()
+        select(NodeRow.name, NodeRow.state)
+        .where(NodeRow.name.in_(names))
+        .order_by(NodeRow.name)  # locked in one order by every flush
+        .with_for_update()
     ).all()
     known = [n for n, _ in rows]
     lost = [n for n, state in rows if state == "lost"]
@@ -84,10 +129,30 @@ def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], 
     return {n: ("fenced" if state == "lost" else state) for n, state in rows}, bool(lost)
 
 
-class AliveBatcher:
-    """Collects bare beats for ``flush_s`` and writes them in one group-commit item; each
-    beat's answer (its node's state, None for a node unknown) comes once that is committed, so
-    an agent never renews its lease on a beat the database does not hold."""
+def record_beats(
+    b: Batch, bare: list[str], telemetry: dict[str, list[Telemetry]], now: float
+) -> tuple[dict[str, str | ApiError | None], bool]:
+    """One flush of beats: (per node, its state after them, why its telemetry was refused, or
+    None for a node unknown; whether any node's state, health or mode changed)."""
+    outcome: dict[str, str | ApiError | None] = {}
+    changed = False
+    if telemetry:
+        written, changed = write_telemetry(b, telemetry, now)
+        outcome.update(written)
+    alone = [n for n in bare if n not in telemetry]
+    if alone:
+        states, lost = mark_alive(b, alone, now)
+        outcome.update({n: states.get(n) for n in alone})
+        changed |= lost
+    return outcome, changed
+
+
+class BeatBatcher:
+    """Collects the channels' beats for ``flush_s`` and writes them in one group-commit item
+    (bare beats in one statement, telemetry in three reads and one flush); each beat's answer
+    (its node's state, None for a node unknown) comes once that is committed, so an agent
+    never renews its lease on a beat the database does not hold. A beat whose telemetry is
+    refused raises the ``ApiError`` that says why."""
 
     def __init__(
         self,
@@ -101,38 +166,46 @@ class AliveBatcher:
         self.on_change = on_change
         self.clock = clock
         self.flushes = 0
-        self._pending: dict[str, list[asyncio.Future[str | None]]] = {}
+        self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}
+        self._telemetry: dict[str, list[Telemetry]] = {}  # the newest of each node
         self._timer: asyncio.TimerHandle | None = None
 
-    async def beat(self, name: str) -> str | None:
+    async def beat(self, name: str, devices: list[Telemetry] | None = None) -> str | None:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[str | None] = loop.create_future()
-        self._pending.setdefault(name, []).append(fut)
+        self._waiting.setdefault(name, []).append(fut)
+        if devices is not None:
+            self._telemetry[name] = devices
         if self._timer is None:
             self._timer = loop.call_later(self.flush_s, self._start_flush)
         return await fut
 
     def _start_flush(self) -> None:
         self._timer = None
-        pending, self._pending = self._pending, {}
-        task = asyncio.ensure_future(self._flush(pending))
+        waiting, self._waiting = self._waiting, {}
+        telemetry, self._telemetry = self._telemetry, {}
+        task = asyncio.ensure_future(self._flush(waiting, telemetry))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
-    async def _flush(self, pending: dict[str, list[asyncio.Future[str | None]]]) -> None:
+    async def _flush(
+        self,
+        waiting: dict[str, list[asyncio.Future[str | None]]],
+        telemetry: dict[str, list[Telemetry]],
+    ) -> None:
         self.flushes += 1
+        write = partial(record_beats, bare=sorted(waiting), telemetry=telemetry, now=self.clock())
         try:
-            states, changed = await self.writes.run(
-                partial(mark_alive, names=sorted(pending), now=self.clock()), wake=False
-            )
+            outcome, changed = await self.writes.run(write, wake=False)
         except Exception as exc:  # the database away: every beat of the batch failed
-            for futs in pending.values():
-                for fut in futs:
-                    if not fut.done():
-                        fut.set_exception(exc)
-            return
+            outcome, changed = dict.fromkeys(waiting, exc), False
         if changed:
             self.on_change()
-        for name, futs in pending.items():
+        for name, futs in waiting.items():
+            result = outcome.get(name)
             for fut in futs:
-                with contextlib.suppress(asyncio.InvalidStateError):
-                    fut.set_result(states.get(name))
+                if fut.done():
+                    continue
+                if isinstance(result, Exception):
+                    fut.set_exception(result)
+                else:
+                    fut.set_result(result)

@@ -3,14 +3,11 @@ report under ``IDLE_UTIL_PCT`` utilisation add the time since the node's previou
 (at most ``MAX_SAMPLE_S``) to the allocation's idle card-percent-seconds — cards held but
 burning money for nothing (the seed's "白白烧钱")."""
 
-from collections.abc import Iterable
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import MIG_PERCENT
-from gpupool.server.db.tables import AllocationRow
-from gpupool.server.lifecycle import live_on
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow
 
 IDLE_UTIL_PCT = 5.0
 MAX_SAMPLE_S = 60.0  # a node silent longer than this is not known to have been idle
@@ -29,15 +26,24 @@ def idle_share(placement: dict, node: str, idle_devices: set[int]) -> int:
     return pct
 
 
-def record_idle(
-    session: Session, node: str, samples: Iterable[tuple[int, float | None]], interval: float
-) -> None:
-    """``samples``: (device index, utilisation %) from one heartbeat."""
-    idle = {index for index, util in samples if util is not None and util < IDLE_UTIL_PCT}
-    seconds = min(max(0.0, interval), MAX_SAMPLE_S)
-    if not idle or seconds <= 0:
+def idle_util(util_pct: float | None) -> bool:
+    """A device reporting this utilisation is idle (unknown is not)."""
+    return util_pct is not None and util_pct < IDLE_UTIL_PCT
+
+
+def record_idle(session: Session, samples: dict[str, tuple[set[int], float]]) -> None:
+    """``samples``: per node, (its idle device indexes, seconds since its previous
+    telemetry), from one or more heartbeats; one read for all of them."""
+    seconds = {n: min(max(0.0, s), MAX_SAMPLE_S) for n, (idle, s) in samples.items() if idle}
+    nodes = [n for n, s in seconds.items() if s > 0]
+    if not nodes:
         return
-    for alloc in session.execute(live_on(select(AllocationRow), node)).scalars():
-        pct = idle_share(alloc.placement, node, idle)
+    live = session.execute(
+        select(AllocationNodeRow.node, AllocationRow)
+        .join(AllocationRow, AllocationRow.id == AllocationNodeRow.allocation_id)
+        .where(AllocationNodeRow.node.in_(nodes), AllocationRow.state == "active")
+    ).all()
+    for node, alloc in live:
+        pct = idle_share(alloc.placement, node, samples[node][0])
         if pct:
-            alloc.idle_pct_seconds = (alloc.idle_pct_seconds or 0) + round(pct * seconds)
+            alloc.idle_pct_seconds = (alloc.idle_pct_seconds or 0) + round(pct * seconds[node])

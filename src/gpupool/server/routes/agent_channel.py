@@ -3,8 +3,8 @@ request per heartbeat and per long poll.
 
 The agent sends beats, JSON text frames ``{"beat": seq}``, every heartbeat interval; one that
 carries telemetry (``{"beat": seq, "devices": [...]}``, a heartbeat's body) is written like a
-heartbeat, about once a minute. Bare beats of all agents are written together
-(``heartbeats.AliveBatcher``). Each beat is answered once committed: ``{"ok": seq, "state":
+heartbeat, about once a minute. The beats of all agents are written together
+(``heartbeats.BeatBatcher``). Each beat is answered once committed: ``{"ok": seq, "state":
 ...}`` (with ``"node"``, its state and lease terms, for telemetry) — the agent renews its lease
 from the time it sent that beat — or ``{"refused": seq, "detail": ...}``. The server pushes
 ``{"orders": ...}`` (what ``GET /nodes/{name}/orders`` answers) on connecting and whenever the
@@ -28,8 +28,6 @@ from pydantic import ValidationError
 from gpupool.server.client_address import client_address
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError, field_path
-from gpupool.server.group_commit import Batch
-from gpupool.server.heartbeats import write_heartbeat
 from gpupool.server.routes.agents import _orders
 from gpupool.server.routes.nodes import lease_terms
 from gpupool.server.schemas import HeartbeatIn
@@ -127,8 +125,12 @@ async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
                 return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
             return {"ok": seq, "state": state}
         body = HeartbeatIn.model_validate({"devices": frame["devices"]})
-        node = await _telemetry(ctx, name, body)
-        return {"ok": seq, "state": node["state"], "node": node}
+        state = await ctx.beats.beat(name, body.devices)
+        if state is None:
+            return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
+        # the node's state and lease terms (not the whole node, as an HTTP heartbeat
+        # answers: the agent reads nothing else of it)
+        return {"ok": seq, "state": state, "node": {"state": state, **lease_terms(ctx.settings)}}
     except ValidationError as exc:
         first = exc.errors()[0]
         where = field_path(tuple(first["loc"]))
@@ -138,21 +140,6 @@ async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
     except Exception as exc:  # the database away: the agent's lease is not renewed
         log.warning("channel beat of node %s failed: %s", name, exc)
         return {"refused": seq, "status": 503, "detail": "the server could not record the beat"}
-
-
-async def _telemetry(ctx: ServerContext, name: str, body: HeartbeatIn) -> dict[str, Any]:
-    """Write a telemetry beat; the node's state and lease terms (not the whole node, as an
-    HTTP heartbeat answers: the agent reads nothing else of it)."""
-    now = time.time()
-
-    def write(b: Batch) -> tuple[bool, str]:
-        changed, node, _ = write_heartbeat(b, name, body.devices, now)
-        return changed, node.state
-
-    changed, state = await ctx.writes.run(write, wake=False)
-    if changed:
-        ctx.loop.wake()
-    return {"state": state, **lease_terms(ctx.settings)}
 
 
 async def _push_orders(ctx: ServerContext, name: str, send) -> None:
