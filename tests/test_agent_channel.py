@@ -341,7 +341,7 @@ def test_beats_faster_than_flushes_are_answered_together_not_queued(tmp_path):
 
 
 def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_the_rest(
-    tmp_path,
+    database_url,
 ):
     from gpupool.bench.agent_swarm import NODE_BODY
     from gpupool.server.db.engine import Database
@@ -352,21 +352,21 @@ def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_th
     from gpupool.server.routes.nodes import register_node
     from gpupool.server.schemas import NodeIn, Telemetry
 
-    db = Database(f"sqlite:///{tmp_path / 'g.db'}")
+    db = Database(database_url)
     db.migrate()
     with db.write() as s:
-        for name in ("a", "b", "c"):
+        for name in ("a", "b", "c", "d"):
             register_node(s, NodeIn(name=name, **NODE_BODY), time.time())
     cards = [Telemetry(index=i, util_pct=50.0, temp_c=40.0) for i in range(4)]
     sick = [Telemetry(index=0, healthy=False)]
     with db.write() as s:
         outcome, changed = record_beats(
             Batch(s),
-            bare=["a", "b", "c", "ghost"],
+            bare=["a", "b", "c", "d", "ghost"],
             telemetry={"a": cards, "b": [Telemetry(index=9)], "c": sick, "gone": cards},
             now=1000.0,
         )
-    assert outcome["a"] == "ready" and outcome["c"] == "ready" and outcome["ghost"] is None
+    assert outcome["a"] == outcome["c"] == outcome["d"] == "ready" and outcome["ghost"] is None
     assert isinstance(outcome["b"], ApiError) and outcome["b"].status == 422
     assert "has no device 9" in outcome["b"].detail
     assert isinstance(outcome["gone"], ApiError) and outcome["gone"].status == 404
@@ -374,7 +374,7 @@ def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_th
     with db.read() as s:
         beats = {n.name: n.heartbeat_at for n in s.query(NodeRow)}
         devices = {(d.node, d.index): d for d in s.query(DeviceRow)}
-    assert beats["a"] == beats["c"] == 1000.0
+    assert beats["a"] == beats["c"] == beats["d"] == 1000.0  # d: a bare beat
     assert beats["b"] != 1000.0  # refused whole, as an HTTP heartbeat with it would be
     assert devices[("a", 3)].telemetry["temp_c"] == 40.0
     assert devices[("a", 3)].telemetry["time"] == 1000.0

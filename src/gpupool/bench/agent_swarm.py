@@ -136,10 +136,13 @@ class Generator:
             if now >= next_beat:
                 seq += 1
                 frame: dict[str, Any] = {"beat": seq}
-                if now - telemetry_at >= TELEMETRY_S:
+                if now >= telemetry_at:
                     frame["devices"] = [{"index": d["index"], "util_pct": 0.0, "temp_c": 35.0,
                                          "power_w": 60.0} for d in DEVICES]  # fmt: skip
-                    telemetry_at = now
+                    # the first at once, as an agent's; then at a phase of its own, so a
+                    # window shorter than TELEMETRY_S sees the steady state's share
+                    later = TELEMETRY_S if seq > 1 else random.uniform(0, TELEMETRY_S)
+                    telemetry_at = now + later
                 await ws.send_json(frame)
                 self.requests += 1
                 next_beat = now + self.heartbeat_s

@@ -53,12 +53,15 @@ def serve(
     import uvicorn
 
     from gpupool.server import scheduler_process
-    from gpupool.server.app import SUPERVISOR_PID, create_app
+    from gpupool.server.app import SUPERVISOR_PID, create_app, exit_with_parent
     from gpupool.server.logs import configure
     from gpupool.server.metrics import MULTIPROCESS_DIR
+    from gpupool.server.process import STARTER_PID
 
     configure(settings.log_level, settings.log_json)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
+    if os.environ.get(STARTER_PID):  # started by a program for itself: gone with it
+        exit_with_parent(variable=STARTER_PID)
     if workers > 1:
         for name, value in settings.model_dump(mode="json").items():
             if value is not None:  # unset stays unset (the workers' default)

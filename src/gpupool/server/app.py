@@ -138,12 +138,12 @@ def app_from_environment() -> FastAPI:
     return app
 
 
-def exit_with_parent(poll_s: float = 1.0) -> None:
+def exit_with_parent(poll_s: float = 1.0, variable: str = SUPERVISOR_PID) -> None:
     """A worker stops (cleanly, by SIGTERM to itself) once the supervisor that started it is
     gone, also when that was killed with SIGKILL: no orphaned workers keep serving the port.
     The supervisor's pid comes from the environment it exported, so a worker that was still
     starting when the supervisor died (already re-parented) notices too."""
-    expected = os.environ.get(SUPERVISOR_PID)
+    expected = os.environ.get(variable)
     parent = int(expected) if expected and expected.isdigit() else os.getppid()
 
     def watch() -> None:

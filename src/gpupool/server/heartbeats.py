@@ -110,19 +110,17 @@ def _apply(d: DeviceRow, t: Telemetry, now: float) -> bool:
 
 def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], bool]:
     """Bare beats of ``names``: (each known node's state after it, whether any changed). A
-    lost node that beats again is fenced, as with a heartbeat. Rows are locked first, so a
-    node the scheduler marks lost meanwhile is never answered as still ready."""
+    lost node that beats again is fenced, as with a heartbeat. The state is read by the
+    UPDATE that writes the beat (its row locked), so a node the scheduler marks lost meanwhile
+    is never answered as still ready."""
     s = b.session
     rows = s.execute(
-        select(NodeRow.name, NodeRow.state)
+        update(NodeRow.__table__)
         .where(NodeRow.name.in_(names))
-        .order_by(NodeRow.name)  # locked in one order by every flush
-        .with_for_update()
+        .values(heartbeat_at=now)
+        .returning(NodeRow.name, NodeRow.state)
     ).all()
-    known = [n for n, _ in rows]
     lost = [n for n, state in rows if state == "lost"]
-    if known:
-        s.execute(update(NodeRow).where(NodeRow.name.in_(known)).values(heartbeat_at=now))
     if lost:
         s.execute(update(NodeRow).where(NodeRow.name.in_(lost)).values(state="fenced"))
         bump_nodes_version(s)

@@ -9,6 +9,10 @@ from pathlib import Path
 
 from gpupool.client import ClientError, wait_until_healthy
 
+# the pid of the program that started a server for itself: the server stops once that is gone,
+# even killed with SIGKILL (outside the GPUPOOL_ settings prefix)
+STARTER_PID = "STARTER_PID_OF_GPUPOOL_SERVER"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -27,7 +31,9 @@ def start_server(
     timeout: float = 60,
 ) -> subprocess.Popen:
     """Start a server and return once ``/healthz`` answers; output goes to ``log_path``
-    (default ``DATA_DIR/server-PORT.log``). A server that does not come up is killed."""
+    (default ``DATA_DIR/server-PORT.log``). A server that does not come up is killed; one
+    whose starter dies (a benchmark killed by a timeout) stops by itself."""
+
     cmd = [sys.executable, "-m", "gpupool.cli.main", "server", "--data-dir", str(data_dir)]
     cmd += ["--port", str(port), "--workers", str(workers)]
     if database_url:
@@ -35,7 +41,10 @@ def start_server(
     log_path = log_path or data_dir / f"server-{port}.log"
     with log_path.open("w") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
+            cmd,
+            env={**os.environ, **(env or {}), STARTER_PID: str(os.getpid())},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_until_healthy(f"http://127.0.0.1:{port}", lambda: proc.poll() is None, timeout)
