@@ -243,3 +243,27 @@ def test_a_budget_counts_what_runs_now_and_acts_within_a_cycle(tmp_path):
 
         # ¥55.56 for the two hours, and what the seconds until the check added
         assert at_list_price(backdated) - 0.01 <= spent <= at_list_price(seen) + 0.01
+
+
+def test_the_alerts_read_each_cards_temperature_and_utilisation_on_both_backends(database_url):
+    from gpupool.bench.agent_swarm import NODE_BODY
+    from gpupool.server.alerts.facts import gather
+    from gpupool.server.alerts.rules import Limits
+    from gpupool.server.db.engine import Database
+    from gpupool.server.db.tables import DeviceRow
+    from gpupool.server.routes.nodes import register_node
+    from gpupool.server.schemas import NodeIn
+
+    db = Database(database_url)
+    db.migrate()
+    with db.write() as s:
+        register_node(s, NodeIn(name="a", **NODE_BODY), time.time())
+        s.get(DeviceRow, ("a", 0)).telemetry = {"temp_c": 91.5, "util_pct": 3, "time": 1.0}
+        s.get(DeviceRow, ("a", 1)).telemetry = {"temp_c": None, "time": 1.0}
+    with db.read() as s:
+        facts = gather(s, time.time(), "UTC", Limits())
+    by_index = {d.index: d for d in facts.devices}
+    assert (by_index[0].temp_c, by_index[0].util_pct) == (91.5, 3.0)
+    assert (by_index[1].temp_c, by_index[1].util_pct) == (None, None)
+    assert (by_index[2].temp_c, by_index[2].util_pct) == (None, None)  # no telemetry yet
+    db.dispose()

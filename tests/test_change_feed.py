@@ -8,7 +8,7 @@ import sys
 import time
 
 from gpupool.server.change_feed import ChangeFeed, node_digest, read_digests
-from gpupool.server.routes.agents import _orders
+from gpupool.server.node_orders import read_orders
 from gpupool.server.settings import Settings
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
@@ -114,11 +114,11 @@ def test_the_answer_and_the_feed_digest_a_node_alike(tmp_path):
         devices = [{"index": i, "model": "A100-80G", "memory_mib": 81920} for i in range(2)]
         node = {"name": "n1", "cpu_millis": 8000, "memory_mib": 65536, "devices": devices}
         ok(admin.post("/api/v1/nodes", json=node))
-        idle = _orders(srv.ctx, "n1")[1]
+        idle = read_orders(srv.ctx, "n1")[1]
         assert idle == read_digests(srv.ctx.db)["n1"]
         submit(admin, "gpu=1", "algo", command=[sys.executable, "-c", "pass"])
         srv.cycle()
-        answer, busy = _orders(srv.ctx, "n1")
+        answer, busy = read_orders(srv.ctx, "n1")
         assert len(answer.orders) == 1 and busy != idle
         assert busy == read_digests(srv.ctx.db)["n1"]
 
@@ -126,16 +126,16 @@ def test_the_answer_and_the_feed_digest_a_node_alike(tmp_path):
 def test_an_idle_long_poll_reads_the_orders_once(tmp_path, monkeypatch):
     """A wait that runs out with no change answers with what it read on arrival: an idle
     node costs one read of its orders per wait, not two."""
-    from gpupool.server.routes import agents
+    from gpupool.server import node_orders
 
     reads: list[str] = []
-    real = agents._orders
+    real = node_orders.read_orders
 
     def counted(ctx, name):
         reads.append(name)
         return real(ctx, name)
 
-    monkeypatch.setattr(agents, "_orders", counted)
+    monkeypatch.setattr(node_orders, "read_orders", counted)
     with live_server(Settings(data_dir=tmp_path, log_json=False)) as srv:
         node = {"name": "n1", "cpu_millis": 8000, "memory_mib": 65536, "devices": []}
         ok(srv.admin().post("/api/v1/nodes", json=node))

@@ -37,13 +37,16 @@ def gather(s: Session, now: float, zone: str, limits: Limits) -> Facts:
             for d in n["devices"]:
                 held[(n["node"], d["device"])] = (tenant, created_at)
     devices = []
-    cards = select(DeviceRow.node, DeviceRow.index, DeviceRow.healthy, DeviceRow.telemetry)
-    for node, index, healthy, telemetry in s.execute(cards):
-        tel = telemetry or {}
+    # the two readings alerts use, taken out by the database: decoding every card's telemetry
+    # document was most of an idle scheduler's time at 5,000 nodes
+    temp, util = (
+        DeviceRow.telemetry["temp_c"].as_float(),
+        DeviceRow.telemetry["util_pct"].as_float(),
+    )
+    cards = select(DeviceRow.node, DeviceRow.index, DeviceRow.healthy, temp, util)
+    for node, index, healthy, temp_c, util_pct in s.execute(cards):
         tenant, since = held.get((node, index), (None, None))
-        devices.append(
-            DeviceFact(node, index, healthy, tel.get("temp_c"), tel.get("util_pct"), tenant, since)
-        )
+        devices.append(DeviceFact(node, index, healthy, temp_c, util_pct, tenant, since))
     jobs = JobRow.__table__.c
     pending = [
         PendingFact(r.id, r.tenant, r.queued_at, r.reason, bool(r.held))

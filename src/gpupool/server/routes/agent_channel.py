@@ -22,13 +22,12 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
 from gpupool.server.client_address import client_address
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError, field_path
-from gpupool.server.routes.agents import _orders
+from gpupool.server.node_orders import watch_orders
 from gpupool.server.routes.nodes import lease_terms
 from gpupool.server.schemas import HeartbeatIn
 
@@ -144,21 +143,18 @@ async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
 
 async def _push_orders(ctx: ServerContext, name: str, send) -> None:
     """Send the node's orders now and after every change of them, until the socket closes."""
-    if not ctx.changes.started:
-        await run_in_threadpool(ctx.changes.start)
     last: int | None = None
     while not ctx.changes.stopped:
-        epoch = ctx.changes.epoch
         try:
-            out, digest = await run_in_threadpool(_orders, ctx, name)
+            reads = watch_orders(ctx, name, ORDERS_RECHECK_S, forever=True)
+            async with contextlib.aclosing(reads):
+                async for out, digest in reads:
+                    if digest != last:
+                        await send({"orders": out.model_dump(mode="json")})
+                        last = digest
         except ApiError as exc:
             await send({"refused": None, "status": exc.status, "detail": exc.detail})
             return
         except Exception as exc:  # the database away: try again shortly
             log.warning("channel orders of node %s: %s", name, exc)
             await asyncio.sleep(1.0)
-            continue
-        if digest != last:
-            await send({"orders": out.model_dump(mode="json")})
-            last = digest
-        await ctx.changes.changed(name, digest, epoch, ORDERS_RECHECK_S)
