@@ -8,11 +8,11 @@ telemetry once a minute, and pushed orders) — on a fresh server: register N no
 each), heartbeat each every ``heartbeat_s``, keep asking for orders; after a warm-up,
 measure the server's CPU (all its processes) over ``seconds`` of idling — and before any agent
 starts, with the nodes registered, its baseline (scheduler, alerts, change feeds: what the
-server costs with no agent at all), so ``idle_above_baseline_pct`` is what the agents add —
-then submit a burst
-of one-card jobs and time submit → running on the server's clock (the agent reports an order
-running as soon as it has it); then let some nodes fall silent and time until the server
-declares them lost (its ``heartbeat_timeout_s`` plus how long it takes to notice).
+server costs with no agent at all), so ``idle_above_baseline_pct`` is what the agents add
+(both also per server process: ``*_cpu_pct_by_process``) — then submit a burst of one-card
+jobs and time submit → running on the server's clock (the agent reports an order running as
+soon as it has it); then let some nodes fall silent and time until the server declares them
+lost (its ``heartbeat_timeout_s`` plus how long it takes to notice).
 """
 
 import asyncio

@@ -2,6 +2,7 @@
 while the condition lasts, so it is stored once and resolved when the condition goes away."""
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gpupool.billing.money import yuan
 
@@ -100,10 +101,11 @@ def firing(f: Facts) -> list[Firing]:
             )
         )
     lost = set(f.lost_nodes)
-    for d in sorted(f.devices, key=lambda d: (d.node, d.index)):
-        where = f"{d.node} device {d.index}"
+    idle_s = lim.idle_minutes * 60
+    for d in sorted(f.devices, key=attrgetter("node", "index")):  # 20,000 at 5,000 nodes
         if d.node in lost:
             continue
+        where = f"{d.node} device {d.index}"
         if not d.healthy:
             out.append(
                 Firing(
@@ -124,7 +126,6 @@ def firing(f: Facts) -> list[Firing]:
                     f"{where} at {d.temp_c:.0f} °C (limit {lim.temp_c:.0f} °C)",
                 )
             )
-        idle_s = lim.idle_minutes * 60
         if (
             d.held_by is not None
             and d.util_pct is not None
