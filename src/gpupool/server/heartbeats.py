@@ -115,7 +115,7 @@ def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], 
     is never answered as still ready."""
     s = b.session
     rows = s.execute(
-        update(NodeRow.__table__)
+        update(NodeRow)  # ORM-enabled: what this transaction changed in the session goes first
         .where(NodeRow.name.in_(names))
         .values(heartbeat_at=now)
         .returning(NodeRow.name, NodeRow.state)
