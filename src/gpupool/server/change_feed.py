@@ -4,9 +4,9 @@ An agent's orders change when an allocation on its node comes, goes or moves on 
 generation), when its job changes state, when the node's state changes, or when one of its
 cards is ordered into another mode. Those writes happen in any process sharing the database,
 so each API process polls one cheap stamp (``poll_s``, 0.2 s by default: the commit
-generation, ``nodes_version``, the newest job event, the newest card-mode order) in one thread;
-when it moves, one query reads a digest of every node's orders-relevant state, and only the
-requests waiting on a node whose digest changed are woken. A submission, or a change on
+generation, ``nodes_version`` — which card-mode orders bump too — and the newest job event) in
+one thread; when it moves, one query reads a digest of every node's orders-relevant state, and
+only the requests waiting on a node whose digest changed are woken. A submission, or a change on
 another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations per commit.
 
 A request waits on the digest of the state its own answer was read from (``node_digest``,
@@ -46,8 +46,7 @@ STAMP = select(
     select(Meta.generation).where(Meta.id == 1).scalar_subquery(),
     select(Meta.nodes_version).where(Meta.id == 1).scalar_subquery(),
     select(func.max(JobEventRow.id)).scalar_subquery(),
-    select(func.max(DeviceRow.want_since)).scalar_subquery(),
-)
+)  # a card-mode order bumps nodes_version (hybrid_modes): no scan of every card for it
 
 
 def read_stamp(db: Database) -> Stamp:
