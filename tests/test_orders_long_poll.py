@@ -131,8 +131,10 @@ def test_bench_agents_delivers_every_order_every_way():
         assert figures[protocol]["silenced"] == 2 and figures[protocol]["lost_falsely"] == 0
         assert 4 <= figures[protocol]["lost_detected_s"] < 30
     assert figures["long-poll"]["idle_requests_per_s"] < figures["poll"]["idle_requests_per_s"]
-    # a channel sends one frame per beat and nothing for its orders
-    assert figures["channel"]["idle_requests_per_s"] <= figures["long-poll"]["idle_requests_per_s"]
+    # a channel sends one frame per beat (10 nodes, 1 s) and nothing for its orders; long
+    # polls' heartbeats come a round trip later than every second, so the two are compared
+    # with the beats, not with each other
+    assert figures["channel"]["idle_requests_per_s"] <= 10 * 1.05
 
 
 def test_bench_agents_names_an_unknown_protocol():
