@@ -64,10 +64,10 @@ def write_telemetry(
     changed = False
     for name, devices in beats.items():
         node = nodes.get(name)
-        unknown = [t.index for t in devices if node is not None and t.index not in rows[name]]
         if node is None:
             outcome[name] = not_found(f"node {name}")
             continue
+        unknown = [t.index for t in devices if t.index not in rows[name]]
         if unknown:
             outcome[name] = ApiError(
                 422, f"devices: node {name} has no device {unknown[0]}", "devices"
