@@ -27,24 +27,21 @@ def write_heartbeat(
 ) -> tuple[bool, NodeRow, list[DeviceRow]]:
     """Record one heartbeat's telemetry (``write_telemetry`` for one node); (whether health,
     mode or state changed, the node, its devices)."""
-    outcome, changed = write_telemetry(b, {name: devices}, now)
+    outcome, changed, loaded = write_telemetry(b, {name: devices}, now)
     if isinstance(outcome[name], ApiError):
         raise outcome[name]
-    s = b.session
-    node = s.get(NodeRow, name)
-    rows = s.execute(
-        select(DeviceRow).where(DeviceRow.node == name).order_by(DeviceRow.index)
-    ).scalars()
-    return changed, node, list(rows)
+    node = b.session.get(NodeRow, name)  # in the session already: no read
+    return changed, node, [loaded[name][i] for i in sorted(loaded[name])]
 
 
 def write_telemetry(
     b: Batch, beats: dict[str, list[Telemetry]], now: float
-) -> tuple[dict[str, str | ApiError], bool]:
+) -> tuple[dict[str, str | ApiError], bool, dict[str, dict[int, DeviceRow]]]:
     """Record the telemetry of several nodes at once (three reads, one flush however many):
     (per node, its state after it or why it was refused; whether any health, mode or state
-    changed). A node's telemetry is checked before anything of it is written, and one node
-    refused leaves the others written."""
+    changed; each known node's device rows by index, as written). A node's telemetry is
+    checked before anything of it is written, and one node refused leaves the others
+    written."""
     s = b.session
     with s.no_autoflush:  # reads of these nodes only; everything is flushed once, at commit
         nodes = {
@@ -89,7 +86,7 @@ def write_telemetry(
         record_idle(s, idle)
     if changed:
         bump_nodes_version(s)
-    return outcome, changed
+    return outcome, changed, rows
 
 
 def _apply(d: DeviceRow, t: Telemetry, now: float) -> bool:
@@ -135,7 +132,7 @@ def record_beats(
     outcome: dict[str, str | ApiError | None] = {}
     changed = False
     if telemetry:
-        written, changed = write_telemetry(b, telemetry, now)
+        written, changed, _ = write_telemetry(b, telemetry, now)
         outcome.update(written)
     alone = [n for n in bare if n not in telemetry]
     if alone:

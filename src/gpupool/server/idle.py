@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow
+from gpupool.server.lifecycle import live_on
 
 IDLE_UTIL_PCT = 5.0
 MAX_SAMPLE_S = 60.0  # a node silent longer than this is not known to have been idle
@@ -38,11 +39,7 @@ def record_idle(session: Session, samples: dict[str, tuple[set[int], float]]) ->
     nodes = [n for n, s in seconds.items() if s > 0]
     if not nodes:
         return
-    live = session.execute(
-        select(AllocationNodeRow.node, AllocationRow)
-        .join(AllocationRow, AllocationRow.id == AllocationNodeRow.allocation_id)
-        .where(AllocationNodeRow.node.in_(nodes), AllocationRow.state == "active")
-    ).all()
+    live = session.execute(live_on(select(AllocationNodeRow.node, AllocationRow), nodes)).all()
     for node, alloc in live:
         pct = idle_share(alloc.placement, node, samples[node][0])
         if pct:

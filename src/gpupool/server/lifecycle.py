@@ -2,6 +2,7 @@
 change, and usage records when an allocation is released (metering, invariant 6)."""
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import Select, select, update
@@ -159,10 +160,16 @@ def device_models(session: Session, placement: dict) -> dict[tuple[str, int], Ca
     return {(n, i): Card(m, mem) for n, i, m, mem in rows if (n, i) in keys}
 
 
-def live_on(query: Select[Any], node: str) -> Select[Any]:
-    """``query`` (over ``AllocationRow``) narrowed to the live allocations touching ``node``."""
+def live_on(query: Select[Any], node: str | Collection[str]) -> Select[Any]:
+    """``query`` (over ``AllocationRow``) narrowed to the live allocations touching ``node``
+    (or any of several nodes: one row per allocation and node it touches)."""
+    on = (
+        AllocationNodeRow.node == node
+        if isinstance(node, str)
+        else AllocationNodeRow.node.in_(node)
+    )
     return query.join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id).where(
-        AllocationNodeRow.node == node, AllocationRow.state == "active"
+        on, AllocationRow.state == "active"
     )
 
 
