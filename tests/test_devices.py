@@ -121,7 +121,7 @@ def test_nvml_absent_degrades_cleanly():
 # -- Ascend -----------------------------------------------------------------------------------
 def test_npu_smi_910b2c():
     r = parse_npu_smi_info((SAMPLES / "ascend/npu-smi-info_910b2c_23.0.2.1.txt").read_text())
-    assert [d.model for d in r.devices] == ["Ascend910B", "Ascend910B"]
+    assert [d.model for d in r.devices] == ["Ascend910B-B2", "Ascend910B-B2"]  # 910B2C chips
     assert [d.memory_mib for d in r.devices] == [65536, 65536]
     assert [t.mem_used_mib for t in r.telemetry] == [20701, 20687]
     assert [t.power_w for t in r.telemetry] == [88.6, 99.6]

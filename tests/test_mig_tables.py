@@ -3,8 +3,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpupool.model import SpecError
-from gpupool.sharing import TABLES, free_starts, place, plan_repartition, table_for
+from gpupool.sharing import free_starts, place, plan_repartition, table_for
 from gpupool.sharing.mig import MEDIA_BIT
+from gpupool.sharing.mig import MIG_TABLES as TABLES
 
 # "Number of Instances Available" per profile, NVIDIA MIG user guide, Supported MIG Profiles.
 INSTANCES = {

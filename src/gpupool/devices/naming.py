@@ -29,6 +29,9 @@ def model_name(vendor: Vendor, product: str, memory_mib: int) -> str:
             return canonical_model(f"{family}-{_gib(memory_mib)}G")
     if vendor is Vendor.ASCEND:
         upper = text.upper().replace("ASCEND", "").strip()
+        if (m := re.match(r"910B(\d)", upper)) is not None:  # 910B2C, 910B3, 910B4
+            chip = f"Ascend910B-B{m.group(1)}"  # their vNPU templates differ
+            return chip if catalog_entry(chip) is not None else "Ascend910B"
         if upper.startswith("910"):
             return "Ascend910B" if upper.startswith("910B") else "Ascend910"
         if upper.startswith("310P"):

@@ -48,7 +48,12 @@ _CATALOG: tuple[DeviceModel, ...] = (
     DeviceModel("V100-16G", Vendor.NVIDIA, 16384, "nvlink"),
     DeviceModel("P100", Vendor.NVIDIA, 16384, "pcie"),
     DeviceModel("Ascend910B", Vendor.ASCEND, 65536, "hccs"),
-    DeviceModel("Ascend310P", Vendor.ASCEND, 24576, "pcie"),
+    # the 910B chips by name (npu-smi's 910B2 / 910B3 / 910B4): their vNPU templates differ;
+    # gpu=Ascend910B asks for any of them
+    DeviceModel("Ascend910B-B2", Vendor.ASCEND, 65536, "hccs", mig_capable=True),
+    DeviceModel("Ascend910B-B3", Vendor.ASCEND, 65536, "hccs", mig_capable=True),
+    DeviceModel("Ascend910B-B4", Vendor.ASCEND, 32768, "hccs", mig_capable=True),
+    DeviceModel("Ascend310P", Vendor.ASCEND, 24576, "pcie", mig_capable=True),
     DeviceModel("MLU370", Vendor.CAMBRICON, 49152, "mlu-link"),
     DeviceModel("K100", Vendor.HYGON, 65536, "xgmi"),
 )

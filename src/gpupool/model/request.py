@@ -4,11 +4,12 @@
 ``gpu_mem=20GiB,cpu=4`` — a 20 GiB slice of one shared card (no compute guarantee).
 ``gpu_share=0.5,gpu_mem=10GiB`` — half the compute of one shared card and 10 GiB of it.
 ``mig=3g.40gb`` — one MIG instance of that profile; ``mig=1g.10gb:2`` two of them.
+``vnpu=vir05_1c_16g:2`` — two Ascend vNPUs of that template (scheduled as MIG instances are).
 ``gpu=8,topology=nvlink`` — eight whole cards on one NVLink island.
 ``gpu=V100M16|V100M32:1`` — one card of either model (a trace's ``gpu_spec``).
 ``vendor=ascend`` — restrict any GPU ask to one vendor.
 
-Keys: gpu, gpu_mem, gpu_share, mig, cpu, mem, topology, vendor. See docs/request-grammar.md.
+Keys: gpu, gpu_mem, gpu_share, mig, vnpu, cpu, mem, topology, vendor. See docs/request-grammar.md.
 """
 
 import copy
@@ -22,10 +23,11 @@ from gpupool.model.devices import Vendor, canonical_model, catalog_entry
 from gpupool.model.errors import SpecError
 from gpupool.model.units import format_mib, parse_cpu_millis, parse_memory_mib, parse_share_percent
 
-KEYS = ("gpu", "gpu_mem", "gpu_share", "mig", "cpu", "mem", "topology", "vendor")
+KEYS = ("gpu", "gpu_mem", "gpu_share", "mig", "vnpu", "cpu", "mem", "topology", "vendor")
 MAX_GPUS_PER_REQUEST = 1024
 _MODEL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._ -]*\d[A-Za-z0-9._ -]*$")
 _MIG_PROFILE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
+_VNPU_TEMPLATE = re.compile(r"^vir\d{2}(_\d+c)?(_\d+g)?(_[a-z]+)?$")  # vir04, vir10_3c_32g
 
 
 class Topology(StrEnum):
@@ -93,6 +95,11 @@ class ResourceRequest:
         return self.kind is SliceKind.SHARE and self.gpu_share_pct is None
 
     @property
+    def is_vnpu(self) -> bool:
+        """An Ascend vNPU template rather than an NVIDIA MIG profile."""
+        return bool(self.mig_profile and _VNPU_TEMPLATE.match(self.mig_profile))
+
+    @property
     def gpu_count(self) -> int:
         """Devices (or MIG instances) the request takes; 0 for CPU-only."""
         return 0 if self.kind is SliceKind.NONE else self.gpu
@@ -101,7 +108,8 @@ class ResourceRequest:
         """The canonical string form; ``parse_request(r.to_spec()) == r``."""
         parts: list[str] = []
         if self.kind is SliceKind.MIG:
-            parts.append(f"mig={self.mig_profile}" + (f":{self.gpu}" if self.gpu != 1 else ""))
+            key = "vnpu" if self.is_vnpu else "mig"
+            parts.append(f"{key}={self.mig_profile}" + (f":{self.gpu}" if self.gpu != 1 else ""))
         elif self.kind is not SliceKind.NONE and not self.memory_only:
             model = f"{self.gpu_model}:" if self.gpu_model else ""
             parts.append(f"gpu={model}{self.gpu}")
@@ -131,21 +139,22 @@ def _validate(r: ResourceRequest) -> None:
     if r.gpu_mem_mib is not None and r.gpu_mem_mib <= 0:
         raise SpecError("gpu_mem: must be above 0", field="gpu_mem")
     if r.mig_profile is not None:
-        if not _MIG_PROFILE.match(r.mig_profile):
+        key = "vnpu" if r.is_vnpu else "mig"
+        if not (_MIG_PROFILE.match(r.mig_profile) or r.is_vnpu):
             raise SpecError(
-                f"mig: {r.mig_profile!r} is not a MIG profile "
-                "(expected e.g. 3g.40gb or 1g.10gb+me)",
+                f"mig: {r.mig_profile!r} is not a MIG profile or vNPU template "
+                "(expected e.g. mig=3g.40gb, mig=1g.10gb+me or vnpu=vir10_3c_32g)",
                 token=r.mig_profile,
                 field="mig",
             )
         if r.gpu_share_pct is not None or r.gpu_mem_mib is not None or r.gpu_model:
             raise SpecError(
-                "mig: cannot be combined with gpu=MODEL, gpu_share or gpu_mem "
+                f"{key}: cannot be combined with gpu=MODEL, gpu_share or gpu_mem "
                 "(the profile already fixes the slice)",
-                field="mig",
+                field=key,
             )
         if r.gpu < 1:
-            raise SpecError("mig: instance count must be at least 1", field="mig")
+            raise SpecError(f"{key}: instance count must be at least 1", field=key)
     if r.gpu_share_pct is not None and r.gpu < 1:
         raise SpecError("gpu_share: needs at least one device (gpu=0 given)", field="gpu_share")
     if r.gpu_model and r.gpu < 1:
@@ -217,16 +226,32 @@ def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
             model, gpu = _parse_gpu(raw)
         given = True
     mig = None
-    if fields.get("mig") is not None:
-        profile, sep, count = str(fields["mig"]).strip().lower().partition(":")
+    if fields.get("mig") is not None and fields.get("vnpu") is not None:
+        raise SpecError(
+            "vnpu: cannot be combined with mig= (one slice kind a request)", field="vnpu"
+        )
+    for key in ("mig", "vnpu"):
+        if fields.get(key) is None:
+            continue
+        profile, sep, count = str(fields[key]).strip().lower().partition(":")
         if sep and not count.isdigit():
             raise SpecError(
-                f"mig: count {count!r} is not a number (expected mig=PROFILE or PROFILE:N)",
-                token=str(fields["mig"]),
-                field="mig",
+                f"{key}: count {count!r} is not a number (expected {key}=NAME or NAME:N)",
+                token=str(fields[key]),
+                field=key,
             )
         if given:
-            raise SpecError("mig: cannot be combined with gpu= (use mig=PROFILE:N)", field="mig")
+            raise SpecError(f"{key}: cannot be combined with gpu= (use {key}=NAME:N)", field=key)
+        if key == "vnpu" and not _VNPU_TEMPLATE.match(profile):
+            raise SpecError(
+                f"vnpu: {profile!r} is not a vNPU template (expected e.g. vir05_1c_16g, vir04)",
+                token=profile,
+                field="vnpu",
+            )
+        if key == "mig" and _VNPU_TEMPLATE.match(profile):
+            raise SpecError(
+                f"mig: {profile!r} is a vNPU template (use vnpu={profile})", field="mig"
+            )
         mig, gpu, given = profile, int(count) if sep else 1, True
     share = None
     if fields.get("gpu_share") is not None:

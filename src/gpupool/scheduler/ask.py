@@ -7,7 +7,7 @@ import numpy as np
 from gpupool.model import ResourceRequest, SliceKind, SpecError, Topology, model_matches
 from gpupool.model.units import format_mib
 from gpupool.scheduler.state import MODE_CODES, ClusterState
-from gpupool.sharing import MigProfile, SharingMode, free_starts, models_with_profile
+from gpupool.sharing import Profile, SharingMode, models_with_profile
 from gpupool.sharing.mig import OCCUPANCY_STATES
 
 
@@ -22,7 +22,7 @@ class Ask:
     mem_mib: int | None  # per device for shares; None = proportional to compute share
     min_device_mib: int  # whole cards: smallest acceptable card memory
     model_ok: np.ndarray  # bool per model code of the snapshot
-    mig: tuple[MigProfile | None, ...]  # per model code
+    mig: tuple[Profile | None, ...]  # per model code
     static_dev: np.ndarray  # (N, G) devices of the right model, size, mode and health
     need_mem: np.ndarray | None  # (N, G) shares: memory the ask takes on each device
     mig_slot_table: np.ndarray | None  # (model code, occupancy mask) -> free legal starts
@@ -73,7 +73,7 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
         for code, name in enumerate(state.models):
             model_ok[code] &= model_matches(request.gpu_model, name)
         words.append(request.gpu_model)
-    mig: list[MigProfile | None] = [None] * (len(state.models) + 1)
+    mig: list[Profile | None] = [None] * (len(state.models) + 1)
     if kind is SliceKind.MIG:
         profile = request.mig_profile or ""
         offered = models_with_profile(profile)  # raises SpecError for unknown profiles
@@ -118,7 +118,7 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
         for code, profile in enumerate(mig):
             if profile is not None:
                 for occupied in range(OCCUPANCY_STATES):
-                    slot_table[code, occupied] = len(free_starts(occupied, profile))
+                    slot_table[code, occupied] = profile.room(occupied)
     return Ask(
         request=request,
         kind=kind,

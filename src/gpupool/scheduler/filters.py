@@ -251,8 +251,7 @@ def _units(dev: np.ndarray, count: int) -> tuple[np.ndarray | None, np.ndarray]:
 
 def mig_slots(state, ask: Ask, dev: np.ndarray) -> np.ndarray:
     """Per device of ``dev``, how many more instances of the ask's profile fit: a lookup by
-    (model, occupancy mask). A profile's legal starts never overlap one another, so the count
-    is the number of free starts."""
+    (model, occupancy: a MIG position mask or a vNPU chip's counters)."""
     assert ask.mig_slot_table is not None
     return ask.mig_slot_table[state.model, state.mig_used] * dev
 

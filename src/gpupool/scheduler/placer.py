@@ -209,7 +209,7 @@ def _grant(
             occupied = masks.get(col, int(state.mig_used[row, col]))
             start = choose_start(table, occupied, profile)
             assert start is not None, "MIG pick without a free start"
-            masks[col] = occupied | profile.mask(start)
+            masks[col] = profile.take(occupied, start)
             grants.append(
                 DeviceGrant(
                     node, device, 0, profile.memory_mib, mig_profile=profile.name, mig_start=start

@@ -15,10 +15,8 @@ from gpupool.scheduler.filters import Feasibility, best_island
 from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.scheduler.state import ClusterState
 from gpupool.sharing import choose_start
-from gpupool.sharing.mig import MEDIA_BIT
 
 INF = np.inf
-POSITIONS = MEDIA_BIT - 1  # the memory-slice bits of a MIG occupancy mask
 DEDUPE_MIN = 256  # FGD share candidates from which equal devices are scored once
 
 
@@ -306,7 +304,8 @@ def _mig_pick(state, ask, fe, row, cols, *, pack: bool) -> list[int]:
     used = state.mig_used[row].tolist()
     models = state.model[row].tolist()
     sign = -1 if pack else 1
-    order = sorted(cols, key=lambda c: (sign * bin(used[c] & POSITIONS).count("1"), c))
+    tables = state.mig_tables
+    order = sorted(cols, key=lambda c: (sign * tables[models[c]].used(used[c]), c))
     picks: list[int] = []
     masks = {c: used[c] for c in cols}
     for col in order:
@@ -316,7 +315,7 @@ def _mig_pick(state, ask, fe, row, cols, *, pack: bool) -> list[int]:
             start = choose_start(table, masks[col], profile)
             if start is None:
                 break
-            masks[col] |= profile.mask(start)
+            masks[col] = profile.take(masks[col], start)
             picks.append(col)
         if len(picks) == ask.count:
             break

@@ -170,10 +170,15 @@ class ClusterState:
             table = self.mig_tables[self.model[row, col]]
             if table is None or grant.mig_start is None:
                 raise SpecError(f"grant: device {grant.device} of {grant.node} has no MIG")
-            mask = table.profile(grant.mig_profile).mask(grant.mig_start)
-            if sign > 0 and int(self.mig_used[row, col]) & mask:
+            profile = table.profile(grant.mig_profile)
+            used = int(self.mig_used[row, col])
+            if sign > 0 and not profile.fits(used, grant.mig_start):
                 raise SpecError(f"grant: MIG position overlap on {grant.node}/{grant.device}")
-            self.mig_used[row, col] ^= mask
+            self.mig_used[row, col] = (
+                profile.take(used, grant.mig_start)
+                if sign > 0
+                else profile.release(used, grant.mig_start)
+            )
         else:
             self.compute_free[row, col] -= sign * grant.compute_pct
             if self.pooled[row, col]:

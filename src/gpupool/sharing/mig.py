@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gpupool.model import SpecError, canonical_model
+from gpupool.sharing.vnpu import VNPU_TABLES, VnpuTable, VnpuTemplate
 
 MEDIA_BIT = 1 << 8  # above every memory-slice position (at most 8)
 OCCUPANCY_STATES = 1 << 9  # masks of positions and the media bit
@@ -38,6 +39,24 @@ class MigProfile:
     def mask(self, start: int) -> int:
         return (((1 << self.size) - 1) << start) | (MEDIA_BIT if self.media else 0)
 
+    # what the scheduler asks of any partition profile (MIG here, Ascend vNPU in .vnpu)
+    def fits(self, occupied: int, start: int) -> bool:
+        return start in self.starts and not occupied & self.mask(start)
+
+    def free(self, occupied: int) -> list[int]:
+        """Legal starts that overlap nothing in the ``occupied`` mask."""
+        return [s for s in self.starts if not occupied & self.mask(s)]
+
+    def take(self, occupied: int, start: int) -> int:
+        return occupied | self.mask(start)
+
+    def room(self, occupied: int) -> int:
+        """How many more instances fit: a profile's legal starts never overlap one another."""
+        return len(self.free(occupied))
+
+    def release(self, occupied: int, start: int) -> int:
+        return occupied & ~self.mask(start)
+
 
 @dataclass(frozen=True, slots=True)
 class MigTable:
@@ -55,6 +74,10 @@ class MigTable:
 
     def has(self, name: str) -> bool:
         return any(p.name == name for p in self.profiles)
+
+    def used(self, occupied: int) -> int:
+        """Memory-slice positions taken."""
+        return bin(occupied & (MEDIA_BIT - 1)).count("1")
 
 
 _SEVEN = {  # placements shared by every 7-slice GPU (A100, H100, H200)
@@ -82,7 +105,7 @@ def _gib(gib: float) -> int:
     return round(gib * 1024)
 
 
-TABLES: dict[str, MigTable] = {
+MIG_TABLES: dict[str, MigTable] = {
     "A100-40G": _seven_slice(
         "A100-40G",
         {
@@ -146,8 +169,13 @@ TABLES: dict[str, MigTable] = {
 }
 
 
-def table_for(model: str) -> MigTable | None:
-    """The MIG table of a device model, or None when the model has no MIG."""
+Profile = MigProfile | VnpuTemplate
+# every partition table by model: NVIDIA MIG and Ascend vNPU (scheduled the same way)
+TABLES: dict[str, MigTable | VnpuTable] = {**MIG_TABLES, **VNPU_TABLES}
+
+
+def table_for(model: str) -> MigTable | VnpuTable | None:
+    """The MIG or vNPU table of a device model, or None when the model cannot be cut."""
     return TABLES.get(canonical_model(model))
 
 
@@ -156,20 +184,24 @@ def models_with_profile(profile: str) -> tuple[str, ...]:
     """Every model that offers ``profile``; raises SpecError when none does."""
     models = tuple(m for m, t in TABLES.items() if t.has(profile))
     if not models:
-        known = sorted({p.name for t in TABLES.values() for p in t.profiles})
-        raise SpecError(
-            f"mig: {profile!r} is not a profile of any MIG GPU (known: {', '.join(known)})",
-            token=profile,
+        vnpu = profile.startswith("vir")
+        tables = VNPU_TABLES if vnpu else MIG_TABLES
+        known = sorted({p.name for t in tables.values() for p in t.profiles})
+        what = (
+            "vnpu: {!r} is not a template of any Ascend chip"
+            if vnpu
+            else ("mig: {!r} is not a profile of any MIG GPU")
         )
+        raise SpecError(f"{what.format(profile)} (known: {', '.join(known)})", token=profile)
     return models
 
 
-def free_starts(occupied: int, profile: MigProfile) -> list[int]:
+def free_starts(occupied: int, profile: Profile) -> list[int]:
     """Legal starts of ``profile`` that overlap nothing in the ``occupied`` mask."""
-    return [s for s in profile.starts if not occupied & profile.mask(s)]
+    return profile.free(occupied)
 
 
-def _capacity_left(table: MigTable, occupied: int) -> int:
+def _capacity_left(table: MigTable | VnpuTable, occupied: int) -> int:
     """How much room stays open for larger instances: counts placements still available,
     weighted by instance size so that keeping a 7g/4g/3g position free matters most."""
     return sum(
@@ -178,24 +210,24 @@ def _capacity_left(table: MigTable, occupied: int) -> int:
 
 
 @cache
-def choose_start(table: MigTable, occupied: int, profile: MigProfile) -> int | None:
+def choose_start(table: MigTable | VnpuTable, occupied: int, profile: Profile) -> int | None:
     """The legal free start that keeps the most room for other instances (lowest on ties).
     Cached: a table has at most 2^positions occupancy masks."""
     best: tuple[int, int] | None = None
     for start in free_starts(occupied, profile):
-        left = _capacity_left(table, occupied | profile.mask(start))
+        left = _capacity_left(table, profile.take(occupied, start))
         if best is None or left > best[0]:
             best = (left, start)
     return None if best is None else best[1]
 
 
-def place(table: MigTable, occupied: int, profile_name: str) -> tuple[int, int]:
+def place(table: MigTable | VnpuTable, occupied: int, profile_name: str) -> tuple[int, int]:
     """Place one instance; returns (start, new occupied mask). Raises SpecError when full."""
     profile = table.profile(profile_name)
     start = choose_start(table, occupied, profile)
     if start is None:
         raise SpecError(f"mig: no free legal start for {profile_name} on {table.model}")
-    return start, occupied | profile.mask(start)
+    return start, profile.take(occupied, start)
 
 
 def plan_repartition(
@@ -214,11 +246,11 @@ def plan_repartition(
     layout: list[tuple[str, int]] = []
     for name, start in keep:
         p = table.profile(name)
-        if start not in p.starts or occupied & p.mask(start):
+        if not p.fits(occupied, start):
             raise SpecError(f"mig: kept instance {name}@{start} is not a legal free placement")
-        occupied |= p.mask(start)
+        occupied = p.take(occupied, start)
         layout.append((name, start))
-    todo: list[MigProfile] = []
+    todo: list[Profile] = []
     for name, count in wanted.items():
         if count < 0:
             raise SpecError(f"mig: negative count for {name}")
@@ -241,11 +273,11 @@ def plan_repartition(
     return sorted(layout, key=lambda item: item[1])
 
 
-def _search(todo: list[MigProfile], i: int, occupied: int) -> list[int] | None:
+def _search(todo: list[Profile], i: int, occupied: int) -> list[int] | None:
     if i == len(todo):
         return []
-    for start in free_starts(occupied, todo[i]):
-        rest = _search(todo, i + 1, occupied | todo[i].mask(start))
+    for start in todo[i].free(occupied):
+        rest = _search(todo, i + 1, todo[i].take(occupied, start))
         if rest is not None:
             return [start, *rest]
     return None
