@@ -40,6 +40,7 @@ from gpupool.agent.node import registration, telemetry
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
+from gpupool.agent.vnpu_binding import bind_vnpus
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
 from gpupool.devices import GpuProcess, Located, discover
@@ -368,12 +369,12 @@ class Agent(ChannelLink):
             # the server thinks it runs here but we never started it (state dir lost)
             self._refuse(order, "the agent has no record of this workload")
             return
-        grants = self._grants(order)
         stopping = {u for r in self.records.values() if r.released for u in r.limits_mib}
-        if in_the_way(grants, self.local, self.by_index) & stopping:
-            return  # a released workload still stops on those MIG slices: next round
         busy = {u for r in self.records.values() for u in r.limits_mib}
-        try:
+        try:  # vNPUs bound first: a bound grant names an existing instance
+            grants = bind_vnpus(self._grants(order), self.local, self.by_index, busy)
+            if in_the_way(grants, self.local, self.by_index) & stopping:
+                return  # a released workload still stops on those MIG slices: next round
             ensure_instances(grants, self.local, self.by_index, busy)
         except MigLayoutError as exc:
             raise LaunchError(str(exc)) from None

@@ -2,19 +2,25 @@
 ``ASCEND_RT_VISIBLE_DEVICES`` counts), with health, power, temperature, AI-core use and HBM
 (or DDR on cards without HBM), and the process table for the memory watchdog."""
 
+import logging
+from dataclasses import replace
+
+from gpupool.devices.ascend_vnpu import VnpuControl
 from gpupool.devices.base import (
     DeviceInfo,
     DeviceTelemetry,
     DiscoveryError,
     GpuProcess,
+    MigInstance,
     ToolBackend,
     ToolReport,
     optional_number,
 )
 from gpupool.devices.naming import model_name
 from gpupool.devices.tools import run_tool
-from gpupool.model import Vendor
+from gpupool.model import SharingMode, Vendor
 
+log = logging.getLogger("gpupool.devices")
 HEALTHY = ("OK", "Warning")
 
 
@@ -122,7 +128,32 @@ def parse_npu_smi_info(text: str) -> ToolReport:
 
 
 class AscendBackend(ToolBackend):
+    """``npu-smi info`` for devices and telemetry; at discovery also each chip's vNPUs (chips
+    whose model has vNPU templates), which makes such a chip a partitioned (MIG-mode) one."""
+
     name = "ascend"
+
+    def __init__(self) -> None:
+        self.control = VnpuControl({})
 
     def report(self) -> ToolReport:
         return parse_npu_smi_info(run_tool(["npu-smi", "info"]))
+
+    def discover(self) -> list[DeviceInfo]:
+        devices = self.report().devices
+        self.control = VnpuControl({d.local_index: d.uuid for d in devices})
+        out = []
+        for d in devices:
+            try:
+                vnpus = self.control.vnpus(d.local_index, d.model)
+            except DiscoveryError as exc:  # a chip we cannot ask keeps no vNPUs, not the node
+                log.warning("%s: vNPUs not read: %s", d.uuid, exc)
+                vnpus = ()
+            out.append(replace(d, mig=vnpus, mode=SharingMode.MIG) if vnpus else d)
+        return out
+
+    def create_vnpu(self, local_index: int, template: str) -> MigInstance:
+        return self.control.create_vnpu(local_index, template)
+
+    def destroy_vnpu(self, local_index: int, uuid: str) -> None:
+        self.control.destroy_vnpu(local_index, uuid)

@@ -2,10 +2,11 @@
 
 Whole cards and MIG instances are isolated by visibility (``CUDA_VISIBLE_DEVICES`` with GPU or
 MIG UUIDs; ``ASCEND_RT_VISIBLE_DEVICES``, ``MLU_VISIBLE_DEVICES``, ``HIP_VISIBLE_DEVICES`` for
-the other vendors). Fractional shares also get limits: MPS's
-``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` and ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``, and HAMi-core's
-``CUDA_DEVICE_MEMORY_LIMIT`` / ``CUDA_DEVICE_SM_LIMIT`` with its library preloaded when the node
-has it. Pure: the agent passes what it knows about its devices.
+the other vendors; Ascend vNPUs by id in ``ASCEND_VISIBLE_DEVICES``). Fractional shares also
+get limits: MPS's ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` and
+``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``, and HAMi-core's ``CUDA_DEVICE_MEMORY_LIMIT`` /
+``CUDA_DEVICE_SM_LIMIT`` with its library preloaded when the node has it. Pure: the agent
+passes what it knows about its devices.
 """
 
 from collections.abc import Iterable
@@ -23,6 +24,8 @@ VISIBLE = {
     Vendor.CAMBRICON: "MLU_VISIBLE_DEVICES",
     Vendor.HYGON: "HIP_VISIBLE_DEVICES",
 }
+
+ASCEND_VNPUS = "ASCEND_VISIBLE_DEVICES"  # vNPU ids, for Ascend Docker Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +95,16 @@ def slice_env(
     env: dict[str, str] = {}
     visible: dict[Vendor, list[str]] = {}
     shares: list[tuple[int, Grant]] = []  # (position among visible NVIDIA devices, grant)
+    vnpus: list[str] = []
     for grant in sorted(grants, key=lambda g: g.device):
         dev = devices.get(grant.device)
         if dev is None:
             raise SpecError(f"device {grant.device}: not on this node", field="device")
+        if grant.mig_profile is not None and dev.vendor is Vendor.ASCEND:
+            # a vNPU: the Ascend container runtime mounts /dev/vdavinci<ID>, which the
+            # workload then sees as its device 0, 1, ...
+            vnpus.append(_mig_uuid(grant, dev).removeprefix("vnpu"))
+            continue
         ids = visible.setdefault(dev.vendor, [])
         if grant.mig_profile is not None:
             ids.append(_mig_uuid(grant, dev))
@@ -107,8 +116,13 @@ def slice_env(
             if dev.vendor is Vendor.NVIDIA:
                 shares.append((len(ids) - 1, grant))
             env[f"GPUPOOL_DEVICE_MEM_LIMIT_MIB_{len(ids) - 1}"] = str(grant.mem_mib)
+    if vnpus:  # inside the container they are devices 0..n-1 (besides any whole cards)
+        ids = visible.setdefault(Vendor.ASCEND, [])
+        ids += [str(len(ids) + i) for i in range(len(vnpus))]
     for vendor, ids in visible.items():
         env[VISIBLE[vendor]] = ",".join(ids)
+    # always set, so a job's own value never mounts a device it was not granted
+    env[ASCEND_VNPUS] = ",".join(vnpus) if vnpus else env.get(VISIBLE[Vendor.ASCEND], "")
     if Vendor.NVIDIA in visible:
         env["NVIDIA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]  # container runtimes
     if shares:
@@ -123,7 +137,7 @@ def slice_env(
                 env["CUDA_DEVICE_MEMORY_LIMIT"] = f"{shares[0][1].mem_mib}m"
             env["CUDA_DEVICE_SM_LIMIT"] = str(min(g.compute_pct for _, g in shares))
             env["LD_PRELOAD"] = hami_core
-    if not visible:  # a CPU-only job sees no accelerator at all
+    if not visible and not vnpus:  # a CPU-only job sees no accelerator at all
         env.update({name: "" for name in VISIBLE.values()})
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
     return env
