@@ -372,9 +372,9 @@ class Agent(ChannelLink):
         stopping = {u for r in self.records.values() if r.released for u in r.limits_mib}
         busy = {u for r in self.records.values() for u in r.limits_mib}
         try:  # vNPUs bound first: a bound grant names an existing instance
-            grants = bind_vnpus(self._grants(order), self.local, self.by_index, busy)
-            if in_the_way(grants, self.local, self.by_index) & stopping:
-                return  # a released workload still stops on those MIG slices: next round
+            grants = bind_vnpus(self._grants(order), self.local, self.by_index, busy, stopping)
+            if grants is None or in_the_way(grants, self.local, self.by_index) & stopping:
+                return  # a released workload still stops on those slices: next round
             ensure_instances(grants, self.local, self.by_index, busy)
         except MigLayoutError as exc:
             raise LaunchError(str(exc)) from None

@@ -10,6 +10,7 @@ from dataclasses import replace
 from gpupool.agent.mig_layout import MigLayoutError
 from gpupool.devices.base import DiscoveryError
 from gpupool.devices.detect import Located
+from gpupool.model import SpecError
 from gpupool.sharing.runtime_env import Grant, LocalDevice
 from gpupool.sharing.vnpu import VNPU_TABLES, VnpuTable
 
@@ -23,10 +24,12 @@ def bind_vnpus(
     local: dict[int, LocalDevice],
     located: dict[int, Located],
     busy: set[str],
-) -> list[Grant]:
+    stopping: frozenset[str] | set[str] = frozenset(),
+) -> list[Grant] | None:
     """``grants`` with each vNPU grant bound to a vNPU (its slot in ``mig_start``); ``local``
     is updated in place with what was created or destroyed. ``busy``: vNPU ids (``vnpu<ID>``)
-    running workloads hold."""
+    workloads hold; ``stopping``: those of workloads released but still stopping — None (try
+    again next round) when the room a grant needs is theirs."""
     taken = set(busy)
     out: list[Grant] = []
     for g in grants:
@@ -39,8 +42,12 @@ def bind_vnpus(
         free = [m for m in dev.mig if m[0] == g.mig_profile and m[2] not in taken]
         if free:
             slot, uuid = free[0][1], free[0][2]
-        else:
+        elif _fits(table, [m[0] for m in dev.mig if m[2] in taken] + [g.mig_profile]) or not (
+            {m[2] for m in dev.mig} & set(stopping)
+        ):
             slot, uuid = _create(g, table, dev, loc, local, taken)
+        else:
+            return None  # the scheduler granted what a stopping workload still holds
         taken.add(uuid)
         out.append(replace(g, mig_start=slot))
     return out
@@ -73,7 +80,7 @@ def _create(
                 f"device {g.device}: vNPUs in use leave no room for {template} on this chip"
             )
         made = backend.create_vnpu(index, template)
-    except DiscoveryError as exc:
+    except (DiscoveryError, SpecError) as exc:  # npu-smi's refusal / the simulated one
         raise MigLayoutError(f"device {g.device}: {exc}") from None
     finally:
         local[g.device] = replace(dev, mig=tuple(kept + idle))

@@ -10,8 +10,6 @@ from gpupool.devices.base import DiscoveryError, MigInstance
 from gpupool.devices.tools import run_tool
 from gpupool.sharing.vnpu import VNPU_TABLES
 
-_CREATED = re.compile(r"vnpu[_ ]?id\s*[:=]?\s*(\d+)", re.IGNORECASE)
-
 
 @dataclass(frozen=True, slots=True)
 class Vnpu:
@@ -134,18 +132,17 @@ class VnpuControl:
         )
 
     def create_vnpu(self, local_index: int, template: str) -> MigInstance:
+        """Create one; npu-smi answers "Create vnpu success" without the id it chose, so the
+        new vNPU is the one listed after and not before."""
         npu, chip = _ids(self.uuids[local_index])
-        said = run_tool(
+        before = {v.vnpu_id for v in self._listed(npu, chip)}
+        run_tool(
             ["npu-smi", "set", "-t", "create-vnpu", "-i", str(npu), "-c", str(chip), "-f", template]
         )
-        m = _CREATED.search(said)
-        if m is not None:
-            return Vnpu(int(m.group(1)), None, "", None, template).instance()
-        # older npu-smi only says "Create vnpu success": the new one is the highest id
-        made = [v for v in self._listed(npu, chip) if v.template == template]
-        if not made:
-            raise DiscoveryError(f"npu-smi create-vnpu {template}: no such vNPU afterwards")
-        return max(made, key=lambda v: v.vnpu_id).instance()
+        made = [v for v in self._listed(npu, chip) if v.vnpu_id not in before]
+        if len(made) != 1 or made[0].template != template:
+            raise DiscoveryError(f"npu-smi create-vnpu {template}: no new {template} afterwards")
+        return made[0].instance()
 
     def destroy_vnpu(self, local_index: int, uuid: str) -> None:
         npu, chip = _ids(self.uuids[local_index])

@@ -32,6 +32,7 @@ from gpupool.model import SharingMode, SpecError, Vendor, canonical_model
 from gpupool.model.devices import catalog_entry
 from gpupool.model.errors import from_validation
 from gpupool.sharing.mig import table_for
+from gpupool.sharing.vnpu import MAX_VNPUS_PER_CHIP, VNPU_TABLES, vnpu_id
 
 
 class _Mig(BaseModel):
@@ -104,12 +105,12 @@ def _mig_layout(model: str, wanted: list[_Mig]) -> list[tuple[str, int, int]]:
     occupied, out = 0, []
     for m in wanted:
         profile = table.profile(m.profile)
-        if m.start not in profile.starts or occupied & profile.mask(m.start):
+        if not profile.fits(occupied, m.start):
             raise SpecError(
                 f"simulated devices: {m.profile} cannot start at slice {m.start} on {model} "
                 f"(legal starts {list(profile.starts)}, not overlapping the others)"
             )
-        occupied |= profile.mask(m.start)
+        occupied = profile.take(occupied, m.start)
         out.append((profile.name, m.start, profile.memory_mib))
     return out
 
@@ -138,8 +139,16 @@ class SimulatedBackend:
             layout = _mig_layout(model, group.mig)
             for _ in range(group.count):
                 i = len(out)
+                vnpu = model in VNPU_TABLES  # Ascend: the id npu-smi would give
                 mig = tuple(
-                    MigInstance(name, start, f"MIG-sim-{self.node}-{i}-{name}-{start}", mib)
+                    MigInstance(
+                        name,
+                        start,
+                        f"vnpu{vnpu_id(i, start)}"
+                        if vnpu
+                        else f"MIG-sim-{self.node}-{i}-{name}-{start}",
+                        mib,
+                    )
                     for name, start, mib in layout
                 )
                 mode = SharingMode.MIG if mig else group.mode
@@ -206,6 +215,25 @@ class SimulatedBackend:
         if not any(m.uuid == uuid for m in d.mig):
             raise SpecError(f"mig: no instance {uuid} on device {local_index}")
         self._devices[local_index] = replace(d, mig=tuple(m for m in d.mig if m.uuid != uuid))
+
+    # -- Ascend vNPUs (as npu-smi create-vnpu / destroy-vnpu) -----------------------------
+    def create_vnpu(self, local_index: int, template: str) -> MigInstance:
+        """A vNPU with the chip's first free id (``100 + 16 * index + slot``), if the chip
+        still has the template's AI Cores and AI CPUs."""
+        d = self._devices[local_index]
+        table = VNPU_TABLES.get(d.model)
+        if d.mode != SharingMode.MIG or table is None:
+            raise SpecError(f"vnpu: device {local_index} ({d.model}) is not cut into vNPUs")
+        if not table.holds([m.profile for m in d.mig] + [template]):
+            raise SpecError(f"vnpu: device {local_index}: no room for {template}")
+        slot = min({*range(MAX_VNPUS_PER_CHIP)} - {m.start for m in d.mig})
+        mib = table.profile(template).memory_mib
+        made = MigInstance(template, slot, f"vnpu{vnpu_id(local_index, slot)}", mib)
+        self._devices[local_index] = replace(d, mig=(*d.mig, made))
+        return made
+
+    def destroy_vnpu(self, local_index: int, uuid: str) -> None:
+        self.destroy_mig(local_index, uuid)
 
     def set_mig_mode(self, local_index: int, on: bool) -> None:
         """MIG mode on or off, as NVML allows it: only with no instance left; it takes effect

@@ -71,7 +71,9 @@ class VnpuTemplate:
 
     def fits(self, occupied: int, start: int = 0) -> bool:
         units, cpus, _ = self._after(occupied, 1)
-        return start == 0 and units <= self.unit_limit and cpus <= self.cpu_limit
+        # the start is the vNPU's slot on the node (any; the scheduler says 0): not a position
+        in_range = 0 <= start < MAX_VNPUS_PER_CHIP
+        return in_range and units <= self.unit_limit and cpus <= self.cpu_limit
 
     def free(self, occupied: int) -> list[int]:
         return [0] if self.fits(occupied) else []
