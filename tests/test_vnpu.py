@@ -178,3 +178,33 @@ def test_a_vnpu_is_billed_and_counted_as_its_share_of_the_chip():
     assert MIG_PERCENT["vir10_3c_32g"] == 50 and MIG_PERCENT["vir05_1c_16g"] == 25
     assert MIG_PERCENT["vir04"] == 50 and MIG_PERCENT["vir12_3c_32g"] == 50
     assert table_for("Ascend910B-B3") is VNPU_TABLES["Ascend910B-B3"]
+
+
+def test_one_quota_spans_nvidia_cards_and_ascend_vnpus():
+    """A tenant's card quota counts a whole A100 as 100 and a vir10_3c_32g as 50 (half its
+    chip's AI Cores): 1.5 cards hold one of each, and nothing more."""
+    from gpupool.model import Job, Node, make_devices
+    from gpupool.scheduler.cycle import run_cycle
+    from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
+
+    nodes = [
+        Node("nv", 64000, 512 * 1024, make_devices("A100-80G", 2, node="nv")),
+        Node(
+            "npu",
+            64000,
+            512 * 1024,
+            make_devices("Ascend910B-B3", 2, mode=SharingMode.MIG, node="npu"),
+        ),
+    ]
+    tenants = TenantTree(
+        [Tenant("company"), Tenant("algo", "company", {"gpu": Quota.cards(1.5, borrowing=0)})]
+    )
+    wanted = [
+        Job("whole", parse_request("gpu=A100-80G:1"), tenant="algo"),
+        Job("vnpu", parse_request("vnpu=vir10_3c_32g"), tenant="algo", submit_time=1),
+        Job("more", parse_request("vnpu=vir05_1c_16g"), tenant="algo", submit_time=2),
+    ]
+    result = run_cycle(ClusterState(nodes), [], wanted, tenants, 0)
+    assert {b.job_id for b in result.bindings} == {"whole", "vnpu"}
+    assert list(result.pending) == ["more"]
+    assert "quota" in result.pending["more"]
