@@ -208,3 +208,34 @@ def test_one_quota_spans_nvidia_cards_and_ascend_vnpus():
     assert {b.job_id for b in result.bindings} == {"whole", "vnpu"}
     assert list(result.pending) == ["more"]
     assert "quota" in result.pending["more"]
+
+
+def test_a_vnpu_is_metered_and_invoiced_as_its_share_of_the_chip():
+    """Metered at its share of the chip's AI Cores; priced at the chip's price, or at the
+    family's (``Ascend910B``) when only that is set."""
+    from gpupool.billing.catalog import Catalog, Price
+    from gpupool.billing.invoice import Usage, invoice, month_bounds
+    from gpupool.server.metering import Card, meter
+
+    placement = {
+        "nodes": [
+            {
+                "node": "npu",
+                "cpu_millis": 0,
+                "devices": [
+                    {"device": 0, "compute_pct": 0, "mem_mib": 32768, "exclusive": False,
+                     "mig_profile": "vir10_3c_32g", "mig_start": 0},
+                ],
+            }
+        ]
+    }  # fmt: skip
+    (record,) = meter(placement, {("npu", 0): Card("Ascend910B-B3", 65536)}, 3600)
+    assert record["compute_pct_seconds"] == 50 * 3600 and record["device_seconds"] == 0
+    start, _ = month_bounds("2026-11")
+    usage = Usage("Ascend910B-B3", start, start + 720 * 3600, 50 * 720 * 3600, 0)
+    family = Catalog([Price("Ascend910B", 2000 * 100)])
+    assert invoice("algo", "2026-11", [usage], family)["total"] == "1000.00"
+    own = Catalog([Price("Ascend910B", 2000 * 100), Price("Ascend910B-B3", 3000 * 100)])
+    assert invoice("algo", "2026-11", [usage], own)["total"] == "1500.00"
+    with pytest.raises(SpecError, match="no price for Ascend910B-B3"):
+        invoice("algo", "2026-11", [usage], Catalog([Price("A100-80G", 1)]))

@@ -65,8 +65,17 @@ class Catalog:
     def default(cls) -> "Catalog":
         return cls(Price(m, fen) for m, fen in DEFAULT_MONTHLY_FEN.items())
 
+    def _name(self, model: str) -> str:
+        """The catalog's name for ``model``: itself, else its family when only the family is
+        priced (``Ascend910B-B3`` billed at ``Ascend910B``'s price)."""
+        if model == CPU_SERVER:
+            return model
+        name = canonical_model(model)
+        family = name.rpartition("-")[0]
+        return family if name not in self.by_model and family in self.by_model else name
+
     def at(self, model: str, when: float) -> Price:
-        name = model if model == CPU_SERVER else canonical_model(model)
+        name = self._name(model)
         entries = self.by_model.get(name, [])
         in_force = [p for p in entries if p.effective_from <= when]
         if not in_force:
@@ -76,7 +85,7 @@ class Catalog:
 
     def boundaries(self, model: str, start: float, end: float) -> list[float]:
         """Times inside (start, end) where ``model``'s price changes."""
-        entries = self.by_model.get(model, [])
+        entries = self.by_model.get(self._name(model), [])
         return [p.effective_from for p in entries if start < p.effective_from < end]
 
 
