@@ -28,6 +28,7 @@ from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
 from gpupool.sharing import TABLES, plan_repartition, table_for
+from gpupool.sharing.vnpu import VnpuTable
 
 app = typer.Typer(
     help="gpupool: pool every GPU of every server, slice it, schedule it, meter it.",
@@ -118,7 +119,7 @@ def request(spec: str = typer.Argument(..., help="e.g. 'gpu=A100-80G:2,cpu=4,mem
     for name, value in (
         ("gpu model", r.gpu_model),
         ("vendor", r.vendor),
-        ("mig profile", r.mig_profile),
+        ("vnpu template" if r.is_vnpu else "mig profile", r.mig_profile),
         ("compute per device", f"{r.gpu_share_pct}%" if r.gpu_share_pct is not None else None),
         ("gpu memory per device", format_mib(r.gpu_mem_mib) if r.gpu_mem_mib else None),
     ):
@@ -133,10 +134,18 @@ def request(spec: str = typer.Argument(..., help="e.g. 'gpu=A100-80G:2,cpu=4,mem
 @mig_app.command("profiles")
 @friendly
 def mig_profiles(model: str = typer.Argument(..., help=f"One of {', '.join(TABLES)}")) -> None:
-    """List a GPU model's MIG profiles with memory and legal start positions."""
+    """List a GPU model's MIG profiles (or an Ascend chip's vNPU templates)."""
     table = table_for(model)
     if table is None:
         raise SpecError(f"mig: {model!r} has no MIG table (known: {', '.join(TABLES)})")
+    if isinstance(table, VnpuTable):  # Ascend: templates by AI Cores and AI CPUs
+        out = Table("template", "AI cores", "AI CPUs", "memory", "vNPU type", title=table.model)
+        for t in table.profiles:
+            cores = f"{t.compute_slices}/{table.compute_slices}"
+            cpus = f"{t.ai_cpu}/{table.ai_cpu}"
+            out.add_row(t.name, cores, cpus, format_mib(t.memory_mib), t.vnpu_type)
+        Console().print(out)
+        return
     out = Table("profile", "id", "compute", "memory", "placements", title=table.model)
     for p in table.profiles:
         starts = ",".join(map(str, p.starts))
