@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpupool.model import SharingMode, SpecError
-from gpupool.sharing.mig import table_for
+from gpupool.sharing.mig import MigTable, table_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,8 @@ def plan_modes(
 ) -> list[ModeChange]:
     """The switches to order now for one hybrid pool. ``waiting_mig``: MIG requests that wait
     for room (not for quota); ``waiting_other``: requests for shares or whole cards that do."""
-    capable = [c for c in cards if table_for(c.model) is not None]
+    # NVIDIA MIG cards only: switching an Ascend chip in and out of vNPU mode is not built
+    capable = [c for c in cards if isinstance(table_for(c.model), MigTable)]
     mig = sum(c.effective is SharingMode.MIG for c in capable)
     high = len(capable) if bounds.mig_max is None else min(bounds.mig_max, len(capable))
     low = min(bounds.mig_min, high)
