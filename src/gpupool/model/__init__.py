@@ -14,6 +14,7 @@ from gpupool.model.devices import (
 from gpupool.model.errors import SpecError
 from gpupool.model.job import DEFAULT_PRIORITY_CLASSES, Job, JobKind, job
 from gpupool.model.request import (
+    NETWORK_LEVELS,
     ResourceRequest,
     SliceKind,
     Topology,
@@ -25,6 +26,7 @@ from gpupool.model.units import parse_cpu_millis, parse_memory_mib, parse_share_
 __all__ = [
     "CATALOG",
     "DEFAULT_PRIORITY_CLASSES",
+    "NETWORK_LEVELS",
     "Device",
     "DeviceModel",
     "Job",

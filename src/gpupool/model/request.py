@@ -34,6 +34,16 @@ class Topology(StrEnum):
     NVLINK = "nvlink"  # all cards on one NVLink / HCCS island
     NODE = "node"  # all cards on one node (the default)
     ANY = "any"  # may span nodes, on as few as possible
+    # network levels (node labels, gpupool.scheduler.topology): all of the job — every gang
+    # worker, every node of a spanning request — under one leaf switch, block, rack or zone
+    LEAF = "leaf"
+    BLOCK = "block"
+    RACK = "rack"
+    ZONE = "zone"
+
+
+NETWORK_LEVELS = (Topology.LEAF, Topology.BLOCK, Topology.RACK, Topology.ZONE)
+PREFER = "prefer-"  # topology=prefer-leaf: under one leaf if it can, else as low as it can
 
 
 class SliceKind(StrEnum):
@@ -62,6 +72,7 @@ class ResourceRequest:
     mem_mib: int = 0
     topology: Topology = Topology.NODE
     vendor: Vendor | None = None
+    topology_preferred: bool = False  # a network level the job prefers, not requires
     kind: SliceKind = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,7 +133,8 @@ class ResourceRequest:
         if self.mem_mib:
             parts.append(f"mem={format_mib(self.mem_mib)}")
         if self.topology is not Topology.NODE:
-            parts.append(f"topology={self.topology}")
+            prefer = PREFER if self.topology_preferred else ""
+            parts.append(f"topology={prefer}{self.topology}")
         if self.vendor is not None:
             parts.append(f"vendor={self.vendor}")
         return ",".join(parts) or "cpu=0"
@@ -170,6 +182,12 @@ def _validate(r: ResourceRequest) -> None:
             )
     if r.topology is Topology.NVLINK and r.kind is not SliceKind.WHOLE:
         raise SpecError("topology=nvlink: only applies to whole-card requests", field="topology")
+    if r.topology_preferred and r.topology not in NETWORK_LEVELS:
+        raise SpecError(
+            f"topology: only a network level can be preferred (prefer-leaf, prefer-block, "
+            f"prefer-rack, prefer-zone), not {r.topology}",
+            field="topology",
+        )
 
 
 def _parse_gpu(value: str) -> tuple[str | None, int]:
@@ -261,6 +279,7 @@ def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
         gpu_mem = parse_memory_mib(fields["gpu_mem"], "gpu_mem")
     if share is not None and not given:
         gpu = 1
+    topology = str(fields.get("topology") or "node").strip().lower()
     return ResourceRequest(
         gpu=gpu,
         gpu_model=model,
@@ -269,7 +288,8 @@ def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
         mig_profile=mig,
         cpu_millis=parse_cpu_millis(fields.get("cpu", 0) or 0),
         mem_mib=parse_memory_mib(fields.get("mem", 0) or 0, "mem"),
-        topology=_enum(Topology, "topology", str(fields.get("topology") or "node")),
+        topology=_enum(Topology, "topology", topology.removeprefix(PREFER)),
+        topology_preferred=topology.startswith(PREFER),
         vendor=_enum(Vendor, "vendor", str(fields["vendor"])) if fields.get("vendor") else None,
     )
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpupool.model import Job, ResourceRequest, SliceKind, Topology
+from gpupool.model import NETWORK_LEVELS, Job, ResourceRequest, SliceKind, Topology
+from gpupool.scheduler import topology
 from gpupool.scheduler.ask import Ask, compile_ask, device_request, with_host
 from gpupool.scheduler.filters import Feasibility, explain, feasibility
 from gpupool.scheduler.fragmentation import ShapeMix
@@ -24,6 +25,7 @@ from gpupool.sharing import choose_start
 LOOKAHEAD = "fgd-lookahead"  # FGD or best-fit, judged by the next jobs of the queue
 POLICY_NAMES = (*POLICIES, LOOKAHEAD, "auto")
 Mask = np.ndarray | None
+SPANNING = (Topology.ANY, *NETWORK_LEVELS)  # a whole-card request may span nodes
 
 
 def make_policy(name: str, mix: ShapeMix | None = None) -> Policy:
@@ -113,7 +115,13 @@ class Placer:
         the job off nodes it may not use, e.g. reserved ones; refusals charge those nodes to
         ``masked_reason``. ``explain=False`` skips building the reason of a refusal.
         ``upcoming``: the next jobs' requests, read by ``fgd-lookahead`` only."""
-        if self._lookahead is not None and upcoming and allowed is None and job.gang_size == 1:
+        if (
+            self._lookahead is not None
+            and upcoming
+            and allowed is None
+            and job.gang_size == 1
+            and job.request.topology not in NETWORK_LEVELS
+        ):
             result = self._lookahead.place(state, job, upcoming)
             if isinstance(result, Placement) or not explain:
                 return result
@@ -133,6 +141,29 @@ class Placer:
         return self._place_workers(state, job, allowed, masked_reason, True, True)
 
     def _place_workers(
+        self,
+        state: ClusterState,
+        job: Job,
+        allowed: Mask,
+        masked_reason: str,
+        apply: bool,
+        explain: bool,
+    ) -> PlacementResult:
+        if job.request.topology not in NETWORK_LEVELS:
+            return self._place_gang(state, job, allowed, masked_reason, apply, explain)
+        ask = self.ask(state, job.request)
+        need = ask.count * job.gang_size
+        for level in topology.levels_to_try(job.request):
+            if level is None:  # preferred, and no domain could: anywhere
+                return self._place_gang(state, job, allowed, masked_reason, apply, explain)
+            for _, rows in topology.candidates(state, ask, level, need, allowed):
+                placed = self._place_gang(state, job, rows, masked_reason, apply, False)
+                if isinstance(placed, Placement):
+                    return placed
+        reason = topology.refusal(state, ask, job.request.topology, need, allowed)
+        return Unplaceable(job.id, reason)
+
+    def _place_gang(
         self,
         state: ClusterState,
         job: Job,
@@ -177,7 +208,7 @@ class Placer:
         if any_true(fe.node_ok):
             row, cols = policy.choose(state, ask, fe)
             return [_grant(state, ask, fe, row, cols, ask.cpu, ask.mem)]
-        if ask.kind is SliceKind.WHOLE and ask.topology is Topology.ANY and ask.count > 1:
+        if ask.kind is SliceKind.WHOLE and ask.topology in SPANNING and ask.count > 1:
             spanned = _span_nodes(state, ask, fe)
             if spanned is not None:
                 return spanned

@@ -1,0 +1,100 @@
+"""Network topology beyond the node: leaf switch, block (spine), rack and zone, read from node
+labels (the vocabulary of Kueue's topology-aware scheduling and Volcano's HyperNode). A job
+asking ``topology=leaf`` is placed whole — every gang worker, every node of a spanning
+request — under one leaf; ``topology=prefer-leaf`` under one leaf when it can, else under one
+block, rack or zone, else anywhere. Domains are tried tightest first (the fewest free matching
+cards that still hold the job), which keeps roomy domains for the big gangs to come."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.model import NETWORK_LEVELS, ResourceRequest, SliceKind, Topology
+from gpupool.scheduler.ask import Ask
+from gpupool.scheduler.state import ClusterState
+
+LABELS: dict[Topology, str] = {
+    Topology.LEAF: "topology.gpupool.io/leaf",
+    Topology.BLOCK: "topology.gpupool.io/block",
+    Topology.RACK: "topology.gpupool.io/rack",
+    Topology.ZONE: "topology.kubernetes.io/zone",
+}
+
+PLURAL = {Topology.LEAF: "leaves", Topology.BLOCK: "blocks", Topology.RACK: "racks",
+          Topology.ZONE: "zones"}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    level: Topology
+    name: str
+    rows: np.ndarray  # bool per node row of the state
+
+
+def domains(state: ClusterState, level: Topology) -> list[Domain]:
+    """The state's domains at ``level`` (nodes without the label are in none). Cached on the
+    state: its nodes never change."""
+    cache: dict[Topology, list[Domain]] = state.__dict__.setdefault("_topology_domains", {})
+    if level not in cache:
+        label = LABELS[level]
+        names = [n.labels.get(label) for n in state.nodes]
+        cache[level] = [
+            Domain(level, name, np.array([n == name for n in names], dtype=bool))
+            for name in sorted({n for n in names if n})
+        ]
+    return cache[level]
+
+
+def levels_to_try(request: ResourceRequest) -> list[Topology | None]:
+    """Required: its level. Preferred: its level, the ones above, then anywhere (None)."""
+    if not request.topology_preferred:
+        return [request.topology]
+    start = NETWORK_LEVELS.index(request.topology)
+    return [*NETWORK_LEVELS[start:], None]
+
+
+def free_cards(state: ClusterState, ask: Ask, rows: np.ndarray) -> int:
+    """Devices in ``rows`` that could take one of the ask's slices now (whole asks: idle
+    matching cards; partitions and shares: matching cards of the right mode)."""
+    dev = ask.static_dev & rows[:, None]
+    if ask.kind is SliceKind.WHOLE:
+        dev = dev & state.idle
+    return int(dev.sum())
+
+
+def candidates(
+    state: ClusterState, ask: Ask, level: Topology, need: int, allowed: np.ndarray | None
+) -> Iterator[tuple[Domain, np.ndarray]]:
+    """Domains at ``level`` with at least ``need`` free cards, tightest first, each with the
+    node mask to place in."""
+    scored = []
+    for d in domains(state, level):
+        rows = d.rows if allowed is None else d.rows & allowed
+        free = free_cards(state, ask, rows)
+        if free >= need:
+            scored.append((free, d.name, d, rows))
+    for _, _, d, rows in sorted(scored, key=lambda item: item[:2]):
+        yield d, rows
+
+
+def refusal(
+    state: ClusterState, ask: Ask, level: Topology, need: int, allowed: np.ndarray | None
+) -> str:
+    """Why no domain at ``level`` held the job, naming the best one."""
+    found = domains(state, level)
+    plural = PLURAL[level]
+    what = "cards" if ask.what == "gpu" else f"{ask.what} cards"
+    if not found:
+        return f"no node has a {level} label ({LABELS[level]})"
+    free = [
+        (free_cards(state, ask, d.rows if allowed is None else d.rows & allowed), d.name)
+        for d in found
+    ]
+    best, name = min(free, key=lambda f: (-f[0], f[1]))
+    if best >= need:
+        return (
+            f"{sum(f >= need for f, _ in free)}/{len(found)} {plural} have {need} free "
+            f"{what}, but none holds the whole job (cpu, memory or cards per node)"
+        )
+    return f"0/{len(found)} {plural} hold {need} free {what}; best {level} {name} has {best}"
