@@ -78,6 +78,28 @@ def candidates(
         yield d, rows
 
 
+def fewest_leaves(
+    state: ClusterState, ask: Ask, need: int, within: np.ndarray | None, tries: int = 3
+) -> Iterator[np.ndarray]:
+    """For a job larger than any leaf can hold now: unions of the leaves with the most free
+    cards, as few as hold ``need`` (then one more, up to ``tries``), so that it spans as few
+    leaves as it can. Nothing when no node has a leaf label."""
+    scored = []
+    for d in domains(state, Topology.LEAF):
+        rows = d.rows if within is None else d.rows & within
+        scored.append((free_cards(state, ask, rows), d.name, rows))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    union = np.zeros(state.size, dtype=bool)
+    total = 0
+    for free, _, rows in scored:
+        if free == 0 or tries == 0:
+            return
+        union, total = union | rows, total + free
+        if total >= need:
+            tries -= 1
+            yield union.copy()
+
+
 def refusal(
     state: ClusterState, ask: Ask, level: Topology, need: int, allowed: np.ndarray | None
 ) -> str:
