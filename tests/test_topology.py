@@ -95,3 +95,35 @@ def test_the_cycle_places_gangs_under_one_leaf():
     for b in result.bindings:
         assert len(_leaves(b.placement)) == 1
     assert len({frozenset(_leaves(b.placement)) for b in result.bindings}) == 4
+
+
+def test_through_the_api_labels_place_and_refusals_show(tmp_path):
+    """Nodes registered with leaf labels; a gang asking for one leaf lands there, one too big
+    for any leaf stays pending with the level named; a vNPU job beside them (one engine)."""
+    from gpupool.server.settings import Settings
+    from tests.support.cluster import node_body, ok, submit
+    from tests.support.live import live_server
+
+    settings = Settings(data_dir=tmp_path, log_json=False)
+    with live_server(settings) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        for name, leaf in (("a0", "leaf-a"), ("a1", "leaf-a"), ("b0", "leaf-b")):
+            labels = {LABELS[Topology.LEAF]: leaf}
+            ok(admin.post("/api/v1/nodes", json=node_body(name, cards=4, labels=labels)))
+        npu = node_body("npu", model="Ascend910B-B3", cards=1)
+        npu["devices"][0]["mode"] = "mig"
+        ok(admin.post("/api/v1/nodes", json=npu))
+        gang = submit(admin, "gpu=2,topology=leaf", "algo", gang_size=2)
+        big = submit(admin, "gpu=4,topology=leaf", "algo", gang_size=3)
+        vnpu = submit(admin, "vnpu=vir10_3c_32g:2", "algo")
+        srv.cycle()
+        placed = ok(admin.get(f"/api/v1/jobs/{gang['id']}"))
+        assert placed["state"] in ("admitted", "running"), placed
+        page = ok(admin.get("/api/v1/allocations", params={"state": "active"}))
+        (allocation,) = [a for a in page["items"] if a["job_id"] == gang["id"]]
+        assert {n["node"] for n in allocation["nodes"]} == {"b0"}  # the tightest leaf: 4 free
+        waiting = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
+        assert waiting["state"] == "pending"
+        assert waiting["reason"].endswith("0/2 leaves hold 12 free cards; best leaf leaf-a has 8")
+        assert ok(admin.get(f"/api/v1/jobs/{vnpu['id']}"))["state"] in ("admitted", "running")
