@@ -40,6 +40,7 @@ from gpupool.server.routes import (
     kubernetes,
     nodes,
     plans,
+    proposals,
     reports,
     services,
     tenants,
@@ -89,7 +90,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     errors.install(app)
     routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
     routes += (agent_channel, tenants, services, kubernetes)
-    routes += (usage, alerts, admin, dashboard)
+    routes += (usage, alerts, admin, proposals, dashboard)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

@@ -19,6 +19,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.server.advisory import hold_back
 from gpupool.server.alerts.facts import budget_facts, gather
 from gpupool.server.alerts.rules import BudgetFact, Limits, firing
 from gpupool.server.alerts.store import reconcile
@@ -352,6 +353,7 @@ class SchedulerLoop:
             result.pending.update(inputs.gated)
             decided = time.perf_counter()
             with self.db.write() as s:
+                hold_back(s, result, now, self.settings.proposal_ttl_s)  # advisory actions
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
                 if leads(s, epoch):  # what follows changes state without a fenced commit

@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     # written together every agent_beat_flush_s
     agent_channel: bool = True
     agent_beat_flush_s: float = Field(1.0, gt=0, le=5)
+    # advisory mode: how long a proposal waits for a decision (and a rejection holds its job)
+    proposal_ttl_s: float = Field(3600.0, gt=0, le=7 * 86400)
     # /metrics: "token" (a bearer token of role metrics or admin) or "loopback" (no token,
     # but only from 127.0.0.1 / ::1)
     metrics_access: Literal["token", "loopback"] = "token"

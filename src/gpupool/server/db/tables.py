@@ -472,3 +472,32 @@ class ServiceSampleRow(Base):
     ready: Mapped[int] = mapped_column(Integer)
     desired: Mapped[int] = mapped_column(Integer)
     forecast: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class AdvisoryRow(Base):
+    """An action the scheduler proposes instead of taking (advisory mode, per action)."""
+
+    __tablename__ = "advisory_actions"
+    action: Mapped[str] = mapped_column(String(20), primary_key=True)
+    changed_by: Mapped[str] = mapped_column(String(100), default="")
+    changed_at: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class ProposalRow(Base):
+    """What the scheduler would have done to a job, waiting for an admin's decision:
+    ``pending`` → ``approved`` (then ``done`` once carried out) / ``rejected`` / ``expired``."""
+
+    __tablename__ = "proposals"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(20))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    gain: Mapped[str] = mapped_column(Text, default="")
+    detail: Mapped[dict[str, Any]] = mapped_column()  # nodes and cards, victims
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    decided_by: Mapped[str] = mapped_column(String(100), default="")
+    decided_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    done_at: Mapped[float | None] = mapped_column(Float, nullable=True)
