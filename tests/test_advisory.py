@@ -117,3 +117,28 @@ def test_bad_calls_get_clear_errors(tmp_path):
         refused = member.get("/api/v1/proposals")
         assert refused.status_code == 403 and "needs role admin" in refused.json()["detail"]
         assert member.put("/api/v1/advisory", json={"actions": {}}).status_code == 403
+
+
+def test_the_cli_sets_advisory_mode_and_decides_proposals(tmp_path):
+    from tests.helpers import gpupool
+
+    settings = Settings(data_dir=tmp_path, log_json=False, proposal_ttl_s=TTL)
+    with live_server(settings) as srv:
+        admin = _setup(srv)
+        env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token, "COLUMNS": "80"}
+        out = gpupool("advisory", "set", "bind=on", "defragment=on", env=env)
+        assert out.returncode == 0 and "proposed, not taken: bind, defragment" in out.stdout
+        bad = gpupool("advisory", "set", "bind=yes", env=env)
+        assert bad.returncode == 2 and "is not ACTION=on|off" in bad.stderr
+        job = submit(admin, "gpu=1", "algo")
+        srv.cycle()
+        listed = gpupool("proposal", "list", "-o", "id,job,action,gain", env=env)
+        assert listed.returncode == 0 and "1 card to work" in listed.stdout
+        (p,) = _proposals(admin)
+        out = gpupool("proposal", "reject", str(p["id"]), env=env)
+        assert out.returncode == 0 and f"proposal {p['id']} rejected: bind job {job['id']}" in (
+            out.stdout
+        )
+        again = gpupool("proposal", "approve", str(p["id"]), env=env)
+        assert again.returncode == 2 and "is rejected, not pending" in again.stderr
+        assert "Traceback" not in again.stderr

@@ -20,6 +20,7 @@ from gpupool.cli import (
     kube,
     pool_client,
     profiles,
+    proposals,
     server,
     services,
     simulate,
@@ -80,6 +81,8 @@ app.add_typer(profiles.profile_app, name="profile")
 app.add_typer(billing.billing_app, name="billing")
 app.add_typer(services.service_app, name="service")
 app.add_typer(kube.kube_app, name="kube")
+app.add_typer(proposals.advisory_app, name="advisory")
+app.add_typer(proposals.proposal_app, name="proposal")
 mig_app = typer.Typer(help="MIG profile tables and re-partition plans.")
 app.add_typer(mig_app, name="mig")
 
