@@ -343,3 +343,33 @@ def test_month_end_invoicing_from_one_button(browser, cluster):
     page.locator("tr", has_text="GP-202610-0001").wait_for()
     assert page.locator("#issue-final").count() == 0
     context.close()
+
+
+def test_an_admin_approves_a_proposal_from_the_admin_page(browser, cluster):
+    """Advisory mode from the page: tick "bind", a job waits for approval, Approve runs it."""
+    admin = cluster.admin()
+    context, page = _session(browser, cluster, cluster.admin_token)
+    try:
+        _open(page, cluster.url + "/admin")
+        page.check("#advisory-bind")
+        wait_for("bind advisory", lambda: ok(admin.get("/api/v1/advisory"))["advisory"] == ["bind"])
+        job = submit(admin, "gpu=1", tenant="algo", command=["sleep", "300"], name="proposed")
+        pending = wait_for(
+            "proposal", lambda: ok(admin.get("/api/v1/proposals?state=pending"))["items"]
+        )
+        (p,) = [x for x in pending if x["job_id"] == job["id"]]
+        row = page.locator("tr", has_text=p["gain"])
+        row.wait_for(timeout=20000)  # the page refreshes every 10 s
+        expect(row).to_contain_text("Bind jobs")
+        assert ok(admin.get(f"/api/v1/jobs/{job['id']}"))["state"] == "pending"
+        page.click(f"#approve-{p['id']}")
+        wait_for(
+            "running", lambda: ok(admin.get(f"/api/v1/jobs/{job['id']}"))["state"] == "running"
+        )
+        decided = ok(admin.get("/api/v1/proposals?state=done"))["items"]
+        assert any(x["id"] == p["id"] and x["decided_by"] == "root" for x in decided)
+        assert not page.problems, page.problems
+        ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    finally:
+        ok(admin.put("/api/v1/advisory", json={"actions": {"bind": False}}))
+        context.close()

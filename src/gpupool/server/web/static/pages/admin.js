@@ -85,15 +85,39 @@
     return el('div', { class: 'toolbar' }, field('actor'), field('action'));
   }
 
+  function advisoryForm(mode) {
+    const box = (action) => {
+      const input = el('input', { type: 'checkbox', id: 'advisory-' + action, checked: mode.advisory.includes(action),
+        onchange: (e) => act(() => api('/api/v1/advisory', { method: 'PUT', body: { actions: { [action]: e.target.checked } } })) });
+      return el('label', { for: 'advisory-' + action, class: 'check' }, input, ' ', t('advisory.' + action));
+    };
+    return el('div', {}, el('p', { class: 'muted', text: t('admin.advisory_hint') }),
+      el('div', { class: 'toolbar' }, [...mode.advisory, ...mode.acting].sort().map(box)));
+  }
+
+  function proposals(list) {
+    const decide = (p, verb) => act(() => api(`/api/v1/proposals/${p.id}/${verb}`, { method: 'POST' }));
+    return table([
+      { key: 'id', label: 'col.id' }, { key: 'job_id', label: 'col.job' }, { key: 'tenant', label: 'col.tenant' },
+      { key: 'action', label: 'col.action', render: (p) => t('advisory.' + p.action) },
+      { key: 'reason', label: 'col.reason', cls: 'reason' }, { key: 'gain', label: 'col.gain', cls: 'reason' },
+      { key: 'expires_at', label: 'col.expires', render: (p) => fmt.date(p.expires_at) },
+      { key: 'act', label: 'col.actions', render: (p) => el('span', {},
+        el('button', { type: 'button', id: 'approve-' + p.id, onclick: () => decide(p, 'approve'), text: t('action.approve') }), ' ',
+        el('button', { type: 'button', class: 'secondary', id: 'reject-' + p.id, onclick: () => decide(p, 'reject'), text: t('action.reject') })) },
+    ], list, 'state.no_proposals');
+  }
+
   async function load() {
     const admin = can('admin');
     const [us, tk, tn] = await Promise.all([api('/api/v1/users'), api('/api/v1/tokens'), api('/api/v1/tenants?limit=1000')]);
     if (!built) {
-      for (const k of ['users', 'newToken', 'userForm', 'tokens', 'tenants', 'tenantForm', 'pools', 'reservations', 'alerts', 'audit', 'auditFilters', 'rules']) boxes[k] = el('div');
+      for (const k of ['users', 'newToken', 'userForm', 'tokens', 'tenants', 'tenantForm', 'pools', 'reservations', 'alerts', 'audit', 'auditFilters', 'rules', 'advisory', 'proposals']) boxes[k] = el('div');
       const parts = [panel('admin.users', boxes.userForm, boxes.newToken, boxes.users), panel('admin.tokens', boxes.tokens),
         panel('admin.tenants', boxes.tenantForm, boxes.tenants)];
       if (admin) parts.push(el('div', { class: 'grid' }, panel('admin.pools', boxes.pools), panel('admin.reservations', boxes.reservations)),
         el('div', { class: 'grid' }, panel('admin.rules', boxes.rules), panel('admin.alerts', boxes.alerts)),
+        panel('admin.proposals', boxes.advisory, boxes.proposals),
         panel('admin.audit', boxes.auditFilters, boxes.audit));
       mount(...parts);
       boxes.userForm.replaceChildren(userForm(tn.items));
@@ -110,6 +134,9 @@
     const [pools, res, alerts, log] = await Promise.all([api('/api/v1/pools'), api('/api/v1/reservations'),
       api('/api/v1/alerts?state=all&limit=50'), api('/api/v1/audit?limit=100&' + q)]);
     const rules = await api('/api/v1/alerts/rules');
+    const [mode, pending] = await Promise.all([api('/api/v1/advisory'), api('/api/v1/proposals?state=pending')]);
+    boxes.advisory.replaceChildren(advisoryForm(mode));
+    boxes.proposals.replaceChildren(proposals(pending.items));
     boxes.rules.replaceChildren(table([{ key: 'kind', label: 'col.kind', render: (r) => t('alert.' + r.kind) },
       { key: 'limit', label: 'col.condition', render: (r) => t('rule.' + r.kind, { v: fmt.num(r.limit, 0) }) },
       { key: 'webhook', label: 'col.webhook', render: (r) => t(r.webhook ? 'admin.webhook_on' : 'admin.webhook_off') }], rules, 'state.empty'));
