@@ -33,7 +33,7 @@ def test_a_bind_is_proposed_approved_then_carried_out(tmp_path):
         admin = _setup(srv)
         assert ok(admin.get("/api/v1/advisory")) == {
             "advisory": [],
-            "acting": ["bind", "preempt", "reclaim", "defragment"],
+            "acting": ["bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in"],
         }
         said = ok(admin.put("/api/v1/advisory", json={"actions": {"bind": True}}))
         assert said["advisory"] == ["bind"]
@@ -132,7 +132,7 @@ def test_the_cli_sets_advisory_mode_and_decides_proposals(tmp_path):
         assert bad.returncode == 2 and "is not ACTION=on|off" in bad.stderr
         job = submit(admin, "gpu=1", "algo")
         srv.cycle()
-        listed = gpupool("proposal", "list", "-o", "id,job,action,gain", env=env)
+        listed = gpupool("proposal", "list", "-o", "id,subject,action,gain", env=env)
         assert listed.returncode == 0 and "1 card to work" in listed.stdout
         (p,) = _proposals(admin)
         out = gpupool("proposal", "reject", str(p["id"]), env=env)
@@ -142,3 +142,48 @@ def test_the_cli_sets_advisory_mode_and_decides_proposals(tmp_path):
         again = gpupool("proposal", "approve", str(p["id"]), env=env)
         assert again.returncode == 2 and "is rejected, not pending" in again.stderr
         assert "Traceback" not in again.stderr
+
+
+def test_a_mode_switch_and_a_scale_in_are_proposed_then_carried_out(tmp_path):
+    from tests.support.cluster import pool_with_a_node
+
+    settings = Settings(data_dir=tmp_path, log_json=False, proposal_ttl_s=TTL)
+    with live_server(settings) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/advisory", json={"actions": {"mode-switch": True,
+                                                           "scale-in": True}}))  # fmt: skip
+        # a share pool's idle MIG card would be ordered into sharing: proposed instead
+        pool_with_a_node(admin, "p", "share", "n0", ["mig", "share"])
+        srv.cycle()
+        (p,) = _proposals(admin)
+        assert (p["action"], p["subject"], p["job_id"]) == ("mode-switch", "n0 device 0 -> share",
+                                                            None)  # fmt: skip
+        card = ok(admin.get("/api/v1/nodes/n0"))["devices"][0]
+        assert card["want_mode"] is None
+        ok(admin.post(f"/api/v1/proposals/{p['id']}/approve"))
+        srv.cycle()
+        assert ok(admin.get("/api/v1/nodes/n0"))["devices"][0]["want_mode"] == "share"
+        # a service pinned from 3 replicas down to 1: the scale-in waits for approval
+        ok(admin.post("/api/v1/nodes", json=node_body("n1", cards=4)))
+        body = {"name": "chat", "tenant": "algo", "request": "gpu=1", "command": ["serve"],
+                "target": 10, "min_replicas": 1}  # fmt: skip
+        ok(admin.post("/api/v1/services", json=body), 201)
+        ok(admin.post("/api/v1/services/chat/scale", json={"replicas": 3}))
+        services = srv.ctx.loop.services
+        assert srv.ctx.loop.leadership.try_acquire()
+        services.step(force=True)
+
+        def replicas():
+            jobs = ok(admin.get("/api/v1/jobs", params={"limit": 100}))["items"]
+            return [j for j in jobs if j["name"] == "chat-replica" and j["state"] == "pending"]
+
+        assert len(replicas()) == 3
+        ok(admin.post("/api/v1/services/chat/scale", json={"replicas": 1}))
+        services.step(force=True)
+        assert len(replicas()) == 3  # not scaled in yet
+        (s,) = _proposals(admin, "pending")
+        assert s["subject"] == "service chat: 3 -> 1 replicas" and s["tenant"] == "algo"
+        ok(admin.post(f"/api/v1/proposals/{s['id']}/approve"))
+        services.step(force=True)
+        assert len(replicas()) == 1

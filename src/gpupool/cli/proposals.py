@@ -12,8 +12,8 @@ advisory_app = typer.Typer(
     help="Advisory mode: the scheduler proposes an action instead of taking it (per action)."
 )
 proposal_app = typer.Typer(help="The scheduler's proposals (advisory mode): list, approve, reject.")
-ACTIONS = ("bind", "preempt", "reclaim", "defragment")
-COLUMNS = ["id", "job", "tenant", "action", "state", "gain", "expires", "decided_by"]
+ACTIONS = ("bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in")
+COLUMNS = ["id", "subject", "tenant", "action", "state", "gain", "expires", "decided_by"]
 
 
 def _said(out: dict) -> str:
@@ -71,7 +71,7 @@ def proposal_list(
     rows = [
         {
             "id": p["id"],
-            "job": p["job_id"],
+            "subject": p["subject"],
             "tenant": p["tenant"],
             "action": p["action"],
             "state": p["state"],
@@ -89,7 +89,7 @@ def proposal_list(
 def _decide(proposal: int, verb: str, as_json: bool) -> None:
     with ApiClient.from_env() as api:
         out = api.post(f"/api/v1/proposals/{proposal}/{verb}")
-    show(out, as_json, f"proposal {proposal} {out['state']}: {out['action']} job {out['job_id']}")
+    show(out, as_json, f"proposal {proposal} {out['state']}: {out['action']} {out['subject']}")
 
 
 @proposal_app.command("approve")

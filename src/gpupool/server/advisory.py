@@ -6,9 +6,13 @@ ahead, with the same victims or fewer; a proposal nobody decides expires. Every 
 kept with who made it (and the API's audit log records the call).
 
 Actions: ``bind`` (allocate, borrow, backfill), ``preempt`` (priority), ``reclaim`` (a tenant
-takes back lent cards), ``defragment`` (moves to make room)."""
+takes back lent cards), ``defragment`` (moves to make room), ``mode-switch`` (a card in or
+out of MIG for a hybrid or share pool), ``scale-in`` (a service's replicas). A proposal is
+about a subject (``job 12``, ``n1 device 0 -> mig``, ``service chat: 3 -> 2 replicas``)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -16,7 +20,7 @@ from sqlalchemy.orm import Session
 from gpupool.scheduler.session import Binding, CycleResult
 from gpupool.server.db.tables import AdvisoryRow, JobRow, ProposalRow
 
-ACTIONS = ("bind", "preempt", "reclaim", "defragment")
+ACTIONS = ("bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in")
 KIND = {"allocate": "bind", "borrow": "bind", "backfill": "bind", "preempt": "preempt",
         "reclaim": "reclaim", "defragment": "defragment"}  # fmt: skip
 
@@ -57,11 +61,79 @@ def expire(s: Session, now: float) -> int:
 
 
 @dataclass(frozen=True)
-class Held:
-    """What advisory mode kept out of a cycle's commit."""
+class Proposed:
+    """What an advisory action would do: the proposal's fields."""
 
-    proposed: list[int]  # proposals made this cycle
-    waiting: dict[str, str]  # job id -> its pending reason
+    reason: str
+    gain: str
+    detail: dict[str, Any]
+    job_id: int | None = None
+    tenant: str = ""
+
+
+def gate(
+    s: Session,
+    action: str,
+    subject: str,
+    now: float,
+    ttl_s: float,
+    what: Callable[[], Proposed],
+    covers: Callable[[dict[str, Any]], bool] = lambda detail: True,
+) -> str | None:
+    """May the ``action`` on ``subject`` go ahead now? None when it may (not advisory, or an
+    approval covers it — then that proposal is done); else why it waits, after making a
+    proposal (``what``) unless one is pending or a rejection still holds."""
+    if action not in advisory_actions(s):
+        return None
+    latest = (
+        s.execute(
+            select(ProposalRow)
+            .where(ProposalRow.action == action, ProposalRow.subject == subject)
+            .where(ProposalRow.state.in_(("pending", "approved", "rejected")))
+            .order_by(ProposalRow.id.desc())
+        )
+        .scalars()
+        .first()
+    )
+    if latest is not None and latest.state == "rejected":
+        if latest.expires_at > now:  # a rejection holds until its time is up
+            return (
+                f"proposal {latest.id} ({action}) rejected by {latest.decided_by}; "
+                "proposed again after it expires"
+            )
+        latest = None
+    if latest is not None and latest.state == "approved":
+        if covers(latest.detail):
+            latest.state, latest.done_at = "done", now
+            return None
+        latest.state = "expired"  # what it would do changed: ask again
+        latest = None
+    if latest is None:
+        p = what()
+        latest = ProposalRow(
+            job_id=p.job_id, tenant=p.tenant, subject=subject[:200], action=action,
+            state="pending", reason=p.reason[:2000], gain=p.gain[:2000], detail=p.detail,
+            created_at=now, expires_at=now + ttl_s,
+        )  # fmt: skip
+        s.add(latest)
+        s.flush()
+    return f"waiting for approval: proposal {latest.id} ({action})"
+
+
+def mode_switches(s: Session, now: float, ttl_s: float) -> Callable[[str, int, str, str], bool]:
+    """Whether a card's mode switch may be ordered now (``mode-switch`` advisory):
+    ``allow(node, index, to_mode, why)``."""
+
+    def allow(node: str, index: int, to: str, why: str) -> bool:
+        what = Proposed(
+            reason=why,
+            gain=f"{node} device {index} serves {to} requests once it switched",
+            detail={"node": node, "device": index, "to": to},
+        )
+        subject = f"{node} device {index} -> {to}"
+        return gate(s, "mode-switch", subject, now, ttl_s, lambda: what) is None
+
+    return allow
 
 
 def _gain(b: Binding, waited_s: float | None) -> str:
@@ -76,76 +148,46 @@ def _gain(b: Binding, waited_s: float | None) -> str:
     return "; ".join(parts)
 
 
-def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> Held:
-    """Take advisory decisions out of ``result`` (in place), turning each into a proposal
-    unless an approved one covers it (then it goes ahead and the proposal is done)."""
-    advisory = advisory_actions(s)
-    if not advisory:
-        return Held([], {})
+def _decision(s: Session, b: Binding, now: float) -> Proposed:
+    job = s.get(JobRow, int(b.job_id))
+    waited = now - job.queued_at if job is not None and job.queued_at else None
+    return Proposed(
+        reason=f"{b.action}{': ' + b.note if b.note else ''}",
+        gain=_gain(b, waited),
+        detail={
+            "nodes": {n.node: [d.device for d in n.devices] for n in b.placement.nodes},
+            "victims": sorted(b.after),
+        },
+        job_id=int(b.job_id),
+        tenant=job.tenant if job is not None else "",
+    )
+
+
+def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict[str, str]:
+    """Take advisory decisions out of ``result`` (in place): a job's binding and the
+    preemptions it needs go ahead only when an approval covers them (the same victims or
+    fewer). Returns the held jobs' pending reasons."""
+    if not advisory_actions(s):
+        return {}
     expire(s, now)
-    victims_of: dict[str, set[str]] = {}
-    held_jobs: set[str] = set()
-    proposed: list[int] = []
     waiting: dict[str, str] = {}
+    victims: set[str] = set()
     for b in list(result.bindings):
         kind = KIND.get(b.action, "bind")
-        if kind not in advisory or b.job_id in held_jobs:
+        if b.job_id in waiting:
             continue
-        open_ = (
-            s.execute(
-                select(ProposalRow)
-                .where(ProposalRow.job_id == int(b.job_id), ProposalRow.action == kind)
-                .where(ProposalRow.state.in_(("pending", "approved", "rejected")))
-                .order_by(ProposalRow.id.desc())
-            )
-            .scalars()
-            .first()
-        )
-        if open_ is not None and open_.state == "rejected":
-            if open_.expires_at > now:  # a rejection holds until its time is up
-                held_jobs.add(b.job_id)
-                victims_of[b.job_id] = set(b.after)
-                waiting[b.job_id] = (
-                    f"proposal {open_.id} ({kind}) rejected by {open_.decided_by}; "
-                    "proposed again after it expires"
-                )
-                continue
-            open_ = None
-        if open_ is not None and open_.state == "approved":
-            if set(b.after) <= set(open_.detail.get("victims", [])):
-                open_.state, open_.done_at = "done", now
-                continue  # approved: it goes ahead
-            open_.state = "expired"  # the victims changed: ask again
-            open_ = None
-        held_jobs.add(b.job_id)
-        victims_of[b.job_id] = set(b.after)
-        if open_ is None:
-            job = s.get(JobRow, int(b.job_id))
-            waited = now - job.queued_at if job is not None and job.queued_at else None
-            row = ProposalRow(
-                job_id=int(b.job_id),
-                tenant=job.tenant if job is not None else "",
-                action=kind,
-                state="pending",
-                reason=f"{b.action}{': ' + b.note if b.note else ''}",
-                gain=_gain(b, waited),
-                detail={
-                    "nodes": {n.node: [d.device for d in n.devices] for n in b.placement.nodes},
-                    "victims": sorted(b.after),
-                },
-                created_at=now,
-                expires_at=now + ttl_s,
-            )
-            s.add(row)
-            s.flush()
-            open_ = row
-            proposed.append(row.id)
-        waiting[b.job_id] = f"waiting for approval: proposal {open_.id} ({kind})"
-    if held_jobs:
-        held_victims = set().union(*victims_of.values())
+        why = gate(
+            s, kind, f"job {b.job_id}", now, ttl_s,
+            lambda b=b: _decision(s, b, now),
+            lambda detail, b=b: set(b.after) <= set(detail.get("victims", [])),
+        )  # fmt: skip
+        if why is not None:
+            waiting[b.job_id] = why
+            victims |= set(b.after)
+    if waiting:
         result.bindings = [
-            b for b in result.bindings if b.job_id not in held_jobs and b.job_id not in held_victims
+            b for b in result.bindings if b.job_id not in waiting and b.job_id not in victims
         ]
-        result.preemptions = [p for p in result.preemptions if p.job_id not in held_victims]
+        result.preemptions = [p for p in result.preemptions if p.job_id not in victims]
         result.pending.update(waiting)
-    return Held(proposed, waiting)
+    return waiting

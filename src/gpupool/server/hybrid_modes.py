@@ -4,6 +4,7 @@ them (``want_mode``: no new work lands there meanwhile), audits each order, and 
 agent switches the card and reports its new mode in its next heartbeat."""
 
 import re
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -76,10 +77,16 @@ def _switchable(d: DeviceRow, now: float, timeout_s: float) -> bool:
 
 
 def order_switches(
-    s: Session, result: CycleResult, pending: list[Job], now: float, timeout_s: float = 600.0
+    s: Session,
+    result: CycleResult,
+    pending: list[Job],
+    now: float,
+    timeout_s: float = 600.0,
+    allow: Callable[[str, int, str, str], bool] = lambda node, index, to, why: True,
 ) -> list[ModeChange]:
     """Order the switches each hybrid pool needs now, and a share pool's idle MIG cards out
-    of MIG; returns them (for the tests)."""
+    of MIG; returns them (for the tests). ``allow(node, index, to, why)``: advisory mode's
+    say on each switch."""
     give_up_stale(s, now, timeout_s)
     every = list(s.execute(select(Pool)).scalars())
     shared = [p.name for p in every if p.sharing == "share"]
@@ -87,7 +94,10 @@ def order_switches(
     if not pools and not shared:
         return []
     held = held_devices(s)  # one read of the live allocations for both kinds of pool
-    ordered = order_out_of_mig(s, now, shared, held, lambda d: _switchable(d, now, timeout_s))
+    ordered = order_out_of_mig(
+        s, now, shared, held,
+        lambda d: _switchable(d, now, timeout_s) and allow(d.node, d.index, "share", "share pool"),
+    )  # fmt: skip
     for pool in pools:
         rows = s.execute(
             select(DeviceRow)
@@ -109,6 +119,9 @@ def order_switches(
         bounds = HybridBounds(pool.mig_cards_min, pool.mig_cards_max)
         waiting_mig, waiting_other = waiting_for_room(result, pending, {c.model for c in cards})
         for change in plan_modes(cards, bounds, waiting_mig, waiting_other):
+            why = f"pool {pool.name}: {change.why}"
+            if not allow(change.node, change.index, change.mode.value, why):
+                continue  # proposed (advisory mode), not ordered
             ordered_card = devices[(change.node, change.index)]
             ordered_card.want_mode, ordered_card.want_since = change.mode.value, now
             s.add(

@@ -19,7 +19,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
-from gpupool.server.advisory import hold_back
+from gpupool.server.advisory import hold_back, mode_switches
 from gpupool.server.alerts.facts import budget_facts, gather
 from gpupool.server.alerts.rules import BudgetFact, Limits, firing
 from gpupool.server.alerts.store import reconcile
@@ -357,9 +357,11 @@ class SchedulerLoop:
                 summary = commit_cycle(s, result, epoch, inputs.allocation_of, inputs.reasons, now)
                 self.audit_moves(s, result, now)
                 if leads(s, epoch):  # what follows changes state without a fenced commit
+                    ttl = self.settings.proposal_ttl_s
                     order_switches(
-                        s, result, inputs.pending, now, self.settings.mode_switch_timeout_s
-                    )
+                        s, result, inputs.pending, now, self.settings.mode_switch_timeout_s,
+                        mode_switches(s, now, ttl),
+                    )  # fmt: skip
                     end_replaced(s, now, inputs.copies)
         tenants = {j.id: j.tenant for j in inputs.pending}
         for job_id, waited in summary.admitted:

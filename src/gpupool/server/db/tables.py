@@ -484,13 +484,16 @@ class AdvisoryRow(Base):
 
 
 class ProposalRow(Base):
-    """What the scheduler would have done to a job, waiting for an admin's decision:
+    """What the scheduler would have done (to a job, a card, a service), waiting for an admin:
     ``pending`` → ``approved`` (then ``done`` once carried out) / ``rejected`` / ``expired``."""
 
     __tablename__ = "proposals"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True, index=True
+    )
     tenant: Mapped[str] = mapped_column(String(100))
+    subject: Mapped[str] = mapped_column(String(200), index=True)  # job 12, n1 device 0 -> mig
     action: Mapped[str] = mapped_column(String(20))
     state: Mapped[str] = mapped_column(String(20), index=True)
     reason: Mapped[str] = mapped_column(Text, default="")

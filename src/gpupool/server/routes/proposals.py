@@ -18,7 +18,7 @@ from gpupool.server.schemas import Page
 
 router = APIRouter(prefix="/api/v1", tags=["advisory"])
 ADMIN = (Role.ADMIN,)
-Action = Literal["bind", "preempt", "reclaim", "defragment"]
+Action = Literal["bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in"]
 State = Literal["pending", "approved", "rejected", "expired", "done"]
 
 
@@ -36,7 +36,8 @@ class AdvisoryOut(BaseModel):
 
 class ProposalOut(BaseModel):
     id: int
-    job_id: int
+    job_id: int | None
+    subject: str
     tenant: str
     action: str
     state: str

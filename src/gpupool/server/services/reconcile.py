@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from gpupool.server.advisory import Proposed, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
@@ -225,6 +226,18 @@ class ServiceReconciler:
         self._forecasts[svc.id] = (now, result)
         return result
 
+    def _may_scale_in(self, s: Session, svc: ServiceRow, have: int, want: int, now: float) -> bool:
+        """Advisory mode's say on a scale-in (``scale-in``)."""
+        what = Proposed(
+            reason=f"service {svc.name}: the autoscaler wants {want} replicas",
+            gain=f"{have - want} replica(s) and their cards freed",
+            detail={"service": svc.name, "from": have, "to": want},
+            tenant=svc.tenant,
+        )
+        subject = f"service {svc.name}: {have} -> {want} replicas"
+        ttl = self.settings.proposal_ttl_s
+        return gate(s, "scale-in", subject, now, ttl, lambda: what) is None
+
     def _scale(
         self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, want: int,
         now: float,
@@ -234,7 +247,7 @@ class ServiceReconciler:
         serving = [r for r in live if r.draining_since is None]
         for _ in range(want - len(serving)):
             add_replica(s, svc, now, st.service_port_base, span)
-        if len(serving) > want:
+        if len(serving) > want and self._may_scale_in(s, svc, len(serving), want, now):
             order = sorted(
                 serving,
                 key=lambda r: (r.state == "running", r.ready, -(r.ready_at or 0.0)),

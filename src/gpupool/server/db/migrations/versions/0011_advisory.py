@@ -26,8 +26,9 @@ def upgrade() -> None:
     op.create_table(
         "proposals",
         sa.Column("id", _ID, primary_key=True, autoincrement=True),
-        sa.Column("job_id", _ID, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("job_id", _ID, sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True),
         sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("subject", sa.String(length=200), nullable=False),
         sa.Column("action", sa.String(length=20), nullable=False),
         sa.Column("state", sa.String(length=20), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
@@ -41,6 +42,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_proposals_job_id", "proposals", ["job_id"])
     op.create_index("ix_proposals_state", "proposals", ["state"])
+    op.create_index("ix_proposals_subject", "proposals", ["subject"])
 
 
 def downgrade() -> None:

@@ -98,7 +98,7 @@
   function proposals(list) {
     const decide = (p, verb) => act(() => api(`/api/v1/proposals/${p.id}/${verb}`, { method: 'POST' }));
     return table([
-      { key: 'id', label: 'col.id' }, { key: 'job_id', label: 'col.job' }, { key: 'tenant', label: 'col.tenant' },
+      { key: 'id', label: 'col.id' }, { key: 'subject', label: 'col.subject' }, { key: 'tenant', label: 'col.tenant' },
       { key: 'action', label: 'col.action', render: (p) => t('advisory.' + p.action) },
       { key: 'reason', label: 'col.reason', cls: 'reason' }, { key: 'gain', label: 'col.gain', cls: 'reason' },
       { key: 'expires_at', label: 'col.expires', render: (p) => fmt.date(p.expires_at) },
