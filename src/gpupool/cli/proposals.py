@@ -7,12 +7,12 @@ from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.output import emit, local, pick_columns, show
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
+from gpupool.scheduler.advice import ACTIONS
 
 advisory_app = typer.Typer(
     help="Advisory mode: the scheduler proposes an action instead of taking it (per action)."
 )
 proposal_app = typer.Typer(help="The scheduler's proposals (advisory mode): list, approve, reject.")
-ACTIONS = ("bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in")
 COLUMNS = ["id", "subject", "tenant", "action", "state", "gain", "expires", "decided_by"]
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from gpupool.cli import simulate_autoscale, simulate_topology
+from gpupool.cli import simulate_advisory, simulate_autoscale, simulate_topology
 from gpupool.cli.errors import err_console, friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, trace_files, trace_paths
 from gpupool.model import SpecError
@@ -19,6 +19,7 @@ from gpupool.sim.fgd_protocol import FUTURES
 app = typer.Typer(help="Replay cluster traces through the same engine the server runs.")
 simulate_autoscale.register(app)
 simulate_topology.register(app)
+simulate_advisory.register(app)
 
 
 @app.command("fgd")

@@ -17,12 +17,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from gpupool.scheduler.advice import decisions, withhold
 from gpupool.scheduler.session import Binding, CycleResult
 from gpupool.server.db.tables import AdvisoryRow, JobRow, ProposalRow
-
-ACTIONS = ("bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in")
-KIND = {"allocate": "bind", "borrow": "bind", "backfill": "bind", "preempt": "preempt",
-        "reclaim": "reclaim", "defragment": "defragment"}  # fmt: skip
 
 
 def advisory_actions(s: Session) -> set[str]:
@@ -171,9 +168,7 @@ def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict
         return {}
     expire(s, now)
     waiting: dict[str, str] = {}
-    victims: set[str] = set()
-    for b in list(result.bindings):
-        kind = KIND.get(b.action, "bind")
+    for b, kind in decisions(result):
         if b.job_id in waiting:
             continue
         why = gate(
@@ -183,11 +178,5 @@ def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict
         )  # fmt: skip
         if why is not None:
             waiting[b.job_id] = why
-            victims |= set(b.after)
-    if waiting:
-        result.bindings = [
-            b for b in result.bindings if b.job_id not in waiting and b.job_id not in victims
-        ]
-        result.preemptions = [p for p in result.preemptions if p.job_id not in victims]
-        result.pending.update(waiting)
+    withhold(result, waiting)
     return waiting

@@ -17,12 +17,13 @@ work it had left (checkpointing), so every mode does the same work.
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
-from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
+from gpupool.scheduler.cycle import CycleConfig, CycleResult, RunningJob, run_cycle
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
 from gpupool.sim.scenario import Scenario
@@ -186,8 +187,13 @@ class ModeResult:
 
 
 def replay_mode(
-    scenario: Scenario, jobs: list[SimJob], mode: str, config: CycleConfig | None = None
+    scenario: Scenario,
+    jobs: list[SimJob],
+    mode: str,
+    config: CycleConfig | None = None,
+    advisor: Callable[[CycleResult, float], None] | None = None,
 ) -> ModeResult:
+    """``advisor``: changes each cycle's result before it is carried out (advisory mode)."""
     if mode not in MODES:
         raise SpecError(f"mode: {mode!r} is not one of {', '.join(MODES)}", field="mode")
     reservations: list[Reservation] = []
@@ -230,6 +236,8 @@ def replay_mode(
             reservations=reservations,
             config=config,
         )
+        if advisor is not None:
+            advisor(cycle, now)
         by_id = {j.id: j for j in pending}
         for p in cycle.preemptions:
             victim = running.pop(p.job_id)

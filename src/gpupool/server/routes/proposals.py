@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from gpupool.server.advisory import ACTIONS, advisory_actions, decide, set_advisory
+from gpupool.scheduler.advice import ACTIONS
+from gpupool.server.advisory import advisory_actions, decide, set_advisory
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import ProposalRow
 from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, require
