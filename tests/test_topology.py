@@ -127,3 +127,21 @@ def test_through_the_api_labels_place_and_refusals_show(tmp_path):
         assert waiting["state"] == "pending"
         assert waiting["reason"].endswith("0/2 leaves hold 12 free cards; best leaf leaf-a has 8")
         assert ok(admin.get(f"/api/v1/jobs/{vnpu['id']}"))["state"] in ("admitted", "running")
+
+
+def test_a_mask_from_reservations_or_defragmentation_keeps_the_level():
+    """What reservations and defragmentation pass the placer (a node mask) narrows the
+    domains: a gang under one leaf uses only the nodes it may use."""
+    import numpy as np
+
+    state = ClusterState(fat_tree())
+    _place(state, "gpu=4")  # b0-l0 has 12 free
+    allowed = np.array([not name.startswith("b0-l1") for name in (n.name for n in state.nodes)])
+    placer = Placer("best-fit")
+    gang = placer.place(state, job("g", "gpu=8,topology=leaf", gang_size=2), allowed, "reserved")
+    assert isinstance(gang, Placement) and _leaves(gang) == {"b1-l0"}  # b0-l1 is masked
+    only_b0 = np.array([name.startswith("b0") for name in (n.name for n in state.nodes)])
+    refused = placer.place(
+        state, job("h", "gpu=8,topology=leaf", gang_size=2), only_b0 & allowed, "reserved"
+    )
+    assert refused.reason == "0/4 leaves hold 16 free cards; best leaf b0-l0 has 12"
