@@ -145,3 +145,31 @@ def test_a_mask_from_reservations_or_defragmentation_keeps_the_level():
         state, job("h", "gpu=8,topology=leaf", gang_size=2), only_b0 & allowed, "reserved"
     )
     assert refused.reason == "0/4 leaves hold 16 free cards; best leaf b0-l0 has 12"
+
+
+def test_a_topology_file_labels_nodes_and_bad_files_are_named(tmp_path, sqlite_server):
+    import yaml
+
+    from gpupool.scheduler.topology import labels_from_file
+    from tests.helpers import gpupool
+    from tests.support.cluster import node_body, ok
+
+    admin = sqlite_server.admin()
+    ok(admin.post("/api/v1/nodes", json=node_body("t0", cards=1, labels={"team": "x"})))
+    path = tmp_path / "topo.yaml"
+    path.write_text(yaml.safe_dump({"nodes": {"t0": {"leaf": "l7", "block": "b1"}}}))
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    out = gpupool("node", "topology", str(path), env=env)
+    assert out.returncode == 0 and "set the topology of 1 node(s)" in out.stdout, out.stderr
+    labels = ok(admin.get("/api/v1/nodes/t0"))["labels"]
+    assert labels == {"team": "x", LABELS[Topology.LEAF]: "l7", LABELS[Topology.BLOCK]: "b1"}
+    for doc, words in (
+        ({"racks": {}}, "expected a 'nodes:' mapping"),
+        ({"nodes": {"t0": {"spine": "s"}}}, "unknown level 'spine'"),
+        ({"nodes": {"t0": {"leaf": ""}}}, "leaf needs a name"),
+    ):
+        with pytest.raises(SpecError, match=words):
+            labels_from_file(doc)
+    path.write_text("nodes: [unclosed")
+    bad = gpupool("node", "topology", str(path), env=env)
+    assert bad.returncode == 2 and "topology file" in bad.stderr and "Traceback" not in bad.stderr

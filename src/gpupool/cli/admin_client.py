@@ -17,7 +17,7 @@ from gpupool.model.units import parse_point_in_time
 tenant_app = typer.Typer(help="Tenants (teams, projects) and their tree.")
 user_app = typer.Typer(help="Users: create (with a first token), list, disable, enable.")
 token_app = typer.Typer(help="API tokens of a user: create (optionally expiring), list, revoke.")
-node_app = typer.Typer(help="Drain a node (no new work; running jobs finish) or resume it.")
+node_app = typer.Typer(help="Drain a node (no new work) or resume it; set network topology labels.")
 reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
 FORMAT_OPT = typer.Option(None, "--format", "-o", help="Comma list of the columns to show")
 WHEN_HELP = "now, a duration from now (12h, 7d), or an ISO date/time (UTC unless it says)"
@@ -233,6 +233,38 @@ def node_drain(
         out = api.post(f"/api/v1/nodes/{name}/drain", {"reason": reason, "now": now})
     said = "running jobs requeued" if now else "running jobs finish, none start"
     show(out, as_json, f"node {name} drained ({out['drain_reason']}): {said}")
+
+
+@node_app.command("topology")
+@client_command
+def node_topology(
+    file: str = typer.Argument(..., help="YAML: nodes: {NAME: {leaf: L, block: B, ...}}"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the labels, change nothing."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Set nodes' network topology labels from a file (their other labels are kept; the
+    topology labels a node had are replaced). docs/topology.md."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpupool.scheduler.topology import LABELS, labels_from_file
+
+    try:
+        doc = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"topology file {file}: {exc}") from None
+    wanted = labels_from_file(doc)
+    done: dict[str, dict[str, str]] = {}
+    with ApiClient.from_env() as api:
+        for name, topo in wanted.items():
+            node = api.get(f"/api/v1/nodes/{name}")
+            kept = {k: v for k, v in node["labels"].items() if k not in LABELS.values()}
+            done[name] = {**kept, **topo}
+            if not dry_run:
+                api.patch(f"/api/v1/nodes/{name}", {"labels": done[name]})
+    said = "would set" if dry_run else "set"
+    show(done, as_json, f"{said} the topology of {len(done)} node(s)")
 
 
 @node_app.command("resume")

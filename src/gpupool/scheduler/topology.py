@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpupool.model import NETWORK_LEVELS, ResourceRequest, SliceKind, Topology
+from gpupool.model import NETWORK_LEVELS, ResourceRequest, SliceKind, SpecError, Topology
 from gpupool.scheduler.ask import Ask
 from gpupool.scheduler.state import ClusterState
 
@@ -30,6 +30,29 @@ class Domain:
     level: Topology
     name: str
     rows: np.ndarray  # bool per node row of the state
+
+
+def labels_from_file(doc: object) -> dict[str, dict[str, str]]:
+    """A topology file's ``nodes: {NAME: {leaf: ..., block: ..., rack: ..., zone: ...}}`` as
+    the node labels per node; anything else is a ``SpecError`` naming it."""
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    if not isinstance(nodes, dict) or not nodes:
+        raise SpecError("topology file: expected a 'nodes:' mapping of node names to levels")
+    by_name = {str(level): level for level in LABELS}
+    out: dict[str, dict[str, str]] = {}
+    for name, levels in nodes.items():
+        if not isinstance(levels, dict) or not levels:
+            raise SpecError(f"topology file: node {name!r}: expected leaf/block/rack/zone: NAME")
+        labels = {}
+        for key, value in levels.items():
+            if key not in by_name:
+                known = ", ".join(by_name)
+                raise SpecError(f"topology file: node {name!r}: unknown level {key!r} ({known})")
+            if not isinstance(value, str | int) or not str(value).strip():
+                raise SpecError(f"topology file: node {name!r}: {key} needs a name")
+            labels[LABELS[by_name[key]]] = str(value).strip()
+        out[str(name)] = labels
+    return out
 
 
 def domains(state: ClusterState, level: Topology) -> list[Domain]:
