@@ -121,6 +121,7 @@ class Agent(ChannelLink):
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self._beat_now = threading.Event()  # the channel dropped: over HTTP now
+        self._stopping = threading.Event()  # run()'s stop: set while shutting down
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
@@ -154,7 +155,7 @@ class Agent(ChannelLink):
         the poller brings them (``agent.poller``: a long poll where the server offers one),
         and look after the workloads at least every ``sync_s``. The server being away is
         logged and retried, never fatal; nor is anything else."""
-        started = False
+        started, self._stopping = False, stop
         poller = self.poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
         if self.config.channel:
@@ -331,7 +332,8 @@ class Agent(ChannelLink):
         try:
             self._upload_logs()
         except Exception as exc:  # next round tries again from the same offsets
-            log.warning("agent %s: log upload: %s", self.name, exc)
+            if not self._stopping.is_set():  # shutting down: the server may be gone already
+                log.warning("agent %s: log upload: %s", self.name, exc)
 
     def _switch_modes(self, wanted: dict[int, str]) -> None:
         """Cards the server ordered into MIG mode or out of it, once nothing runs there."""
