@@ -173,3 +173,14 @@ def test_a_topology_file_labels_nodes_and_bad_files_are_named(tmp_path, sqlite_s
     path.write_text("nodes: [unclosed")
     bad = gpupool("node", "topology", str(path), env=env)
     assert bad.returncode == 2 and "topology file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_slices_under_one_leaf_count_slices_not_cards():
+    """Four vNPUs fit one 910B3 chip: a leaf with one such chip holds them."""
+    from gpupool.model import SharingMode
+
+    labels = {LABELS[Topology.LEAF]: "only"}
+    npu = make_devices("Ascend910B-B3", 1, mode=SharingMode.MIG, node="npu")
+    state = ClusterState([Node("npu", 64000, 512 * 1024, npu, labels)])
+    placed = _place(state, "vnpu=vir05_1c_16g:4,topology=leaf")
+    assert isinstance(placed, Placement) and [d.device for d in placed.devices] == [0] * 4

@@ -89,8 +89,11 @@ def free_cards(state: ClusterState, ask: Ask, rows: np.ndarray) -> int:
 def candidates(
     state: ClusterState, ask: Ask, level: Topology, need: int, allowed: np.ndarray | None
 ) -> Iterator[tuple[Domain, np.ndarray]]:
-    """Domains at ``level`` with at least ``need`` free cards, tightest first, each with the
-    node mask to place in."""
+    """Domains at ``level`` with at least ``need`` free cards (slices and shares: one card
+    of the right mode, as one card holds several), tightest first, each with the node mask
+    to place in."""
+    if ask.kind is not SliceKind.WHOLE:
+        need = 1
     scored = []
     for d in domains(state, level):
         rows = d.rows if allowed is None else d.rows & allowed
