@@ -52,7 +52,7 @@ def expire(s: Session, now: float) -> int:
     done = s.execute(
         update(ProposalRow)
         .where(ProposalRow.state.in_(("pending", "approved")), ProposalRow.expires_at <= now)
-        .values(state="expired", decided_at=now)
+        .values(state="expired")  # an approval keeps who decided it, and when
     )
     return done.rowcount or 0
 
@@ -70,6 +70,7 @@ class Proposed:
 
 def gate(
     s: Session,
+    advisory: set[str],
     action: str,
     subject: str,
     now: float,
@@ -77,10 +78,11 @@ def gate(
     what: Callable[[], Proposed],
     covers: Callable[[dict[str, Any]], bool] = lambda detail: True,
 ) -> str | None:
-    """May the ``action`` on ``subject`` go ahead now? None when it may (not advisory, or an
-    approval covers it — then that proposal is done); else why it waits, after making a
-    proposal (``what``) unless one is pending or a rejection still holds."""
-    if action not in advisory_actions(s):
+    """May the ``action`` on ``subject`` go ahead now? None when it may (not in ``advisory``,
+    the actions now advisory, or an approval covers it — then that proposal is done); else
+    why it waits, after making a proposal (``what``) unless one is pending or a rejection
+    still holds."""
+    if action not in advisory:
         return None
     latest = (
         s.execute(
@@ -120,15 +122,18 @@ def gate(
 def mode_switches(s: Session, now: float, ttl_s: float) -> Callable[[str, int, str, str], bool]:
     """Whether a card's mode switch may be ordered now (``mode-switch`` advisory):
     ``allow(node, index, to_mode, why)``."""
+    advisory = advisory_actions(s)
 
     def allow(node: str, index: int, to: str, why: str) -> bool:
+        if "mode-switch" not in advisory:
+            return True
         what = Proposed(
             reason=why,
             gain=f"{node} device {index} serves {to} requests once it switched",
             detail={"node": node, "device": index, "to": to},
         )
         subject = f"{node} device {index} -> {to}"
-        return gate(s, "mode-switch", subject, now, ttl_s, lambda: what) is None
+        return gate(s, advisory, "mode-switch", subject, now, ttl_s, lambda: what) is None
 
     return allow
 
@@ -164,7 +169,8 @@ def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict
     """Take advisory decisions out of ``result`` (in place): a job's binding and the
     preemptions it needs go ahead only when an approval covers them (the same victims or
     fewer). Returns the held jobs' pending reasons."""
-    if not advisory_actions(s):
+    advisory = advisory_actions(s)
+    if not advisory:
         return {}
     expire(s, now)
     waiting: dict[str, str] = {}
@@ -172,7 +178,7 @@ def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict
         if b.job_id in waiting:
             continue
         why = gate(
-            s, kind, f"job {b.job_id}", now, ttl_s,
+            s, advisory, kind, f"job {b.job_id}", now, ttl_s,
             lambda b=b: _decision(s, b, now),
             lambda detail, b=b: set(b.after) <= set(detail.get("victims", [])),
         )  # fmt: skip

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from gpupool.server.advisory import Proposed, gate
+from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
@@ -236,7 +236,7 @@ class ServiceReconciler:
         )
         subject = f"service {svc.name}: {have} -> {want} replicas"
         ttl = self.settings.proposal_ttl_s
-        return gate(s, "scale-in", subject, now, ttl, lambda: what) is None
+        return gate(s, advisory_actions(s), "scale-in", subject, now, ttl, lambda: what) is None
 
     def _scale(
         self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, want: int,
