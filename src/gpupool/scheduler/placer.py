@@ -153,21 +153,12 @@ class Placer:
             return self._place_gang(state, job, allowed, masked_reason, apply, explain)
         ask = self.ask(state, job.request)
         need = ask.count * job.gang_size
-        for level in topology.levels_to_try(job.request):
-            if level is None:  # preferred, and no domain could: anywhere, over few leaves
-                for rows in topology.fewest_leaves(state, ask, need, allowed):
-                    placed = self._place_gang(state, job, rows, masked_reason, apply, False)
-                    if isinstance(placed, Placement):
-                        return placed
-                return self._place_gang(state, job, allowed, masked_reason, apply, explain)
-            for _, rows in topology.candidates(state, ask, level, need, allowed):
-                tries = (
-                    [] if level is Topology.LEAF else topology.fewest_leaves(state, ask, need, rows)
-                )
-                for within in (*tries, rows):
-                    placed = self._place_gang(state, job, within, masked_reason, apply, False)
-                    if isinstance(placed, Placement):
-                        return placed
+        for rows in topology.attempts(state, ask, job.request, need, allowed):
+            placed = self._place_gang(state, job, rows, masked_reason, apply, False)
+            if isinstance(placed, Placement):
+                return placed
+        if job.request.topology_preferred:  # no domain could: anywhere
+            return self._place_gang(state, job, allowed, masked_reason, apply, explain)
         reason = topology.refusal(state, ask, job.request.topology, need, allowed)
         return Unplaceable(job.id, reason)
 

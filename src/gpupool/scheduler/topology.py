@@ -126,6 +126,22 @@ def fewest_leaves(
             yield union.copy()
 
 
+def attempts(
+    state: ClusterState, ask: Ask, request: ResourceRequest, need: int, allowed: np.ndarray | None
+) -> Iterator[np.ndarray]:
+    """The node masks to try a job in, in order: each level it may use, its domains tightest
+    first (above the leaf, each domain's fewest leaves before the whole domain); for a
+    preferred level at last the fewest leaves anywhere (the caller then tries anywhere)."""
+    for level in levels_to_try(request):
+        if level is None:
+            yield from fewest_leaves(state, ask, need, allowed)
+            return
+        for _, rows in candidates(state, ask, level, need, allowed):
+            if level is not Topology.LEAF:
+                yield from fewest_leaves(state, ask, need, rows)
+            yield rows
+
+
 def refusal(
     state: ClusterState, ask: Ask, level: Topology, need: int, allowed: np.ndarray | None
 ) -> str:
