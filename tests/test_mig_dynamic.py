@@ -15,19 +15,18 @@ from gpupool.devices.nvidia_smi import NvidiaSmiBackend, parse_query_xml
 from gpupool.devices.nvidia_smi_mig import parse_created, parse_gpu_instances, parse_mig_ids
 from gpupool.devices.simulated import simulated_backend
 from gpupool.model import SharingMode, SpecError
-from gpupool.server.settings import Settings
 from gpupool.sharing.runtime_env import Grant, LocalDevice
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
     agent_thread,
     in_state,
     make_agent,
     no_workload_outlives_its_test,
+    two_teams_and_a_node,
     wait_for,
 )
 from tests.support.cluster import ok, submit
 from tests.support.fake_nvml import FakeNvml
 from tests.support.fake_smi import FakeSmi
-from tests.support.live import live_server
 from tests.test_devices import A100_XML
 
 
@@ -168,46 +167,36 @@ def test_a_whole_card_backend_without_mig_control_says_so():
 
 
 def test_the_agent_cuts_the_card_as_jobs_come_and_reports_the_layout(tmp_path):
-    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
-    with live_server(settings, run_scheduler=True) as srv:
+    with two_teams_and_a_node(tmp_path, devices="simulated:1xA100-80G:mig") as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        token = srv.token("agent-n1", "agent", node="n1")
-        agent = make_agent(
-            srv.url, token, "n1", tmp_path / "agent", devices="simulated:1xA100-80G:mig"
-        )
-        with agent_thread(agent):
-            wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
-            show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
-            cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
-            a = submit(admin, "mig=3g.40gb", "algo", command=cmd)
-            b = submit(admin, "mig=3g.40gb", "algo", command=cmd)
-            for job in (a, b):
-                wait_for("running", in_state(admin, job["id"], "running"))
+        show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
+        cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
+        a = submit(admin, "mig=3g.40gb", "algo", command=cmd)
+        b = submit(admin, "mig=3g.40gb", "algo", command=cmd)
+        for job in (a, b):
+            wait_for("running", in_state(admin, job["id"], "running"))
 
-            def layout():
-                (dev,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
-                return dev["telemetry"].get("mig")
+        def layout():
+            (dev,) = ok(admin.get("/api/v1/nodes/n1"))["devices"]
+            return dev["telemetry"].get("mig")
 
-            assert wait_for("layout", lambda: layout() and len(layout()) == 2 and layout()) == [
-                "3g.40gb@0",
-                "3g.40gb@4",
-            ]
-            (tile,) = ok(admin.get("/api/v1/devices"))  # what the dashboard draws
-            assert tile["mig_layout"] == ["3g.40gb@0", "3g.40gb@4"]
-            seen = wait_for("log", lambda: ok(admin.get(f"/api/v1/jobs/{a['id']}/logs"))["chunks"])
-            assert seen[0]["text"].startswith("MIG-sim-n1-0-3g.40gb-")
-            for job in (a, b):
-                ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
-            # the card is free: a 7g job gets it, the idle 3g instances are destroyed first
-            c = submit(admin, "mig=7g.80gb", "algo", command=cmd)
-            wait_for("7g running", in_state(admin, c["id"], "running"), timeout=30)
-            assert wait_for("7g layout", lambda: layout() == ["7g.80gb@0"] and layout())
-            seen = wait_for(
-                "7g log", lambda: ok(admin.get(f"/api/v1/jobs/{c['id']}/logs"))["chunks"]
-            )
-            assert seen[0]["text"].startswith("MIG-sim-n1-0-7g.80gb-0")
-            ok(admin.post(f"/api/v1/jobs/{c['id']}/cancel"))
+        assert wait_for("layout", lambda: layout() and len(layout()) == 2 and layout()) == [
+            "3g.40gb@0",
+            "3g.40gb@4",
+        ]
+        (tile,) = ok(admin.get("/api/v1/devices"))  # what the dashboard draws
+        assert tile["mig_layout"] == ["3g.40gb@0", "3g.40gb@4"]
+        seen = wait_for("log", lambda: ok(admin.get(f"/api/v1/jobs/{a['id']}/logs"))["chunks"])
+        assert seen[0]["text"].startswith("MIG-sim-n1-0-3g.40gb-")
+        for job in (a, b):
+            ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+        # the card is free: a 7g job gets it, the idle 3g instances are destroyed first
+        c = submit(admin, "mig=7g.80gb", "algo", command=cmd)
+        wait_for("7g running", in_state(admin, c["id"], "running"), timeout=30)
+        assert wait_for("7g layout", lambda: layout() == ["7g.80gb@0"] and layout())
+        seen = wait_for("7g log", lambda: ok(admin.get(f"/api/v1/jobs/{c['id']}/logs"))["chunks"])
+        assert seen[0]["text"].startswith("MIG-sim-n1-0-7g.80gb-0")
+        ok(admin.post(f"/api/v1/jobs/{c['id']}/cancel"))
 
 
 def test_two_grants_behind_one_idle_instance_destroy_it_once():

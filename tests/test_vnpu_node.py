@@ -15,18 +15,15 @@ from gpupool.devices.ascend_vnpu import parse_info_vnpu
 from gpupool.devices.base import DiscoveryError
 from gpupool.devices.detect import Located
 from gpupool.model import SharingMode, SpecError, Vendor
-from gpupool.server.settings import Settings
 from gpupool.sharing.runtime_env import Grant, LocalDevice, local_devices, slice_env
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
-    agent_thread,
     in_state,
-    make_agent,
     no_workload_outlives_its_test,
+    two_teams_and_a_node,
     wait_for,
 )
 from tests.support.cluster import ok, submit
 from tests.support.fake_npu_smi import FakeNpuSmi
-from tests.support.live import live_server
 
 DATA = Path(__file__).parent / "data" / "vendor" / "ascend"
 
@@ -183,34 +180,26 @@ def test_a_job_never_mounts_a_device_it_was_not_granted():
 def test_agents_run_vnpu_jobs_each_on_its_own_vnpu(tmp_path):
     """End to end: a real server and agent (simulated 910B3, cut into vNPUs on demand), jobs
     asking for vNPU templates; a third that does not fit waits, and runs once one ends."""
-    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
-    with live_server(settings, run_scheduler=True) as srv:
+    with two_teams_and_a_node(tmp_path, devices="simulated:1xAscend910B-B3:mig") as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        token = srv.token("agent-n1", "agent", node="n1")
-        agent = make_agent(
-            srv.url, token, "n1", tmp_path / "agent", devices="simulated:1xAscend910B-B3:mig"
-        )
-        with agent_thread(agent):
-            wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
-            show = "import os; print(os.environ['ASCEND_VISIBLE_DEVICES'], flush=True)"
-            cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
-            a = submit(admin, "vnpu=vir10_3c_32g", "algo", command=cmd)
-            b = submit(admin, "vnpu=vir05_1c_16g:2", "algo", command=cmd)
-            for job in (a, b):
-                wait_for("running", in_state(admin, job["id"], "running"))
-            c = submit(admin, "vnpu=vir05_1c_16g", "algo", command=cmd)
+        show = "import os; print(os.environ['ASCEND_VISIBLE_DEVICES'], flush=True)"
+        cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
+        a = submit(admin, "vnpu=vir10_3c_32g", "algo", command=cmd)
+        b = submit(admin, "vnpu=vir05_1c_16g:2", "algo", command=cmd)
+        for job in (a, b):
+            wait_for("running", in_state(admin, job["id"], "running"))
+        c = submit(admin, "vnpu=vir05_1c_16g", "algo", command=cmd)
 
-            def printed(job):
-                chunks = ok(admin.get(f"/api/v1/jobs/{job['id']}/logs"))["chunks"]
-                return chunks and chunks[0]["text"].strip()
+        def printed(job):
+            chunks = ok(admin.get(f"/api/v1/jobs/{job['id']}/logs"))["chunks"]
+            return chunks and chunks[0]["text"].strip()
 
-            ids = {wait_for("log a", lambda: printed(a)), wait_for("log b", lambda: printed(b))}
-            assert ids == {"100", "101,102"}  # one vNPU each, none shared
-            time.sleep(1.5)  # several cycles: the chip's 20 AI Cores are all granted
-            assert ok(admin.get(f"/api/v1/jobs/{c['id']}"))["state"] == "pending"
-            ok(admin.post(f"/api/v1/jobs/{b['id']}/cancel"))
-            wait_for("c running", in_state(admin, c["id"], "running"), timeout=30)
-            assert wait_for("log c", lambda: printed(c)) in {"101", "102"}  # an idle one, reused
-            for job in (a, c):
-                ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+        ids = {wait_for("log a", lambda: printed(a)), wait_for("log b", lambda: printed(b))}
+        assert ids == {"100", "101,102"}  # one vNPU each, none shared
+        time.sleep(1.5)  # several cycles: the chip's 20 AI Cores are all granted
+        assert ok(admin.get(f"/api/v1/jobs/{c['id']}"))["state"] == "pending"
+        ok(admin.post(f"/api/v1/jobs/{b['id']}/cancel"))
+        wait_for("c running", in_state(admin, c["id"], "running"), timeout=30)
+        assert wait_for("log c", lambda: printed(c)) in {"101", "102"}  # an idle one, reused
+        for job in (a, c):
+            ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))

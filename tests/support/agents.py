@@ -43,11 +43,14 @@ def agent_thread(agent: Agent) -> Iterator[Agent]:
 
 @contextmanager
 def two_teams_and_a_node(
-    tmp: Path, isolation: IsolationConfig | None = None, **settings: object
+    tmp: Path,
+    isolation: IsolationConfig | None = None,
+    devices: str = "simulated:4xA100-80G",
+    **settings: object,
 ) -> Iterator["LiveServer"]:
     """A server with its scheduler loop (cycles every 0.2 s), top-level tenants algo and beta
-    with 2 guaranteed cards each, and node n1 with 4 simulated A100-80G run by an agent in
-    a thread (workloads as the agent's user unless ``isolation`` says)."""
+    with 2 guaranteed cards each, and node n1 with ``devices`` (4 simulated A100-80G) run by
+    an agent in a thread (workloads as the agent's user unless ``isolation`` says)."""
     from gpupool.server.settings import Settings
     from tests.support.cluster import ok
     from tests.support.live import live_server
@@ -61,9 +64,7 @@ def two_teams_and_a_node(
             ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
         token = srv.token("agent-n1", "agent", node="n1")
         extra = {"isolation": isolation} if isolation is not None else {}
-        agent = make_agent(
-            srv.url, token, "n1", tmp / "agent", devices="simulated:4xA100-80G", **extra
-        )
+        agent = make_agent(srv.url, token, "n1", tmp / "agent", devices=devices, **extra)
         with agent_thread(agent):
             wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
             yield srv
