@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError
-from gpupool.scheduler.advice import ACTIONS
+from gpupool.scheduler.advice import JOB_ACTIONS
 
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
     def advisory_command(
         file: Path = typer.Argument(..., help="Scenario YAML (see examples/seed-scenario.yaml)."),
         delay: str = typer.Option("0,30m,4h,never", help="Approval delays: N[s|m|h|d] or never."),
-        actions: str = typer.Option("bind", help=f"Advisory actions, of {', '.join(ACTIONS[:4])}."),
+        actions: str = typer.Option("bind", help=f"Advisory actions, of {', '.join(JOB_ACTIONS)}."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Replay a scenario pooled, with the advisory actions' decisions held until a person
@@ -48,9 +48,9 @@ def register(app: typer.Typer) -> None:
         from gpupool.sim.scenario import load_scenario
 
         chosen = [a.strip() for a in actions.split(",") if a.strip()]
-        unknown = [a for a in chosen if a not in ACTIONS[:4]]
+        unknown = [a for a in chosen if a not in JOB_ACTIONS]
         if unknown or not chosen:
-            raise SpecError(f"actions: {unknown or actions!r} not of {', '.join(ACTIONS[:4])}")
+            raise SpecError(f"actions: {unknown or actions!r} not of {', '.join(JOB_ACTIONS)}")
         result = compare(load_scenario(file), delays(delay), chosen)
         if as_json:
             typer.echo(json.dumps(result))

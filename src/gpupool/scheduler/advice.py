@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from gpupool.scheduler.session import Binding, CycleResult
 
-ACTIONS = ("bind", "preempt", "reclaim", "defragment", "mode-switch", "scale-in")
+JOB_ACTIONS = ("bind", "preempt", "reclaim", "defragment")  # what a cycle decides for a job
+ACTIONS = (*JOB_ACTIONS, "mode-switch", "scale-in")
 KIND = {"allocate": "bind", "borrow": "bind", "backfill": "bind", "preempt": "preempt",
         "reclaim": "reclaim", "defragment": "defragment"}  # fmt: skip
 
