@@ -381,3 +381,60 @@ def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_th
     assert not devices[("b", 0)].telemetry  # nothing of b written
     assert not devices[("c", 0)].healthy and devices[("c", 1)].healthy
     db.dispose()
+
+
+def test_an_agent_that_reads_no_answers_is_not_read_further():
+    """Backpressure: once MAX_IN_FLIGHT of its frames are unanswered on the socket (its
+    answers cannot be written: it reads none), the channel stops reading the agent's frames,
+    so a flood costs the server a bounded queue, not memory without end."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from gpupool.server.routes.agent_channel import MAX_IN_FLIGHT, _Channel
+
+    class Stuck:
+        """A socket that always has a frame to read and never takes a write."""
+
+        def __init__(self) -> None:
+            self.read = 0
+
+        async def receive_text(self) -> str:
+            self.read += 1
+            await asyncio.sleep(0)
+            return json.dumps({"beat": self.read})
+
+        async def send_text(self, text: str) -> None:
+            await asyncio.Event().wait()
+
+    class Written:
+        async def run(self, fn, wake=True):
+            return {"n0": "ready"}, False
+
+    async def flood() -> int:
+        ws = Stuck()
+        ctx = SimpleNamespace(beats=BeatBatcher(Written(), 0.01, lambda: None, time.time))
+        chan = _Channel(ws, ctx, "n0")
+        tasks = [asyncio.create_task(chan._read()), asyncio.create_task(chan._write())]
+        await asyncio.sleep(0.5)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return ws.read
+
+    assert asyncio.run(flood()) == MAX_IN_FLIGHT
+
+
+def test_a_burst_of_beats_is_answered_once_each_in_order_and_a_bad_frame_refused(tmp_path):
+    with live_server(_settings(tmp_path)) as srv:
+        seed_cluster(srv.admin(), nodes=1, tenants={"algo": 4})
+        with _channel(srv, "n0", srv.token("agent-n0", "agent", node="n0")) as ws:
+            assert "orders" in _frame(ws)
+            for seq in range(1, 41):
+                ws.send(json.dumps({"beat": seq}) if seq != 20 else '{"beat": "x"}')
+            answers = [_frame(ws) for _ in range(40)]
+    refused = [a for a in answers if "refused" in a]
+    assert refused == [
+        {"refused": None, "detail": 'a frame must be {"beat": <int>[, "devices": [...]]}'}
+    ]
+    assert [a["ok"] for a in answers if "ok" in a] == [s for s in range(1, 41) if s != 20]
+    assert {a["state"] for a in answers if "ok" in a} == {"ready"}

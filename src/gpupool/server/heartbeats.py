@@ -8,6 +8,7 @@ less often. 1,000 agents that each sent a full heartbeat every 10 s kept most of
 (docs/performance.md); their bare beats cost one UPDATE per flush."""
 
 import asyncio
+import logging
 from collections.abc import Callable
 from functools import partial
 
@@ -20,6 +21,8 @@ from gpupool.server.idle import idle_util, record_idle
 from gpupool.server.lifecycle import bump_nodes_version
 from gpupool.server.liveness import heard_from
 from gpupool.server.schemas import Telemetry
+
+log = logging.getLogger(__name__)
 
 
 def write_heartbeat(
@@ -142,12 +145,18 @@ def record_beats(
     return outcome, changed
 
 
+BeatOutcome = str | None | Exception  # the node's state, None for a node unknown, or why not
+
+
 class BeatBatcher:
     """Collects the channels' beats for ``flush_s`` and writes them in one group-commit item
     (bare beats in one statement, telemetry in three reads and one flush); each beat's answer
     (its node's state, None for a node unknown) comes once that is committed, so an agent
     never renews its lease on a beat the database does not hold. A beat whose telemetry is
-    refused raises the ``ApiError`` that says why."""
+    refused is answered with the ``ApiError`` that says why.
+
+    ``add`` takes a callback (the channel's path for bare beats: no task or future per beat,
+    which were most of an idle channel's cost); ``beat`` awaits the same answer."""
 
     def __init__(
         self,
@@ -161,18 +170,28 @@ class BeatBatcher:
         self.on_change = on_change
         self.clock = clock
         self.flushes = 0
-        self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}
+        self._waiting: dict[str, list[Callable[[BeatOutcome], None]]] = {}
         self._telemetry: dict[str, list[Telemetry]] = {}  # the newest of each node
         self._timer: asyncio.TimerHandle | None = None
 
-    async def beat(self, name: str, devices: list[Telemetry] | None = None) -> str | None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[str | None] = loop.create_future()
-        self._waiting.setdefault(name, []).append(fut)
+    def add(
+        self,
+        name: str,
+        done: Callable[[BeatOutcome], None],
+        devices: list[Telemetry] | None = None,
+    ) -> None:
+        """Queue a beat of ``name``; ``done`` is called on the event loop with its outcome
+        once the flush it joined is committed (or failed)."""
+        self._waiting.setdefault(name, []).append(done)
         if devices is not None:
             self._telemetry[name] = devices
         if self._timer is None:
-            self._timer = loop.call_later(self.flush_s, self._start_flush)
+            self._timer = asyncio.get_running_loop().call_later(self.flush_s, self._start_flush)
+
+    async def beat(self, name: str, devices: list[Telemetry] | None = None) -> str | None:
+        """The node's state once this beat is written; raises what refused it."""
+        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self.add(name, partial(_settle, fut), devices)
         return await fut
 
     def _start_flush(self) -> None:
@@ -184,7 +203,7 @@ class BeatBatcher:
 
     async def _flush(
         self,
-        waiting: dict[str, list[asyncio.Future[str | None]]],
+        waiting: dict[str, list[Callable[[BeatOutcome], None]]],
         telemetry: dict[str, list[Telemetry]],
     ) -> None:
         self.flushes += 1
@@ -195,12 +214,19 @@ class BeatBatcher:
             outcome, changed = dict.fromkeys(waiting, exc), False
         if changed:
             self.on_change()
-        for name, futs in waiting.items():
+        for name, callbacks in waiting.items():
             result = outcome.get(name)
-            for fut in futs:
-                if fut.done():
-                    continue
-                if isinstance(result, Exception):
-                    fut.set_exception(result)
-                else:
-                    fut.set_result(result)
+            for done in callbacks:
+                try:
+                    done(result)
+                except Exception:  # one channel's failure is not the others'
+                    log.exception("answering a beat of node %s", name)
+
+
+def _settle(fut: asyncio.Future, result: BeatOutcome) -> None:
+    if fut.done():
+        return
+    if isinstance(result, Exception):
+        fut.set_exception(result)
+    else:
+        fut.set_result(result)

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 from gpupool.server.client_address import client_address
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError, field_path
+from gpupool.server.heartbeats import BeatOutcome
 from gpupool.server.node_orders import watch_orders
 from gpupool.server.routes.nodes import lease_terms
 from gpupool.server.schemas import HeartbeatIn
@@ -37,6 +39,7 @@ POLICY_VIOLATION = 1008  # WebSocket close codes (RFC 6455)
 GOING_AWAY = 1001
 ORDERS_RECHECK_S = 300.0  # orders are read again at least this often, changed or not
 MAX_IN_FLIGHT = 8  # frames of one agent being answered at once; more wait (backpressure)
+BAD_FRAME = 'a frame must be {"beat": <int>[, "devices": [...]]}'
 
 
 @router.websocket("/nodes/{name}/channel")
@@ -48,41 +51,131 @@ async def channel(ws: WebSocket, name: str) -> None:
         await ws.close(POLICY_VIOLATION, refusal)
         return
     await ws.accept()
-    lock = asyncio.Lock()
+    await _Channel(ws, ctx, name).serve()
 
-    async def send(frame: dict[str, Any]) -> None:
-        async with lock:
-            await ws.send_text(json.dumps(frame, separators=(",", ":")))
 
-    async def answer(text: str) -> None:
-        with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # gone meanwhile
-            await send(await _answer(ctx, name, text))
+class _Channel:
+    """One agent's open channel. Frames are read by one task, answers and pushed orders
+    written by another (the only one that sends), and a watchdog closes the socket after
+    the node-lost timeout without a frame. A bare beat joins the next flush with a callback
+    that posts its answer: no task, future or timer per frame (a timeout and a task per
+    frame were most of what 1,000 idle agents cost the server; docs/performance-control-
+    plane.md)."""
 
-    pusher = asyncio.create_task(_push_orders(ctx, name, send))
-    answering: set[asyncio.Task] = set()
-    try:
-        while True:
-            # an agent silent this long is lost anyway: its socket is not kept (no pings)
-            async with asyncio.timeout(ctx.settings.heartbeat_timeout_s):
-                text = await ws.receive_text()
-            # answered concurrently: a bare beat waits for the next flush, and beats that
-            # came faster than flushes must not queue behind it (their answers, and the
-            # lease they renew, would fall further behind with every beat)
-            if len(answering) >= MAX_IN_FLIGHT:
-                await asyncio.wait(answering, return_when=asyncio.FIRST_COMPLETED)
-            task = asyncio.create_task(answer(text))
-            answering.add(task)
-            task.add_done_callback(answering.discard)
-    except TimeoutError:
+    def __init__(self, ws: WebSocket, ctx: ServerContext, name: str):
+        self.ws, self.ctx, self.name = ws, ctx, name
+        self.loop = asyncio.get_running_loop()
+        self.heard = self.loop.time()  # when the last frame came
+        self.outbox: list[tuple[dict[str, Any], bool]] = []  # (frame, answers one)
+        self.posted = asyncio.Event()
+        # frames received and not yet answered on the socket: at MAX_IN_FLIGHT the reader
+        # waits (an agent that floods frames, or reads no answers, is not read further)
+        self.unanswered = 0
+        self.room = asyncio.Event()
+        self.room.set()
+        self.telemetry: set[asyncio.Task] = set()
+
+    async def serve(self) -> None:
+        # the socket is done when its reader, writer or watchdog is (the pusher may end
+        # earlier: a refusal it posted is still written)
+        ends = [asyncio.create_task(c) for c in (self._read(), self._write(), self._watch())]
+        pusher = asyncio.create_task(_push_orders(self.ctx, self.name, self.push))
+        try:
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            tasks = (*ends, pusher, *self.telemetry)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def push(self, frame: dict[str, Any]) -> None:
+        self._post(frame, answers=False)
+
+    def _post(self, frame: dict[str, Any], answers: bool = True) -> None:
+        self.outbox.append((frame, answers))
+        self.posted.set()
+
+    async def _read(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # gone, or closed
+            while True:
+                text = await self.ws.receive_text()
+                self.heard = self.loop.time()
+                self.unanswered += 1
+                self._take(text)
+                if self.unanswered >= MAX_IN_FLIGHT:
+                    self.room.clear()
+                    await self.room.wait()
+
+    async def _write(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # gone, or closed
+            while True:
+                await self.posted.wait()
+                self.posted.clear()
+                frames, self.outbox = self.outbox, []
+                for frame, answers in frames:
+                    await self.ws.send_text(json.dumps(frame, separators=(",", ":")))
+                    if answers:
+                        self.unanswered -= 1
+                        if self.unanswered < MAX_IN_FLIGHT:
+                            self.room.set()
+
+    async def _watch(self) -> None:
+        """Close the socket once no frame came for the node-lost timeout: an agent silent
+        this long is lost anyway, and its socket is not kept (the server sends no pings)."""
+        timeout = self.ctx.settings.heartbeat_timeout_s
+        while (left := self.heard + timeout - self.loop.time()) > 0:
+            await asyncio.sleep(left)
         with contextlib.suppress(RuntimeError, WebSocketDisconnect):
-            await ws.close(GOING_AWAY, "no beat for the node-lost timeout")
-    except (WebSocketDisconnect, RuntimeError):  # the agent went, or the socket closed
-        pass
-    finally:
-        for task in (pusher, *answering):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await pusher
+            await self.ws.close(GOING_AWAY, "no beat for the node-lost timeout")
+
+    def _take(self, text: str) -> None:
+        """Answer one frame: a bare beat joins the next flush; one with telemetry is
+        validated and written by a task of its own (about once a minute per agent)."""
+        try:
+            frame = json.loads(text)
+            seq = frame["beat"] if isinstance(frame, dict) else None
+        except (ValueError, KeyError):
+            seq = None
+        if type(seq) is not int:
+            self._post({"refused": None, "detail": BAD_FRAME})
+        elif "devices" not in frame:
+            self.ctx.beats.add(self.name, partial(self._beaten, seq))
+        else:
+            task = asyncio.create_task(self._telemetry(seq, frame["devices"]))
+            self.telemetry.add(task)
+            task.add_done_callback(self.telemetry.discard)
+
+    def _beaten(self, seq: int, outcome: BeatOutcome) -> None:
+        self._post(_beat_answer(self.name, seq, outcome))
+
+    async def _telemetry(self, seq: int, devices: Any) -> None:
+        try:
+            body = HeartbeatIn.model_validate({"devices": devices})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = field_path(tuple(first["loc"]))
+            self._post({"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"})
+            return
+        try:
+            outcome: BeatOutcome = await self.ctx.beats.beat(self.name, body.devices)
+        except Exception as exc:
+            outcome = exc
+        answer = _beat_answer(self.name, seq, outcome)
+        if "ok" in answer:  # the node's state and lease terms (not the whole node, as an
+            # HTTP heartbeat answers: the agent reads nothing else of it)
+            answer["node"] = {"state": outcome, **lease_terms(self.ctx.settings)}
+        self._post(answer)
+
+
+def _beat_answer(name: str, seq: int, outcome: BeatOutcome) -> dict[str, Any]:
+    if isinstance(outcome, ApiError):
+        return {"refused": seq, "status": outcome.status, "detail": outcome.detail}
+    if isinstance(outcome, Exception):  # the database away: the agent's lease is not renewed
+        log.warning("channel beat of node %s failed: %s", name, outcome)
+        return {"refused": seq, "status": 503, "detail": "the server could not record the beat"}
+    if outcome is None:
+        return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
+    return {"ok": seq, "state": outcome}
 
 
 async def _refusal(ws: WebSocket, ctx: ServerContext, name: str) -> str | None:
@@ -106,39 +199,6 @@ async def _refusal(ws: WebSocket, ctx: ServerContext, name: str) -> str | None:
     except ApiError as exc:
         return exc.detail
     return None
-
-
-async def _answer(ctx: ServerContext, name: str, text: str) -> dict[str, Any]:
-    """The answer to one frame from the agent."""
-    try:
-        frame = json.loads(text)
-        seq = frame["beat"] if isinstance(frame, dict) else None
-    except (ValueError, KeyError):
-        seq = None
-    if type(seq) is not int:
-        return {"refused": None, "detail": 'a frame must be {"beat": <int>[, "devices": [...]]}'}
-    try:
-        if "devices" not in frame:
-            state = await ctx.beats.beat(name)
-            if state is None:
-                return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
-            return {"ok": seq, "state": state}
-        body = HeartbeatIn.model_validate({"devices": frame["devices"]})
-        state = await ctx.beats.beat(name, body.devices)
-        if state is None:
-            return {"refused": seq, "status": 404, "detail": f"node {name} not found"}
-        # the node's state and lease terms (not the whole node, as an HTTP heartbeat
-        # answers: the agent reads nothing else of it)
-        return {"ok": seq, "state": state, "node": {"state": state, **lease_terms(ctx.settings)}}
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = field_path(tuple(first["loc"]))
-        return {"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"}
-    except ApiError as exc:
-        return {"refused": seq, "status": exc.status, "detail": exc.detail}
-    except Exception as exc:  # the database away: the agent's lease is not renewed
-        log.warning("channel beat of node %s failed: %s", name, exc)
-        return {"refused": seq, "status": 503, "detail": "the server could not record the beat"}
 
 
 async def _push_orders(ctx: ServerContext, name: str, send) -> None:
