@@ -3,9 +3,11 @@
 An agent's orders change when an allocation on its node comes, goes or moves on (its
 generation), when its job changes state, when the node's state changes, or when one of its
 cards is ordered into another mode. Those writes happen in any process sharing the database,
-so each API process polls one cheap stamp (``poll_s``, 0.2 s by default: the commit
-generation, ``nodes_version`` — which card-mode orders bump too — and the newest job event) in
-one thread; when it moves, one query reads a digest of every node's orders-relevant state, and
+so each API process reads one cheap stamp (the commit generation, ``nodes_version`` — which
+card-mode orders bump too — and the newest job event) in one thread: on SQLite every
+``poll_s`` (0.2 s by default), on PostgreSQL when a commit that moved it notifies
+(``db.notify``; every ``fallback_s`` besides, and at once after the listening connection
+dropped). When the stamp moves, one query reads a digest of every node's orders-relevant state, and
 only the requests waiting on a node whose digest changed are woken. A submission, or a change on
 another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations per commit.
 
@@ -18,12 +20,14 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from sqlalchemy import func, select
 
 from gpupool.server.db.engine import Database
+from gpupool.server.db.notify import ChangeListener
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -99,10 +103,13 @@ class ChangeFeed:
         read: Callable[[], Stamp],
         digests: Callable[[], Digests],
         poll_s: float = 0.2,
+        listener: ChangeListener | None = None,
     ):
         self._read = read
         self._read_digests = digests
         self.poll_s = poll_s
+        self._listener = listener  # None: poll every poll_s
+        self._polled_at = 0.0
         self.stamp: Stamp = ()
         self.digests: Digests = {}
         self.epoch = 0  # how many times ``digests`` was read
@@ -136,11 +143,26 @@ class ChangeFeed:
         self._wake(lambda node, digest: True)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            try:
-                self.poll()
-            except Exception as exc:  # the database away: waiters time out and ask again
-                log.warning("change feed: %s", exc)
+        try:
+            while True:
+                if self._listener is None:
+                    self._stop.wait(self.poll_s)
+                else:
+                    self._listener.wait(self._stop)
+                    # at most one read per poll_s however many commits notify (a burst of
+                    # submissions is hundreds): what came meanwhile is in that read
+                    self._stop.wait(max(0.0, self._polled_at + self.poll_s - time.monotonic()))
+                    self._listener.drain()
+                self._polled_at = time.monotonic()
+                if self._stop.is_set():
+                    return
+                try:
+                    self.poll()
+                except Exception as exc:  # the database away: waiters time out, ask again
+                    log.warning("change feed: %s", exc)
+        finally:
+            if self._listener is not None:
+                self._listener.close()
 
     def poll(self) -> None:
         """Read the stamp; when it moved, read every node's digest and wake the requests

@@ -15,6 +15,7 @@ from gpupool.server.capacity import PoolCapacity
 from gpupool.server.change_feed import ChangeFeed, read_digests, read_stamp
 from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
+from gpupool.server.db.notify import ChangeListener
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
 from gpupool.server.heartbeats import BeatBatcher
@@ -49,6 +50,7 @@ class ServerContext:
             lambda: read_stamp(self.db),
             lambda: read_digests(self.db),
             self.settings.orders_change_poll_s,
+            None if self.db.is_sqlite else ChangeListener(self.db.engine),
         )
         self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time)
         self.auth_failures = FailedAuthLimiter(

@@ -69,7 +69,8 @@ class Settings(BaseSettings):
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # agents may wait this long for new orders in one request (0: answer at once, as servers
-    # before long-polling did); changes are looked for every orders_change_poll_s
+    # before long-polling did); changes are looked for every orders_change_poll_s (SQLite),
+    # or on PostgreSQL when a commit notifies, at most that often
     orders_max_wait_s: float = Field(25.0, ge=0, le=300)
     orders_change_poll_s: float = Field(0.2, gt=0, le=10)
     # a node silent this long is lost: its jobs are requeued (or failed, per job)
