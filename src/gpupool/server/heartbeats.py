@@ -213,7 +213,10 @@ class BeatBatcher:
         except Exception as exc:  # the database away: every beat of the batch failed
             outcome, changed = dict.fromkeys(waiting, exc), False
         if changed:
-            self.on_change()
+            try:
+                self.on_change()
+            except Exception:  # the beats are written: they are answered all the same
+                log.exception("waking the scheduler after beats")
         for name, callbacks in waiting.items():
             result = outcome.get(name)
             for done in callbacks:
