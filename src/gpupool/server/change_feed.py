@@ -7,9 +7,10 @@ so each API process reads one cheap stamp (the commit generation, ``nodes_versio
 card-mode orders bump too — and the newest job event) in one thread: on SQLite every
 ``poll_s`` (0.2 s by default), on PostgreSQL when a commit that moved it notifies
 (``db.notify``; every ``fallback_s`` besides, and at once after the listening connection
-dropped). When the stamp moves, one query reads a digest of every node's orders-relevant state, and
-only the requests waiting on a node whose digest changed are woken. A submission, or a change on
-another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations per commit.
+dropped). When the stamp moves, one query reads a digest of every node's orders-relevant
+state, and only the requests waiting on a node whose digest changed are woken. A submission,
+or a change on another node, wakes nobody: 1,000 waiting agents are not 1,000 recomputations
+per commit.
 
 A request waits on the digest of the state its own answer was read from (``node_digest``,
 same read), never on the feed's copy: a feed that fell behind (a starved thread) could
