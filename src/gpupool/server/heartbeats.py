@@ -153,10 +153,8 @@ class BeatBatcher:
     (bare beats in one statement, telemetry in three reads and one flush); each beat's answer
     (its node's state, None for a node unknown) comes once that is committed, so an agent
     never renews its lease on a beat the database does not hold. A beat whose telemetry is
-    refused is answered with the ``ApiError`` that says why.
-
-    ``add`` takes a callback (the channel's path for bare beats: no task or future per beat,
-    which were most of an idle channel's cost); ``beat`` awaits the same answer."""
+    refused is answered with the ``ApiError`` that says why. ``add`` takes a callback, not a
+    future: a task or future per beat was most of an idle channel's cost."""
 
     def __init__(
         self,
@@ -188,12 +186,6 @@ class BeatBatcher:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.flush_s, self._start_flush)
 
-    async def beat(self, name: str, devices: list[Telemetry] | None = None) -> str | None:
-        """The node's state once this beat is written; raises what refused it."""
-        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self.add(name, partial(_settle, fut), devices)
-        return await fut
-
     def _start_flush(self) -> None:
         self._timer = None
         waiting, self._waiting = self._waiting, {}
@@ -224,12 +216,3 @@ class BeatBatcher:
                     done(result)
                 except Exception:  # one channel's failure is not the others'
                     log.exception("answering a beat of node %s", name)
-
-
-def _settle(fut: asyncio.Future, result: BeatOutcome) -> None:
-    if fut.done():
-        return
-    if isinstance(result, Exception):
-        fut.set_exception(result)
-    else:
-        fut.set_result(result)

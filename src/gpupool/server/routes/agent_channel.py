@@ -57,8 +57,8 @@ async def channel(ws: WebSocket, name: str) -> None:
 class _Channel:
     """One agent's open channel. Frames are read by one task, answers and pushed orders
     written by another (the only one that sends), and a watchdog closes the socket after
-    the node-lost timeout without a frame. A bare beat joins the next flush with a callback
-    that posts its answer: no task, future or timer per frame (a timeout and a task per
+    the node-lost timeout without a frame. A beat joins the next flush with a callback that
+    posts its answer: no task, future or timer per frame (a timeout and a task per
     frame were most of what 1,000 idle agents cost the server; docs/performance-control-
     plane.md)."""
 
@@ -73,7 +73,6 @@ class _Channel:
         self.unanswered = 0
         self.room = asyncio.Event()
         self.room.set()
-        self.telemetry: set[asyncio.Task] = set()
 
     async def serve(self) -> None:
         # the socket is done when its reader, writer or watchdog is (the pusher may end
@@ -83,7 +82,7 @@ class _Channel:
         try:
             await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            tasks = (*ends, pusher, *self.telemetry)
+            tasks = (*ends, pusher)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -129,8 +128,8 @@ class _Channel:
             await self.ws.close(GOING_AWAY, "no beat for the node-lost timeout")
 
     def _take(self, text: str) -> None:
-        """Answer one frame: a bare beat joins the next flush; one with telemetry is
-        validated and written by a task of its own (about once a minute per agent)."""
+        """Answer one frame: a beat (its telemetry validated first) joins the next flush,
+        whose commit posts the answer."""
         try:
             frame = json.loads(text)
             seq = frame["beat"] if isinstance(frame, dict) else None
@@ -138,31 +137,22 @@ class _Channel:
             seq = None
         if type(seq) is not int:
             self._post({"refused": None, "detail": BAD_FRAME})
-        elif "devices" not in frame:
-            self.ctx.beats.add(self.name, partial(self._beaten, seq))
-        else:
-            task = asyncio.create_task(self._telemetry(seq, frame["devices"]))
-            self.telemetry.add(task)
-            task.add_done_callback(self.telemetry.discard)
-
-    def _beaten(self, seq: int, outcome: BeatOutcome) -> None:
-        self._post(_beat_answer(self.name, seq, outcome))
-
-    async def _telemetry(self, seq: int, devices: Any) -> None:
-        try:
-            body = HeartbeatIn.model_validate({"devices": devices})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = field_path(tuple(first["loc"]))
-            self._post({"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"})
             return
-        try:
-            outcome: BeatOutcome = await self.ctx.beats.beat(self.name, body.devices)
-        except Exception as exc:
-            outcome = exc
+        devices = None
+        if "devices" in frame:
+            try:
+                devices = HeartbeatIn.model_validate({"devices": frame["devices"]}).devices
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = field_path(tuple(first["loc"]))
+                self._post({"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"})
+                return
+        self.ctx.beats.add(self.name, partial(self._beaten, seq, devices is not None), devices)
+
+    def _beaten(self, seq: int, telemetry: bool, outcome: BeatOutcome) -> None:
         answer = _beat_answer(self.name, seq, outcome)
-        if "ok" in answer:  # the node's state and lease terms (not the whole node, as an
-            # HTTP heartbeat answers: the agent reads nothing else of it)
+        if telemetry and "ok" in answer:  # the node's state and lease terms (not the whole
+            # node, as an HTTP heartbeat answers: the agent reads nothing else of it)
             answer["node"] = {"state": outcome, **lease_terms(self.ctx.settings)}
         self._post(answer)
 
