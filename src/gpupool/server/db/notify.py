@@ -65,17 +65,26 @@ class ChangeListener:
     def _connect(self) -> None:
         try:
             raw = self.engine.raw_connection()
-            conn = raw.driver_connection
-            raw.detach()  # ours alone, closed by ``close``, never handed back to the pool
+        except Exception as exc:
+            self._failed(exc)
+            return
+        conn = raw.driver_connection
+        raw.detach()  # ours alone, closed by ``close``, never handed back to the pool
+        try:
             conn.rollback()  # the pool's ping may have opened a transaction
             conn.autocommit = True
             conn.execute(f"LISTEN {CHANNEL}")
-        except Exception as exc:
-            log.warning("cannot listen for change notifications (%s); polling meanwhile", exc)
-            self._failed_at = time.monotonic()
+        except Exception as exc:  # not kept: closed, not left open on every retry
+            with contextlib.suppress(Exception):
+                conn.close()
+            self._failed(exc)
             return
         self._conn = conn
         self.connects += 1
+
+    def _failed(self, exc: Exception) -> None:
+        log.warning("cannot listen for change notifications (%s); polling meanwhile", exc)
+        self._failed_at = time.monotonic()
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
