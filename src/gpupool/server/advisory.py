@@ -125,8 +125,6 @@ def mode_switches(s: Session, now: float, ttl_s: float) -> Callable[[str, int, s
     advisory = advisory_actions(s)
 
     def allow(node: str, index: int, to: str, why: str) -> bool:
-        if "mode-switch" not in advisory:
-            return True
         what = Proposed(
             reason=why,
             gain=f"{node} device {index} serves {to} requests once it switched",
