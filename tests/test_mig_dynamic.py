@@ -21,6 +21,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
     in_state,
     make_agent,
     no_workload_outlives_its_test,
+    printing_env,
     two_teams_and_a_node,
     wait_for,
 )
@@ -169,8 +170,7 @@ def test_a_whole_card_backend_without_mig_control_says_so():
 def test_the_agent_cuts_the_card_as_jobs_come_and_reports_the_layout(tmp_path):
     with two_teams_and_a_node(tmp_path, devices="simulated:1xA100-80G:mig") as srv:
         admin = srv.admin()
-        show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
-        cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
+        cmd = printing_env("CUDA_VISIBLE_DEVICES")
         a = submit(admin, "mig=3g.40gb", "algo", command=cmd)
         b = submit(admin, "mig=3g.40gb", "algo", command=cmd)
         for job in (a, b):

@@ -19,6 +19,7 @@ from gpupool.sharing.runtime_env import Grant, LocalDevice, local_devices, slice
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
     in_state,
     no_workload_outlives_its_test,
+    printing_env,
     two_teams_and_a_node,
     wait_for,
 )
@@ -182,8 +183,7 @@ def test_agents_run_vnpu_jobs_each_on_its_own_vnpu(tmp_path):
     asking for vNPU templates; a third that does not fit waits, and runs once one ends."""
     with two_teams_and_a_node(tmp_path, devices="simulated:1xAscend910B-B3:mig") as srv:
         admin = srv.admin()
-        show = "import os; print(os.environ['ASCEND_VISIBLE_DEVICES'], flush=True)"
-        cmd = ["python3", "-c", show + "; import time; time.sleep(30)"]
+        cmd = printing_env("ASCEND_VISIBLE_DEVICES")
         a = submit(admin, "vnpu=vir10_3c_32g", "algo", command=cmd)
         b = submit(admin, "vnpu=vir05_1c_16g:2", "algo", command=cmd)
         for job in (a, b):

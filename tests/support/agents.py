@@ -113,6 +113,12 @@ def kill9(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
+def printing_env(variable: str, seconds: int = 30) -> list[str]:
+    """A workload that prints ``variable`` of its environment, then lives ``seconds``."""
+    code = f"import os, time; print(os.environ[{variable!r}], flush=True); time.sleep({seconds})"
+    return ["python3", "-c", code]
+
+
 def wait_for(what: str, check: Callable[[], object], timeout: float = 20) -> object:
     """Poll ``check`` until it returns something truthy (bounded)."""
     deadline = time.monotonic() + timeout
