@@ -52,3 +52,30 @@ def test_no_server_errors(live):
                 assert isinstance(body.get("detail"), str) and body["detail"], (where, body)
 
         check()
+
+
+HUGE = "92233720368547759"  # the body the fuzzer once found: past int64 as fen
+
+
+def test_amounts_past_any_column_are_refused_naming_the_field(live):
+    """Examples the fuzzer hit at random (a 500 with OverflowError on SQLite), asked every
+    run: a money amount too large for its column, or too long to be a number, is a 422 that
+    names the field; a price for a model nobody has or with a 5,000-character name too."""
+    admin = live.admin()
+    cases = [
+        ("put", "/api/v1/billing/prices/A100-80G", {"monthly": HUGE}, "monthly"),
+        ("put", "/api/v1/billing/prices/0", {"monthly": HUGE}, "model"),
+        ("put", "/api/v1/billing/prices/A100-80G", {"monthly": "1", "hourly": HUGE}, "hourly"),
+        ("put", "/api/v1/billing/prices/A100-80G", {"monthly": "9" * 5001}, "monthly"),
+        ("put", "/api/v1/billing/prices/" + "X" * 5000, {"monthly": "10"}, "model"),
+        ("put", "/api/v1/billing/prices/NoSuchCard", {"monthly": "10"}, "model"),
+        ("post", "/api/v1/billing/credits",
+         {"tenant": "algo", "month": "2026-12", "amount": HUGE, "reason": "x"}, "amount"),
+        ("put", "/api/v1/billing/budgets/algo", {"monthly": HUGE}, "monthly"),
+        ("put", "/api/v1/billing/tenants/algo",
+         {"mode": "card-hour", "task_prices": {"training": HUGE}}, "task_prices"),
+    ]  # fmt: skip
+    for method, path, body, field in cases:
+        answer = getattr(admin, method)(path, json=body)
+        assert answer.status_code == 422, (path, body, answer.status_code, answer.text[:300])
+        assert field in answer.json()["detail"], (path, answer.json())

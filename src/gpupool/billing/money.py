@@ -5,6 +5,7 @@ import re
 from fractions import Fraction
 
 FEN_PER_CNY = 100
+MAX_CNY_DIGITS = 10  # up to 9,999,999,999.99 CNY: any price, credit or budget, and fen fit int64
 _AMOUNT = re.compile(r"([0-9]+)(?:\.([0-9]{1,2}))?")
 
 
@@ -35,5 +36,7 @@ def parse_cny(text: str) -> int:
 
     m = _AMOUNT.fullmatch(text.strip())  # ASCII digits only: "¹" is a digit to str.isdigit
     if m is None:
-        raise SpecError(f"price: {text!r} is not an amount in CNY like 2500 or 2500.50")
+        raise SpecError(f"price: {text[:40]!r} is not an amount in CNY like 2500 or 2500.50")
+    if len(m[1].lstrip("0")) > MAX_CNY_DIGITS:
+        raise SpecError(f"price: {text[:40]!r} is above 9,999,999,999.99 CNY")
     return int(m[1]) * FEN_PER_CNY + int((m[2] or "").ljust(2, "0"))

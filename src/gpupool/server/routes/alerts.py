@@ -87,7 +87,7 @@ def alert_rules(ctx: Ctx, who: Caller) -> list[dict[str, object]]:
 
 
 class BudgetIn(Strict):
-    monthly: str = Field(description="CNY a month, e.g. 10000")
+    monthly: str = Field(max_length=40, description="CNY a month, e.g. 10000")
     thresholds: list[int] = Field([80, 100], min_length=1, max_length=10)
     action: Literal["notify", "stop-elastic"] = Field(
         "notify", description="at 100%: notify only, or stop work beyond the guarantee"

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import select
 
 from gpupool.billing.catalog import Price
@@ -16,9 +16,11 @@ from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
+from gpupool.model.devices import catalog_entry
 from gpupool.server.auth import Principal, Role
 from gpupool.server.db.tables import (
     CreditRow,
+    DeviceRow,
     PriceRow,
     PriorityClassRow,
     TenantBillingRow,
@@ -37,8 +39,10 @@ BACKDATE_SLACK_S = 60  # clocks differ a little; a closed month never changes
 
 
 class PriceIn(Strict):
-    monthly: str = Field(description="CNY per card-month, e.g. 2500 or 2500.00")
-    hourly: str | None = Field(None, description="CNY per card-hour (default: monthly / 720)")
+    monthly: str = Field(max_length=40, description="CNY per card-month, e.g. 2500 or 2500.00")
+    hourly: str | None = Field(
+        None, max_length=40, description="CNY per card-hour (default: monthly / 720)"
+    )
     effective_from: datetime | None = Field(
         None, description="ISO 8601; default now; never in the past"
     )
@@ -99,6 +103,26 @@ def list_prices(ctx: Ctx, who: Caller) -> list[PriceOut]:
     return out
 
 
+def known_model(ctx: Ctx, model: str) -> str:
+    """The catalog's name of ``model``, or a model some node of the pool has; anything else
+    is a 422 (a price for a model nobody has is a typo, and an unbounded name a stored one)."""
+    try:
+        name = canonical_model(model[:101])
+    except SpecError as exc:
+        raise ApiError(422, f"model: {exc}", "model") from None
+    if len(model) > 100:
+        raise ApiError(422, "model: longer than 100 characters", "model")
+    if catalog_entry(name) is not None:
+        return name
+    with ctx.db.read() as s:
+        found = s.execute(select(DeviceRow.model).where(DeviceRow.model == name).limit(1)).first()
+    if found is None:
+        raise ApiError(
+            422, f"model: {name[:40]!r} is neither in the catalog nor on any node", "model"
+        )
+    return name
+
+
 def _hourly(p: Price) -> str:
     return unit_price(p.hourly())
 
@@ -109,10 +133,7 @@ def set_price(model: str, body: PriceIn, ctx: Ctx, who: Caller, request: Request
     never starts in the past."""
     require(who, (Role.ADMIN,), "setting prices")
     now = time.time()
-    try:
-        name = canonical_model(model)
-    except SpecError as exc:
-        raise ApiError(422, f"model: {exc}", "model") from None
+    name = known_model(ctx, model)
     monthly = positive_fen(body.monthly, "monthly", "a price")
     hourly = positive_fen(body.hourly, "hourly", "a price") if body.hourly is not None else None
     start = body.effective_from.timestamp() if body.effective_from else now
@@ -190,7 +211,10 @@ class TenantBillingIn(Strict):
     kind: Literal["chargeback", "showback"] = Field(
         "chargeback", description="chargeback: invoiced (renters); showback: cost reports only"
     )
-    task_prices: dict[str, str] = Field(
+    task_prices: dict[
+        Annotated[str, StringConstraints(max_length=100)],
+        Annotated[str, StringConstraints(max_length=40)],
+    ] = Field(
         default_factory=dict, max_length=100, description="per-task mode: CNY per job by class"
     )
     discount_pct: int = Field(0, ge=0, le=100, description="off usage lines (not plans)")
@@ -264,7 +288,7 @@ def set_tenant_billing(
 class CreditIn(Strict):
     tenant: str = Field(min_length=1, max_length=100)
     month: str = Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")
-    amount: str = Field(description="CNY taken off that month's invoice")
+    amount: str = Field(max_length=40, description="CNY taken off that month's invoice")
     reason: str = Field(min_length=1, max_length=500)
 
 
