@@ -36,9 +36,10 @@ HUGE = "92233720368547759"  # the body the fuzzer once found: past int64 as fen
 
 
 def test_amounts_past_any_column_are_refused_naming_the_field(live):
-    """(First in this module: the fuzzer's bad tokens get the test client throttled.) Examples the fuzzer hit at random (a 500 with OverflowError on SQLite), asked every
+    """Examples the fuzzer hit at random (a 500 with OverflowError on SQLite), asked every
     run: a money amount too large for its column, or too long to be a number, is a 422 that
-    names the field; a price for a model nobody has or with a 5,000-character name too."""
+    names the field; a price for a model nobody has or with a 5,000-character name too.
+    First in the module: the fuzzer's bad tokens get the test client throttled."""
     admin = live.admin()
     cases = [
         ("put", "/api/v1/billing/prices/A100-80G", {"monthly": HUGE}, "monthly"),
