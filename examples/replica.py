@@ -3,8 +3,8 @@ $PORT and answers what gpupool reads — GET /health (503 until READY_AFTER seco
 then 200), GET /metrics in the Prometheus text format (gpupool_replica_requests_total,
 gpupool_replica_requests_in_flight) — and POST /infer {"tokens": N}, which takes 0.1 s + N ms
 (a stand-in for a model). POST /crash kills it at once (to see a replica replaced). It
-listens on 127.0.0.1 (gpupool up); on nodes the server reaches over the network, give it
---env HOST=0.0.0.0.
+listens on every address of its network namespace (its tenant's, walled from other tenants:
+the node publishes $PORT into it), as model servers do; --env HOST=... changes that.
 
     gpupool service create chat --tenant inference --request gpu=1 \
         --metric concurrency --target 2 -- python3 -c "$(cat examples/replica.py)"
@@ -63,8 +63,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock:
             stats["inflight"] -= 1
             stats["total"] += 1
-        self.send(200, json.dumps({"port": port}), "application/json")
+        answer = {"port": port, "service": os.environ.get("GPUPOOL_SERVICE")}
+        self.send(200, json.dumps(answer), "application/json")
 
 
-host = os.environ.get("HOST", "127.0.0.1")
+host = os.environ.get("HOST", "0.0.0.0")
 http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()

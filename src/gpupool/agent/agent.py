@@ -148,6 +148,7 @@ class Agent(ChannelLink):
         self.state = node["state"]
         self._renew(node, sent)
         self.records = self.store.load_all()
+        self.launcher.adopt_ports({a for a, r in self.records.items() if r.port is not None})
         self.reconcile()
 
     def run(self, stop: threading.Event) -> None:
@@ -318,6 +319,7 @@ class Agent(ChannelLink):
         self._last_answer = answer
         self._enforce_limits(desired)
         self._harvest()
+        self.launcher.refresh_ports()
         if answer.get("modes"):
             self._switch_modes({int(i): m for i, m in answer["modes"].items()})
         # an answer read before this agent reported an end may still list that allocation:
@@ -386,7 +388,8 @@ class Agent(ChannelLink):
         try:
             child = proc.launch(folder, ready.spec)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            self.launcher.cleanup(ready.workdir, ready.cgroups, ready.mps, self._mps_in_use())
+            self.launcher.cleanup(ready.workdir, ready.cgroups, ready.mps, self._mps_in_use(),
+                                  alloc_id if ready.port is not None else None)  # fmt: skip
             self.store.remove(alloc_id)
             raise LaunchError(f"cannot start: {exc}") from None
         rec = Record(
@@ -404,11 +407,14 @@ class Agent(ChannelLink):
             mps=ready.mps,
             mem_mib=ready.mem_mib,
             outputs=asdict(ready.outputs) if ready.outputs else None,
+            port=ready.port,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
         self.store.save(rec)
-        if not self.api.report(alloc_id, generation, "running", reason=f"started on {self.name}"):
+        port = {"port": ready.port} if ready.port is not None else {}
+        started = f"started on {self.name}"
+        if not self.api.report(alloc_id, generation, "running", reason=started, **port):
             self.refused.append(f"allocation {alloc_id} generation {generation}")
             rec.released = True
             self._begin_stop(rec, "stale order refused by the server")
@@ -507,9 +513,15 @@ class Agent(ChannelLink):
                 )
             del self.records[alloc_id]
             self.finished.add(alloc_id)
+            replica = alloc_id if rec.port is not None else None
             try:
-                self.launcher.cleanup(rec.workdir, rec.cgroups, rec.mps, self._mps_in_use())
-            except OSError as exc:  # a leftover folder or cgroup is not worth a failed round
+                self.launcher.cleanup(
+                    rec.workdir, rec.cgroups, rec.mps, self._mps_in_use(), replica
+                )
+            except (
+                OSError,
+                LaunchError,
+            ) as exc:  # a leftover folder or cgroup is not worth a failed round
                 log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
             self.store.remove(alloc_id)
 

@@ -66,6 +66,7 @@ def container_argv(
     mem_mib: int = 0,
     pids_max: int = 4096,
     gpus: str | None = None,
+    publish: int | None = None,
 ) -> list[str]:
     check_image(image)
     argv = [runtime, "run", "--rm", "--name", f"gpupool-alloc-{alloc_id}"]
@@ -79,4 +80,6 @@ def container_argv(
     argv += ["--env-file", env_path]  # env_file(env), written by the agent, 0600
     if gpus not in (None, "", "void"):
         argv += ["--gpus", f"device={gpus}"]
+    if publish is not None:  # a service replica: its port on the node's addresses
+        argv += ["--publish", f"{publish}:{publish}"]
     return [*argv, "--", image, *command]

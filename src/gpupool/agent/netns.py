@@ -4,9 +4,12 @@ tenant's job on the same node neither sees nor reaches them.
 
 Each namespace gets a veth pair to the host: ``gpn-<id>`` on the host with 10.231.N.1/30, and
 ``eth0`` inside with 10.231.N.2/30 and the default route through the host; the host forwards
-(``net.ipv4.ip_forward``) and masquerades the namespace's traffic when ``nft`` or
-``iptables`` is installed, so a workload reaches what the host reaches. Without either the
-namespace reaches the host's own addresses only, and ``describe()`` says so.
+(``net.ipv4.ip_forward``) and masquerades the namespace's traffic, so a workload reaches what
+the host reaches. Where ``nft`` is installed the agent's table (``gpupool.agent.firewall``)
+also walls the namespaces: nothing opens a connection into one but root on the host and the
+clients of a service replica's published port (``publish``). Without ``nft``, ``iptables``
+masquerades and there is no wall; without either, the namespace reaches the host's own
+addresses only. ``describe()`` says which.
 
 Namespaces are made with ``ip netns add gpupool-<id>`` (kept in ``/run/netns``) when a
 tenant's first workload starts on the node and kept for the next ones; ``<id>`` hashes the
@@ -23,6 +26,9 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+
+from gpupool.agent.firewall import Firewall, FirewallError, Published
+from gpupool.agent.replica_ports import NoPortError, ReplicaPorts
 
 SUBNET = "10.231"
 REGISTRY = Path("/run/gpupool/netns.json")
@@ -45,13 +51,16 @@ def _octets(index: int) -> tuple[int, int]:
 
 
 class TenantNetworks:
-    def __init__(self, scope: str, registry: Path = REGISTRY):
+    def __init__(self, scope: str, registry: Path = REGISTRY, ports: ReplicaPorts | None = None):
         self.scope = scope
         self.ip = shutil.which("ip")
-        self.nat = shutil.which("nft") or shutil.which("iptables")
+        self.firewall = Firewall(scope)
+        self.nat = self.firewall.nft or shutil.which("iptables")
         self.registry = registry
+        self.ports = ports or ReplicaPorts(scope)
         self._lock = threading.Lock()
         self._mine: set[str] = set()
+        self._applied: frozenset[Published] | None = None
 
     @contextlib.contextmanager
     def _locked_registry(self):
@@ -69,11 +78,18 @@ class TenantNetworks:
     def available(self) -> bool:
         return self.ip is not None and Path("/proc/self/ns/net").exists()
 
+    @property
+    def walled(self) -> bool:
+        """Namespaces are walled from each other and replicas' ports can be published."""
+        return self.available and self.firewall.available
+
     def describe(self) -> str:
         if not self.available:
             return "no per-tenant network namespaces (the ip command is missing)"
-        nat = "with NAT to the host's networks" if self.nat else "no NAT (nft/iptables missing)"
-        return f"a network namespace per tenant ({nat})"
+        if self.walled:
+            return "a network namespace per tenant, walled from the others (nftables)"
+        nat = "NAT through iptables" if self.nat else "no NAT (nft/iptables missing)"
+        return f"a network namespace per tenant, NOT walled from the others (nft missing; {nat})"
 
     def name(self, tenant: str) -> str:
         return "gpupool-" + hashlib.sha256(f"{self.scope}\0{tenant}".encode()).hexdigest()[:10]
@@ -93,7 +109,43 @@ class TenantNetworks:
             self._make(name, int(index))
             known[name] = int(index)
             self._mine.add(name)
+        if self.walled and self._applied is None:
+            self.refresh()  # the wall, before the first workload of this agent starts
         return str(path)
+
+    def address(self, tenant: str) -> str:
+        """The namespace's own address (10.231.N.2)."""
+        with self._lock, self._locked_registry() as known:
+            a, b = _octets(int(known[self.name(tenant)]))
+        return f"{SUBNET}.{a}.{b + 2}"
+
+    def publish(self, tenant: str, alloc_id: int) -> tuple[str, int]:
+        """A port for the allocation's service replica, forwarded from every address of the
+        node into the tenant's namespace; returns the namespace's file and the port."""
+        if not self.walled:
+            raise NetnsError(
+                "a service replica's port is published into its tenant's namespace by "
+                "nftables, which is not installed on this node (apt-get install nftables)"
+            )
+        path = self.ensure(tenant)
+        try:
+            port = self.ports.claim(alloc_id, self.address(tenant))
+            self.refresh()
+        except (NoPortError, FirewallError) as exc:
+            self.ports.release(alloc_id)
+            raise NetnsError(str(exc)) from None
+        return path, port
+
+    def refresh(self) -> None:
+        """Apply the table again if the ports it publishes changed (a quarantine ended)."""
+        if not self.walled:
+            return
+        want = frozenset(
+            Published(h.port, h.address) for h in self.ports.held() if h.address is not None
+        )
+        if want != self._applied:
+            self.firewall.apply(want)
+            self._applied = want
 
     def _make(self, name: str, index: int) -> None:
         if self.ip is None:
@@ -111,6 +163,9 @@ class TenantNetworks:
         _run(self.ip, "link", "add", host_if, "type", "veth", "peer", "name", "eth0", "netns", name)
         _run(self.ip, "addr", "add", f"{host_ip}/30", "dev", host_if)
         _run(self.ip, "link", "set", host_if, "up")
+        # clients on the host's loopback reach published replica ports (the firewall drops
+        # what a namespace sends to 127/8, so this opens nothing the other way)
+        Path(f"/proc/sys/net/ipv4/conf/{host_if}/route_localnet").write_text("1\n")
         _run(self.ip, "-n", name, "addr", "add", f"{inner_ip}/30", "dev", "eth0")
         _run(self.ip, "-n", name, "link", "set", "eth0", "up")
         _run(self.ip, "-n", name, "route", "add", "default", "via", host_ip)
@@ -121,26 +176,12 @@ class TenantNetworks:
             Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
         except OSError:
             return
-        if self.nat is None:
-            return
-        if self.nat.endswith("nft"):
-            subprocess.run([self.nat, "add", "table", "ip", "gpupool"], capture_output=True)
-            subprocess.run(
-                [
-                    self.nat,
-                    "add chain ip gpupool post { type nat hook postrouting priority 100 ; }",
-                ],
-                capture_output=True,
-            )
-            subprocess.run(
-                [self.nat, f"add rule ip gpupool post ip saddr {source} masquerade"],
-                capture_output=True,
-            )
-        else:
-            subprocess.run(
-                [self.nat, "-t", "nat", "-A", "POSTROUTING", "-s", source, "-j", "MASQUERADE"],
-                capture_output=True,
-            )
+        if self.firewall.available or self.nat is None:
+            return  # the agent's table masquerades every namespace
+        subprocess.run(
+            [self.nat, "-t", "nat", "-A", "POSTROUTING", "-s", source, "-j", "MASQUERADE"],
+            capture_output=True,
+        )
 
     def remove_all(self) -> None:
         """Delete the namespaces this agent made or used (tests; an operator's clean-up)."""
@@ -152,3 +193,6 @@ class TenantNetworks:
                 )
                 known.pop(name, None)
             self._mine.clear()
+        self.ports.release_all_but(set())
+        self.firewall.remove()
+        self._applied = None

@@ -33,6 +33,7 @@ class Record:
     mps: list[str] = field(default_factory=list)  # GPUs whose MPS daemon it uses
     mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
     outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
+    port: int | None = None  # a service replica's port (gpupool.agent.replica_ports)
 
 
 class Store:

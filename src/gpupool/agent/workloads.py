@@ -28,12 +28,14 @@ from gpupool.agent.container import (
     env_file,
     find_runtime,
 )
+from gpupool.agent.firewall import FirewallError
 from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUsers, resolve
 from gpupool.agent.job_output import OutputPlan, plan_for
 from gpupool.agent.mps import MpsDaemons
 from gpupool.agent.netns import NetnsError, TenantNetworks
 from gpupool.agent.node import host_memory_mib
 from gpupool.agent.processes import LaunchSpec
+from gpupool.agent.replica_ports import DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
 from gpupool.model import SpecError
 from gpupool.model.workload import check_workload
@@ -65,6 +67,7 @@ class IsolationConfig:
     private_tmp: bool = True  # tenant-users: a private /tmp and /dev/shm per workload
     network: bool = True  # tenant-users: a network namespace per tenant
     disk_max_mib: int = 100 * 1024  # a workload's working folder; 0: unlimited
+    replica_ports: tuple[int, int] = DEFAULT_RANGE  # service replicas' ports on this node
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Prepared:
     mps: list[str]  # GPU UUIDs whose MPS daemon this workload uses
     mem_mib: int  # the host-memory limit on this node (the grant, or the default)
     outputs: OutputPlan | None = None  # the job's --output / --error, written at its end
+    port: int | None = None  # a service replica's port, chosen here
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -142,7 +146,10 @@ class Launcher:
         self.cgroups = cgroups.Cgroups(
             hierarchy, group, config.pids_max, tenant_pids_max=config.tenant_pids_max
         )
-        self.networks = TenantNetworks(group) if shared and config.network else None
+        self.ports = ReplicaPorts(group, config.replica_ports)
+        self.networks = (
+            TenantNetworks(group, ports=self.ports) if shared and config.network else None
+        )
         self.mps = MpsDaemons(DEFAULT_MPS_DIR if shared else state_dir / "mps")
 
     def describe(self) -> str:
@@ -212,22 +219,27 @@ class Launcher:
         workdir = self._workdir(order["id"], who)
         made: list[str] = []
         files: dict[str, str] = {}
+        port: int | None = None
         try:
             made = (
                 [str(p) for p in self.cgroups.create(order["id"], cpu, mem, order["tenant"])]
                 if not image
                 else []
             )
-            box = None if image else self._sandbox(order, workdir, mem)
+            box, port = (
+                (None, self._host_port(order)) if image else self._sandbox(order, workdir, mem)
+            )
             mps = self._mps(slice_vars)
             job_env = {**order["env"], **slice_vars, **mps.env, **gang_env(order, self.node)}
+            if port is not None:  # the agent's word, over anything the job's env said
+                job_env |= {"PORT": str(port), "GPUPOOL_REPLICA_PORT": str(port)}
             if image:
                 assert runtime is not None
                 env_path = str(folder.resolve() / CONTAINER_ENV_FILE)
                 argv = container_argv(
                     runtime, order["id"], image, command, env_path,
                     identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=self.config.pids_max,
-                    gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"),
+                    gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"), publish=port,
                 )  # fmt: skip
                 files[CONTAINER_ENV_FILE] = env_file(job_env)
                 # the client talks to its daemon as the agent: nothing of the job's reaches it
@@ -237,8 +249,8 @@ class Launcher:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
                 env = {**self._host_env(workdir, who), **job_env, **dir_env(order, workdir)}
             outputs = plan_for(order, self.node, uid, gid)  # a pattern that leads out: refused
-        except (OSError, SpecError, NetnsError) as exc:
-            self.cleanup(workdir, made, [])
+        except (OSError, SpecError, NetnsError, NoPortError) as exc:
+            self.cleanup(workdir, made, [], replica=order["id"] if port is not None else None)
             raise LaunchError(f"cannot start: {exc}") from None
         spec = LaunchSpec(
             command=argv,
@@ -254,23 +266,36 @@ class Launcher:
             chdir=None if image else order.get("chdir") or order.get("submit_dir"),
             chdir_required=bool(order.get("chdir")) and not image,
         )
-        return Prepared(spec, workdir, made, mps.gpus, mem, outputs)
+        return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port)
 
-    def _sandbox(self, order: dict[str, Any], workdir: str, mem_mib: int) -> Sandbox | None:
-        """Namespaces for a tenant-users workload (root): its tenant's network namespace —
-        unless its job spans nodes, whose peers must reach it on the node's own address, or
-        it is a service replica, which the server's health checks and the service's load
-        balancer reach there — and a private /tmp and /dev/shm of at most its memory limit."""
+    def _sandbox(
+        self, order: dict[str, Any], workdir: str, mem_mib: int
+    ) -> tuple[Sandbox | None, int | None]:
+        """Namespaces for a tenant-users workload (root) and a service replica's port. A
+        workload joins its tenant's network namespace unless its job spans nodes (its peers
+        reach it on the node's own address); a replica too, its port published into it from
+        the node's addresses. A private /tmp and /dev/shm of at most its memory limit."""
         if self.isolation is not Isolation.TENANT_USERS:
-            return None
+            return None, self._host_port(order)
         single_node = len({n["node"] for n in order["nodes"]}) == 1
-        reached = order.get("replica_port") is not None  # the server's word, not the job's env
-        netns = None
-        if self.networks is not None and self.networks.available and single_node and not reached:
+        replica = bool(order.get("replica"))  # the server's word, not the job's env
+        netns, port = None, None
+        if replica and self.networks is not None:
+            netns, port = self.networks.publish(order["tenant"], order["id"])
+        elif replica:
+            raise NetnsError("a service replica needs its tenant's network namespace here "
+                             "(the agent runs with --no-tenant-network)")  # fmt: skip
+        elif self.networks is not None and self.networks.available and single_node:
             netns = self.networks.ensure(order["tenant"])
-        return Sandbox(
+        box = Sandbox(
             netns=netns, private_tmp=self.config.private_tmp, tmp_mib=mem_mib, keep=[workdir]
         )
+        return box, port
+
+    def _host_port(self, order: dict[str, Any]) -> int | None:
+        """A replica on the host's network (no tenant users, or an image job whose runtime
+        publishes it): a port nothing on the host uses, held for it alone."""
+        return self.ports.claim(order["id"], None) if order.get("replica") else None
 
     def _workdir(self, alloc_id: int, who: Identity | None) -> str:
         path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)
@@ -299,10 +324,19 @@ class Launcher:
         return _Mps(env, [gpus[0]] if env else [])
 
     def cleanup(
-        self, workdir: str, made: list[str], mps: list[str], in_use: Set[str] = frozenset()
+        self,
+        workdir: str,
+        made: list[str],
+        mps: list[str],
+        in_use: Set[str] = frozenset(),
+        replica: int | None = None,
     ) -> None:
         """After a workload ended: kill what is left in its cgroups, remove them and its
-        working dir, and stop MPS daemons no other workload uses."""
+        working dir, stop MPS daemons no other workload uses, and put a replica's port
+        (``replica``: its allocation) in quarantine."""
+        if replica is not None:
+            self.ports.release(replica)
+            self.refresh_ports()
         if made:
             cgroups.kill(made)
             cgroups.remove(made)
@@ -311,6 +345,19 @@ class Launcher:
         for uuid in mps:
             if uuid not in in_use:
                 self.mps.stop(uuid)
+
+    def refresh_ports(self) -> None:
+        """The published ports again, once quarantines ended (every round of the agent)."""
+        if self.networks is not None:
+            try:
+                self.networks.refresh()
+            except FirewallError as exc:
+                raise LaunchError(f"firewall: {exc}") from None
+
+    def adopt_ports(self, live: Set[int]) -> None:
+        """After a restart: ports of allocations that no longer run here go to quarantine."""
+        self.ports.release_all_but(set(live))
+        self.refresh_ports()
 
 
 @dataclass

@@ -105,6 +105,7 @@ class SchedulerLoop:
         for thread in (self._thread, self._services):
             if thread is not None:
                 thread.join(timeout=30)
+        self.services.probes.close()
         self.leadership.release()
 
     def _run_services(self) -> None:

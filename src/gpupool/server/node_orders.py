@@ -17,7 +17,7 @@ from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
 from gpupool.server.routes.views import allocation_out
 from gpupool.server.schemas import OrderOut, OrdersOut
-from gpupool.server.services.replicas import replica_ports
+from gpupool.server.services.replicas import replica_jobs
 
 
 async def watch_orders(
@@ -55,7 +55,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             .order_by(AllocationRow.id)
         ).all()
         jobs = [j.id for _, j in rows] + [j.replaces for _, j in rows if j.replaces]
-        ports = replica_ports(s, jobs)
+        replicas = replica_jobs(s, jobs)
         out = [
             OrderOut(
                 **allocation_out(a).model_dump(),
@@ -73,7 +73,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 submitted_by=j.submitted_by,
                 array_job=j.array_job,
                 array_index=j.array_index,
-                replica_port=ports.get(j.id) or ports.get(j.replaces or 0),
+                replica=j.id in replicas or (j.replaces or 0) in replicas,
             )
             for a, j in rows
         ]

@@ -3,7 +3,9 @@ grammar's units: cards for ``gpu`` quotas, MiB for memory, millicores for node C
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
+
+from gpupool.model.labels import ADDRESS_LABEL, check_address
 
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -21,7 +23,15 @@ LabelKey = Annotated[
     ),
 ]
 LabelValue = Annotated[str, StringConstraints(max_length=1000, pattern=r"^[^\x00]*$")]
-Labels = dict[LabelKey, LabelValue]
+
+
+def _checked_labels(labels: dict[str, str]) -> dict[str, str]:
+    if ADDRESS_LABEL in labels:
+        labels[ADDRESS_LABEL] = check_address(labels[ADDRESS_LABEL])
+    return labels
+
+
+Labels = Annotated[dict[LabelKey, LabelValue], AfterValidator(_checked_labels)]
 MAX_LABELS = 64
 # one command argument or environment value; the whole is bounded by
 # gpupool.model.workload.MAX_ARGV_ENV_BYTES (checked on submission)
@@ -397,9 +407,9 @@ class OrderOut(AllocationOut):
     submitted_by: str = ""
     array_job: int | None = None
     array_index: int | None = None
-    # a service replica's port (or the port of the replica a defragmentation copy replaces):
-    # the agent keeps it on the node's own network, where the server and balancer reach it
-    replica_port: int | None = None
+    # a service replica (or a defragmentation copy of one): the agent chooses its port,
+    # publishes it on the node's addresses and reports it with ``running``
+    replica: bool = False
 
 
 class OrdersOut(BaseModel):
@@ -491,6 +501,9 @@ class JobStatusIn(Strict):
         le=1e11,
         description="When the workload ended (epoch seconds, the node's clock): usage is "
         "metered to then, not to when the server hears of it",
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="with running: the port a service replica serves on"
     )
 
 

@@ -57,15 +57,17 @@ class Settings(BaseSettings):
     mode_switch_timeout_s: float = Field(600.0, gt=0, le=86400)
     sample_interval_s: float = Field(60.0, gt=0, le=3600)  # the dashboard's history
     # services: how often the leader health-checks replicas and scales (the KPA's tick), how
-    # long a check may take, the ports replicas get ($PORT = base + job id mod span), how
-    # long a replica scaled in may finish its requests, and how many failed checks in a row
-    # make a ready replica replaced
+    # long a check may take, how many of one tenant's checks run at once (its slow replicas
+    # delay only its own), how long a replica scaled in may finish its requests, how many
+    # failed checks in a row make a ready replica replaced, and how replacements of replicas
+    # that keep failing back off (doubling from the first delay up to the last)
     service_interval_s: float = Field(2.0, gt=0, le=300)
     service_probe_timeout_s: float = Field(1.0, gt=0, le=30)
-    service_port_base: int = Field(20000, ge=1024, le=65000)
-    service_port_span: int = Field(20000, ge=1, le=64000)
+    service_probes_per_tenant: int = Field(4, ge=1, le=64)
     service_drain_s: float = Field(10.0, ge=0, le=3600)
     service_failures: int = Field(3, ge=1, le=100)
+    service_backoff_s: float = Field(2.0, ge=0, le=3600)
+    service_backoff_max_s: float = Field(300.0, ge=0, le=86400)
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # agents may wait this long for new orders in one request (0: answer at once, as servers

@@ -226,6 +226,8 @@ class AllocationRow(Base):
     metered_until: Mapped[float | None] = mapped_column(Float, nullable=True)
     # card-percent-seconds its devices reported under 5% utilisation (gpupool.server.idle)
     idle_pct_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # a service replica's port, chosen and published by its agent (its running report)
+    port: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class AllocationNodeRow(Base):
@@ -439,6 +441,11 @@ class ServiceRow(Base):
     status: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
+    # replicas that failed in a row (exited, or replaced by their health checks), and when
+    # the next replacement may start: replacements back off, a ready replica resets both
+    failures_in_row: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_failure: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class ServiceReplicaRow(Base):
@@ -449,7 +456,7 @@ class ServiceReplicaRow(Base):
     service_id: Mapped[int] = mapped_column(
         ForeignKey("services.id", ondelete="CASCADE"), index=True
     )
-    port: Mapped[int] = mapped_column(Integer)
+    port: Mapped[int | None] = mapped_column(Integer, nullable=True)  # older: set by the server
     endpoint: Mapped[str | None] = mapped_column(String(300), nullable=True)
     ready: Mapped[bool] = mapped_column(Boolean, default=False)
     draining_since: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -75,6 +75,8 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
         assert job is not None
         actor = who.user
         if body.state == "running":
+            if body.port is not None:  # a replica's port, as its agent chose and published it
+                alloc.port = body.port
             if job.state == "admitted":
                 move(s, job, "running", now, body.reason or "started", actor)
         elif body.state == "lost":

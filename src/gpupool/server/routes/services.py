@@ -13,6 +13,7 @@ from gpupool.model import Job
 from gpupool.model.workload import check_workload
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
+    JobRow,
     ServiceReplicaRow,
     ServiceRow,
     ServiceSampleRow,
@@ -191,9 +192,10 @@ def endpoints(name: Name, ctx: Ctx, who: Caller, tenant: TenantQuery = None) -> 
         svc = find(s, who, name, tenant)
         rows = s.execute(
             select(ServiceReplicaRow.job_id, ServiceReplicaRow.endpoint)
+            .join(JobRow, JobRow.id == ServiceReplicaRow.job_id)
             .where(ServiceReplicaRow.service_id == svc.id, ServiceReplicaRow.ready.is_(True),
                    ServiceReplicaRow.draining_since.is_(None),
-                   ServiceReplicaRow.endpoint.is_not(None))
+                   ServiceReplicaRow.endpoint.is_not(None), JobRow.state == "running")
             .order_by(ServiceReplicaRow.job_id)
         ).all()  # fmt: skip
     return [EndpointOut(job_id=j, endpoint=e) for j, e in rows]

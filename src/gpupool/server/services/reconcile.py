@@ -2,12 +2,15 @@
 publish the ready ones, replace failed ones, scale each service and drain what it scales in.
 
 Every ``service_interval_s``: read the services and their replicas, probe the running
-replicas over HTTP outside any transaction, then write what changed in one transaction. A
-replica is ready from its first 2xx health answer; a ready replica that fails
-``service_failures`` checks in a row, or one not ready within three start-up times of
-starting, is stopped and replaced. Scale-in takes pending replicas first, then ones not ready,
-then the youngest ready ones: they leave the endpoints at once and stop when their requests in
-flight reach zero or after ``service_drain_s``. Replicas are jobs, so the scheduler places,
+replicas over HTTP outside any transaction (``probe_pool``: one tenant's slow replicas delay
+only its own checks), then write what changed in one transaction. A replica is ready from its
+first 2xx health answer; a ready replica that fails ``service_failures`` checks in a row, or
+one not ready within twice its start-up time (at least start-up + 30 s), is stopped and
+replaced. Replacements of replicas that keep failing back off: doubling from
+``service_backoff_s`` to ``service_backoff_max_s``, the status saying why, until one is
+ready. Scale-in takes pending replicas first, then ones not ready, then the youngest ready
+ones: they leave the endpoints at once and stop when their requests in flight reach zero or
+after ``service_drain_s``. Replicas are jobs, so the scheduler places,
 preempts and meters them like any job of the tenant.
 """
 
@@ -24,7 +27,8 @@ from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
-from gpupool.server.services.probe import Reading, probe_all
+from gpupool.server.services.probe import Reading
+from gpupool.server.services.probe_pool import ProbePool, Target
 from gpupool.server.services.replicas import (
     Replica,
     add_replica,
@@ -37,6 +41,8 @@ from gpupool.server.settings import Settings
 
 log = logging.getLogger("gpupool.services")
 SAMPLE_S = 60.0
+PROBE_WAIT_S = 1.0  # longest a pass waits for its checks (the rest come with a later pass)
+FAILED_ENDS = ("failed", "succeeded")  # a server that exits, or never started, failed
 KEEP_SAMPLES_S = 15 * 86_400  # two weeks of history for the forecaster, and a day more
 PRUNE_EVERY_S = 3600.0
 
@@ -62,9 +68,9 @@ def adopt_copy(s: Session, row: ServiceReplicaRow, r: Replica) -> Replica | None
     if found is None:
         return None
     s.flush()  # the old row goes before its port is taken again
-    s.add(ServiceReplicaRow(job_id=found.id, service_id=row.service_id, port=row.port,
+    s.add(ServiceReplicaRow(job_id=found.id, service_id=row.service_id, port=None,
                             ready=False, failures=0))  # fmt: skip
-    return Replica(found.id, row.service_id, found.state, row.port, None, None, False, None, 0,
+    return Replica(found.id, row.service_id, found.state, None, None, None, False, None, 0,
                    None, found.started_at)  # fmt: skip
 
 
@@ -77,6 +83,9 @@ class ServiceReconciler:
         self._sampled: dict[int, float] = {}
         self._forecasts: dict[int, tuple[float, tuple[float | None, str]]] = {}
         self._pruned = float("-inf")
+        self.probes = ProbePool(
+            settings.service_probe_timeout_s, settings.service_probes_per_tenant
+        )
 
     def step(self, now: float | None = None, *, force: bool = False) -> None:
         """One pass, at most once a ``service_interval_s`` unless forced."""
@@ -92,13 +101,16 @@ class ServiceReconciler:
         if not services:  # nothing to check: no write transaction either
             self.states.clear()
             return
-        paths = {svc.id: svc.health_path for svc in services}
+        by_id = {svc.id: svc for svc in services}
         targets = {
-            r.job_id: (r.endpoint, paths[r.service_id])
+            r.job_id: Target(
+                by_id[r.service_id].tenant, r.endpoint, by_id[r.service_id].health_path
+            )
             for r in replicas
             if r.state == "running" and r.endpoint is not None
         }
-        readings = probe_all(targets, self.settings.service_probe_timeout_s)
+        wait = min(PROBE_WAIT_S, 3 * self.settings.service_probe_timeout_s)
+        readings = self.probes.round(targets, wait)
         by_util = [svc.id for svc in services if svc.metric == "gpu_util"]
         if by_util:
             with self.db.read() as s:
@@ -151,6 +163,8 @@ class ServiceReconciler:
                 copy = adopt_copy(s, row, r)
                 if copy is not None:
                     live.append(copy)
+                elif r.state in FAILED_ENDS and r.draining_since is None:
+                    self._failure(svc, now, f"replica job {r.job_id} {r.state}: {r.reason}")
                 continue
             reading: Reading | None = readings.get(r.job_id)
             row.endpoint = r.endpoint
@@ -159,6 +173,7 @@ class ServiceReconciler:
                 if reading.ready:
                     row.ready, row.failures = row.draining_since is None, 0
                     row.ready_at = row.ready_at or now
+                    svc.failures_in_row, svc.retry_at, svc.last_failure = 0, None, ""
                 else:
                     row.failures += 1
                     row.ready = False
@@ -167,8 +182,11 @@ class ServiceReconciler:
             r.ready, r.failures, r.ready_at = row.ready, row.failures, row.ready_at
             if self._failed(svc, r, now):
                 why = reading.error if reading is not None else "no answer"
+                if r.ready_at is None:
+                    why = f"not ready {self._patience(svc):.0f} s after it started; {why}"
                 stop_replica(s, r.job_id, now, f"replaced: the replica failed its health "
                              f"checks ({why})")  # fmt: skip
+                self._failure(svc, now, f"replica job {r.job_id} failed its health checks ({why})")
                 continue
             live.append(r)
         return live
@@ -179,7 +197,21 @@ class ServiceReconciler:
         if r.ready_at is not None:
             return r.failures >= self.settings.service_failures
         started = r.started_at
-        return started is not None and now - started > 3 * svc.startup_s + 30
+        return started is not None and now - started > self._patience(svc)
+
+    @staticmethod
+    def _patience(svc: ServiceRow) -> float:
+        """How long a replica may take to become ready: twice the start-up time the service
+        declared, at least that + 30 s (at most two hours: ``startup_s`` is at most one)."""
+        return max(2 * svc.startup_s, svc.startup_s + 30)
+
+    def _failure(self, svc: ServiceRow, now: float, why: str) -> None:
+        """One more replica failed in a row: the next replacement waits (doubling)."""
+        st = self.settings
+        svc.failures_in_row = (svc.failures_in_row or 0) + 1
+        delay = min(st.service_backoff_max_s, st.service_backoff_s * 2 ** (svc.failures_in_row - 1))
+        svc.retry_at = now + delay
+        svc.last_failure = why[:1000]
 
     def _plan(
         self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, now: float
@@ -203,6 +235,9 @@ class ServiceReconciler:
         )  # fmt: skip
         shown = "no load reading yet" if load is None else f"load {load:.3g} {svc.metric}"
         status = f"{note}; {shown}; {ready} ready of {desired}"
+        if svc.retry_at is not None and svc.retry_at > now:
+            status += (f"; {svc.failures_in_row} replica(s) failed in a row, the next starts in "
+                       f"{svc.retry_at - now:.0f} s (last: {svc.last_failure})")  # fmt: skip
         waiting = [r for r in serving if r.state == "pending"]
         if waiting:  # why the pool does not give them cards (quota, room, a budget)
             status += f"; {len(waiting)} waiting: {waiting[0].reason}"
@@ -243,10 +278,10 @@ class ServiceReconciler:
         now: float,
     ) -> None:  # fmt: skip
         st = self.settings
-        span = min(st.service_port_span, 65536 - st.service_port_base)
         serving = [r for r in live if r.draining_since is None]
-        for _ in range(want - len(serving)):
-            add_replica(s, svc, now, st.service_port_base, span)
+        backing_off = svc.retry_at is not None and svc.retry_at > now
+        for _ in range(want - len(serving) if not backing_off else 0):
+            add_replica(s, svc, now)
         if len(serving) > want and self._may_scale_in(s, svc, len(serving), want, now):
             order = sorted(
                 serving,

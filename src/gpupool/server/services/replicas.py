@@ -1,13 +1,15 @@
 """A service's replicas in the state of record: each is a job of the service's tenant at the
 online-inference priority (placed by the ``spread`` policy: the emptiest node first, so
-replicas land on different nodes), with a port of its own in its environment."""
+replicas land on different nodes). Its port is chosen by the agent that runs it — free on
+that node, published into the tenant's network namespace — and reported with its start
+(``allocations.port``): the server never derives one."""
 
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpupool.model.labels import ADDRESS_LABEL
+from gpupool.model.labels import ADDRESS_LABEL, host_port
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -24,14 +26,7 @@ from gpupool.server.pool_view import telemetry_util
 PRIORITY_CLASS = "online-inference"
 
 
-def replica_port(job_id: int, base: int, span: int) -> int:
-    """The port a replica listens on (``$PORT``): distinct for every live replica of a node
-    unless ``span`` jobs were submitted in between; a port taken by something else makes the
-    replica fail its health checks, and its replacement gets another port."""
-    return base + job_id % span
-
-
-def add_replica(s: Session, svc: ServiceRow, now: float, base: int, span: int) -> int:
+def add_replica(s: Session, svc: ServiceRow, now: float) -> int:
     """Insert one replica job (pending; the scheduler places it) and its replica row."""
     job = JobRow(
         tenant=svc.tenant,
@@ -45,7 +40,7 @@ def add_replica(s: Session, svc: ServiceRow, now: float, base: int, span: int) -
         on_lost="requeue",
         command=list(svc.command),
         image=svc.image,
-        env=dict(svc.env),
+        env={**svc.env, "GPUPOOL_SERVICE": svc.name},
         submitted_by=svc.created_by,
         state="pending",
         reason="queued (service replica)",
@@ -54,16 +49,9 @@ def add_replica(s: Session, svc: ServiceRow, now: float, base: int, span: int) -
     )
     s.add(job)
     s.flush()
-    port = replica_port(job.id, base, span)
-    job.env = {
-        **svc.env,
-        "PORT": str(port),
-        "GPUPOOL_SERVICE": svc.name,
-        "GPUPOOL_REPLICA_PORT": str(port),
-    }
     s.add(JobEventRow(job_id=job.id, time=now, from_state=None, to_state="pending",
                       reason=f"replica of service {svc.name}", actor="autoscaler"))  # fmt: skip
-    s.add(ServiceReplicaRow(job_id=job.id, service_id=svc.id, port=port, ready=False, failures=0))
+    s.add(ServiceReplicaRow(job_id=job.id, service_id=svc.id, port=None, ready=False, failures=0))
     return job.id
 
 
@@ -84,7 +72,7 @@ class Replica:
     job_id: int
     service_id: int
     state: str
-    port: int
+    port: int | None  # None until its agent reports it
     node: str | None
     host: str | None
     ready: bool
@@ -96,7 +84,7 @@ class Replica:
 
     @property
     def endpoint(self) -> str | None:
-        return f"{self.host}:{self.port}" if self.host else None
+        return host_port(self.host, self.port) if self.host and self.port else None
 
 
 def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
@@ -109,13 +97,13 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         .where(ServiceReplicaRow.service_id.in_(service_ids))
     ).all()
     jobs = [r.job_id for r, *_ in rows]
-    nodes = dict(
-        s.execute(
-            select(AllocationRow.job_id, AllocationNodeRow.node)
-            .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-            .where(AllocationRow.job_id.in_(jobs), AllocationRow.state == "active")
-        ).all()
-    ) if jobs else {}  # fmt: skip
+    held = s.execute(
+        select(AllocationRow.job_id, AllocationNodeRow.node, AllocationRow.port)
+        .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+        .where(AllocationRow.job_id.in_(jobs), AllocationRow.state == "active")
+    ).all() if jobs else []  # fmt: skip
+    nodes = {job: node for job, node, _ in held}
+    ports = {job: port for job, _, port in held if port is not None}
     labels = dict(
         s.execute(
             select(NodeRow.name, NodeRow.labels).where(NodeRow.name.in_(nodes.values()))
@@ -126,8 +114,8 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         node = nodes.get(r.job_id)
         host = (labels.get(node) or {}).get(ADDRESS_LABEL, node) if node else None
         out.append(
-            Replica(r.job_id, r.service_id, state, r.port, node, host, r.ready,
-                    r.draining_since, r.failures, r.ready_at, started, reason)
+            Replica(r.job_id, r.service_id, state, ports.get(r.job_id, r.port), node, host,
+                    r.ready, r.draining_since, r.failures, r.ready_at, started, reason)
         )  # fmt: skip
     return out
 
@@ -160,13 +148,12 @@ def replica_utilisation(s: Session, job_ids: list[int], now: float) -> dict[int,
     return out
 
 
-def replica_ports(s: Session, job_ids: list[int]) -> dict[int, int]:
-    """The ports of those of these jobs that are service replicas."""
+def replica_jobs(s: Session, job_ids: list[int]) -> set[int]:
+    """Those of these jobs that are service replicas."""
     if not job_ids:
-        return {}
-    rows = s.execute(
-        select(ServiceReplicaRow.job_id, ServiceReplicaRow.port).where(
-            ServiceReplicaRow.job_id.in_(job_ids)
-        )
-    ).all()
-    return dict(rows)
+        return set()
+    return set(
+        s.execute(
+            select(ServiceReplicaRow.job_id).where(ServiceReplicaRow.job_id.in_(job_ids))
+        ).scalars()
+    )
