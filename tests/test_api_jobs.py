@@ -175,7 +175,8 @@ def test_cordoned_node_takes_no_new_work(server):
     admin = server.admin()
     seed_cluster(admin, nodes=2, cards=2, tenants={"algo": 4})
     ok(admin.patch("/api/v1/nodes/n0", json={"schedulable": False}))
-    jobs = [submit(admin, "gpu=1", "algo") for _ in range(3)]
+    # (a job without mem= reserves its cards' share of the node's memory: leave some)
+    jobs = [submit(admin, "gpu=1,mem=64GiB", "algo") for _ in range(3)]
     server.cycle()
     states = [ok(admin.get(f"/api/v1/jobs/{j['id']}")) for j in jobs]
     placed = [j for j in states if j["state"] == "admitted"]

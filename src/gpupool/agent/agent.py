@@ -12,7 +12,6 @@ agent has not been heard by the server for the lease time.
 """
 
 import logging
-import os
 import random
 import subprocess
 import threading
@@ -34,9 +33,9 @@ from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.job_output import OutputPlan, write_outputs
 from gpupool.agent.lease import write_lease
-from gpupool.agent.log_upload import TRUNCATED, read_pieces
+from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
-from gpupool.agent.node import registration, telemetry
+from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
@@ -49,7 +48,6 @@ from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
-LOG_ROUND_BYTES = 1024 * 1024  # a stream's upload in one round while the workload runs
 DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
@@ -80,6 +78,7 @@ class AgentConfig:
     share: bool = False  # register whole cards as fractional-share devices
     isolation: IsolationConfig = field(default_factory=IsolationConfig)
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # a job's log kept on the server, per workload
+    reserve_mem_mib: int | None = None  # kept from the pool for the system (None: 5%, 1-16 GiB)
 
 
 class Agent(ChannelLink):
@@ -106,9 +105,11 @@ class Agent(ChannelLink):
         self.hami_core = config.hami_core or next(
             (p for p in HAMI_CORE_PATHS if Path(p).is_file()), None
         )
+        self.memory_mib = config.memory_mib or allocatable_memory_mib(config.reserve_mem_mib)
         self.launcher = Launcher(
-            config.name, config.state_dir, config.isolation, self.local, self.hami_core
-        )
+            config.name, config.state_dir, config.isolation, self.local, self.hami_core,
+            self.memory_mib,
+        )  # fmt: skip
         self.lease_s: float | None = None  # from the server; None: no lease (older server)
         self.heartbeat_s = config.heartbeat_s or DEFAULT_HEARTBEAT_S
         self.fence_kill_s = 3.0
@@ -137,7 +138,7 @@ class Agent(ChannelLink):
             self.name,
             self.located,
             cpu_millis=self.config.cpu_millis,
-            memory_mib=self.config.memory_mib,
+            memory_mib=self.memory_mib,
             labels={**self.config.labels, **self.launcher.labels()},
             pool=self.config.pool,
             errors=self.errors,
@@ -408,6 +409,7 @@ class Agent(ChannelLink):
             mem_mib=ready.mem_mib,
             outputs=asdict(ready.outputs) if ready.outputs else None,
             port=ready.port,
+            disk_mib=ready.disk_mib,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -473,12 +475,12 @@ class Agent(ChannelLink):
 
     def _enforce_disk(self, now: float) -> None:
         """Every ``DISK_CHECK_S``: stop a workload whose working folder is over the limit."""
-        limit = self.config.isolation.disk_max_mib
-        if limit <= 0 or now - self._disk_checked < DISK_CHECK_S:
+        if now - self._disk_checked < DISK_CHECK_S:
             return
         self._disk_checked = now
         for rec in list(self.records.values()):
-            if rec.stop_sent_at is not None or not rec.workdir:
+            limit = self.config.isolation.disk_max_mib if rec.disk_mib is None else rec.disk_mib
+            if rec.stop_sent_at is not None or not rec.workdir or limit <= 0:
                 continue
             reason = over_disk(folder_usage(rec.workdir), limit)
             if reason:
@@ -554,54 +556,23 @@ class Agent(ChannelLink):
             return "failed", code, cannot
         if code is None:
             return "failed", None, "workload vanished without an exit status"
-        if code == -9 and cgroups.oom_killed(rec.cgroups):
-            grant = f"its {rec.mem_mib} MiB grant" if rec.mem_mib else "its limit"
+        cause = cgroups.oom_cause(rec.cgroups) if code == -9 else None
+        grant = f"its {rec.mem_mib} MiB grant" if rec.mem_mib else "its limit"
+        if cause == "limit":
             return "failed", code, f"host memory: used more than {grant} (killed by the OOM killer)"
+        if cause == "node":
+            return "failed", code, (f"host memory: killed by the OOM killer when the node ran "
+                                    f"short of memory, within {grant}")  # fmt: skip
         state = "succeeded" if code == 0 else "failed"
         return state, code, f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
 
     def _upload_logs(self, only: Record | None = None) -> None:
-        """Send what the workloads printed since the last round (at most ``LOG_ROUND_BYTES``
-        a stream a round; all of it once a workload has ended), up to the job's log limit;
-        past it the output files are emptied each round so they cannot fill the disk."""
-        limit = self.config.log_max_bytes
-        for rec in [only] if only else list(self.records.values()):
-            folder = self.store.dir(rec.alloc_id)
-            ended = only is not None
-            changed = False
-            for stream in ("stdout", "stderr"):
-                path = folder / stream
-                if rec.log_bytes >= limit:
-                    changed |= self._drop_output(rec, path, stream, limit)
-                    continue
-                budget = limit - rec.log_bytes
-                budget = budget if ended else min(budget, LOG_ROUND_BYTES)
-                try:
-                    pieces = read_pieces(path, rec.offsets[stream], budget, ended)
-                except OSError:
-                    continue
-                for piece in pieces:
-                    self.api.logs(rec.alloc_id, stream, piece.text)
-                    rec.offsets[stream] += piece.consumed
-                    rec.log_bytes += piece.consumed
-                    changed = True
-            if changed and rec.alloc_id in self.records:
+        """Send what the workloads printed since the last round (``log_shipping``)."""
+        records = [only] if only else list(self.records.values())
+        for rec in records:
+            shipped = ship(self.api, self.store, rec, self.config.log_max_bytes, only is not None)
+            if shipped and rec.alloc_id in self.records:
                 self.store.save(rec)
-
-    def _drop_output(self, rec: Record, path: Path, stream: str, limit: int) -> bool:
-        """Past the log limit: the stream that goes on printing says so once, then its file
-        is emptied each round (the workload appends, so it writes at the new end)."""
-        try:
-            if path.stat().st_size <= rec.offsets[stream]:
-                return False  # nothing new
-            if not rec.log_truncated:
-                self.api.logs(rec.alloc_id, stream, TRUNCATED.format(limit=limit))
-                rec.log_truncated = True
-            os.truncate(path, 0)
-        except OSError:
-            return False
-        rec.offsets[stream] = 0
-        return True
 
     def _publish_load(self) -> None:
         """Simulated devices show telemetry that follows what runs on them."""

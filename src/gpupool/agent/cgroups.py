@@ -111,12 +111,22 @@ class Cgroups:
     so two agents on one host (``gpupool up``) never share one."""
 
     def __init__(
-        self, hierarchy: Hierarchy, group: str, pids_max: int = 4096, tenant_pids_max: int = 0
+        self,
+        hierarchy: Hierarchy,
+        group: str,
+        pids_max: int = 4096,
+        tenant_pids_max: int = 0,
+        node_mem_mib: int = 0,
+        node_pids_max: int = 0,
     ):
         self.hierarchy = hierarchy
         self.group = group
         self.pids_max = pids_max
         self.tenant_pids_max = tenant_pids_max  # all of a tenant's workloads (0: no ceiling)
+        # all of this agent's workloads together (0: none): what the node offers the pool,
+        # so the agent, the server and the system keep the rest
+        self.node_mem_mib = node_mem_mib
+        self.node_pids_max = node_pids_max
 
     @property
     def enabled(self) -> bool:
@@ -136,10 +146,16 @@ class Cgroups:
         ]
 
     def create(
-        self, alloc_id: int, cpu_millis: int, mem_mib: int, tenant: str | None = None
+        self,
+        alloc_id: int,
+        cpu_millis: int,
+        mem_mib: int,
+        tenant: str | None = None,
+        pids_max: int | None = None,
     ) -> list[Path]:
         """Make the workload's cgroups with its limits, inside its tenant's folder whose
-        ``pids.max`` bounds all of that tenant's processes on the node; returns their paths."""
+        ``pids.max`` bounds all of that tenant's processes on the node, inside the agent's
+        folder that bounds all of its workloads; returns their paths."""
         if not self.enabled:
             return []
         paths = self.paths(alloc_id, tenant)
@@ -148,13 +164,28 @@ class Cgroups:
         out = []
         for controller, path in zip(self.hierarchy.bases, paths, strict=True):
             path.mkdir(parents=True, exist_ok=True)
+            self._node_limits(controller, self.hierarchy.bases[controller] / self.group)
             if tenant is not None and controller in ("", "pids") and self.tenant_pids_max > 0:
                 _write(path.parent / "pids.max", str(self.tenant_pids_max))
-            self._limit(controller, path, cpu_millis, mem_mib)
+            self._limit(controller, path, cpu_millis, mem_mib, pids_max or self.pids_max)
             out.append(path)
         return out
 
-    def _limit(self, controller: str, path: Path, cpu_millis: int, mem_mib: int) -> None:
+    def _node_limits(self, controller: str, folder: Path) -> None:
+        memory, pids = self.node_mem_mib * 1024 * 1024, self.node_pids_max
+        if self.hierarchy.version == 2:
+            if memory > 0:
+                _write(folder / "memory.max", str(memory))
+            if pids > 0:
+                _write(folder / "pids.max", str(pids))
+        elif controller == "memory" and memory > 0:
+            _write(folder / "memory.limit_in_bytes", str(memory))
+        elif controller == "pids" and pids > 0:
+            _write(folder / "pids.max", str(pids))
+
+    def _limit(
+        self, controller: str, path: Path, cpu_millis: int, mem_mib: int, pids_max: int
+    ) -> None:
         quota = cpu_millis * CFS_PERIOD_US // 1000
         memory = mem_mib * 1024 * 1024
         if self.hierarchy.version == 2:
@@ -164,14 +195,14 @@ class Cgroups:
                 _write(path / "memory.max", str(memory))
                 if (path / "memory.swap.max").exists():
                     _write(path / "memory.swap.max", "0")
-            _write(path / "pids.max", str(self.pids_max))
+            _write(path / "pids.max", str(pids_max))
         elif controller == "cpu" and quota > 0:
             _write(path / "cpu.cfs_period_us", str(CFS_PERIOD_US))
             _write(path / "cpu.cfs_quota_us", str(quota))
         elif controller == "memory" and memory > 0:
             _write(path / "memory.limit_in_bytes", str(memory))
         elif controller == "pids":
-            _write(path / "pids.max", str(self.pids_max))
+            _write(path / "pids.max", str(pids_max))
 
 
 def join(paths: list[str], pid: int) -> None:
@@ -212,13 +243,28 @@ def remove(paths: list[str] | list[Path], wait_s: float = 2.0) -> None:
                 raise
 
 
-def oom_killed(paths: list[str] | list[Path]) -> bool:
-    """Whether the kernel's OOM killer took a process of these cgroups (the memory limit)."""
-    for path in paths:
-        for name in ("memory.events", "memory.oom_control"):  # v2, v1
+def _counters(path: Path, name: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError):
+        for line in (path / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            out[key] = int(value)
+    return out
+
+
+def oom_cause(paths: list[str] | list[Path]) -> str | None:
+    """Why the kernel's OOM killer took a process of these cgroups, if it did: ``"limit"``
+    when the workload reached its own memory limit, ``"node"`` when it was picked because
+    the node (or all of the agent's workloads together) ran short while it stayed under it."""
+    killed = limit = False
+    for path in map(Path, paths):
+        v2 = _counters(path, "memory.events")  # oom: this cgroup's own limit was hit
+        v1 = _counters(path, "memory.oom_control")
+        killed |= v2.get("oom_kill", 0) > 0 or v1.get("oom_kill", 0) > 0
+        limit |= v2.get("oom", 0) > 0
+        if v1:  # v1 counts limit hits in failcnt, charged to the cgroup whose limit it was
             with contextlib.suppress(OSError, ValueError):
-                for line in (Path(path) / name).read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill" and int(value) > 0:
-                        return True
-    return False
+                limit |= int((path / "memory.failcnt").read_text()) > 0
+    if not killed:
+        return None
+    return "limit" if limit else "node"

@@ -24,6 +24,39 @@ def host_memory_mib() -> int:
     return 1024
 
 
+def reserved_memory_mib(total_mib: int) -> int:
+    """What a node keeps for its system, the agent and the page cache it needs: 5% of its
+    memory, at least 1 GiB and at most 16 GiB (the pool is offered the rest)."""
+    return min(max(1024, total_mib // 20), 16 * 1024)
+
+
+def allocatable_memory_mib(reserve_mib: int | None = None) -> int:
+    """The memory this host offers the pool: its RAM less the reserve."""
+    total = host_memory_mib()
+    reserve = reserved_memory_mib(total) if reserve_mib is None else reserve_mib
+    return max(256, total - reserve)
+
+
+def pid_budget() -> int:
+    """Processes all workloads together may have: ``kernel.pid_max`` less a tenth (at least
+    1,024) for the system and the agent."""
+    try:
+        pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        pid_max = 32768
+    return max(64, pid_max - max(1024, pid_max // 10))
+
+
+def disk_budget_mib(folder: Path) -> int:
+    """What workloads' folders may use together: nine tenths of the space free under
+    ``folder`` when the agent starts."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return int(st.f_bavail * st.f_frsize * 0.9) // (1024 * 1024)
+
+
 def registration(
     name: str,
     located: list[Located],

@@ -34,6 +34,7 @@ class Record:
     mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
     outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
     port: int | None = None  # a service replica's port (gpupool.agent.replica_ports)
+    disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)
 
 
 class Store:

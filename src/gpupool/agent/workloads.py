@@ -33,7 +33,7 @@ from gpupool.agent.identity import Identity, Isolation, IsolationError, TenantUs
 from gpupool.agent.job_output import OutputPlan, plan_for
 from gpupool.agent.mps import MpsDaemons
 from gpupool.agent.netns import NetnsError, TenantNetworks
-from gpupool.agent.node import host_memory_mib
+from gpupool.agent.node import allocatable_memory_mib, disk_budget_mib, pid_budget
 from gpupool.agent.processes import LaunchSpec
 from gpupool.agent.replica_ports import DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
@@ -79,6 +79,7 @@ class Prepared:
     mem_mib: int  # the host-memory limit on this node (the grant, or the default)
     outputs: OutputPlan | None = None  # the job's --output / --error, written at its end
     port: int | None = None  # a service replica's port, chosen here
+    disk_mib: int = 0  # its working folder's limit (0: none)
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -117,8 +118,12 @@ class Launcher:
         config: IsolationConfig,
         local: dict[int, LocalDevice],
         hami_core: str | None,
+        node_memory_mib: int | None = None,
     ):
+        """``node_memory_mib``: the memory this node offers the pool (its registration)."""
         self.node = node
+        self.node_mem = node_memory_mib or allocatable_memory_mib()
+        self.pid_budget = pid_budget()
         self.local = local
         self.hami_core = hami_core
         self.config = config
@@ -144,8 +149,10 @@ class Launcher:
                 f"container runtime {config.container_runtime!r}: give an absolute path"
             )
         self.cgroups = cgroups.Cgroups(
-            hierarchy, group, config.pids_max, tenant_pids_max=config.tenant_pids_max
-        )
+            hierarchy, group, config.pids_max, tenant_pids_max=config.tenant_pids_max,
+            node_mem_mib=self.node_mem, node_pids_max=self.pid_budget,
+        )  # fmt: skip
+        self.disk_budget = disk_budget_mib(self.work_root)
         self.ports = ReplicaPorts(group, config.replica_ports)
         self.networks = (
             TenantNetworks(group, ports=self.ports) if shared and config.network else None
@@ -166,8 +173,19 @@ class Launcher:
         (``--default-mem`` MiB a card when set); a CPU-only job counts as one card."""
         per_card = self.config.default_mem_mib
         if per_card is None:
-            per_card = host_memory_mib() // max(1, len(self.local))
+            per_card = self.node_mem // max(1, len(self.local))
         return per_card * max(1, cards)
+
+    def shares(self, mem_mib: int) -> tuple[int, int]:
+        """A workload's process and disk ceilings: its memory's share of the node's budgets
+        (memory is promised once, so these are too), within ``--pids-max`` / ``--disk-max``
+        and at least 64 processes and 256 MiB."""
+        part = min(1.0, mem_mib / self.node_mem) if mem_mib > 0 else 1.0
+        pids = min(self.config.pids_max, max(64, int(self.pid_budget * part)))
+        disk = self.config.disk_max_mib
+        if disk > 0 and self.disk_budget > 0:
+            disk = min(disk, max(256, int(self.disk_budget * part)))
+        return pids, disk
 
     def labels(self) -> dict[str, str]:
         version = self.cgroups.hierarchy.version
@@ -214,15 +232,16 @@ class Launcher:
         mine = [n for n in order["nodes"] if n["node"] == self.node]
         cpu = sum(n["cpu_millis"] for n in mine)
         mem = sum(n["mem_mib"] for n in mine)
-        if mem <= 0 and self.cgroups.enabled:
+        if mem <= 0 and self.cgroups.enabled:  # an older server: it reserved none
             mem = self.default_mem(sum(len(n["devices"]) for n in mine))
+        pids, disk = self.shares(mem)
         workdir = self._workdir(order["id"], who)
         made: list[str] = []
         files: dict[str, str] = {}
         port: int | None = None
         try:
             made = (
-                [str(p) for p in self.cgroups.create(order["id"], cpu, mem, order["tenant"])]
+                [str(p) for p in self.cgroups.create(order["id"], cpu, mem, order["tenant"], pids)]
                 if not image
                 else []
             )
@@ -238,7 +257,7 @@ class Launcher:
                 env_path = str(folder.resolve() / CONTAINER_ENV_FILE)
                 argv = container_argv(
                     runtime, order["id"], image, command, env_path,
-                    identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=self.config.pids_max,
+                    identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=pids,
                     gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"), publish=port,
                 )  # fmt: skip
                 files[CONTAINER_ENV_FILE] = env_file(job_env)
@@ -266,7 +285,7 @@ class Launcher:
             chdir=None if image else order.get("chdir") or order.get("submit_dir"),
             chdir_required=bool(order.get("chdir")) and not image,
         )
-        return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port)
+        return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port, disk)
 
     def _sandbox(
         self, order: dict[str, Any], workdir: str, mem_mib: int

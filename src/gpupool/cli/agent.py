@@ -24,6 +24,17 @@ ISOLATION_HELP = (
 )
 
 
+def port_range(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        ports = (int(low), int(high))
+    except ValueError:
+        ports = (0, 0)
+    if not sep or not 1024 <= ports[0] <= ports[1] <= 65535:
+        raise SpecError(f"--replica-ports: {text!r} is not LOW-HIGH within 1024-65535")
+    return ports
+
+
 @friendly
 def agent(
     server: str = typer.Option(..., help="The server's URL, e.g. http://10.0.0.1:8080"),
@@ -80,7 +91,19 @@ def agent(
     default_mem: int = typer.Option(
         None,
         min=1,
-        help="MiB a card for jobs that ask no mem= \\[default: this host's RAM / its cards]",
+        help="MiB a card for jobs that ask no mem=, where an older server reserved none "
+        "\\[default: the memory offered / its cards]",
+    ),
+    reserve_mem: int = typer.Option(
+        None,
+        min=0,
+        help="MiB of RAM kept from the pool for the system and the agent; the rest is offered "
+        "and bounds all workloads together \\[default: 5%, at least 1 GiB, at most 16 GiB]",
+    ),
+    replica_ports: str = typer.Option(
+        "20000-32767",
+        help="LOW-HIGH: the ports service replicas get on this node, chosen by the agent "
+        "(tenant-users: published into the tenant's namespace)",
     ),
     disk_max: int = typer.Option(
         100 * 1024, min=0, help="MiB a workload's working folder may use (0: unlimited)"
@@ -105,6 +128,7 @@ def agent(
     stays away longer than its lease (then the workloads stop themselves)."""
     from gpupool.agent import Agent, AgentConfig
     from gpupool.agent.identity import parse_mapping
+    from gpupool.agent.oom import protect
     from gpupool.agent.workloads import IsolationConfig
     from gpupool.server.logs import configure
 
@@ -125,6 +149,7 @@ def agent(
         pool=pool,
         share=share,
         log_max_bytes=log_max * 1024 * 1024,
+        reserve_mem_mib=reserve_mem,
         isolation=IsolationConfig(
             mode=isolation,
             tenant_users=parse_mapping(tenant_user),
@@ -140,8 +165,10 @@ def agent(
             disk_max_mib=disk_max,
             private_tmp=private_tmp,
             network=tenant_network,
+            replica_ports=port_range(replica_ports),
         ),
     )
+    protect()  # workloads, not the agent, are the OOM killer's pick (root only)
     worker = Agent(config)
     for problem in worker.errors:
         typer.echo(f"warning: {problem}", err=True)

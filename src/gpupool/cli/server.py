@@ -181,6 +181,9 @@ def server(
     with user_errors():
         settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
     _private(settings.data_dir)
+    from gpupool.agent.oom import protect
+
+    protect()  # the OOM killer takes workloads before the server (root only)
     serve(settings, workers)
 
 
@@ -291,6 +294,9 @@ def up(
         ).start()
     if workers == 0:
         workers = 1 if len(names) <= 100 else min(os.cpu_count() or 1, 4)
+    from gpupool.agent.oom import protect
+
+    protect()  # the server and its agents are the OOM killer's last pick (root only)
     try:
         # one process: the agents stop first (no calls to a dead server); with workers, the
         # agents and the server no longer share one interpreter, and stop after it

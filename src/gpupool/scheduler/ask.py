@@ -27,6 +27,7 @@ class Ask:
     need_mem: np.ndarray | None  # (N, G) shares: memory the ask takes on each device
     mig_slot_table: np.ndarray | None  # (model code, occupancy mask) -> free legal starts
     what: str  # how the devices are described in reasons, e.g. "A100-80G"
+    card_units: float = 0.0  # cards it counts as for a default memory (scheduler.host_memory)
     # the same ask without host CPU and memory (its device part): requests that differ only
     # in cpu/mem share it, and with it the cached device feasibility and FGD's kept scores
     core: "Ask | None" = None
@@ -45,6 +46,20 @@ class Ask:
         if self.kind in (SliceKind.WHOLE, SliceKind.SHARE):
             return self.compute_pct * self.count
         return 0
+
+
+def _card_units(kind: SliceKind, count: int, compute_pct: int, mem_mib: int | None) -> float:
+    """How many cards a request counts as for a default host memory: a whole card one, a
+    share its compute (memory only: its memory of an 80 GiB card), a MIG / vNPU instance a
+    seventh."""
+    if kind is SliceKind.WHOLE:
+        return float(count)
+    if kind is SliceKind.SHARE:
+        part = compute_pct / 100 if compute_pct else min(1.0, (mem_mib or 0) / 81920)
+        return count * part
+    if kind is SliceKind.NONE:
+        return 0.0
+    return count / 7
 
 
 def with_host(core: Ask, request: ResourceRequest) -> Ask:
@@ -120,6 +135,7 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
                 for occupied in range(OCCUPANCY_STATES):
                     slot_table[code, occupied] = profile.room(occupied)
     return Ask(
+        card_units=_card_units(kind, request.gpu_count, compute, mem),
         request=request,
         kind=kind,
         count=request.gpu_count,

@@ -13,6 +13,7 @@ import numpy as np
 
 from gpupool.model import SliceKind, Topology
 from gpupool.scheduler.ask import Ask
+from gpupool.scheduler.host_memory import mem_need, takes_memory
 from gpupool.scheduler.state import MODE_CODES, ClusterState, row_any, row_count
 from gpupool.sharing import SharingMode
 
@@ -52,6 +53,7 @@ class _Steps:
             self.items.append((reason, row_any(dev)))
 
 
+HOST_REASONS = ("insufficient cpu", "insufficient memory")
 _FAST = _Steps(explain=False)  # records nothing, so one instance serves every call
 
 
@@ -67,23 +69,24 @@ def feasibility(state: ClusterState, ask: Ask, allowed: np.ndarray | None = None
     shared with the cache: callers must not modify it.
     """
     if state.size < CACHE_MIN_NODES:  # small snapshots: recomputing is cheaper
-        fe = _run(state, ask, _FAST)
+        fe = _run(state, ask, _FAST, host=True)
         return fe if allowed is None else _masked(fe, allowed)
     fe = _device_feasibility(state, ask.device_part)
-    if ask.cpu or ask.mem:
-        host = _host_ok(state, ask)
+    mem = mem_need(state, ask)
+    if ask.cpu or takes_memory(mem):
+        host = _host_ok(state, ask.cpu, mem)
         fe = Feasibility(
             fe.node_ok & host, fe.dev_ok, fe.units, fe.need_mem, device_nodes=fe.node_ok
         )
     return fe if allowed is None else _masked(fe, allowed)
 
 
-def _host_ok(state: ClusterState, ask: Ask) -> np.ndarray:
-    if ask.cpu and ask.mem:
-        return (state.cpu_free >= ask.cpu) & (state.mem_free >= ask.mem)
-    if ask.cpu:
-        return state.cpu_free >= ask.cpu
-    return state.mem_free >= ask.mem
+def _host_ok(state: ClusterState, cpu: int, mem: int | np.ndarray) -> np.ndarray:
+    if cpu and takes_memory(mem):
+        return (state.cpu_free >= cpu) & (state.mem_free >= mem)
+    if cpu:
+        return state.cpu_free >= cpu
+    return state.mem_free >= mem
 
 
 def _device_feasibility(state: ClusterState, core: Ask) -> Feasibility:
@@ -145,7 +148,11 @@ def explain(
     steps = _Steps(explain=True)
     if allowed is not None:
         steps.node(masked or "not available to this job", allowed)
-    _run(state, ask, steps)
+    _run(state, ask, steps, host=True)
+    # a node is charged to the devices it lacks before its host CPU or memory: the cards are
+    # the blocker a user can act on (a default memory follows from them)
+    host = [item for item in steps.items if item[0] in HOST_REASONS]
+    steps.items = [item for item in steps.items if item[0] not in HOST_REASONS] + host
     counts: Counter[str] = Counter()
     remaining = np.ones(state.size, dtype=bool)
     for reason, ok in steps.items:
@@ -159,21 +166,26 @@ def explain(
     return f"{fit}/{state.size} nodes: {parts}", counts
 
 
-def _run(state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None) -> Feasibility:
-    """The filters over ``state`` (a snapshot, or ``_Rows`` of one with ``rows`` given)."""
+def _run(
+    state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None, host: bool = False
+) -> Feasibility:
+    """The filters over ``state`` (a snapshot, or ``_Rows`` of one with ``rows`` given);
+    ``host``: the ask is a whole one (not only its cached device part), so a default memory
+    applies to it."""
     static = ask.static_dev if rows is None else ask.static_dev[rows]
     if steps.explain:
         steps.node("drained, lost or fenced", ~state.closed)
-    if steps.explain or (ask.cpu and ask.mem):
+    mem = mem_need(state, ask) if host else ask.mem
+    if steps.explain or (ask.cpu and takes_memory(mem)):
         cpu_ok = state.cpu_free >= ask.cpu
-        mem_ok = state.mem_free >= ask.mem
+        mem_ok = state.mem_free >= mem
         steps.node("insufficient cpu", cpu_ok)
         steps.node("insufficient memory", mem_ok)
         node_ok = cpu_ok & mem_ok
     elif ask.cpu:
         node_ok = state.cpu_free >= ask.cpu
-    elif ask.mem:
-        node_ok = state.mem_free >= ask.mem
+    elif takes_memory(mem):
+        node_ok = state.mem_free >= mem
     else:
         node_ok = state.usable_node  # nothing but devices asked: every node so far
     if ask.kind is SliceKind.NONE:

@@ -16,6 +16,7 @@ from gpupool.scheduler import topology
 from gpupool.scheduler.ask import Ask, compile_ask, device_request, with_host
 from gpupool.scheduler.filters import Feasibility, explain, feasibility
 from gpupool.scheduler.fragmentation import ShapeMix
+from gpupool.scheduler.host_memory import mem_at, mem_need
 from gpupool.scheduler.lookahead import LookAhead
 from gpupool.scheduler.policies import AUTO_BY_KIND, POLICIES, FragmentationGradientDescent, Policy
 from gpupool.scheduler.state import ClusterState, any_true
@@ -206,7 +207,7 @@ class Placer:
         fe = feasibility(state, ask, allowed)
         if any_true(fe.node_ok):
             row, cols = policy.choose(state, ask, fe)
-            return [_grant(state, ask, fe, row, cols, ask.cpu, ask.mem)]
+            return [_grant(state, ask, fe, row, cols, ask.cpu, mem_at(mem_need(state, ask), row))]
         if ask.kind is SliceKind.WHOLE and ask.topology in SPANNING and ask.count > 1:
             spanned = _span_nodes(state, ask, fe)
             if spanned is not None:
@@ -253,7 +254,8 @@ def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGran
     holds the rest (so a whole node is not broken for a remainder).
     CPU and memory are split across nodes in proportion to the cards each one takes."""
     assert fe.dev_ok is not None and fe.units is not None
-    units = np.where((state.cpu_free >= ask.cpu) & (state.mem_free >= ask.mem), fe.units, 0).astype(
+    need = mem_need(state, ask)
+    units = np.where((state.cpu_free >= ask.cpu) & (state.mem_free >= need), fe.units, 0).astype(
         np.int64
     )
     if units.sum() < ask.count:
@@ -267,7 +269,7 @@ def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGran
         take = min(left, int(units[row]))
         cols = np.flatnonzero(fe.dev_ok[row])[:take].tolist()
         cpu = -(-ask.cpu * take // ask.count)
-        mem = -(-ask.mem * take // ask.count)
+        mem = -(-mem_at(need, row) * take // ask.count)
         pieces.append(_grant(state, ask, fe, row, cols, cpu, mem))
         units[row] = 0
         left -= take

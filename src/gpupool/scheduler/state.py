@@ -152,6 +152,17 @@ class ClusterState:
         # compiled for a snapshot serve its trial copies too
         self.layout = object()
         self.feasibility_cache: dict[int, tuple] = {}  # per ask, see filters.feasibility
+        # jobs without mem= reserve a default (scheduler.host_memory); None: they reserve none
+        self.default_mem_per_card: np.ndarray | None = None
+        self.default_mem_per_cpu: np.ndarray | None = None  # MiB per millicore
+
+    def use_default_memory(self) -> "ClusterState":
+        """Jobs without ``mem=`` reserve their share of a node's memory where they land (the
+        server's rule: their workload gets that limit); returns the state itself."""
+        cards = self.exists.sum(axis=1)
+        self.default_mem_per_card = self.mem_cap / np.maximum(cards, 1)
+        self.default_mem_per_cpu = self.mem_cap / np.maximum(self.cpu_cap, 1)
+        return self
 
     # -- queries -------------------------------------------------------------------------
     @property

@@ -90,9 +90,10 @@ class PoolCapacity:
                     node = node_from_rows(row, devices.get(row.name, []))
                     healthy = tuple(replace(d, healthy=True) for d in node.devices)
                     nodes.append(replace(node, devices=healthy))
-            states = [ClusterState(nodes)]
+            states = [ClusterState(nodes).use_default_memory()]
             for mode in _hybrid_modes(hybrid.values()):  # its cards may switch: try each way
-                states.append(ClusterState([_cut(n, hybrid, mode) for n in nodes]))
+                cut = [_cut(n, hybrid, mode) for n in nodes]
+                states.append(ClusterState(cut).use_default_memory())
             self._pool = (states, {})
             self._version = version if version is not None else -1
 

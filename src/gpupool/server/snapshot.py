@@ -157,7 +157,7 @@ class SnapshotBuilder:
         # a closed node's capacity is sized to what it holds: a release there must rebuild it
         reopen = any(set(self.live[a].placement.node_names) & self.closed for a in gone)
         if version != self.nodes_version or self.base is None or reopen:
-            self.base = ClusterState(self._nodes(session))
+            self.base = ClusterState(self._nodes(session)).use_default_memory()
             self.nodes_version = version
             self.live = {}
             self.copies = {}
