@@ -191,7 +191,9 @@ def test_workloads_get_their_grant_as_cgroup_limits_and_leave_nothing_behind(tmp
         else:
             assert limits["memory.max"] == str(64 * 1024 * 1024)
             assert limits["cpu.max"] == "50000 100000"
-        assert limits["pids.max"] == "4096"
+        # its memory's share of the node's process budget (64 MiB of the node's memory)
+        assert limits["pids.max"] == str(agent.launcher.shares(64)[0])
+        assert 64 <= int(limits["pids.max"]) < 4096
         # the process that left the process group died with the workload's cgroup
         assert not any(proc.start_ticks(p) for p in escaped)
         assert not any(Path(p).exists() for p in paths)

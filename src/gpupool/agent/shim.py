@@ -37,7 +37,7 @@ def _default_signals() -> None:
     killer too (the shim keeps the agent's protection; the job does not)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    oom.unprotect()
+    oom.as_workload()
 
 
 def enter_job_dir(spec: LaunchSpec, reasons: int) -> None:

@@ -21,7 +21,7 @@ def mem_need(state, ask) -> int | np.ndarray:
         return int(ask.mem)
     by_cards = ask.card_units * per_card
     by_cpu = ask.cpu * state.default_mem_per_cpu
-    need = np.maximum(np.ceil(np.maximum(by_cards, by_cpu)), FLOOR_MIB)
+    need = np.maximum(np.floor(np.maximum(by_cards, by_cpu)), FLOOR_MIB)  # shares add up
     # never more than a whole node: a job asking more cards than a node has is refused for
     # its cards, and one spread over nodes takes its share on each (placer._span_nodes)
     return np.minimum(need, state.mem_cap).astype(np.int64)
