@@ -70,6 +70,36 @@ def tenantshow(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> Non
     show(out, as_json, table)
 
 
+@tenant_app.command("limits")
+@client_command
+def tenant_limits(
+    name: str = typer.Argument(..., help="Tenant name"),
+    jobs: int = typer.Option(None, min=1, help="Jobs pending, held or running at once"),
+    array: int = typer.Option(None, min=1, help="Tasks in one array"),
+    services: int = typer.Option(None, min=0, help="Services"),
+    replicas: int = typer.Option(None, min=0, help="Replicas its services may run together"),
+    log_mib: int = typer.Option(None, min=1, help="MiB of job logs the server keeps"),
+    reset: bool = typer.Option(False, help="Back to the server's defaults (then the options)"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """A tenant's admission limits and what it holds; with options, set them (admins), e.g.
+    gpupool tenant limits vision --jobs 2000 --services 5"""
+    given = {"jobs": jobs, "array": array, "services": services, "replicas": replicas,
+             "log_mib": log_mib}  # fmt: skip
+    with ApiClient.from_env() as api:
+        out = api.get(f"/api/v1/tenants/{name}/limits")
+        if reset or any(v is not None for v in given.values()):
+            body = {} if reset else dict(out["own"])
+            body |= {k: v for k, v in given.items() if v is not None}
+            out = api.put(f"/api/v1/tenants/{name}/limits", body)
+    table = SafeTable("limit", "in force", "held", "set for it", title=f"limits of {name}")
+    for key, value in out["limits"].items():
+        held = out["held"].get(key)
+        table.add_row(key, str(value), "-" if held is None else str(held),
+                      "yes" if key in out["own"] else "default")  # fmt: skip
+    show(out, as_json, table)
+
+
 @tenant_app.command("delete")
 @client_command
 def tenant_delete(name: str = typer.Argument(...)) -> None:

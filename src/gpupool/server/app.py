@@ -38,6 +38,7 @@ from gpupool.server.routes import (
     job_control,
     jobs,
     kubernetes,
+    limits,
     nodes,
     plans,
     proposals,
@@ -89,7 +90,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ready = False
     errors.install(app)
     routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
-    routes += (agent_channel, tenants, services, kubernetes)
+    routes += (agent_channel, tenants, limits, services, kubernetes)
     routes += (usage, alerts, admin, proposals, dashboard)
     for module in routes:
         app.include_router(module.router)

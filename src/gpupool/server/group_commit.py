@@ -38,6 +38,7 @@ class Batch:
     def __init__(self, session: Session):
         self.session = session
         self._later: dict[Executable, list[dict[str, Any]]] = {}
+        self.memo: dict[Any, Any] = {}  # what this transaction read once for its functions
 
     def later(self, statement: Executable, row: dict[str, Any]) -> None:
         self._later.setdefault(statement, []).append(row)

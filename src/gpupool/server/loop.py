@@ -19,6 +19,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.server.admission import LimitCache
 from gpupool.server.advisory import hold_back, mode_switches
 from gpupool.server.alerts.facts import budget_facts, gather
 from gpupool.server.alerts.rules import BudgetFact, Limits, firing
@@ -32,6 +33,7 @@ from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
 from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
+from gpupool.server.log_retention import prune_logs
 from gpupool.server.metrics import Metrics
 from gpupool.server.pool_read import record_sample
 from gpupool.server.replacements import end_replaced
@@ -40,6 +42,7 @@ from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
 from gpupool.server.wake import WakeSender
 
+LOG_PRUNE_EVERY_S = 3600.0
 log = logging.getLogger("gpupool.scheduler")
 
 
@@ -68,6 +71,8 @@ class SchedulerLoop:
         self.services = ServiceReconciler(db, settings)  # replicas: health, endpoints, scale
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._alerts_at = float("-inf")
+        self._logs_at = float("-inf")
+        self.limits = LimitCache(settings)
         self._sampled_at = float("-inf")
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
@@ -136,6 +141,7 @@ class SchedulerLoop:
                 self.run_once()
                 self.safely(self.check_alerts)
                 self.safely(self.sample_pool)
+                self.safely(self.prune_logs)
                 self.last_error = ""
             except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
@@ -204,6 +210,16 @@ class SchedulerLoop:
             done = checkpoint(s, now, interval)
         self._metered_to = boundary(now, interval)
         return done
+
+    def prune_logs(self, now: float | None = None, *, force: bool = False) -> int:
+        """Hourly: job logs past their retention, and beyond a tenant's limit."""
+        now = time.time() if now is None else now
+        if not force and now - self._logs_at < LOG_PRUNE_EVERY_S:
+            return 0
+        self._logs_at = now
+        retention = self.settings.log_retention_days * 86400
+        with self.db.write() as s:
+            return prune_logs(s, now, retention, self.limits)
 
     def safely(self, step) -> None:
         """Run a side task (alerts) so that its failure never stops scheduling."""

@@ -69,6 +69,17 @@ class Settings(BaseSettings):
     service_backoff_s: float = Field(2.0, ge=0, le=3600)
     service_backoff_max_s: float = Field(300.0, ge=0, le=86400)
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
+    # admission limits of every tenant that has none of its own (gpupool tenant limits):
+    # jobs pending, held or running; tasks in one array; services; the replicas its services
+    # may run together (their max_replicas); MiB of job logs the server keeps for it. Logs
+    # of jobs that ended more than log_retention_days ago are deleted, and the oldest jobs'
+    # logs beyond a tenant's limit
+    tenant_max_jobs: int = Field(10_000, ge=1, le=10_000_000)
+    tenant_max_array: int = Field(10_000, ge=1, le=1_000_000)
+    tenant_max_services: int = Field(20, ge=0, le=100_000)
+    tenant_max_replicas: int = Field(100, ge=0, le=1_000_000)
+    tenant_max_log_mib: int = Field(1024, ge=1, le=10_000_000)
+    log_retention_days: float = Field(30.0, gt=0, le=3650)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # agents may wait this long for new orders in one request (0: answer at once, as servers
     # before long-polling did); changes are looked for every orders_change_poll_s (SQLite),

@@ -95,6 +95,10 @@ class TenantRow(Base):
     )
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     created_at: Mapped[float] = mapped_column(Float)
+    # admission limits an admin set for it (gpupool.server.admission; absent: the defaults)
+    limits: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    # characters of its jobs' logs the server holds (kept exact by the retention pass)
+    log_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class QuotaRow(Base):

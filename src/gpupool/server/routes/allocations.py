@@ -4,10 +4,17 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from gpupool.server.admission import refuse
 from gpupool.server.auth import Principal, Role
-from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobLogRow, JobRow
+from gpupool.server.db.tables import (
+    AllocationNodeRow,
+    AllocationRow,
+    JobLogRow,
+    JobRow,
+    TenantRow,
+)
 from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, move
@@ -97,7 +104,8 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
 
 @router.post("/allocations/{alloc_id}/logs", status_code=204)
 def upload_logs(alloc_id: Id, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
-    """Append a chunk of a job's stdout or stderr (agents)."""
+    """Append a chunk of a job's stdout or stderr (agents); 429 once the tenant's logs
+    reached its limit (the agent then keeps no more of that job's output)."""
     with ctx.db.write() as s:
         alloc = s.get(AllocationRow, alloc_id)
         if alloc is None:
@@ -105,4 +113,15 @@ def upload_logs(alloc_id: Id, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
         _agent_may(who, alloc)
         # no database text column holds NUL (PostgreSQL refuses it): kept as a visible escape
         text = body.text.replace("\x00", "\\x00")
+        limit = ctx.limits.get(s, alloc.tenant).log_mib
+        added = (
+            update(TenantRow)
+            .where(
+                TenantRow.name == alloc.tenant,
+                TenantRow.log_bytes + len(text) <= limit * 1024 * 1024,
+            )
+            .values(log_bytes=TenantRow.log_bytes + len(text))
+        )
+        if s.execute(added).rowcount == 0:
+            raise refuse("log_mib", limit, alloc.tenant, "; this output was not kept")
         s.add(JobLogRow(job_id=alloc.job_id, time=time.time(), stream=body.stream, text=text))

@@ -15,6 +15,7 @@ from gpupool.model import Job, SpecError, parse_request
 from gpupool.model.batch import check_directory, check_output_path, expand_output
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
+from gpupool.server.admission import admit
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
     AllocationRow,
@@ -175,6 +176,7 @@ async def submit(
     if never is not None:
         raise ApiError(422, f"request: {never}", "request")
     array = array_spec(body.array)
+    tasks = len(array.indices) if array else 1
     if body.dependency:
         deps = sorted({d.job for d in body.dependency})
         await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
@@ -203,8 +205,12 @@ async def submit(
     }
     scope = request.scope
 
-    def write(b: Batch) -> tuple[int, JobOut]:
+    def write(b: Batch) -> tuple[int, JobOut] | ApiError:
         row = dict(fields)  # the batch may run again alone: leave ``fields`` as it was
+        refused = admit(b, ctx.limits, tenant, tasks)
+        if refused is not None:  # a value, not raised: the batch's other submissions stand
+            old = _existing(b.session, tenant, key, body, spec) if key else None
+            return (200, job_out(old)) if old is not None else refused
         job_id = b.session.execute(_job_insert(ctx.db.is_sqlite), row).scalar_one_or_none()
         if job_id is None:  # the key was used before: that submission is the answer
             assert key is not None  # without a key there is no conflict to skip
@@ -232,7 +238,10 @@ async def submit(
         out.array_size = len(ids) if array is not None else None
         return 201, out
 
-    status, out = await ctx.writes.run(write)
+    answer = await ctx.writes.run(write)
+    if isinstance(answer, ApiError):
+        raise answer
+    status, out = answer
     request.state.audited = True
     request.state.audit_target = f"job {out.id}"
     response.status_code = status

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.model import Job
 from gpupool.model.workload import check_workload
+from gpupool.server.admission import check_service
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
     JobRow,
@@ -108,6 +109,8 @@ def create(body: ServiceIn, ctx: Ctx, who: Caller, request: Request) -> ServiceO
         )
         if s.execute(taken).first() is not None:
             raise ApiError(409, f"name: tenant {tenant} has a service {body.name!r}", "name")
+        s.execute(select(TenantRow.name).where(TenantRow.name == tenant).with_for_update())
+        check_service(s, tenant, ctx.limits.get(s, tenant), body.max_replicas)
         svc = ServiceRow(
             **body.model_dump(exclude={"tenant", "request"}),
             tenant=tenant, request=spec, pinned=None, desired=body.min_replicas,
