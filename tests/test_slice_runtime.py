@@ -6,7 +6,7 @@ import pytest
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.devices.base import GpuProcess
 from gpupool.model import SpecError, Vendor
-from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
+from gpupool.sharing.runtime_env import VISIBLE, Grant, LocalDevice, slice_env
 
 NV = {
     0: LocalDevice(Vendor.NVIDIA, 0, "GPU-aaa"),
@@ -62,7 +62,10 @@ def test_other_vendors_count_in_local_indexes(vendor, variable):
     devices = {5: LocalDevice(vendor, 1, "x"), 6: LocalDevice(vendor, 3, "y")}
     env = slice_env([whole(6), whole(5)], devices)
     assert env[variable] == "1,3"
-    assert "CUDA_VISIBLE_DEVICES" not in env
+    # no NVIDIA card granted: a job's own CUDA_VISIBLE_DEVICES never shows it one
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    others = [v for v in VISIBLE.values() if v != variable]
+    assert all(env[v] == "" for v in others)
 
 
 def test_cpu_only_job_sees_no_accelerator():

@@ -208,7 +208,8 @@ class Agent(ChannelLink):
                 self.channel.close()
             if self.config.stop_workloads_on_exit:
                 self.stop_all()
-                if self.launcher.networks is not None:  # nothing runs in them any more
+                self.launcher.cgroups.remove_all()  # nothing runs in them any more
+                if self.launcher.networks is not None:
                     self.launcher.networks.remove_all()
             self.api.close()
 

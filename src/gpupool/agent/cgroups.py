@@ -171,6 +171,11 @@ class Cgroups:
             out.append(path)
         return out
 
+    def remove_all(self) -> None:
+        """The agent's folders, once none of its workloads runs (its stop, or ``gpupool up``'s):
+        nothing of it is left in the hierarchy."""
+        prune([base / self.group for base in self.hierarchy.bases.values()])
+
     def _node_limits(self, controller: str, folder: Path) -> None:
         memory, pids = self.node_mem_mib * 1024 * 1024, self.node_pids_max
         if self.hierarchy.version == 2:
@@ -241,6 +246,19 @@ def remove(paths: list[str] | list[Path], wait_s: float = 2.0) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.EBUSY):
                 raise
+
+
+def prune(folders: list[Path]) -> None:
+    """Remove these folders and the empty cgroup folders below them, deepest first (one with
+    a process in it, or a child still busy, stays)."""
+    for top in folders:
+        if not top.is_dir():
+            continue
+        for folder in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
 
 
 def _counters(path: Path, name: str) -> dict[str, int]:

@@ -20,7 +20,7 @@ MS_NODEV = 0x4
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
-PRIVATE_DIRS = ("/tmp", "/dev/shm")
+PRIVATE_DIRS = ("/tmp", "/dev/shm", "/var/tmp", "/run/lock")  # all writable by everyone
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

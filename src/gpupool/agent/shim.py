@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpupool.agent import cgroups, lease, oom
+from gpupool.agent import cgroups, lease, no_userns, oom
 from gpupool.agent.processes import (
     EXIT,
     FENCED,
@@ -34,10 +34,12 @@ CANNOT_START = 127
 
 def _default_signals() -> None:
     """In the command (after fork, before exec): obey SIGTERM / SIGINT again, and the OOM
-    killer too (the shim keeps the agent's protection; the job does not)."""
+    killer too (the shim keeps the agent's protection; the job does not); no user
+    namespaces from here on."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     oom.as_workload()
+    no_userns.deny()
 
 
 def enter_job_dir(spec: LaunchSpec, reasons: int) -> None:

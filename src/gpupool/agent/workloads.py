@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpupool.agent import cgroups
+from gpupool.agent import cgroups, no_userns
 from gpupool.agent.container import (
     CONTAINER_ENV_FILE,
     client_env,
@@ -88,7 +88,12 @@ def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons
         if isolation is Isolation.TENANT_USERS
         else f"none (workloads run as the agent's user, uid {os.geteuid()})"
     )
-    return f"isolation {who}; {hierarchy.describe()}; {mps.describe()}"
+    userns = (
+        "no user namespaces (seccomp)"
+        if no_userns.available()
+        else ("user namespaces allowed (pyseccomp or libseccomp missing)")
+    )
+    return f"isolation {who}; {hierarchy.describe()}; {mps.describe()}; {userns}"
 
 
 def preview(mode: str = "auto") -> str:
@@ -359,6 +364,7 @@ class Launcher:
         if made:
             cgroups.kill(made)
             cgroups.remove(made)
+            cgroups.prune([Path(p).parent for p in made])  # its tenant's, once empty
         if workdir and Path(workdir).parent == self.work_root:
             shutil.rmtree(workdir, ignore_errors=True)
         for uuid in mps:

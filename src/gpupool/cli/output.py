@@ -2,8 +2,6 @@
 ``--csv`` for spreadsheets, and ``-o/--format`` to choose the columns (as sacct and squeue
 do)."""
 
-import csv
-import io
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -16,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpupool.model import SpecError
+from gpupool.spreadsheet import csv_text
 
 FORMAT_HELP = "Comma list of columns to show, of: "
 # C0 and C1 control characters (ESC starts terminal sequences; CSI is \x9b) and DEL
@@ -114,12 +113,8 @@ def emit(
         return
     render = cell or (lambda row, column: plain(row.get(column)))
     cells = [[visible(render(r, c)) for c in columns] for r in rows]
-    if as_csv:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(columns)
-        writer.writerows(cells)
-        typer.echo(out.getvalue(), nl=False)
+    if as_csv:  # cells a spreadsheet reads as text (a job named =HYPERLINK(...) stays text)
+        typer.echo(csv_text(columns, cells), nl=False)
         return
     names = [(headers or {}).get(c, c) for c in columns]
     table = SafeTable(*names, box=None, pad_edge=False, header_style="bold", title=title)

@@ -85,6 +85,12 @@ def check_workload(command: Sequence[str], env: Mapping[str, str], image: str | 
     for name, value in env.items():
         check_env_name(name)
         check_text(value, f"env.{name}")
+        if name.startswith(GRANTED_PREFIXES):
+            raise SpecError(
+                f"env.{name}: set by gpupool from the job's grant (an MPS daemon's pipe is the "
+                "node's to hand out, never a job's to choose)",
+                field=f"env.{name}",
+            )
     size = argv_env_bytes(command, env)
     if size > MAX_ARGV_ENV_BYTES:
         raise SpecError(
@@ -103,6 +109,10 @@ def check_workload(command: Sequence[str], env: Mapping[str, str], image: str | 
                     field=f"env.{name}",
                 )
 
+
+# what the agent sets from a grant, which a job's own value must never steer: an MPS pipe
+# directory of the job's choosing reaches a daemon, and through it a card, of another grant
+GRANTED_PREFIXES = ("CUDA_MPS_",)
 
 # Names a container runtime's client (docker, podman) or the dynamic loader read from their
 # own environment. A job's variables never reach the root-run client's environment (they go

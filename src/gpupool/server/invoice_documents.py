@@ -1,8 +1,6 @@
 """An invoice (the dict ``gpupool.billing.invoice`` makes) as the response a client asked
 for: JSON, CSV, a printable HTML page or a PDF of that page."""
 
-import csv
-import io
 import time
 from typing import Literal
 
@@ -11,21 +9,20 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from gpupool.billing.invoice_html import DOCUMENT_HEADERS, invoice_html
 from gpupool.billing.invoice_pdf import PdfUnavailable, invoice_pdf
 from gpupool.server.errors import ApiError
+from gpupool.spreadsheet import csv_text
 
 Format = Literal["json", "csv", "html", "pdf"]
 COLUMNS = ("description", "quantity", "unit", "unit_price", "amount")
 
 
 def invoice_csv(out: dict) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf)
+    rows: list[list[object]] = []
     if out.get("number"):
-        writer.writerow(["number", out["number"], "", "", ""])
-    writer.writerow(COLUMNS)
-    for line in out["lines"]:
-        writer.writerow([line[k] for k in COLUMNS])
-    writer.writerow(["total", "", "", "", out["total"]])
-    return buf.getvalue()
+        rows.append(["number", out["number"], "", "", ""])
+    rows.append(list(COLUMNS))
+    rows += [[line[k] for k in COLUMNS] for line in out["lines"]]
+    rows.append(["total", "", "", "", out["total"]])
+    return csv_text(None, rows)
 
 
 def filename(out: dict, ext: str) -> str:

@@ -137,7 +137,11 @@ def slice_env(
                 env["CUDA_DEVICE_MEMORY_LIMIT"] = f"{shares[0][1].mem_mib}m"
             env["CUDA_DEVICE_SM_LIMIT"] = str(min(g.compute_pct for _, g in shares))
             env["LD_PRELOAD"] = hami_core
-    if not visible and not vnpus:  # a CPU-only job sees no accelerator at all
-        env.update({name: "" for name in VISIBLE.values()})
+    # every vendor's variable is set, so a job's own value for a vendor it was not granted
+    # (a node with cards of two vendors) never shows it a card: none of that vendor's
+    for vendor, name in VISIBLE.items():
+        if vendor not in visible:
+            env[name] = ""
+    if Vendor.NVIDIA not in visible:
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
     return env
