@@ -229,13 +229,15 @@ def test_a_workload_filling_its_folder_is_stopped(tmp_path, work_root):
 def test_a_service_replica_is_reached_on_the_node_and_plain_jobs_keep_their_namespace(
     tmp_path, work_root
 ):
-    """A replica must answer the server's health checks and the balancer on the node's
-    address: the server's orders say it is one (never the job's own environment), and the
-    agent keeps it out of the tenant's network namespace, like a job spanning nodes."""
+    """A replica answers the server's health checks and the balancer on the node's address:
+    the server's orders say it is one (never the job's own environment), and the agent
+    publishes its port from the node into the tenant's walled namespace."""
     import httpx
 
+    from tests.support.agents import skip_unless_nft
     from tests.support.replica import REPLICA
 
+    skip_unless_nft()
     srv_cm, config = _node(tmp_path, work_root)
     with srv_cm as srv:
         admin = _teams(srv)

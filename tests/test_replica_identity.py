@@ -37,6 +37,7 @@ from tests.support.agents import (
     no_namespace_outlives_its_test,  # noqa: F401 - used through pytestmark
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     skip_module_unless_root,
+    skip_unless_nft,
     wait_for,
     wait_for_cards,
 )
@@ -46,8 +47,12 @@ from tests.support.replica import REPLICA
 
 pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 skip_module_unless_root("tenant namespaces and their wall need root")
-if not os.path.exists("/usr/sbin/nft") and not os.environ.get("GPUPOOL_REQUIRE_ROOT"):
-    pytest.skip("nftables is not installed (apt-get install nftables)", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True)
+def _nft():
+    skip_unless_nft()
+
 
 PY = "/usr/bin/python3"  # the system's: tenant users cannot run the test's venv under /root
 RANGE = (29100 + os.getpid() % 200 * 4, 29103 + os.getpid() % 200 * 4)  # four ports

@@ -192,6 +192,17 @@ def skip_module_unless_root(why: str) -> None:
         pytest.skip(why, allow_module_level=True)
 
 
+def skip_unless_nft() -> None:
+    """Skip without nftables (the wall between tenants' namespaces, replicas' published
+    ports), saying what to install; an error where ``GPUPOOL_REQUIRE_ROOT`` says CI has it."""
+    import shutil
+
+    if shutil.which("nft") is None:
+        if os.environ.get("GPUPOOL_REQUIRE_ROOT"):
+            raise RuntimeError("nft is missing (CI installs nftables)")
+        pytest.skip("nftables is not installed (apt-get install nftables)")
+
+
 def wait_for_cards(admin: httpx.Client, node: str = "n1") -> None:
     """Until the node's agent has registered its cards (a job submitted before is refused as
     never runnable)."""
