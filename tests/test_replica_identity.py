@@ -17,11 +17,8 @@ runs them, and real jobs of two tenants:
 
 import json
 import os
-import shutil
 import socket
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -44,6 +41,7 @@ from tests.support.agents import (
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
 from tests.support.replica import REPLICA
+from tests.support.tenants import alpha_and_beta, job_log
 
 pytestmark = pytest.mark.usefixtures("no_namespace_outlives_its_test")
 skip_module_unless_root("tenant namespaces and their wall need root")
@@ -99,15 +97,10 @@ except OSError as exc:
 
 
 def _teams(srv):
-    admin = srv.admin()
-    for team in ("alpha", "beta"):
-        ok(admin.post("/api/v1/tenants", json={"name": team}), 201)
-        ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json={"resource": "gpu", "nominal": 6}))
-    return admin
+    return alpha_and_beta(srv.admin(), 6)
 
 
-def _log(admin, job_id: int) -> str:
-    return "".join(c["text"] for c in admin.get(f"/api/v1/jobs/{job_id}/logs").json()["chunks"])
+_log = job_log
 
 
 def _agents(srv, tmp_path, work_root, **config):
@@ -120,13 +113,6 @@ def _agents(srv, tmp_path, work_root, **config):
         out.append(make_agent(srv.url, token, name, tmp_path / name, isolation=isolation,
                               devices=devices, labels=labels))  # fmt: skip
     return out
-
-
-@pytest.fixture
-def work_root():
-    path = Path(tempfile.mkdtemp(prefix="gpupool-test-work-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _service(admin, tenant: str, name: str) -> None:

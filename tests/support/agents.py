@@ -172,15 +172,26 @@ def _gpupool_namespaces() -> set[str]:
     return {p.name for p in folder.glob("gpupool-*")} if folder.is_dir() else set()
 
 
+def _gpupool_tables() -> set[str]:
+    try:
+        out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    except OSError:  # no nft here
+        return set()
+    return {line.split()[-1] for line in out.splitlines() if " gpupool-" in line}
+
+
 @pytest.fixture
 def no_namespace_outlives_its_test() -> Iterator[None]:
-    """Tenant network namespaces a test's agents made (a killed agent leaves its own, as a
-    real node's agent keeps them for its running workloads): deleted after the test."""
-    before = _gpupool_namespaces()
+    """Tenant network namespaces and nftables tables a test's agents made (a killed agent
+    leaves its own, as a real node's agent keeps them for its running workloads): deleted
+    after the test."""
+    before, tables = _gpupool_namespaces(), _gpupool_tables()
     yield
     for name in _gpupool_namespaces() - before:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", f"gpn-{name[8:18]}"], capture_output=True)
+    for table in _gpupool_tables() - tables:
+        subprocess.run(["nft", "delete", "table", "ip", table], capture_output=True)
 
 
 def skip_module_unless_root(why: str) -> None:

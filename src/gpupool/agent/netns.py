@@ -18,16 +18,15 @@ tenant; which /30 each uses is kept host-wide in ``/run/gpupool/netns.json`` und
 (``/run`` is cleared at boot, like the namespaces themselves).
 """
 
-import contextlib
-import fcntl
 import hashlib
-import json
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from gpupool.agent.firewall import Firewall, FirewallError, Published
+from gpupool.agent.host_registry import locked_json
 from gpupool.agent.replica_ports import NoPortError, ReplicaPorts
 
 SUBNET = "10.231"
@@ -61,18 +60,10 @@ class TenantNetworks:
         self._lock = threading.Lock()
         self._mine: set[str] = set()
         self._applied: frozenset[Published] | None = None
+        self._due = 0.0  # when the next quarantine ends (the table changes then)
 
-    @contextlib.contextmanager
     def _locked_registry(self):
-        self.registry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.registry.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                known = json.loads(self.registry.read_text()) if self.registry.exists() else {}
-            except ValueError:
-                known = {}
-            yield known
-            self.registry.write_text(json.dumps(known))
+        return locked_json(self.registry)
 
     @property
     def available(self) -> bool:
@@ -136,13 +127,15 @@ class TenantNetworks:
             raise NetnsError(str(exc)) from None
         return path, port
 
-    def refresh(self) -> None:
-        """Apply the table again if the ports it publishes changed (a quarantine ended)."""
-        if not self.walled:
+    def refresh(self, *, when_due: bool = False) -> None:
+        """Apply the table again if the ports it publishes changed; ``when_due``: only once a
+        quarantine has ended (what the agent's rounds ask, so an idle agent reads nothing)."""
+        if not self.walled or (when_due and time.time() < self._due):
             return
-        want = frozenset(
-            Published(h.port, h.address) for h in self.ports.held() if h.address is not None
-        )
+        held = self.ports.held()
+        want = frozenset(Published(h.port, h.address) for h in held if h.address is not None)
+        ends = [h.released_at + self.ports.quarantine_s for h in held if h.released_at]
+        self._due = min(ends, default=float("inf"))
         if want != self._applied:
             self.firewall.apply(want)
             self._applied = want

@@ -12,8 +12,6 @@ agent, which refreshes its rules every round, has dropped the rule).
 """
 
 import contextlib
-import fcntl
-import json
 import os
 import random
 import socket
@@ -23,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpupool.agent.host_registry import locked_json
 
 QUARANTINE_S = 30.0
 DEFAULT_RANGE = (20000, 32767)  # below Linux's ephemeral ports (32768-60999)
@@ -71,22 +71,13 @@ class ReplicaPorts:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
-        self.registry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.registry.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                known = json.loads(self.registry.read_text()) if self.registry.exists() else {}
-            except ValueError:
-                known = {}
+        with locked_json(self.registry) as known:
             now = time.time()
             for port, entry in list(known.items()):  # free again once its owner dropped
                 gone = entry.get("released_at")  # the rule (after one quarantine) for sure
                 if gone is not None and now - gone >= 2 * self.quarantine_s:
                     del known[port]
             yield known
-            tmp = self.registry.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known))
-            os.replace(tmp, self.registry)
 
     def claim(self, alloc_id: int, address: str | None) -> int:
         """The allocation's port: the one it holds already (an agent that restarted), else a

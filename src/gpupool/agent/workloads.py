@@ -360,7 +360,7 @@ class Launcher:
         (``replica``: its allocation) in quarantine."""
         if replica is not None:
             self.ports.release(replica)
-            self.refresh_ports()
+            self.refresh_ports(now=True)
         if made:
             cgroups.kill(made)
             cgroups.remove(made)
@@ -371,18 +371,19 @@ class Launcher:
             if uuid not in in_use:
                 self.mps.stop(uuid)
 
-    def refresh_ports(self) -> None:
-        """The published ports again, once quarantines ended (every round of the agent)."""
+    def refresh_ports(self, now: bool = False) -> None:
+        """The published ports again: ``now``, or once a quarantine ended (every round of
+        the agent asks)."""
         if self.networks is not None:
             try:
-                self.networks.refresh()
+                self.networks.refresh(when_due=not now)
             except FirewallError as exc:
                 raise LaunchError(f"firewall: {exc}") from None
 
     def adopt_ports(self, live: Set[int]) -> None:
         """After a restart: ports of allocations that no longer run here go to quarantine."""
         self.ports.release_all_but(set(live))
-        self.refresh_ports()
+        self.refresh_ports(now=True)
 
 
 @dataclass

@@ -20,7 +20,14 @@ from sqlalchemy import func, select
 
 from gpupool.server.alerts.rules import KINDS as ALERT_KINDS
 from gpupool.server.db.engine import Database
-from gpupool.server.db.tables import AlertRow, AllocationRow, DeviceRow, JobRow, NodeRow
+from gpupool.server.db.tables import (
+    AlertRow,
+    AllocationRow,
+    DeviceRow,
+    JobRow,
+    NodeRow,
+    TenantRow,
+)
 
 DCGM = (
     ("util_pct", "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
@@ -100,6 +107,7 @@ class StateCollector(Collector):
                 .where(AlertRow.state == "firing")
                 .group_by(AlertRow.kind)
             ).all()
+            logs = s.execute(select(TenantRow.name, TenantRow.log_bytes)).all()
         nodes = GaugeMetricFamily("gpupool_nodes", "Nodes by state.", labels=["state"])
         counts = dict(node_states)
         for state in ("ready", "lost", "fenced"):
@@ -168,3 +176,11 @@ class StateCollector(Collector):
         for kind in ALERT_KINDS:
             firing.add_metric([kind], counted.get(kind, 0))
         yield firing
+        kept = GaugeMetricFamily(
+            "gpupool_tenant_log_bytes",
+            "Characters of job logs the server keeps per tenant (bounded by its log limit).",
+            labels=["tenant"],
+        )
+        for tenant, size in sorted(logs):
+            kept.add_metric([tenant], float(size or 0))
+        yield kept
