@@ -37,9 +37,14 @@ def test_rounding_is_half_even_once_per_line():
             parse_cny(bad)
 
 
-@given(st.integers(0, 10**12))
+@given(st.integers(0, 10**12 - 1))  # up to 9,999,999,999.99 CNY
 def test_cny_strings_parse_back(fen):
     assert parse_cny(cny(fen)) == fen
+
+
+def test_amounts_past_ten_digits_of_cny_are_refused():
+    with pytest.raises(SpecError, match=r"is above 9,999,999,999\.99 CNY"):
+        parse_cny(cny(10**12))
 
 
 def test_prices_are_effective_dated():

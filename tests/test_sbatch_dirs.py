@@ -44,11 +44,13 @@ def cluster(tmp_path):
 @pytest.fixture
 def shared(tmp_path):
     """A directory the node and the job's user share, as a cluster's shared file system: as
-    root, outside /tmp (each workload has a private /tmp) and open to the tenant's user."""
+    root, outside /tmp and /var/tmp (each workload has private ones) and open to the tenant's
+    user."""
     if not ROOT:
         yield tmp_path / "shared"
         return
-    path = Path(tempfile.mkdtemp(prefix="gpupool-shared-", dir="/var/tmp"))
+    Path("/srv").mkdir(mode=0o755, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="gpupool-shared-", dir="/srv"))
     path.chmod(0o1777)
     try:
         yield path

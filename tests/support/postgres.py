@@ -64,35 +64,30 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        port = free_port()
+        server = cls(free_port(), data)
+        server.resume()
+        return server
+
+    def resume(self) -> None:
+        """Start (again) on the same data and port."""
         options = (
-            f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
+        pg_ctl = [_binary("pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "60"]
         subprocess.run(
-            _as_postgres(
-                [
-                    _binary("pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                    "-l",
-                    str(data / "log"),
-                ]
-            ),
+            _as_postgres([*pg_ctl, "start", "-l", str(self.data / "log")]),
             check=True,
             capture_output=True,
         )
-        return cls(port, data)
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Gone at once, as a crashed database: every connection drops (``resume`` after)."""
         subprocess.run(
             _as_postgres([_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]),
             capture_output=True,
         )
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self.data.parent, ignore_errors=True)

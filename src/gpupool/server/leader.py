@@ -5,6 +5,7 @@ bumps ``leader_epoch``; every cycle commit is fenced on it (see ``commit.py``)."
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import time
@@ -17,6 +18,7 @@ from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import Meta
 
 ADVISORY_KEY = 0x6770_7570  # "gpup"
+log = logging.getLogger("gpupool.leader")
 
 
 class Leadership:
@@ -33,24 +35,32 @@ class Leadership:
         return self.epoch is not None
 
     def try_acquire(self) -> bool:
-        """Take the lead if nobody holds it; returns whether this process now leads."""
+        """Take the lead if nobody holds it; returns whether this process now leads. The
+        database being away is "not now", never an exception: the caller asks again (a 5 s
+        PostgreSQL outage raised here once and stopped scheduling for good)."""
         if self.held:
             return self.check()
-        got = self._lock_sqlite() if self.db.is_sqlite else self._lock_postgres()
-        if not got:
-            return False
-        self.since = time.time()
-        with self.db.write() as s:
-            s.execute(
-                update(Meta)
-                .where(Meta.id == 1)
-                .values(
-                    leader_epoch=Meta.leader_epoch + 1,
-                    leader_name=self.name,
-                    leader_since=self.since,
+        try:
+            got = self._lock_sqlite() if self.db.is_sqlite else self._lock_postgres()
+            if not got:
+                return False
+            self.since = time.time()
+            with self.db.write() as s:
+                s.execute(
+                    update(Meta)
+                    .where(Meta.id == 1)
+                    .values(
+                        leader_epoch=Meta.leader_epoch + 1,
+                        leader_name=self.name,
+                        leader_since=self.since,
+                    )
                 )
-            )
-            self.epoch = s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
+                epoch = s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
+        except Exception as exc:  # OperationalError and the like: the lock too goes back
+            log.warning("cannot take the scheduler lead now: %s", str(exc).splitlines()[0][:300])
+            self.release()
+            return False
+        self.epoch = epoch
         return True
 
     def check(self) -> bool:
@@ -90,8 +100,13 @@ class Leadership:
     def _lock_postgres(self) -> bool:
         engine = create_engine(self.db.url, poolclass=NullPool)
         conn = engine.connect()
-        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY}).scalar()
-        conn.commit()
+        try:
+            lock = text("SELECT pg_try_advisory_lock(:k)")
+            got = conn.execute(lock, {"k": ADVISORY_KEY}).scalar()
+            conn.commit()
+        except Exception:
+            conn.close()
+            raise
         if not got:
             conn.close()
             return False

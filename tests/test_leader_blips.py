@@ -1,0 +1,71 @@
+"""The scheduler lead across a PostgreSQL outage of seconds (issue 44's first finding, found
+while issue 42's tests ran): taking the lead raised ``OperationalError`` in the scheduler's
+thread, which died — both servers said ``leader: false``, ``/healthz`` 200, and new jobs
+stayed queued until a restart. Now the outage is "not the leader yet" and the loop asks again.
+Each test runs a PostgreSQL of its own, stopped and started again on the same port."""
+
+import time
+
+import pytest
+
+from gpupool.server.db.engine import Database
+from gpupool.server.leader import Leadership
+from gpupool.server.settings import Settings
+from tests.support.agents import wait_for
+from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.live import live_server
+from tests.support.postgres import PostgresServer
+
+
+@pytest.fixture
+def own_postgres():
+    server = PostgresServer.start()
+    yield server
+    server.stop()
+
+
+def test_taking_the_lead_while_the_database_is_away_is_no_and_later_yes(own_postgres):
+    url = own_postgres.new_database()
+    db = Database(url)
+    db.migrate()
+    lead = Leadership(db, "a")
+    try:
+        assert lead.try_acquire()
+        own_postgres.halt()
+        assert not lead.check()  # its lock's connection is gone
+        assert not lead.try_acquire()  # the database is away: no, not an exception
+        own_postgres.resume()
+        assert wait_for("the lead again", lead.try_acquire, 20)
+        assert lead.held  # (the epoch it bumped may be gone: the tests' PostgreSQL runs
+        # without synchronous commits, and an immediate stop is a crash)
+    finally:
+        lead.release()
+        db.dispose()
+
+
+def test_scheduling_goes_on_after_a_five_second_outage(own_postgres, tmp_path):
+    settings = Settings(data_dir=tmp_path, database_url=own_postgres.new_database(),
+                        log_json=False, cycle_interval_s=0.2, leader_poll_s=0.2)  # fmt: skip
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        seed_cluster(admin, nodes=1, cards=2, tenants={"algo": 2})
+        before = submit(admin, "gpu=1", "algo")
+        wait_for("placed", lambda: ok(admin.get(f"/api/v1/jobs/{before['id']}"))["allocation"])
+        own_postgres.halt()
+        time.sleep(5)
+        own_postgres.resume()
+        after = wait_for("a submission again", lambda: _submitted(admin), 30)
+        placed = wait_for(
+            "placed after the outage",
+            lambda: ok(admin.get(f"/api/v1/jobs/{after['id']}"))["allocation"],
+            30,
+        )
+        thread_alive = srv.ctx.loop._thread is not None and srv.ctx.loop._thread.is_alive()
+    assert placed["nodes"][0]["node"] == "n0"
+    assert thread_alive
+
+
+def _submitted(admin) -> dict | None:
+    body = {"tenant": "algo", "request": "gpu=1", "command": ["true"], "idempotency_key": "k"}
+    answer = admin.post("/api/v1/jobs", json=body)
+    return answer.json() if answer.status_code in (200, 201) else None
