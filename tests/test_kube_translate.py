@@ -338,6 +338,32 @@ def test_preempting_a_gang_evicts_every_pod_of_it():
     assert "team-a/urgent" in d.waiting
 
 
+def test_a_preemption_and_a_bind_in_one_cycle_both_happen():
+    """The cycle's preemption named its waiting pods with the loop variable that also held
+    the grant key, so a bind after it in the same cycle signed with a pod's name and raised
+    AttributeError every second (issue 43): nothing was written, scheduling stayed stuck."""
+    nodes = [node_obj("n1", 2), node_obj("n2", 1)]
+    gang = [
+        pod_obj(f"g-{i}", gpus=1, priority_class="dev-test", annotations=dict(GANG))
+        for i in range(2)
+    ]
+    first = decide([nodes[0]], gang, CONFIG, 0, key=KEY)
+    for b, p in zip(sorted(first.binds, key=lambda b: b.pod), gang, strict=True):
+        _bound(p, b.node, b.annotations)
+    urgent = pod_obj("urgent", gpus=2, priority_class="online-inference")
+    small = pod_obj("small", gpus=1)
+    small["spec"]["activeDeadlineSeconds"] = 600  # it may be backfilled
+    # a day later the urgent pod is starving: its tenant's small pod waits behind it and is
+    # backfilled after the preemption, in the same cycle
+    d = decide(nodes, [*gang, urgent, small], CONFIG, 86400, key=KEY)
+    assert sorted(e.pod for e in d.evictions) == ["team-a/g-0", "team-a/g-1"]
+    assert "team-a/urgent" in d.waiting
+    (bind,) = d.binds
+    assert (bind.pod, bind.node, bind.action) == ("team-a/small", "n2", "backfill")
+    _bound(small, bind.node, bind.annotations)
+    assert grant_of(small, KEY) is not None  # signed with the key, for this pod
+
+
 def test_the_memo_gives_the_same_decision_and_follows_new_versions():
     nodes = [node_obj("n1", 8)]
     nodes[0]["metadata"]["resourceVersion"] = "1"

@@ -297,8 +297,8 @@ def decide(
     for b in result.bindings:
         members = jobs[b.job_id].pods
         if b.after:
-            for key in members:
-                out.waiting[key] = f"waiting for {len(b.after)} preempted job(s) to end"
+            for pod in members:
+                out.waiting[pod] = f"waiting for {len(b.after)} preempted job(s) to end"
             continue
         gang = len(members) > 1
         for name, piece in zip(members, b.placement.nodes, strict=True):
@@ -307,11 +307,11 @@ def decide(
             uid = uid_of(by_key[name])
             out.binds.append(Bind(name, piece.node, signed(key, uid, grant), b.action, gang, uid))
     for p in result.preemptions:
-        for key in by_job.get(p.job_id, []):
-            out.evictions.append(Evict(key, f"preempted by {p.by}: {p.reason}", p.grace_s))
+        for pod in by_job.get(p.job_id, []):
+            out.evictions.append(Evict(pod, f"preempted by {p.by}: {p.reason}", p.grace_s))
     for job_id, reason in result.pending.items():
-        for key in jobs[job_id].pods if job_id in jobs else []:
-            out.waiting.setdefault(key, reason)
+        for pod in jobs[job_id].pods if job_id in jobs else []:
+            out.waiting.setdefault(pod, reason)
     if memo is not None:
         memo.sweep()
     return out
