@@ -169,7 +169,7 @@ class Launcher:
         line = describe(self.isolation, self.cgroups.hierarchy, self.mps)
         if self.isolation is Isolation.TENANT_USERS:
             net = self.networks.describe() if self.networks else "network namespaces off"
-            tmp = "private /tmp and /dev/shm" if self.config.private_tmp else "shared /tmp"
+            tmp = "private /tmp, /dev/shm, /var/tmp" if self.config.private_tmp else "shared /tmp"
             line += f"; {net}; {tmp}"
         return line
 
