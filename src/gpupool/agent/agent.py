@@ -371,8 +371,10 @@ class Agent(ChannelLink):
             return
         if any(a in self.records for a in order["after"]):
             return  # the victims it preempted still run here: wait for them to stop
-        if order["job_state"] == "running":
-            # the server thinks it runs here but we never started it (state dir lost)
+        started_here = order.get("started_here")  # an older server: the job's state only
+        if started_here or (started_here is None and order["job_state"] == "running"):
+            # the server knows this node's part started, but we have no record (state lost);
+            # a part of a gang another node started first is started here now
             self._refuse(order, "the agent has no record of this workload")
             return
         stopping = {u for r in self.records.values() if r.released for u in r.limits_mib}
@@ -415,9 +417,9 @@ class Agent(ChannelLink):
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
         self.store.save(rec)
-        port = {"port": ready.port} if ready.port is not None else {}
+        extra = {"node": self.name} | ({"port": ready.port} if ready.port is not None else {})
         started = f"started on {self.name}"
-        if not self.api.report(alloc_id, generation, "running", reason=started, **port):
+        if not self.api.report(alloc_id, generation, "running", reason=started, **extra):
             self.refused.append(f"allocation {alloc_id} generation {generation}")
             rec.released = True
             self._begin_stop(rec, "stale order refused by the server")

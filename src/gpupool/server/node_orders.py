@@ -11,7 +11,14 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from gpupool.server.change_feed import node_digest
-from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, Meta, NodeRow
+from gpupool.server.db.tables import (
+    AllocationNodeRow,
+    AllocationRow,
+    DeviceRow,
+    JobRow,
+    Meta,
+    NodeRow,
+)
 from gpupool.server.deps import ServerContext
 from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
@@ -50,11 +57,11 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             raise not_found(f"node {name}")
         generation = s.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
         rows = s.execute(
-            live_on(select(AllocationRow, JobRow), name)
+            live_on(select(AllocationRow, JobRow, AllocationNodeRow.started_at), name)
             .join(JobRow, JobRow.id == AllocationRow.job_id)
             .order_by(AllocationRow.id)
         ).all()
-        jobs = [j.id for _, j in rows] + [j.replaces for _, j in rows if j.replaces]
+        jobs = [j.id for _, j, _ in rows] + [j.replaces for _, j, _ in rows if j.replaces]
         replicas = replica_jobs(s, jobs)
         out = [
             OrderOut(
@@ -74,8 +81,9 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 array_job=j.array_job,
                 array_index=j.array_index,
                 replica=j.id in replicas or (j.replaces or 0) in replicas,
+                started_here=started is not None,
             )
-            for a, j in rows
+            for a, j, started in rows
         ]
         modes = s.execute(
             select(DeviceRow.index, DeviceRow.want_mode).where(
@@ -86,7 +94,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             generation=generation, node_state=node.state, orders=out, modes={i: m for i, m in modes}
         )
         digest = node_digest(
-            ((a.id, a.generation, j.state) for a, j in rows), node.state, answer.modes.items()
+            ((a.id, a.generation, j.state) for a, j, _ in rows), node.state, answer.modes.items()
         )
     if ctx.settings.orders_max_wait_s > 0:  # a server that answers at once gives none
         content = answer.model_dump_json(exclude={"generation", "etag"}).encode()

@@ -410,6 +410,9 @@ class OrderOut(AllocationOut):
     # a service replica (or a defragmentation copy of one): the agent chooses its port,
     # publishes it on the node's addresses and reports it with ``running``
     replica: bool = False
+    # this node's part was reported started (a gang's other parts may start later): an agent
+    # without a record of a part that started lost it; one that did not start starts it now
+    started_here: bool = False
 
 
 class OrdersOut(BaseModel):
@@ -504,6 +507,9 @@ class JobStatusIn(Strict):
     )
     port: int | None = Field(
         None, ge=1, le=65535, description="with running: the port a service replica serves on"
+    )
+    node: NodeName | None = Field(
+        None, description="with running: the node whose part started (a gang starts by parts)"
     )
 
 

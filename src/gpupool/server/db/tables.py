@@ -242,6 +242,8 @@ class AllocationNodeRow(Base):
         ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
     )
     node: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
+    # when this node's agent reported its part started (a gang's parts start one by one)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ReservationRow(Base):

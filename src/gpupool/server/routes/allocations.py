@@ -84,6 +84,9 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
         if body.state == "running":
             if body.port is not None:  # a replica's port, as its agent chose and published it
                 alloc.port = body.port
+            # a node-scoped token speaks for its own node only
+            scoped = who.node if who.node not in (None, "*") else None
+            _part_started(s, alloc, scoped or body.node, now)
             if job.state == "admitted":
                 move(s, job, "running", now, body.reason or "started", actor)
         elif body.state == "lost":
@@ -100,6 +103,17 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
     if body.state != "running":
         ctx.loop.wake()
     return out
+
+
+def _part_started(s, alloc: AllocationRow, node: str | None, now: float) -> None:
+    """Record that ``node``'s part of the allocation started (an agent token of every node,
+    as gpupool up's, names it in the report)."""
+    nodes = {n["node"] for n in alloc.placement["nodes"]}
+    if node not in nodes:
+        return
+    row = s.get(AllocationNodeRow, (alloc.id, node))
+    if row is not None and row.started_at is None:
+        row.started_at = now
 
 
 @router.post("/allocations/{alloc_id}/logs", status_code=204)

@@ -1,0 +1,24 @@
+"""a gang's parts: when each node's part started
+
+Revision ID: 0015
+Revises: 0014
+Create Date: 2026-12-06 06:00:00
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0015"
+down_revision = "0014"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("allocation_nodes") as batch:
+        batch.add_column(sa.Column("started_at", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("allocation_nodes") as batch:
+        batch.drop_column("started_at")

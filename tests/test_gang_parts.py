@@ -1,0 +1,72 @@
+"""A job spanning nodes starts by each node's own part (issue 44): the job turns ``running``
+when its first part starts, and an agent that sees the order only then — it restarted while
+the job was placed, or reconnected later than the other — starts its part instead of refusing
+it with "the agent has no record of this workload" (seen four times: agent restarts, a server
+down 40 s, reconnects 13 s apart). An agent whose own part did start and which lost its record
+still refuses it."""
+
+import time
+
+from gpupool.server.settings import Settings
+from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
+    agent_thread,
+    in_state,
+    make_agent,
+    no_workload_outlives_its_test,
+    wait_for,
+    wait_for_cards,
+)
+from tests.support.cluster import ok, submit
+from tests.support.live import live_server
+from tests.support.tenants import job_log
+
+PART = "import os, time; print('part on', os.environ['GPUPOOL_NODE'], flush=True); time.sleep(60)"
+
+
+def test_the_later_agent_starts_its_part_of_a_running_gang(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
+        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        first = make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1")
+        with agent_thread(first):
+            with agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")):
+                wait_for_cards(admin, "n1")
+                wait_for_cards(admin, "n2")
+            # n2's agent is away (a restart, a reconnect) while the gang is placed and started
+            job = submit(admin, "gpu=2", "algo", gang_size=2, command=["python3", "-c", PART])
+            wait_for("its first part", in_state(admin, job["id"], "running"), 30)
+            time.sleep(1)
+            assert "part on n2" not in job_log(admin, job["id"])
+            later = make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")
+            with agent_thread(later):
+                wait_for("both parts", lambda: "part on n2" in job_log(admin, job["id"]), 30)
+                state = ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+                refused = list(later.refused)
+                ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    assert state["state"] == "running", state["reason"]
+    assert refused == []
+
+
+def test_an_agent_that_lost_the_record_of_its_started_part_refuses_it(tmp_path):
+    import shutil
+
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
+        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        with agent_thread(make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1")):
+            second = make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")
+            with agent_thread(second):
+                wait_for_cards(admin, "n2")
+                job = submit(admin, "gpu=2", "algo", gang_size=2, command=["python3", "-c", PART])
+                wait_for("both parts", lambda: "part on n2" in job_log(admin, job["id"]), 30)
+                second.stop_all()  # its part ends, and then its records are gone too
+            shutil.rmtree(tmp_path / "n2" / "workloads")
+            with agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")):
+                ended = wait_for("refused", in_state(admin, job["id"], "failed", "lost"), 30)
+    assert "the agent has no record of this workload" in ended["reason"], ended["reason"]
