@@ -143,6 +143,7 @@ class Agent(ChannelLink):
             pool=self.config.pool,
             errors=self.errors,
             share=self.config.share,
+            instance=self.store.instance(),
         )
         sent = time.monotonic()
         node = self.api.register(body)
@@ -158,6 +159,7 @@ class Agent(ChannelLink):
         and look after the workloads at least every ``sync_s``. The server being away is
         logged and retried, never fatal; nor is anything else."""
         started, self._stopping = False, stop
+        self.store.lock()  # raises StateLocked: one agent per state dir
         poller = self.poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
         if self.config.channel:
@@ -212,6 +214,7 @@ class Agent(ChannelLink):
                 if self.launcher.networks is not None:
                     self.launcher.networks.remove_all()
             self.api.close()
+            self.store.unlock()
 
     def stop_all(self) -> None:
         """Stop every workload (embedded agents, on the way out); the next start reports

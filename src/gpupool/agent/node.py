@@ -67,6 +67,7 @@ def registration(
     pool: str = "default",
     errors: list[str] | None = None,
     share: bool = False,
+    instance: str | None = None,
 ) -> NodeBody:
     """``share`` registers cards that are not MIG-partitioned as fractional-share devices (the
     operator's choice of how this node is cut; MIG cards stay MIG)."""
@@ -75,6 +76,7 @@ def registration(
         labels["gpupool.io/discovery-errors"] = "; ".join(errors)[:500]
     return {
         "name": name,
+        **({"instance": instance} if instance else {}),
         "pool": pool,
         "cpu_millis": cpu_millis or (os.cpu_count() or 1) * 1000,
         "memory_mib": memory_mib or host_memory_mib(),

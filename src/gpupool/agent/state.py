@@ -2,11 +2,15 @@
 ``record.json`` (ids, generation, the shim's pid and start time, log offsets, why it is being
 stopped) next to the workload's ``stdout``, ``stderr`` and ``exit`` files."""
 
+import fcntl
 import json
 import os
 import shutil
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from gpupool.model.errors import SpecError
 
 
 @dataclass
@@ -37,6 +41,10 @@ class Record:
     disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)
 
 
+class StateLocked(SpecError):
+    """Another agent holds this state dir."""
+
+
 class Store:
     def __init__(self, root: Path):
         # absolute: the shim writes its exit file by this path. The agent's user only (0700):
@@ -48,6 +56,45 @@ class Store:
         self.root.mkdir(mode=0o700, exist_ok=True)
         self.root.chmod(0o700)
         self.lease = base / "lease"
+        self._lock: int | None = None
+
+    def instance(self) -> str:
+        """Who this agent is to the server: an id kept in the state dir, and this boot of the
+        host (a copy of the state dir on another host, or a second agent, is another one)."""
+        path = self.root.parent / "instance"
+        try:
+            own = path.read_text().strip()
+        except OSError:
+            own = ""
+        if not own:
+            own = uuid.uuid4().hex[:16]
+            path.write_text(own + "\n")
+        try:
+            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+        except OSError:
+            boot = "noboot"
+        return f"{own}:{boot}"
+
+    def lock(self) -> None:
+        """Hold the state dir for this agent's life: a second agent on it would adopt and
+        stop the first one's workloads. Raises ``StateLocked``."""
+        if self._lock is not None:
+            return
+        fd = os.open(self.root.parent / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StateLocked(
+                f"state dir {self.root.parent} is in use by another agent (one agent per "
+                "state dir; give this one its own --state-dir)"
+            ) from None
+        self._lock = fd
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def dir(self, alloc_id: int) -> Path:
         return self.root / str(alloc_id)

@@ -70,6 +70,13 @@ class NodeIn(Strict):
     devices: list[DeviceIn] = Field(default_factory=list, max_length=1024)
     labels: Labels = Field(default_factory=dict, max_length=MAX_LABELS)
     pool: Name = "default"
+    instance: str | None = Field(
+        None,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9:._-]+$",
+        description="the registering agent's identity (its state dir and the host's boot): "
+        "another agent's registration of this node is refused while this one is heard",
+    )
 
 
 class DeviceOut(BaseModel):

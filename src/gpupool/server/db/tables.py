@@ -65,6 +65,9 @@ class NodeRow(Base):
     # agent: its own agent runs its work; kubernetes: a cluster's node mirrored by gpupool's
     # Kubernetes-mode scheduler (the kubelet runs its pods; the server meters and shows them)
     source: Mapped[str] = mapped_column(String(20), default="agent", server_default="agent")
+    # which agent runs it (its state dir's id and the host's boot): another one presenting
+    # this node while that one is heard is refused
+    instance: Mapped[str | None] = mapped_column(String(100), nullable=True)
 
 
 class DeviceRow(Base):

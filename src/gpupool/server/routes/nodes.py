@@ -1,5 +1,6 @@
 """Nodes and their devices: registration and heartbeats (agents), listing, cordoning."""
 
+import logging
 import time
 from typing import Annotated
 
@@ -37,6 +38,7 @@ from gpupool.server.schemas import (
 from gpupool.server.settings import Settings
 from gpupool.sharing.mig import table_for
 
+log = logging.getLogger("gpupool.nodes")
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
 TOPOLOGY = ("model", "vendor", "memory_mib", "uuid", "healthy", "mode", "island", "pcie_switch")
 
@@ -103,9 +105,33 @@ def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
     return AgentNodeOut(**node.model_dump(), **lease_terms(ctx.settings))
 
 
-def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
+def one_agent(node: NodeRow, instance: str | None, now: float, within_s: float) -> None:
+    """A node runs one agent's work: another agent presenting its name and token while the
+    one it knows is still heard (a cloned host, a second agent started by mistake) is refused
+    — two agents would run its work twice at once. Once that one has been silent for the
+    node-lost timeout the new one takes over (a replaced host)."""
+    if instance is None:  # an older agent, or a node registered by an admin
+        return
+    silent = now - node.heartbeat_at
+    if node.instance not in (None, instance) and silent < within_s and node.state != "lost":
+        held = {"node": node.name, "instance": instance, "holder": node.instance}
+        log.warning("refused a second agent for node %s", node.name, extra=held)
+        raise ApiError(
+            409,
+            f"node {node.name} is run by another agent (instance {node.instance}, heard "
+            f"{silent:.0f} s ago): two agents would run its work twice; stop the other one, "
+            f"or register once it has been silent {within_s:.0f} s",
+            "instance",
+        )
+    node.instance = instance
+
+
+def register_node(
+    s: Session, body: NodeIn, now: float, heard_within_s: float | None = None
+) -> NodeRow:
     """Insert or update a node and its devices; the scheduler's snapshot is rebuilt only if
-    capacity, devices or topology changed."""
+    capacity, devices or topology changed. ``heard_within_s``: an agent of another
+    ``instance`` than the one heard from within that long is refused (409)."""
     pool = s.get(Pool, body.pool)
     if pool is None:
         raise ApiError(422, f"pool: unknown pool {body.pool!r}", "pool")
@@ -122,6 +148,8 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
             if fields["mode"] == "whole":
                 fields["mode"] = "share"
     node = s.get(NodeRow, body.name, with_for_update=True)
+    if node is not None and heard_within_s is not None:
+        one_agent(node, body.instance, now, heard_within_s)
     changed = node is None
     if node is None:
         node = NodeRow(
@@ -132,6 +160,7 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
             labels=body.labels,
             registered_at=now,
             heartbeat_at=now,
+            instance=body.instance,
         )
         s.add(node)
     else:
@@ -170,13 +199,13 @@ def register_node(s: Session, body: NodeIn, now: float) -> NodeRow:
 @router.post("/nodes", response_model=AgentNodeOut)
 def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNodeOut:
     """Register a node or update its inventory (idempotent). Agents may only register their
-    own node."""
+    own node, one agent at a time."""
     agent_for(who, body.name)
+    request.state.audit_target = f"node {body.name}"  # a refusal is audited naming it too
     with ctx.db.write() as s:
-        node = register_node(s, body, time.time())
+        node = register_node(s, body, time.time(), ctx.settings.heartbeat_timeout_s)
         s.flush()
         out = node_out(node, _devices(s, [node.name])[node.name])
-    request.state.audit_target = f"node {body.name}"
     ctx.capacity.invalidate()  # the pool may have grown
     ctx.loop.wake()
     return agent_node_out(ctx, out)

@@ -1,4 +1,4 @@
-"""a gang's parts: when each node's part started
+"""a gang's parts: when each node's part started; which agent runs a node
 
 Revision ID: 0015
 Revises: 0014
@@ -17,8 +17,12 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("allocation_nodes") as batch:
         batch.add_column(sa.Column("started_at", sa.Float(), nullable=True))
+    with op.batch_alter_table("nodes") as batch:
+        batch.add_column(sa.Column("instance", sa.String(length=100), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("nodes") as batch:
+        batch.drop_column("instance")
     with op.batch_alter_table("allocation_nodes") as batch:
         batch.drop_column("started_at")
