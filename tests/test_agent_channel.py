@@ -440,3 +440,42 @@ def test_a_burst_of_beats_is_answered_once_each_in_order_and_a_bad_frame_refused
     ]
     assert [a["ok"] for a in answers if "ok" in a] == [s for s in range(1, 41) if s != 20]
     assert {a["state"] for a in answers if "ok" in a} == {"ready"}
+
+
+def test_a_refused_beat_is_sent_again_within_two_seconds_not_an_interval_later(
+    tmp_path, monkeypatch
+):
+    """A beat the server could not record (its database away for a moment) is retried soon:
+    retried only at the next interval (10 s), a 5.4 s PostgreSQL outage let a node's lease run
+    out and killed its workloads (issue 44)."""
+    from sqlalchemy.exc import OperationalError
+
+    from gpupool.server import heartbeats
+
+    failing = {"on": False}
+    real = heartbeats.record_beats
+
+    def flaky(*args, **kwargs):
+        if failing["on"]:
+            raise OperationalError("UPDATE nodes", {}, Exception("the database is away"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(heartbeats, "record_beats", flaky)
+    with live_server(Settings(data_dir=tmp_path, log_json=False)) as srv:
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(srv.url, token, "n1", tmp_path / "a", heartbeat_s=6.0)
+        with agent_thread(agent):
+            wait_for("the channel", lambda: agent.channel and agent.channel.up.is_set(), 20)
+            sent: list[float] = []
+            beat = agent.channel._beat
+
+            def timed(devices=None):
+                sent.append(time.monotonic())
+                return beat(devices)
+
+            monkeypatch.setattr(agent.channel, "_beat", timed)
+            failing["on"] = True
+            wait_for("a refused beat and its retry", lambda: len(sent) >= 2, 20)
+            failing["on"] = False
+            wait_for("a recorded beat again", lambda: len(sent) >= 3, 20)
+    assert sent[1] - sent[0] < 4.0, sent  # 2 s after the refusal (its flush takes up to 1 s)

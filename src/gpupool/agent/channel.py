@@ -23,6 +23,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from gpupool.agent.backoff import backoff_s
 
+REFUSED_BEAT_RETRY_S = 2.0  # a refused beat is sent again this soon, not an interval later
 log = logging.getLogger("gpupool.agent.channel")
 # the websockets library's own logger: its reader thread reports a peer that closed while
 # bytes were still arriving (every agent's channel when a server stops) as "unexpected internal
@@ -160,21 +161,23 @@ class AgentChannel:
                 text = ws.recv(timeout=max(0.05, next_beat - now))
             except TimeoutError:
                 continue
-            self._handle(text)
+            if self._handle(text):  # a beat refused (the database away): again soon
+                next_beat = min(next_beat, time.monotonic() + REFUSED_BEAT_RETRY_S)
 
-    def _handle(self, text: str | bytes) -> None:
+    def _handle(self, text: str | bytes) -> bool:
+        """Act on one frame; True when it refused a beat that should be sent again soon."""
         try:
             frame = json.loads(text)
         except ValueError:
             log.warning("channel: a frame that is not JSON, ignored")
-            return
+            return False
         if not isinstance(frame, dict):
-            return
+            return False
         if "orders" in frame and isinstance(frame["orders"], dict):
             self.on_orders(frame["orders"])
         elif "ok" in frame:
             if type(frame["ok"]) is not int:
-                return
+                return False
             with self._lock:
                 sent = self._sent.pop(frame["ok"], None)
             self._answered = time.monotonic()
@@ -190,6 +193,8 @@ class AgentChannel:
             if sent[1] and frame.get("status") == 422:  # a newer field this server lacks
                 self.telemetry_refused = str(detail)
             log.warning("channel: beat refused: %s", detail)
+            return True
+        return False
 
     def _down(self) -> None:
         with self._lock:
