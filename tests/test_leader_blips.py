@@ -53,6 +53,7 @@ def test_scheduling_goes_on_after_a_five_second_outage(own_postgres, tmp_path):
         wait_for("placed", lambda: ok(admin.get(f"/api/v1/jobs/{before['id']}"))["allocation"])
         own_postgres.halt()
         time.sleep(5)
+        away = admin.get("/healthz")
         own_postgres.resume()
         after = wait_for("a submission again", lambda: _submitted(admin), 30)
         placed = wait_for(
@@ -63,6 +64,21 @@ def test_scheduling_goes_on_after_a_five_second_outage(own_postgres, tmp_path):
         thread_alive = srv.ctx.loop._thread is not None and srv.ctx.loop._thread.is_alive()
     assert placed["nodes"][0]["node"] == "n0"
     assert thread_alive
+    assert away.status_code == 503 and away.text.startswith("degraded: database unreachable")
+
+
+def test_healthz_says_when_no_scheduler_leads(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False, health_no_leader_s=1.5,
+                        cycle_interval_s=0.2)  # fmt: skip
+    with live_server(settings, run_scheduler=True) as srv:
+        time.sleep(2)
+        leading = srv.client().get("/healthz")
+        srv.ctx.loop.stop()  # as a scheduler thread that died, or a leader gone everywhere
+        time.sleep(2)
+        nobody = srv.client().get("/healthz")
+    assert leading.status_code == 200 and leading.text == "ok"
+    assert nobody.status_code == 503
+    assert nobody.text.startswith("degraded: no scheduler has led for 2 s (last leader: ")
 
 
 def _submitted(admin) -> dict | None:

@@ -20,6 +20,7 @@ from gpupool.server import errors
 from gpupool.server.auth import Role
 from gpupool.server.client_address import client_address
 from gpupool.server.db.engine import Database
+from gpupool.server.db.tables import Meta
 from gpupool.server.deps import ServerContext, authenticate, bearer
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
@@ -96,11 +97,27 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
         app.include_router(module.router)
     _install_web(app)
 
+    started = time.time()
+
     @app.get("/healthz", tags=["health"])
     def healthz() -> PlainTextResponse:
-        """200 once migrations ran and the server is ready."""
+        """200 once migrations ran and the server is ready; 503 saying why when its database
+        cannot be read or, on a server that runs the scheduler, when no scheduler (here or on
+        another server) has led for ``health_no_leader_s``."""
         if not app.state.ready:
             return PlainTextResponse("starting", status_code=503)
+        try:
+            with db.read() as s:
+                meta = s.get(Meta, 1)
+                seen, leader = (meta.leader_seen_at, meta.leader_name) if meta else (0.0, "")
+        except Exception as exc:  # the database is away: say so, do not raise
+            first = str(exc).splitlines()[0][:200]
+            return PlainTextResponse(f"degraded: database unreachable: {first}", 503)
+        limit, now = settings.health_no_leader_s, time.time()
+        if run_scheduler and now - started > limit and now - (seen or 0.0) > limit:
+            since = f"{now - seen:.0f} s" if seen else "ever"
+            who = f" (last leader: {leader})" if leader else ""
+            return PlainTextResponse(f"degraded: no scheduler has led for {since}{who}", 503)
         return PlainTextResponse("ok")
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)

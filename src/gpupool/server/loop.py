@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.billing.money import yuan
@@ -43,6 +43,7 @@ from gpupool.server.snapshot import SnapshotBuilder
 from gpupool.server.wake import WakeSender
 
 LOG_PRUNE_EVERY_S = 3600.0
+LIFE_PROOF_S = 5.0
 log = logging.getLogger("gpupool.scheduler")
 
 
@@ -72,6 +73,7 @@ class SchedulerLoop:
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._alerts_at = float("-inf")
         self._logs_at = float("-inf")
+        self._proved_at = float("-inf")
         self.limits = LimitCache(settings)
         self._sampled_at = float("-inf")
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
@@ -135,6 +137,7 @@ class SchedulerLoop:
             self._wake.clear()
             started = time.perf_counter()
             try:
+                self.prove_life()
                 self.check_liveness()
                 self.checkpoint_usage()
                 self.safely(self.check_budgets)
@@ -210,6 +213,19 @@ class SchedulerLoop:
             done = checkpoint(s, now, interval)
         self._metered_to = boundary(now, interval)
         return done
+
+    def prove_life(self, now: float | None = None) -> None:
+        """Every few seconds while leading: the stamp /healthz reads (fenced by the epoch)."""
+        now = time.time() if now is None else now
+        if now - self._proved_at < min(LIFE_PROOF_S, self.settings.health_no_leader_s / 3):
+            return
+        with self.db.write() as s:
+            s.execute(
+                update(Meta)
+                .where(Meta.id == 1, Meta.leader_epoch == self.leadership.epoch)
+                .values(leader_seen_at=now)
+            )
+        self._proved_at = now
 
     def prune_logs(self, now: float | None = None, *, force: bool = False) -> int:
         """Hourly: job logs past their retention, and beyond a tenant's limit."""

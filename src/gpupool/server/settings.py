@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     tenant_max_log_mib: int = Field(1024, ge=1, le=10_000_000)
     log_retention_days: float = Field(30.0, gt=0, le=3650)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
+    # /healthz of a server that runs the scheduler answers 503 once no scheduler has led for
+    # this long (its leader writes a proof of life every few seconds)
+    health_no_leader_s: float = Field(60.0, gt=0, le=3600)
     # agents may wait this long for new orders in one request (0: answer at once, as servers
     # before long-polling did); changes are looked for every orders_change_poll_s (SQLite),
     # or on PostgreSQL when a commit notifies, at most that often

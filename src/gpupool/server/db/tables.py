@@ -37,6 +37,8 @@ class Meta(Base):
     leader_name: Mapped[str] = mapped_column(String(200), default="")
     leader_since: Mapped[float] = mapped_column(Float, default=0.0)
     nodes_version: Mapped[int] = mapped_column(BigInteger, default=0)  # bumped on node changes
+    # the leader's proof of life, every few seconds: /healthz says when nobody leads
+    leader_seen_at: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Pool(Base):

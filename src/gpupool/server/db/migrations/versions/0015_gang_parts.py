@@ -1,4 +1,5 @@
-"""a gang's parts: when each node's part started; which agent runs a node
+"""a gang's parts: when each node's part started; which agent runs a node; the leader's
+proof of life
 
 Revision ID: 0015
 Revises: 0014
@@ -19,9 +20,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column("started_at", sa.Float(), nullable=True))
     with op.batch_alter_table("nodes") as batch:
         batch.add_column(sa.Column("instance", sa.String(length=100), nullable=True))
+    with op.batch_alter_table("scheduler_meta") as batch:
+        batch.add_column(
+            sa.Column("leader_seen_at", sa.Float(), nullable=False, server_default="0")
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("scheduler_meta") as batch:
+        batch.drop_column("leader_seen_at")
     with op.batch_alter_table("nodes") as batch:
         batch.drop_column("instance")
     with op.batch_alter_table("allocation_nodes") as batch:
