@@ -176,12 +176,18 @@ class Placer:
         ask = self.ask(state, job.request)
         pieces: list[NodeGrant] = []
         temp_ids: list[str] = []
+        free = None  # sbatch -N: nodes no worker of this gang holds yet
+        if job.one_per_node and job.gang_size > 1:
+            free = np.ones(state.size, dtype=bool) if allowed is None else allowed.copy()
         try:
             for worker in range(job.gang_size):
-                result = self._place_one(state, ask, policy, allowed, masked_reason, explain)
+                mask = allowed if free is None else free
+                result = self._place_one(state, ask, policy, mask, masked_reason, explain)
                 if isinstance(result, str):
                     prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
                     return Unplaceable(job.id, prefix + result)
+                if free is not None:
+                    free[[state.index[piece.node] for piece in result]] = False
                 if job.gang_size > 1:  # hold the worker's share while placing the next one
                     temp = f"{job.id}#worker{worker}"
                     state.apply(Placement(temp, tuple(result), policy.name))

@@ -307,6 +307,9 @@ class JobIn(Strict):
     priority_class: Name = "training"
     priority: int = Field(0, ge=-1000, le=1000)
     gang_size: int = Field(1, ge=1, le=1024)
+    one_per_node: bool = Field(
+        False, description="the gang's workers each on a node of its own (sbatch -N)"
+    )
     max_runtime_s: int | None = Field(None, gt=0, le=366 * 86400)
     on_preempt: Literal["suspend", "kill"] = "suspend"
     on_lost: Literal["requeue", "fail", "keep-running"] = Field(

@@ -70,6 +70,7 @@ _JOB_FIELDS = (
     "max_runtime_s",
     "submit_time",
     "on_preempt",
+    "one_per_node",
 )
 JOB_COLUMNS = tuple(JobRow.__table__.c[name] for name in _JOB_FIELDS)
 
@@ -87,6 +88,7 @@ def _job(row, request: ResourceRequest) -> Job:
         max_runtime_s=row.max_runtime_s,
         submit_time=row.submit_time,
         on_preempt=row.on_preempt,
+        one_per_node=bool(row.one_per_node),
     )
 
 

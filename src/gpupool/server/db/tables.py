@@ -161,6 +161,8 @@ class JobRow(Base):
     priority_class: Mapped[str] = mapped_column(String(100))
     priority: Mapped[int] = mapped_column(Integer, default=0)
     gang_size: Mapped[int] = mapped_column(Integer, default=1)
+    # the gang's workers each on a node of its own (sbatch -N)
+    one_per_node: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     on_preempt: Mapped[str] = mapped_column(String(10), default="suspend")
     on_lost: Mapped[str] = mapped_column(String(20), default="requeue")

@@ -1,5 +1,5 @@
 """a gang's parts: when each node's part started; which agent runs a node; the leader's
-proof of life
+proof of life; gangs one worker a node
 
 Revision ID: 0015
 Revises: 0014
@@ -24,9 +24,15 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("leader_seen_at", sa.Float(), nullable=False, server_default="0")
         )
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(
+            sa.Column("one_per_node", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("one_per_node")
     with op.batch_alter_table("scheduler_meta") as batch:
         batch.drop_column("leader_seen_at")
     with op.batch_alter_table("nodes") as batch:

@@ -1,0 +1,191 @@
+"""sbatch's options as Slurm spells them: long and short names, which take a value, and what
+gpupool does with each — honours it, warns that it has no effect here (only where ignoring it
+cannot change where or how the job runs), or refuses it naming why. Reading ``#SBATCH`` lines
+and command-line words into (option, value) pairs, as sbatch's getopt does. Pure."""
+
+import shlex
+from dataclasses import dataclass
+from enum import Enum
+
+from gpupool.model.errors import SpecError
+
+
+class Takes(Enum):
+    VALUE = "value"
+    NONE = "none"
+    OPTIONAL = "optional"  # --exclusive[=user]: a value only after =
+
+
+HONOURED = {
+    "job-name": Takes.VALUE, "time": Takes.VALUE, "nodes": Takes.VALUE, "ntasks": Takes.VALUE,
+    "ntasks-per-node": Takes.VALUE, "cpus-per-task": Takes.VALUE, "gres": Takes.VALUE,
+    "gpus": Takes.VALUE, "gpus-per-node": Takes.VALUE, "gpus-per-task": Takes.VALUE,
+    "cpus-per-gpu": Takes.VALUE, "mem": Takes.VALUE, "mem-per-cpu": Takes.VALUE,
+    "mem-per-gpu": Takes.VALUE, "array": Takes.VALUE, "output": Takes.VALUE,
+    "error": Takes.VALUE, "dependency": Takes.VALUE, "chdir": Takes.VALUE, "hold": Takes.NONE,
+    "account": Takes.VALUE, "qos": Takes.VALUE, "partition": Takes.VALUE,
+    "constraint": Takes.VALUE, "wait": Takes.NONE, "wait-all-nodes": Takes.VALUE,
+    "requeue": Takes.NONE, "export": Takes.VALUE,
+}  # fmt: skip
+# accepted with a warning: they change neither where nor how the job runs here
+NO_EFFECT = {
+    "mail-type": "mail is not sent", "mail-user": "mail is not sent",
+    "comment": "kept nowhere", "verbose": "", "quiet": "", "parsable": "",
+    "open-mode": "the node writes --output once, at the job's end",
+    "acctg-freq": "usage is metered from the allocation", "profile": "",
+}  # fmt: skip
+NO_EFFECT_TAKES = {"verbose": Takes.NONE, "quiet": Takes.NONE, "parsable": Takes.NONE}
+REFUSED = {
+    "exclusive": "gpupool shares nodes: ask for the cards, CPUs and memory the job needs",
+    "signal": "gpupool sends no signal before the time limit (SIGTERM, then SIGKILL after "
+    "the grace, at the limit)",
+    "nodelist": "gpupool places jobs itself; name no hosts",
+    "exclude": "gpupool places jobs itself; name no hosts",
+    "begin": "no deferred start", "deadline": "no deadline",
+    "time-min": "no flexible time limit: give --time",
+    "no-requeue": "a job is requeued when its node is lost (submit with on_lost=fail "
+    "through the API instead)",
+    "gpu-bind": "no GPU binding", "gpu-freq": "no GPU clock setting",
+    "distribution": "no task distribution", "hint": "no CPU hints", "tmp": "no node-local disk",
+    "licenses": "no licenses", "reservation": "reservations are the administrator's "
+    "(gpupool reservation)", "switches": "use a topology= request (leaf, block...)",
+    "oversubscribe": "no oversubscription", "overcommit": "no overcommit",
+    "contiguous": "no contiguous nodes", "core-spec": "no core specialisation",
+    "threads-per-core": "no thread layout", "sockets-per-node": "no socket layout",
+    "cores-per-socket": "no core layout", "ntasks-per-core": "no core layout",
+    "ntasks-per-socket": "no socket layout", "ntasks-per-gpu": "no per-GPU tasks",
+    "network": "no network options", "nice": "use --qos (a priority class)",
+    "priority": "use --qos (a priority class)", "kill-on-invalid-dep": "",
+    "propagate": "no resource limits propagated", "uid": "", "gid": "",
+    "clusters": "one pool", "mincpus": "ask --cpus-per-task", "tres-per-task": "",
+    "mem-bind": "no memory binding", "cpu-freq": "no CPU clock setting",
+    "get-user-env": "the job gets --export's variables", "input": "no stdin",
+    "no-kill": "a gang ends with any of its nodes", "batch": "", "extra-node-info": "",
+    "nodefile": "gpupool places jobs itself", "wckey": "", "container": "use an image job "
+    "(gpupool job submit --image)", "test-only": "", "use-min-nodes": "",
+    "thread-spec": "", "spread-job": "", "power": "", "bb": "", "bbf": "",
+    "delay-boot": "", "reboot": "", "x11": "", "prefer": "use --constraint",
+}  # fmt: skip
+REFUSED_TAKES = {
+    "exclusive": Takes.OPTIONAL, "no-requeue": Takes.NONE, "overcommit": Takes.NONE,
+    "oversubscribe": Takes.NONE, "contiguous": Takes.NONE, "no-kill": Takes.OPTIONAL,
+    "use-min-nodes": Takes.NONE, "test-only": Takes.NONE, "spread-job": Takes.NONE,
+    "reboot": Takes.NONE, "x11": Takes.OPTIONAL, "kill-on-invalid-dep": Takes.VALUE,
+}  # fmt: skip
+SHORT = {
+    "J": "job-name", "t": "time", "N": "nodes", "n": "ntasks", "c": "cpus-per-task",
+    "G": "gpus", "a": "array", "o": "output", "e": "error", "d": "dependency", "D": "chdir",
+    "H": "hold", "A": "account", "p": "partition", "q": "qos", "C": "constraint",
+    "w": "nodelist", "x": "exclude", "W": "wait", "s": "oversubscribe", "k": "no-kill",
+    "v": "verbose", "Q": "quiet", "i": "input", "B": "extra-node-info", "L": "licenses",
+    "M": "clusters", "m": "distribution", "S": "core-spec", "F": "nodefile", "b": "begin",
+    "O": "overcommit",
+}  # fmt: skip
+ALIASES = {
+    "workdir": "chdir", "mem_per_cpu": "mem-per-cpu", "share": "oversubscribe",
+    "tasks-per-node": "ntasks-per-node",
+}  # fmt: skip
+
+
+def long_name(name: str, where: str) -> str:
+    """A long option as getopt reads it: its full name, an alias, or a prefix of exactly one
+    (``--out`` is ``--output``, ``--part`` is ``--partition``)."""
+    name = ALIASES.get(name, name)
+    if known(name):
+        return name
+    every = [*HONOURED, *NO_EFFECT, *REFUSED, *ALIASES]
+    matches = sorted({ALIASES.get(n, n) for n in every if n.startswith(name)})
+    if len(matches) == 1 and name:
+        return matches[0]
+    if len(matches) > 1:
+        raise SpecError(
+            f"{where}: --{name} is ambiguous ({', '.join('--' + m for m in matches[:4])})",
+            field="script",
+        )
+    raise SpecError(f"{where}: unknown sbatch option --{name}", field="script")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str  # the long name, e.g. "gres"
+    value: str | None
+    where: str  # "line 4" of the script, or "the command line"
+
+
+def takes(name: str) -> Takes:
+    if name in HONOURED:
+        return HONOURED[name]
+    if name in NO_EFFECT:
+        return NO_EFFECT_TAKES.get(name, Takes.VALUE)
+    return REFUSED_TAKES.get(name, Takes.VALUE)
+
+
+def known(name: str) -> bool:
+    return name in HONOURED or name in NO_EFFECT or name in REFUSED
+
+
+def read_words(words: list[str], where: str) -> tuple[list[Option], list[str]]:
+    """sbatch's options at the head of ``words`` and what follows them (the script and its
+    arguments, on a command line)."""
+    out: list[Option] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return out, words[i + 1 :]
+        if not word.startswith("-") or word == "-":
+            return out, words[i:]
+        if word.startswith("--"):
+            name, eq, inline = word[2:].partition("=")
+            name = long_name(name, where)
+            value: str | None = inline if eq else None
+        else:
+            letter, rest = word[1:2], word[2:]
+            if letter not in SHORT:
+                raise SpecError(f"{where}: unknown sbatch option -{letter}", field="script")
+            name = SHORT[letter]
+            value = rest.removeprefix("=") if rest else None
+        kind = takes(name)
+        if kind is Takes.NONE and value is not None:
+            raise SpecError(f"{where}: --{name} takes no value", field="script")
+        if kind is Takes.VALUE and value is None:
+            if i + 1 >= len(words):
+                raise SpecError(f"{where}: --{name} needs a value", field="script")
+            i += 1
+            value = words[i]
+        out.append(Option(name, value, where))
+        i += 1
+    return out, []
+
+
+def script_options(text: str, name: str = "script") -> list[Option]:
+    """The ``#SBATCH`` lines of a batch script, as sbatch reads them: at its head, up to the
+    first line that is neither blank nor a comment; a ``#SBATCH`` line's words after the
+    first ``#`` that is not quoted are a comment."""
+    out: list[Option] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if number == 1 and stripped.startswith("#!"):
+            continue
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        if not stripped.startswith("#SBATCH"):
+            continue
+        body = stripped[len("#SBATCH") :]
+        if body and not (body[0].isspace() or body[0] == "-"):
+            continue  # "#SBATCHX": not a directive ("#SBATCH--time=1" is one)
+        try:
+            lexer = shlex.shlex(body, posix=True)
+            lexer.whitespace_split, lexer.commenters = True, "#"
+            words = list(lexer)
+        except ValueError as exc:
+            raise SpecError(f"{name}: line {number}: {exc}", field="script") from None
+        options, rest = read_words(words, f"{name}: line {number}")
+        if rest:
+            raise SpecError(
+                f"{name}: line {number}: {rest[0]!r} is not an sbatch option", field="script"
+            )
+        out += options
+    return out
