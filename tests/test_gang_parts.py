@@ -70,3 +70,35 @@ def test_an_agent_that_lost_the_record_of_its_started_part_refuses_it(tmp_path):
             with agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")):
                 ended = wait_for("refused", in_state(admin, job["id"], "failed", "lost"), 30)
     assert "the agent has no record of this workload" in ended["reason"], ended["reason"]
+
+
+STAGGERED = (
+    "import os, sys, time; node = os.environ['GPUPOOL_NODE']; "
+    "time.sleep(0 if node == 'n1' else 2); print('done on', node, flush=True); "
+    "sys.exit(int(os.environ.get('FAIL_ON') == node))"
+)
+
+
+def test_a_gang_succeeds_when_its_last_part_does_and_fails_with_any(tmp_path):
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
+        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        a1 = agent_thread(make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1"))
+        a2 = agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2"))
+        with a1, a2:
+            wait_for_cards(admin, "n1")
+            wait_for_cards(admin, "n2")
+            good = submit(admin, "gpu=2", "algo", gang_size=2, command=["python3", "-c", STAGGERED])
+            wait_for("n1's part", lambda: "done on n1" in job_log(admin, good["id"]), 30)
+            midway = ok(admin.get(f"/api/v1/jobs/{good['id']}"))["state"]
+            good = wait_for("the end", in_state(admin, good["id"], "succeeded", "failed"), 30)
+            bad = submit(admin, "gpu=2", "algo", gang_size=2, env={"FAIL_ON": "n1"},
+                         command=["python3", "-c", STAGGERED])  # fmt: skip
+            bad = wait_for("the end", in_state(admin, bad["id"], "succeeded", "failed"), 30)
+            bad_log = job_log(admin, bad["id"])
+    assert midway == "running"  # n1's part ended well, n2's still ran: the job went on
+    assert good["state"] == "succeeded"
+    assert bad["state"] == "failed" and "done on n2" not in bad_log  # n1's failure ended it

@@ -374,6 +374,8 @@ class Agent(ChannelLink):
             return
         if any(a in self.records for a in order["after"]):
             return  # the victims it preempted still run here: wait for them to stop
+        if order.get("ended_here"):
+            return  # this node's part of the gang ended well; the others still run
         started_here = order.get("started_here")  # an older server: the job's state only
         if started_here or (started_here is None and order["job_state"] == "running"):
             # the server knows this node's part started, but we have no record (state lost);
@@ -516,9 +518,8 @@ class Agent(ChannelLink):
             if not rec.released:
                 state, code, reason = self._outcome(rec)
                 ended = proc.ended_at(self.store.dir(alloc_id))
-                self.api.report(
-                    alloc_id, rec.generation, state, exit_code=code, reason=reason, ended_at=ended
-                )
+                self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
+                                ended_at=ended, node=self.name)  # fmt: skip
             del self.records[alloc_id]
             self.finished.add(alloc_id)
             replica = alloc_id if rec.port is not None else None

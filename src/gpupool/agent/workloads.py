@@ -37,6 +37,7 @@ from gpupool.agent.node import allocatable_memory_mib, disk_budget_mib, pid_budg
 from gpupool.agent.processes import LaunchSpec
 from gpupool.agent.replica_ports import DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
+from gpupool.agent.slurm_env import install_tools, node_env
 from gpupool.model import SpecError
 from gpupool.model.workload import check_workload
 from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
@@ -272,6 +273,10 @@ class Launcher:
             else:
                 argv, uid, gid = command, who.uid if who else None, who.gid if who else None
                 env = {**self._host_env(workdir, who), **job_env, **dir_env(order, workdir)}
+                slurm = node_env(order, self.node, workdir, cpu)
+                if slurm:  # gpupool sbatch: Slurm's variables, srun and scontrol
+                    tools = install_tools(workdir, uid, gid)
+                    env |= slurm | {"PATH": f"{tools}:{env.get('PATH') or SYSTEM_PATH}"}
             outputs = plan_for(order, self.node, uid, gid)  # a pattern that leads out: refused
         except (OSError, SpecError, NetnsError, NoPortError) as exc:
             self.cleanup(workdir, made, [], replica=order["id"] if port is not None else None)

@@ -206,6 +206,12 @@ def _script(argv: list[str]) -> Script | None:
         raise SpecError(f"{path}: cannot read the script: {exc}") from None
     if not (text.startswith("#!") or "#GPUPOOL" in text):
         return None
+    if any(line.strip().startswith("#SBATCH") for line in text.splitlines()):
+        raise SpecError(  # read as sbatch reads them, never skipped without a word
+            f"{path}: its #SBATCH lines are sbatch's: submit it with gpupool sbatch {path} "
+            "(job submit reads #GPUPOOL lines)",
+            field="script",
+        )
     return parse_script(text, path.name)
 
 

@@ -21,6 +21,7 @@ from gpupool.cli import (
     pool_client,
     profiles,
     proposals,
+    sbatch,
     server,
     services,
     simulate,
@@ -67,6 +68,12 @@ app.command("nodes")(client.nodes)
 app.command("queue")(client.queue)
 app.command("tenants")(client.tenants)
 app.command("alloc")(alloc.alloc)
+app.command(
+    "sbatch",
+    help=sbatch.HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)(sbatch.sbatch)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("alerts")(alerts.alerts)

@@ -25,16 +25,16 @@ HONOURED = {
     "error": Takes.VALUE, "dependency": Takes.VALUE, "chdir": Takes.VALUE, "hold": Takes.NONE,
     "account": Takes.VALUE, "qos": Takes.VALUE, "partition": Takes.VALUE,
     "constraint": Takes.VALUE, "wait": Takes.NONE, "wait-all-nodes": Takes.VALUE,
-    "requeue": Takes.NONE, "export": Takes.VALUE,
+    "requeue": Takes.NONE, "export": Takes.VALUE, "wrap": Takes.VALUE, "parsable": Takes.NONE,
 }  # fmt: skip
 # accepted with a warning: they change neither where nor how the job runs here
 NO_EFFECT = {
     "mail-type": "mail is not sent", "mail-user": "mail is not sent",
-    "comment": "kept nowhere", "verbose": "", "quiet": "", "parsable": "",
+    "comment": "kept nowhere", "verbose": "", "quiet": "",
     "open-mode": "the node writes --output once, at the job's end",
     "acctg-freq": "usage is metered from the allocation", "profile": "",
 }  # fmt: skip
-NO_EFFECT_TAKES = {"verbose": Takes.NONE, "quiet": Takes.NONE, "parsable": Takes.NONE}
+NO_EFFECT_TAKES = {"verbose": Takes.NONE, "quiet": Takes.NONE}
 REFUSED = {
     "exclusive": "gpupool shares nodes: ask for the cards, CPUs and memory the job needs",
     "signal": "gpupool sends no signal before the time limit (SIGTERM, then SIGKILL after "

@@ -56,12 +56,13 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
         if node is None:
             raise not_found(f"node {name}")
         generation = s.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
+        parts = (AllocationNodeRow.started_at, AllocationNodeRow.ended_at)
         rows = s.execute(
-            live_on(select(AllocationRow, JobRow, AllocationNodeRow.started_at), name)
+            live_on(select(AllocationRow, JobRow, *parts), name)
             .join(JobRow, JobRow.id == AllocationRow.job_id)
             .order_by(AllocationRow.id)
         ).all()
-        jobs = [j.id for _, j, _ in rows] + [j.replaces for _, j, _ in rows if j.replaces]
+        jobs = [j.id for _, j, *_ in rows] + [j.replaces for _, j, *_ in rows if j.replaces]
         replicas = replica_jobs(s, jobs)
         out = [
             OrderOut(
@@ -82,8 +83,9 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 array_index=j.array_index,
                 replica=j.id in replicas or (j.replaces or 0) in replicas,
                 started_here=started is not None,
+                ended_here=ended is not None,
             )
-            for a, j, started in rows
+            for a, j, started, ended in rows
         ]
         modes = s.execute(
             select(DeviceRow.index, DeviceRow.want_mode).where(
@@ -94,7 +96,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             generation=generation, node_state=node.state, orders=out, modes={i: m for i, m in modes}
         )
         digest = node_digest(
-            ((a.id, a.generation, j.state) for a, j, _ in rows), node.state, answer.modes.items()
+            ((a.id, a.generation, j.state) for a, j, *_ in rows), node.state, answer.modes.items()
         )
     if ctx.settings.orders_max_wait_s > 0:  # a server that answers at once gives none
         content = answer.model_dump_json(exclude={"generation", "etag"}).encode()

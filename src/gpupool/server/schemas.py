@@ -423,6 +423,7 @@ class OrderOut(AllocationOut):
     # this node's part was reported started (a gang's other parts may start later): an agent
     # without a record of a part that started lost it; one that did not start starts it now
     started_here: bool = False
+    ended_here: bool = False  # this node's part ended well; the gang's others still run
 
 
 class OrdersOut(BaseModel):

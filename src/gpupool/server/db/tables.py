@@ -249,8 +249,10 @@ class AllocationNodeRow(Base):
         ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
     )
     node: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
-    # when this node's agent reported its part started (a gang's parts start one by one)
+    # when this node's agent reported its part started (a gang's parts start one by one),
+    # and ended well (the job succeeds once every part has)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ReservationRow(Base):

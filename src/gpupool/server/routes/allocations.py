@@ -94,6 +94,9 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
             finish(s, job, "lost", now, reason, actor, body.ended_at)
             after_lost(s, job, now, reason, actor)
         else:
+            scoped = who.node if who.node not in (None, "*") else None
+            if body.state == "succeeded" and _parts_left(s, alloc, scoped or body.node, now):
+                return allocation_out(alloc)  # the gang's other parts still run: it goes on
             job.exit_code = body.exit_code
             why = body.reason or (
                 f"exit code {body.exit_code}" if body.exit_code is not None else body.state
@@ -114,6 +117,24 @@ def _part_started(s, alloc: AllocationRow, node: str | None, now: float) -> None
     row = s.get(AllocationNodeRow, (alloc.id, node))
     if row is not None and row.started_at is None:
         row.started_at = now
+
+
+def _parts_left(s, alloc: AllocationRow, node: str | None, now: float) -> bool:
+    """A part of a job spanning nodes ended well: whether others still run (the job succeeds
+    when its last part does, as a Slurm job when its last task has; a failure ends it at
+    once). A report that names no node (an older agent) ends the job as before."""
+    nodes = {n["node"] for n in alloc.placement["nodes"]}
+    if len(nodes) < 2 or node not in nodes:
+        return False
+    row = s.get(AllocationNodeRow, (alloc.id, node))
+    if row is not None and row.ended_at is None:
+        row.ended_at = now
+    ended = s.execute(
+        select(AllocationNodeRow.node).where(
+            AllocationNodeRow.allocation_id == alloc.id, AllocationNodeRow.ended_at.is_not(None)
+        )
+    ).scalars()
+    return bool(nodes - set(ended))
 
 
 @router.post("/allocations/{alloc_id}/logs", status_code=204)

@@ -18,6 +18,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("allocation_nodes") as batch:
         batch.add_column(sa.Column("started_at", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("ended_at", sa.Float(), nullable=True))
     with op.batch_alter_table("nodes") as batch:
         batch.add_column(sa.Column("instance", sa.String(length=100), nullable=True))
     with op.batch_alter_table("scheduler_meta") as batch:
@@ -38,4 +39,5 @@ def downgrade() -> None:
     with op.batch_alter_table("nodes") as batch:
         batch.drop_column("instance")
     with op.batch_alter_table("allocation_nodes") as batch:
+        batch.drop_column("ended_at")
         batch.drop_column("started_at")

@@ -1,0 +1,156 @@
+"""``gpupool sbatch [OPTIONS] SCRIPT [ARGS...]``: a batch script submitted as sbatch submits
+it — its ``#SBATCH`` lines, then the same options on the command line (they win), with
+Slurm's meaning (``gpupool.model.sbatch``), or a refusal naming the option. Prints
+``Submitted batch job N`` (``--parsable``: the id alone); warnings go to stderr."""
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from gpupool.cli.client import client_command
+from gpupool.client import ApiClient
+from gpupool.model import SpecError
+from gpupool.model.sbatch import SbatchJob, Site, translate
+from gpupool.model.sbatch_options import Option, read_words, script_options
+
+# variables of the submitting shell that belong to its host, its user there or gpupool's
+# client: the node sets HOME, USER and TMPDIR for the job's own user and folder
+NOT_EXPORTED = ("HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "PROMPT_COMMAND",
+                "DISPLAY", "LS_COLORS", "MAIL", "TERM", "TERMCAP", "COLORTERM", "HOME",
+                "USER", "LOGNAME", "TMPDIR")  # fmt: skip
+NOT_EXPORTED_PREFIXES = ("SSH_", "GPUPOOL_", "SLURM_", "XDG_", "DBUS_", "BASH_FUNC_")
+HELP = """Submit a batch script as sbatch does: gpupool sbatch [OPTIONS] train.sh [ARGS...].
+Its #SBATCH lines and these OPTIONS (the same names, which win) keep Slurm's meaning:
+--gres=gpu[:type]:N, --gpus[-per-node|-per-task], -G, -N (distinct nodes), -n,
+--ntasks-per-node, -c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T),
+-t, -a, -J, -o, -e, -d, -D, -H, -A (tenant), -q (priority class), -p and -C (site tables:
+--site FILE), --export, --wrap, --wait, --parsable. What gpupool cannot honour is refused
+naming it; mail and the like are accepted with a warning. docs/slurm.md has the table."""
+
+
+def load_site(path: str | None) -> Site:
+    """The site's tables (YAML: partitions, qos, accounts); none: an empty one."""
+    if path is None:
+        return Site()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"--site {path}: {exc}") from None
+    tables = {}
+    for key in ("partitions", "qos", "accounts"):
+        table = data.get(key) or {}
+        if not isinstance(table, dict):
+            raise SpecError(f"--site {path}: {key} must map names to names")
+        tables[key] = {str(k): "" if v is None else str(v) for k, v in table.items()}
+    return Site(**tables)
+
+
+def exported(spec: str, environ: dict[str, str]) -> dict[str, str]:
+    """sbatch's ``--export``: ALL (the default: the submitting shell's variables, less those
+    of its host and of gpupool's client), NONE, or NAME[=value],... (ALL may lead the list)."""
+    words = [w for w in spec.split(",") if w]
+    out: dict[str, str] = {}
+    if words and words[0] in ("ALL", "NONE"):
+        head, words = words[0], words[1:]
+    else:
+        head = "NONE" if words else "ALL"
+    if head == "ALL":
+        out = {
+            k: v
+            for k, v in environ.items()
+            if k not in NOT_EXPORTED and not k.startswith(NOT_EXPORTED_PREFIXES) and "\x00" not in v
+        }
+    for word in words:
+        name, eq, value = word.partition("=")
+        if eq:
+            out[name] = value
+        elif name in environ:
+            out[name] = environ[name]
+    return out
+
+
+def _script(rest: list[str], wrap: str | None) -> tuple[str, str, list[str]]:
+    """(text, name, arguments) of the batch script: a file, ``--wrap``'s command, or stdin."""
+    if wrap is not None:
+        if rest:
+            raise SpecError(f"--wrap and a script {rest[0]!r}: one of them")
+        return f"#!/bin/sh\n{wrap}\n", "wrap", []
+    if not rest:
+        return sys.stdin.read(), "sbatch", []
+    path = Path(rest[0])
+    try:
+        return path.read_text(), path.name, rest[1:]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{rest[0]}: cannot read the batch script: {exc}") from None
+
+
+def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, str]):
+    """The API body of the job the script describes."""
+    interpreter = ["/bin/sh"]
+    first = text.splitlines()[0] if text else ""
+    if first.startswith("#!"):
+        interpreter = shlex.split(first[2:].strip()) or interpreter
+    here = os.getcwd()
+    default_output = "slurm-%A_%a.out" if job.array else "slurm-%j.out"
+    out: dict[str, Any] = {
+        "request": job.request,
+        "tenant": job.tenant,
+        "name": (job.name or name)[:200],
+        "kind": "batch",
+        "priority_class": job.priority_class or "training",
+        "gang_size": job.nodes,
+        "one_per_node": job.nodes > 1,
+        "max_runtime_s": job.time_s,
+        "command": [*interpreter, "-c", text, name, *args],
+        "env": {**env, **job.env},
+        "array": job.array,
+        "dependency": job.dependency,
+        "hold": job.hold,
+        "output": job.output or default_output,
+        "error": job.error,
+        "chdir": os.path.normpath(os.path.join(here, job.chdir)) if job.chdir else None,
+        "submit_dir": here,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+@client_command
+def sbatch(ctx: typer.Context) -> None:
+    words = list(ctx.args)
+    if any(
+        w in ("--help", "-h", "--usage")
+        for w in words[: words.index("--") if "--" in words else None]
+    ):
+        typer.echo(HELP + "\n\n--site FILE: the site's tables (YAML: partitions, qos, accounts).")
+        raise typer.Exit(0)
+    site_path = None
+    for i, word in enumerate(words):
+        if word == "--site" and i + 1 < len(words):
+            site_path = words[i + 1]
+            del words[i : i + 2]
+            break
+        if word.startswith("--site="):
+            site_path = word.split("=", 1)[1]
+            del words[i]
+            break
+    options, rest = read_words(words, "the command line")
+    wrap = next((o.value for o in options if o.name == "wrap"), None)
+    text, name, args = _script(rest, wrap)
+    merged: list[Option] = [*script_options(text, name), *options]
+    job = translate([o for o in merged if o.name != "wrap"], load_site(site_path))
+    env = exported(job.export, dict(os.environ))
+    for warning in job.warnings:
+        typer.echo(f"gpupool sbatch: warning: {warning}", err=True)
+    parsable = any(o.name == "parsable" for o in merged)
+    with ApiClient.from_env() as api:
+        out = api.post("/api/v1/jobs", body(job, text, name, args, env))
+        typer.echo(str(out["id"]) if parsable else f"Submitted batch job {out['id']}")
+        if job.wait:
+            from gpupool.cli.jobs import _wait
+
+            raise typer.Exit(_wait(api, [out], False))
