@@ -23,13 +23,17 @@ from tests.support.tenants import job_log
 PART = "import os, time; print('part on', os.environ['GPUPOOL_NODE'], flush=True); time.sleep(60)"
 
 
+def _algo(srv):
+    admin = srv.admin()
+    ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
+    ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
+    return admin, {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+
+
 def test_the_later_agent_starts_its_part_of_a_running_gang(tmp_path):
     settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
     with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
-        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        admin, tokens = _algo(srv)
         first = make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1")
         with agent_thread(first):
             with agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")):
@@ -55,10 +59,7 @@ def test_an_agent_that_lost_the_record_of_its_started_part_refuses_it(tmp_path):
 
     settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
     with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
-        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        admin, tokens = _algo(srv)
         with agent_thread(make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1")):
             second = make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")
             with agent_thread(second):
@@ -82,10 +83,7 @@ STAGGERED = (
 def test_a_gang_succeeds_when_its_last_part_does_and_fails_with_any(tmp_path):
     settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
     with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "algo"}), 201)
-        ok(admin.put("/api/v1/tenants/algo/quotas/gpu", json={"resource": "gpu", "nominal": 4}))
-        tokens = {n: srv.token(f"agent-{n}", "agent", node=n) for n in ("n1", "n2")}
+        admin, tokens = _algo(srv)
         a1 = agent_thread(make_agent(srv.url, tokens["n1"], "n1", tmp_path / "n1"))
         a2 = agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2"))
         with a1, a2:

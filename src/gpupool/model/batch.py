@@ -9,6 +9,7 @@ does. The script itself travels as the job's command (its interpreter from the `
 
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpupool.model.errors import SpecError
@@ -65,23 +66,27 @@ class Script:
     command: list[str] = field(default_factory=list)
 
 
+def directive_lines(text: str, prefix: str) -> Iterator[tuple[int, str]]:
+    """(line number, what follows ``prefix``) of a script's directive lines: at its head, up
+    to the first line that is neither blank nor a comment, as sbatch reads its own."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if (number == 1 and stripped.startswith("#!")) or not stripped:
+            continue
+        if not stripped.startswith("#"):
+            return
+        if stripped.startswith(prefix):
+            yield number, stripped[len(prefix) :]
+
+
 def parse_script(text: str, name: str = "script") -> Script:
     """The directives and the command of a job script; an unknown or malformed directive is
     an error naming its line."""
     lines = text.splitlines()
     options: dict[str, str] = {}
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if number == 1 and stripped.startswith("#!"):
-            continue
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
-            break
-        if not stripped.startswith("#GPUPOOL"):
-            continue
+    for number, body in directive_lines(text, "#GPUPOOL"):
         try:
-            words = shlex.split(stripped[len("#GPUPOOL") :])
+            words = shlex.split(body)
         except ValueError as exc:
             raise SpecError(f"{name}: line {number}: {exc}", field="script") from None
         i = 0

@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass
 from enum import Enum
 
+from gpupool.model.batch import directive_lines
 from gpupool.model.errors import SpecError
 
 
@@ -163,17 +164,7 @@ def script_options(text: str, name: str = "script") -> list[Option]:
     first line that is neither blank nor a comment; a ``#SBATCH`` line's words after the
     first ``#`` that is not quoted are a comment."""
     out: list[Option] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if number == 1 and stripped.startswith("#!"):
-            continue
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
-            break
-        if not stripped.startswith("#SBATCH"):
-            continue
-        body = stripped[len("#SBATCH") :]
+    for number, body in directive_lines(text, "#SBATCH"):
         if body and not (body[0].isspace() or body[0] == "-"):
             continue  # "#SBATCHX": not a directive ("#SBATCH--time=1" is one)
         try:
