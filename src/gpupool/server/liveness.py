@@ -3,7 +3,7 @@
 ``on_lost`` policy, and its allocations released. A node that comes back is ``fenced`` (no new
 work) until its agent has reconciled: stopped everything the server no longer wants there."""
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpupool.server.commit import LostLeadership
@@ -26,18 +26,36 @@ def any_silent(session: Session, now: float, timeout_s: float) -> bool:
     return session.execute(_silent(now, timeout_s).limit(1)).first() is not None
 
 
+def mass_silence(silent: int, nodes: int, fraction: float) -> bool:
+    """Kubernetes' zone rule: when at least ``fraction`` of the nodes (three or more) went
+    silent together, the network or the control plane failed, not the nodes — requeueing
+    every job of the pool would only start it all again elsewhere, or nowhere."""
+    return nodes >= 3 and silent >= 2 and silent >= fraction * nodes
+
+
 def mark_lost_nodes(
-    session: Session, now: float, timeout_s: float, epoch: int, stops_within_s: float = 0.0
+    session: Session,
+    now: float,
+    timeout_s: float,
+    epoch: int,
+    stops_within_s: float = 0.0,
+    mass_fraction: float = 1.1,
 ) -> list[str]:
-    """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked.
-    ``stops_within_s``: how long after its last heartbeat a node's workloads have stopped
-    themselves (lease + kill time); their usage is metered to then, not to now."""
+    """Mark silent nodes lost and requeue or fail their jobs; returns the nodes marked (none
+    in a mass silence, ``mass_fraction``). ``stops_within_s``: how long after its last
+    heartbeat a node's workloads have stopped themselves (lease + kill time); their usage is
+    metered to then, not to now."""
     leader = session.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one()
     if leader != epoch:
         raise LostLeadership(f"epoch {epoch} is no longer the leader's")
     silent = list(
         session.execute(_silent(now, timeout_s).order_by(NodeRow.name).with_for_update()).scalars()
     )
+    agents = session.execute(
+        select(func.count()).where(NodeRow.source == "agent", NodeRow.state != "lost")
+    ).scalar_one()
+    if mass_silence(len(silent), agents, mass_fraction):
+        return []
     for node in silent:
         node.state = "lost"
         reason = f"node {node.name} lost: no heartbeat for {now - node.heartbeat_at:.0f} s"

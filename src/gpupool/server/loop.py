@@ -74,6 +74,7 @@ class SchedulerLoop:
         self._alerts_at = float("-inf")
         self._logs_at = float("-inf")
         self._proved_at = float("-inf")
+        self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
         self._sampled_at = float("-inf")
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
@@ -198,9 +199,14 @@ class SchedulerLoop:
                 return []
         with self.db.write() as s:
             stops = self.settings.lease_s + self.settings.fence_kill_s
-            lost = mark_lost_nodes(s, now, timeout, epoch, stops)
+            mass = self.settings.mass_silence_fraction
+            lost = mark_lost_nodes(s, now, timeout, epoch, stops, mass)
         if lost:
             log.warning("nodes lost", extra={"nodes": lost})
+        elif now - self._mass_said >= 60:  # silent nodes, none marked: a mass silence
+            self._mass_said = now
+            log.warning("many nodes silent at once: none marked lost, their jobs stay (a "
+                        "network or control-plane failure?)")  # fmt: skip
         return lost
 
     def checkpoint_usage(self, now: float | None = None) -> int:
