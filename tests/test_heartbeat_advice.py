@@ -20,11 +20,13 @@ from tests.support.live import live_server
 
 
 def test_the_advice_is_half_the_lease_at_most_ten_seconds_and_checked(tmp_path):
-    assert Settings(data_dir=tmp_path).heartbeat_advice_s == 10.0  # lease 20 s
+    assert Settings(data_dir=tmp_path).heartbeat_advice_s == 10.0  # lease 290 s: at most 10
+    assert Settings(data_dir=tmp_path, heartbeat_timeout_s=30).heartbeat_advice_s == 10.0
     assert Settings(data_dir=tmp_path, heartbeat_timeout_s=3).heartbeat_advice_s == 1.0
     assert Settings(data_dir=tmp_path, agent_heartbeat_s=4).heartbeat_advice_s == 4.0
     with pytest.raises(ValidationError, match="agent_heartbeat_s must be at most half"):
-        Settings(data_dir=tmp_path, agent_heartbeat_s=15)  # one lost heartbeat: lease gone
+        # lease 20 s: one lost heartbeat would end it
+        Settings(data_dir=tmp_path, heartbeat_timeout_s=30, agent_heartbeat_s=15)
 
 
 def test_an_agent_heartbeats_as_its_server_advises_unless_configured(tmp_path):

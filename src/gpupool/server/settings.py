@@ -89,10 +89,12 @@ class Settings(BaseSettings):
     # or on PostgreSQL when a commit notifies, at most that often
     orders_max_wait_s: float = Field(25.0, ge=0, le=300)
     orders_change_poll_s: float = Field(0.2, gt=0, le=10)
-    # a node silent this long is lost: its jobs are requeued (or failed, per job); unless at
+    # a node silent this long is lost: its jobs are requeued (or failed, per job) — five
+    # minutes, as Slurm's SlurmdTimeout and Kubernetes' eviction: a control-plane outage or a
+    # partition shorter than its lease (290 s) kills no work; unless at
     # least mass_silence_fraction of the nodes (3 or more) are silent at once: then none is
     # (a network or control-plane failure, Kubernetes' zone rule; above 1: off)
-    heartbeat_timeout_s: float = Field(30.0, gt=0, le=86400 * 365)
+    heartbeat_timeout_s: float = Field(300.0, gt=0, le=86400 * 365)
     mass_silence_fraction: float = Field(0.55, gt=0, le=2)
     # agents stop their workloads (self-fencing) once silent for heartbeat_timeout_s minus
     # this margin, so a requeued job never overlaps its orphan; default min(10, timeout / 3)
