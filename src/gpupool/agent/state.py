@@ -92,9 +92,9 @@ class Store:
         self._lock = fd
 
     def unlock(self) -> None:
-        if self._lock is not None:
-            os.close(self._lock)
-            self._lock = None
+        fd, self._lock = self._lock, None
+        if fd is not None:
+            os.close(fd)
 
     def dir(self, alloc_id: int) -> Path:
         return self.root / str(alloc_id)

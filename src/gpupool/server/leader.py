@@ -8,6 +8,7 @@ import fcntl
 import logging
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ class Leadership:
         self.since = 0.0  # when this process took the lead (wall clock)
         self._file: int | None = None
         self._conn = None
+        self._releasing = threading.Lock()
 
     @property
     def held(self) -> bool:
@@ -77,14 +79,18 @@ class Leadership:
         return True
 
     def release(self) -> None:
-        self.epoch = None
-        if self._file is not None:
-            os.close(self._file)  # closing drops the flock
-            self._file = None
-        if self._conn is not None:
+        """Give the lead back. The scheduler's thread (a lost lead, a failed take) and the
+        server's stop may both call it: each file and connection is taken once, under a lock,
+        so none is closed twice (a second close of a reused descriptor closes another's)."""
+        with self._releasing:
+            self.epoch = None
+            fd, self._file = self._file, None
+            conn, self._conn = self._conn, None
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
+        if conn is not None:
             with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+                conn.close()
 
     def _lock_sqlite(self) -> bool:
         path = Path(self.db.url.removeprefix("sqlite:///") + ".leader")
