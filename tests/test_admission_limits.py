@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from sqlalchemy import select
 
+from gpupool.server.admission import effective
 from gpupool.server.db.tables import JobLogRow, JobRow, TenantRow
 from gpupool.server.settings import Settings
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
@@ -65,6 +66,12 @@ def test_services_and_their_replicas_are_bounded_per_tenant(tmp_path):
     assert first.status_code == second.status_code == 201
     assert too_many.status_code == 429 and "(replicas = 6)" in too_many.json()["detail"]
     assert third.status_code == 429 and "(services = 2)" in third.json()["detail"]
+
+
+def test_a_tenants_own_zero_is_its_limit_not_the_default():
+    own = effective({"services": 0, "replicas": 0, "jobs": 7}, Settings(log_json=False))
+    assert (own.services, own.replicas, own.jobs) == (0, 0, 7)
+    assert own.array == Settings(log_json=False).tenant_max_array  # not set: the default
 
 
 PRINT = "import sys; [print('x' * 1023, flush=True) for _ in range(3 * 1024)]"

@@ -43,9 +43,9 @@ def defaults(settings: Settings) -> Limits:
 
 
 def effective(own: dict[str, int] | None, settings: Settings) -> Limits:
-    """The tenant's own limits over the server's defaults."""
-    base = defaults(settings).as_dict()
-    return Limits(**{k: int((own or {}).get(k) or base[k]) for k in FIELDS})
+    """The tenant's own limits over the server's defaults (an own 0 services is 0)."""
+    own, base = own or {}, defaults(settings).as_dict()
+    return Limits(**{k: int(own[k] if own.get(k) is not None else base[k]) for k in FIELDS})
 
 
 def refuse(name: str, limit: int, tenant: str, what: str = "") -> ApiError:
@@ -98,15 +98,12 @@ def services_held(s: Session, tenant: str) -> tuple[int, int]:
     return int(count), int(replicas)
 
 
-def check_service(
-    s: Session, tenant: str, limits: Limits, max_replicas: int, replacing: int = 0
-) -> None:
-    """A new service (or a changed one whose max was ``replacing``) fits the tenant's
-    limits; else the 429 naming the one reached."""
+def check_service(s: Session, tenant: str, limits: Limits, max_replicas: int) -> None:
+    """A new service fits the tenant's limits; else the 429 naming the one reached."""
     count, replicas = services_held(s, tenant)
-    if not replacing and count + 1 > limits.services:
+    if count + 1 > limits.services:
         raise refuse("services", limits.services, tenant, f" (it has {count})")
-    if replicas - replacing + max_replicas > limits.replicas:
+    if replicas + max_replicas > limits.replicas:
         raise refuse(
             "replicas", limits.replicas, tenant, f" (its services may run {replicas} already)"
         )
