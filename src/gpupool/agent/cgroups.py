@@ -248,6 +248,15 @@ def remove(paths: list[str] | list[Path], wait_s: float = 2.0) -> None:
                 raise
 
 
+def remove_parents(paths: list[str]) -> None:
+    """Remove the folders these cgroups were in (a tenant's) once nothing else is in them;
+    their other workloads' cgroups stay untouched, empty or not (one that ended and is not
+    yet harvested still tells why it ended)."""
+    for parent in {Path(path).parent for path in paths}:
+        with contextlib.suppress(OSError):
+            parent.rmdir()
+
+
 def prune(folders: list[Path]) -> None:
     """Remove these folders and the empty cgroup folders below them, deepest first (one with
     a process in it, or a child still busy, stays)."""

@@ -52,10 +52,20 @@ def _drop(api: AgentApi, rec: Record, path: Path, stream: str, limit: int) -> bo
         if path.stat().st_size <= rec.offsets[stream]:
             return False  # nothing new
         if not rec.log_truncated:
-            rec.log_truncated = True
-            api.logs(rec.alloc_id, stream, TRUNCATED.format(limit=limit))
+            _say_truncated(api, rec, stream, limit)
         os.truncate(path, 0)
-    except (OSError, AgentApiError):
+    except OSError:
         return False
     rec.offsets[stream] = 0
     return True
+
+
+def _say_truncated(api: AgentApi, rec: Record, stream: str, limit: int) -> None:
+    """The log's last line says the rest was not kept. A server that refuses more of this
+    tenant's logs will not take it either; a server that is away hears it next round."""
+    try:
+        api.logs(rec.alloc_id, stream, TRUNCATED.format(limit=limit))
+    except AgentApiError as exc:
+        if exc.status not in REFUSED:
+            raise
+    rec.log_truncated = True

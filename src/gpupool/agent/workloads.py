@@ -363,18 +363,20 @@ class Launcher:
         """After a workload ended: kill what is left in its cgroups, remove them and its
         working dir, stop MPS daemons no other workload uses, and put a replica's port
         (``replica``: its allocation) in quarantine."""
-        if replica is not None:
-            self.ports.release(replica)
-            self.refresh_ports(now=True)
-        if made:
-            cgroups.kill(made)
-            cgroups.remove(made)
-            cgroups.prune([Path(p).parent for p in made])  # its tenant's, once empty
-        if workdir and Path(workdir).parent == self.work_root:
-            shutil.rmtree(workdir, ignore_errors=True)
-        for uuid in mps:
-            if uuid not in in_use:
-                self.mps.stop(uuid)
+        try:
+            if made:
+                cgroups.kill(made)
+                cgroups.remove(made)
+                cgroups.remove_parents(made)  # its tenant's folder, once empty
+            if workdir and Path(workdir).parent == self.work_root:
+                shutil.rmtree(workdir, ignore_errors=True)
+            for uuid in mps:
+                if uuid not in in_use:
+                    self.mps.stop(uuid)
+        finally:  # last, and whatever failed above: the rules learn when its quarantine ends
+            if replica is not None:
+                self.ports.release(replica)
+                self.refresh_ports(now=True)
 
     def refresh_ports(self, now: bool = False) -> None:
         """The published ports again: ``now``, or once a quarantine ended (every round of
