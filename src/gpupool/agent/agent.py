@@ -523,14 +523,11 @@ class Agent(ChannelLink):
             del self.records[alloc_id]
             self.finished.add(alloc_id)
             replica = alloc_id if rec.port is not None else None
-            try:
+            try:  # a leftover folder or cgroup is not worth a failed round
                 self.launcher.cleanup(
                     rec.workdir, rec.cgroups, rec.mps, self._mps_in_use(), replica
                 )
-            except (
-                OSError,
-                LaunchError,
-            ) as exc:  # a leftover folder or cgroup is not worth a failed round
+            except (OSError, LaunchError) as exc:
                 log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
             self.store.remove(alloc_id)
 

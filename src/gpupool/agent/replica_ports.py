@@ -73,19 +73,19 @@ class ReplicaPorts:
     def _locked(self) -> Iterator[dict[str, Any]]:
         with locked_json(self.registry) as known:
             now = time.time()
-            for port, entry in list(known.items()):  # free again once its owner dropped
+            for key, entry in list(known.items()):  # free again once its owner dropped
                 gone = entry.get("released_at")  # the rule (after one quarantine) for sure
                 if gone is not None and now - gone >= 2 * self.quarantine_s:
-                    del known[port]
+                    del known[key]
             yield known
 
     def claim(self, alloc_id: int, address: str | None) -> int:
         """The allocation's port: the one it holds already (an agent that restarted), else a
         free one of the range, recorded before it is returned."""
         with self._locked() as known:
-            for port, entry in known.items():
+            for key, entry in known.items():
                 if self._mine(entry, alloc_id) and entry.get("released_at") is None:
-                    return int(port)
+                    return int(key)
             span = self.high - self.low + 1
             start = random.randrange(span)
             order = [self.low + (start + step) % span for step in range(span)]

@@ -30,6 +30,7 @@ def node_env(order: dict[str, Any], node: str, workdir: str, cpu_millis: int) ->
     node_id = nodes.index(node)
     per_node = int(env.get("SLURM_NTASKS_PER_NODE", "1"))
     job_id = str(order["job_id"])
+    cpus = str(max(1, -(-cpu_millis // 1000)))  # whole CPUs, rounded up
     out = {
         "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
         "SLURM_JOB_NAME": str(order.get("job_name") or ""),
@@ -37,8 +38,7 @@ def node_env(order: dict[str, Any], node: str, workdir: str, cpu_millis: int) ->
         "SLURM_NODEID": str(node_id), "SLURM_PROCID": str(node_id * per_node),
         "SLURM_LOCALID": "0", "SLURMD_NODENAME": node,
         "SLURM_SUBMIT_DIR": str(order.get("submit_dir") or workdir),
-        "SLURM_CPUS_ON_NODE": str(max(1, -(-cpu_millis // 1000))),
-        "SLURM_JOB_CPUS_PER_NODE": str(max(1, -(-cpu_millis // 1000))),
+        "SLURM_CPUS_ON_NODE": cpus, "SLURM_JOB_CPUS_PER_NODE": cpus,
     }  # fmt: skip
     for part in ("JOB_ID", "TASK_ID", "TASK_COUNT", "TASK_MIN", "TASK_MAX"):
         if f"GPUPOOL_ARRAY_{part}" in env:

@@ -191,8 +191,8 @@ def _nodes(p: _Plan) -> int:
 
 def _gpus(p: _Plan, nodes: int) -> tuple[str | None, int]:
     """The GPU model and count per node, from whichever GPU option the script used."""
-    if p.get("gres"):
-        _gres(p.get("gres") or "", p.where("gres"))  # a resource gpupool lacks first
+    # a resource gpupool lacks is named before a second way of asking for GPUs
+    gres = _gres(p.get("gres") or "", p.where("gres")) if p.get("gres") else None
     given = [n for n in ("gres", "gpus", "gpus-per-node", "gpus-per-task") if p.get(n)]
     if len(given) > 1:
         names = ", ".join(f"--{n}" for n in given)
@@ -201,10 +201,7 @@ def _gpus(p: _Plan, nodes: int) -> tuple[str | None, int]:
         return None, 0
     name = given[0]
     where, text = p.where(name), p.get(name) or ""
-    if name == "gres":
-        slurm_type, count = _gres(text, where)
-    else:
-        slurm_type, count = _count(text, where)
+    slurm_type, count = gres if name == "gres" and gres else _count(text, where)
     if name == "gpus":  # for the whole job: an even share per node
         if count % nodes:
             raise SpecError(

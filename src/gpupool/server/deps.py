@@ -45,7 +45,7 @@ class ServerContext:
     month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(60.0))
     changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
     beats: BeatBatcher = field(init=False)  # agents' beats on their channels, written together
-    limits: LimitCache = field(init=False)  # tenants' admission limits
+    limits: LimitCache = field(init=False)  # tenants' admission limits (the loop's own)
 
     def __post_init__(self) -> None:
         self.changes = ChangeFeed(
@@ -55,7 +55,7 @@ class ServerContext:
             None if self.db.is_sqlite else ChangeListener(self.db.engine),
         )
         self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time)
-        self.limits = LimitCache(self.settings)
+        self.limits = self.loop.limits
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

@@ -81,12 +81,12 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
         job = s.get(JobRow, alloc.job_id, with_for_update=True)
         assert job is not None
         actor = who.user
+        # the node whose part this is: a node-scoped token speaks for its own node only
+        part = (who.node if who.node not in (None, "*") else None) or body.node
         if body.state == "running":
             if body.port is not None:  # a replica's port, as its agent chose and published it
                 alloc.port = body.port
-            # a node-scoped token speaks for its own node only
-            scoped = who.node if who.node not in (None, "*") else None
-            _part_started(s, alloc, scoped or body.node, now)
+            _part_started(s, alloc, part, now)
             if job.state == "admitted":
                 move(s, job, "running", now, body.reason or "started", actor)
         elif body.state == "lost":
@@ -94,8 +94,7 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
             finish(s, job, "lost", now, reason, actor, body.ended_at)
             after_lost(s, job, now, reason, actor)
         else:
-            scoped = who.node if who.node not in (None, "*") else None
-            if body.state == "succeeded" and _parts_left(s, alloc, scoped or body.node, now):
+            if body.state == "succeeded" and _parts_left(s, alloc, part, now):
                 return allocation_out(alloc)  # the gang's other parts still run: it goes on
             job.exit_code = body.exit_code
             why = body.reason or (

@@ -106,12 +106,12 @@ def list_prices(ctx: Ctx, who: Caller) -> list[PriceOut]:
 def known_model(ctx: Ctx, model: str) -> str:
     """The catalog's name of ``model``, or a model some node of the pool has; anything else
     is a 422 (a price for a model nobody has is a typo, and an unbounded name a stored one)."""
-    try:
-        name = canonical_model(model[:101])
-    except SpecError as exc:
-        raise ApiError(422, f"model: {exc}", "model") from None
     if len(model) > 100:
         raise ApiError(422, "model: longer than 100 characters", "model")
+    try:
+        name = canonical_model(model)
+    except SpecError as exc:
+        raise ApiError(422, f"model: {exc}", "model") from None
     if catalog_entry(name) is not None:
         return name
     with ctx.db.read() as s:

@@ -67,6 +67,5 @@ def set_limits(name: Name, body: LimitsIn, ctx: Ctx, who: Caller, request: Reque
         s.flush()
         out = _out(ctx, s, row)
     ctx.limits.forget(name)
-    ctx.loop.limits.forget(name)
     request.state.audit_target = f"limits of {name}"
     return out

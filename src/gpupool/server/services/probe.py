@@ -9,7 +9,6 @@ replica needs no token. A reading that cannot be parsed is reported, never raise
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -78,14 +77,3 @@ def probe(endpoint: str, health_path: str, timeout: float) -> Reading:
     if not 200 <= status < 300:
         return Reading(ready=True, error=f"metrics: HTTP {status}")
     return parse_metrics(text)
-
-
-def probe_all(
-    targets: dict[int, tuple[str, str]], timeout: float, workers: int = 16
-) -> dict[int, Reading]:
-    """Probe every ``job_id -> (endpoint, health_path)`` at once."""
-    if not targets:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
-        futures = {j: pool.submit(probe, ep, path, timeout) for j, (ep, path) in targets.items()}
-        return {j: f.result() for j, f in futures.items()}

@@ -13,6 +13,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 
 from gpupool.server.services.probe import Reading, probe
 
@@ -72,7 +73,7 @@ class ProbePool:
                 self._running[tenant] += 1
                 future = self._executor.submit(self._check, target)
                 self._futures[job] = future
-                future.add_done_callback(lambda _, t=tenant: self._finished(t))
+                future.add_done_callback(partial(self._finished, tenant))
 
     def _check(self, target: Target) -> Reading:
         try:
@@ -80,7 +81,7 @@ class ProbePool:
         except Exception as exc:  # a bug in one check is that replica's failed check
             return Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
 
-    def _finished(self, tenant: str) -> None:
+    def _finished(self, tenant: str, _done: Future[Reading]) -> None:
         with self._lock:
             self._running[tenant] -= 1
         self._dispatch(tenant)
