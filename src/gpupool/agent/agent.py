@@ -266,7 +266,11 @@ class Agent(ChannelLink):
         if "lease_s" in node:
             self.lease_s, self.fence_kill_s = node["lease_s"], node["fence_kill_s"]
         advice = node.get("heartbeat_s")
-        if self.config.heartbeat_s is None and type(advice) in (int, float):
+        if (
+            self.config.heartbeat_s is None
+            and isinstance(advice, int | float)
+            and not isinstance(advice, bool)
+        ):
             self.heartbeat_s = min(max(float(advice), MIN_HEARTBEAT_S), MAX_HEARTBEAT_S)
         self._renew_lease(sent)
 
@@ -437,7 +441,7 @@ class Agent(ChannelLink):
         return {uuid for r in self.records.values() for uuid in r.mps}
 
     def _limits(self, grants: list[Grant]) -> dict[str, int]:
-        out = {}
+        out: dict[str, int] = {}
         for g in grants:
             uuid = granted_uuid(g, self.local[g.device])
             out[uuid] = out.get(uuid, 0) + g.mem_mib

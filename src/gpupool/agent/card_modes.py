@@ -8,6 +8,7 @@ restarts: it is not tried again every round."""
 import logging
 from dataclasses import dataclass, field, replace
 
+from gpupool.devices.base import MigModeControl
 from gpupool.devices.detect import Located
 from gpupool.model import SharingMode
 from gpupool.sharing.runtime_env import LocalDevice
@@ -55,7 +56,7 @@ class CardModes:
     @staticmethod
     def _switch(loc: Located, local: dict[int, LocalDevice], mode: str) -> None:
         backend = loc.backend
-        if not hasattr(backend, "set_mig_mode"):
+        if not isinstance(backend, MigModeControl):
             name = getattr(backend, "name", "device")
             raise RuntimeError(f"the {name} backend cannot switch MIG mode")
         dev = local[loc.index]

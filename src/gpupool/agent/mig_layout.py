@@ -7,9 +7,10 @@ scheduler's next grant is made against the layout the heartbeat reports."""
 import logging
 from collections.abc import Iterable, Iterator
 
+from gpupool.devices.base import MigControl
 from gpupool.devices.detect import Located
 from gpupool.model import SharingMode
-from gpupool.sharing.mig import table_for
+from gpupool.sharing.mig import MigTable, table_for
 from gpupool.sharing.runtime_env import Grant, LocalDevice
 
 log = logging.getLogger("gpupool.agent")
@@ -22,14 +23,14 @@ class MigLayoutError(Exception):
 
 def _overlaps(model: str, a: tuple[str, int | None], b: tuple[str, int]) -> bool:
     table = table_for(model)
-    if table is None or a[1] is None:
+    if not isinstance(table, MigTable) or a[1] is None:
         return True
     return bool(table.profile(a[0]).mask(a[1]) & table.profile(b[0]).mask(b[1]))
 
 
 def _missing(
     grants: Iterable[Grant], local: dict[int, LocalDevice], located: dict[int, Located]
-) -> Iterator[tuple[Grant, list[tuple[str, int | None, str]]]]:
+) -> Iterator[tuple[Grant, tuple[str, int], list[tuple[str, int | None, str]]]]:
     """Each MIG grant with no instance at its (profile, start) yet, with the existing
     instances that overlap it."""
     for g in grants:
@@ -40,14 +41,14 @@ def _missing(
         if any((p, s) == wanted for p, s, _ in dev.mig):
             continue
         model = located[g.device].device.model
-        yield g, [m for m in dev.mig if _overlaps(model, (m[0], m[1]), wanted)]
+        yield g, wanted, [m for m in dev.mig if _overlaps(model, (m[0], m[1]), wanted)]
 
 
 def in_the_way(
     grants: Iterable[Grant], local: dict[int, LocalDevice], located: dict[int, Located]
 ) -> set[str]:
     """UUIDs of existing instances that overlap a granted instance not made yet."""
-    return {uuid for _, in_way in _missing(grants, local, located) for _, _, uuid in in_way}
+    return {uuid for _, _, in_way in _missing(grants, local, located) for _, _, uuid in in_way}
 
 
 def ensure_instances(
@@ -59,11 +60,13 @@ def ensure_instances(
     """Make every granted MIG instance exist; ``local`` is updated in place. ``busy``: MIG
     UUIDs running workloads use. Returns what was done, for the log and the tests."""
     done: list[str] = []
-    for g, in_way in _missing(grants, local, located):  # lazily: sees each creation
+    for g, (profile, start), in_way in _missing(
+        grants, local, located
+    ):  # lazily: sees each creation
         dev = local[g.device]
         loc = located[g.device]
         backend = loc.backend
-        if not hasattr(backend, "create_mig"):
+        if not isinstance(backend, MigControl):
             raise MigLayoutError(
                 f"device {g.device}: no MIG instance {g.mig_profile} at slice {g.mig_start} and "
                 f"the {getattr(backend, 'name', 'device')} backend cannot create one"
@@ -79,7 +82,7 @@ def ensure_instances(
             for p, s, uuid in in_way:
                 backend.destroy_mig(loc.device.local_index, uuid)
                 done.append(f"destroyed {p}@{s} on device {g.device}")
-            made = backend.create_mig(loc.device.local_index, g.mig_profile, g.mig_start)
+            made = backend.create_mig(loc.device.local_index, profile, start)
         except Exception as exc:  # NVML or the simulated backend refused: fail this start
             raise MigLayoutError(f"device {g.device}: {exc}") from None
         kept = tuple(m for m in dev.mig if m not in in_way)

@@ -13,7 +13,7 @@ import errno
 CLONE_NEWUSER = 0x10000000
 
 try:
-    import pyseccomp as seccomp  # type: ignore[import-untyped]
+    import pyseccomp as seccomp
 except (ImportError, OSError):  # the library binding, or libseccomp.so itself
     seccomp = None
 

@@ -85,6 +85,8 @@ def become(uid: int | None, gid: int | None, umask: int | None) -> None:
     """Drop to the tenant's user for good (no supplementary groups)."""
     if uid is None:
         return
+    if gid is None:  # never run a tenant's work with root's group
+        raise ValueError(f"user {uid} has no group to drop to")
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gpupool.agent.mig_layout import MigLayoutError
-from gpupool.devices.base import DiscoveryError
+from gpupool.devices.base import DiscoveryError, VnpuMaker
 from gpupool.devices.detect import Located
 from gpupool.model import SpecError
 from gpupool.sharing.runtime_env import Grant, LocalDevice
@@ -63,7 +63,7 @@ def _create(
 ) -> tuple[int | None, str]:
     template = str(g.mig_profile)
     backend = loc.backend
-    if not hasattr(backend, "create_vnpu"):
+    if not isinstance(backend, VnpuMaker):
         raise MigLayoutError(
             f"device {g.device}: no free vNPU {template} and the "
             f"{getattr(backend, 'name', 'device')} backend cannot create one"

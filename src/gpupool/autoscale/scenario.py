@@ -46,7 +46,7 @@ class ServiceSpec(BaseModel):
 class ReactiveSpec(BaseModel):
     stable_s: float = Field(60, gt=0)
     panic_threshold: float = Field(2.0, gt=1)
-    scale_down_delays_s: list[float] = Field(default_factory=lambda: [0, 600, 1800])
+    scale_down_delays_s: list[float] = Field(default_factory=lambda: [0.0, 600.0, 1800.0])
     utilisation_from: float = Field(0.5, gt=0, le=1)
     utilisation_to: float = Field(1.0, gt=0, le=1)
     utilisation_step: float = Field(0.025, gt=0)

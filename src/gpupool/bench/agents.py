@@ -21,6 +21,7 @@ import queue
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ async def _submit_burst(url: str, token: str, submits: int) -> list[int]:
 def _to_running(db: Database, jobs: list[int], deadline_s: float) -> list[float]:
     """Seconds from submission to the ``running`` event of each job that got there."""
     deadline = time.monotonic() + deadline_s
-    rows: list[Any] = []
+    rows: Sequence[Any] = []
     while time.monotonic() < deadline:
         with db.read() as s:
             rows = s.execute(

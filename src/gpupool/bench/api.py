@@ -121,7 +121,7 @@ def _load(port: int, token: str, submits: int, concurrency: int, seed: int) -> l
 
 
 def _where_time_goes(
-    port: int, token: str, cpu_before: dict[int, float], load_cpu: float, elapsed: float
+    port: int, token: str, cpu_before: dict[int, tuple[str, float]], load_cpu: float, elapsed: float
 ) -> dict[str, Any]:
     """CPU seconds per kind of process during the submissions, and the server's own
     averages from its /metrics: the submission route's time and the scheduling cycles."""

@@ -9,6 +9,7 @@ import math
 import time
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.invoice import Usage, invoice, month_bounds
@@ -52,7 +53,7 @@ def _records(path: Path, cards: int) -> dict[str, list[Usage]]:
     return out
 
 
-def _time_invoices(records: dict[str, list[Usage]]) -> dict[str, object]:
+def _time_invoices(records: dict[str, list[Usage]]) -> dict[str, Any]:
     catalog = Catalog.default()
     started = time.perf_counter()
     totals = {t: invoice(t, MONTH, rs, catalog, zone=ZONE)["total"] for t, rs in records.items()}
@@ -65,7 +66,7 @@ def _time_invoices(records: dict[str, list[Usage]]) -> dict[str, object]:
     }
 
 
-def run_billing_bench(scenario: str, cards: tuple[int, ...] = (40, 1000)) -> dict[str, object]:
+def run_billing_bench(scenario: str, cards: tuple[int, ...] = (40, 1000)) -> dict[str, Any]:
     path = Path(scenario)
     if not path.is_file():
         raise SpecError(f"scenario: {path} not found (run from the repository, or give --scenario)")

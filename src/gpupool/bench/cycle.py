@@ -2,6 +2,7 @@
 
 import random
 import time
+from typing import Any
 
 from gpupool.bench.placement import peak_rss_mb
 from gpupool.bench.synthetic import job_mix, synthetic_cluster
@@ -55,7 +56,7 @@ def run_cycle_bench(
     seed: int = 0,
     requests: str = "synthetic",
     defrag_moves: int = 0,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Fill ~half the cluster with running work from a skewed subset of tenants (so some
     borrow), then time one cycle over ``pending`` new jobs from every tenant. With
     ``defrag_moves``, the defragment action runs too, over every blocked job within its

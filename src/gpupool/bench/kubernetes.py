@@ -74,7 +74,7 @@ def pod_object(name: str, namespace: str, scheduler: str, cards: int) -> dict[st
 
 def card_mix(pods: int, seed: int) -> list[int]:
     rng = random.Random(seed)
-    sizes, weights = zip(*GPU_MIX, strict=True)
+    sizes, weights = [n for n, _ in GPU_MIX], [w for _, w in GPU_MIX]
     return rng.choices(sizes, weights, k=pods)
 
 

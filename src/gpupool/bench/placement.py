@@ -2,6 +2,7 @@
 
 import resource
 import time
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ def run_placement_bench(
     policy: str,
     seed: int = 0,
     requests: str = "synthetic",
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Place ``jobs`` one by one into a filling cluster, timing each decision + commit."""
     cluster = synthetic_cluster(nodes, gpus_per_node, seed)
     queue = job_mix(requests, jobs, seed)

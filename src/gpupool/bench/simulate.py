@@ -4,13 +4,14 @@ import os
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 from gpupool.bench.placement import peak_rss_mb
 
 
 def run_simulate_bench(
     nodes: Path, pods: Path, policies: list[str], seeds: list[int], tune: float, workers: int
-) -> dict[str, object]:
+) -> dict[str, Any]:
     from gpupool.sim.replays import replay_files
 
     tasks = [(str(pods), p, s) for p in policies for s in seeds]

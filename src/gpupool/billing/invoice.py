@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpupool.billing.catalog import Catalog
@@ -43,8 +43,10 @@ def month_bounds(month: str, zone: str = DEFAULT_ZONE) -> tuple[float, float]:
 
 
 class Spanned(Protocol):
-    start: float
-    end: float
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,11 @@ def invoice(
             line["amount_fen"] for line in lines if not line["item"]["kind"].startswith("plan")
         )
         if on_demand:
-            item = {"kind": "discount", "pct": discount_pct}
+            discount: dict[str, Any] = {"kind": "discount", "pct": discount_pct}
             rate = -Fraction(on_demand * discount_pct, 100)
-            lines.append(_line(f"discount {discount_pct}% on usage", Fraction(1), "", rate, item))
+            lines.append(
+                _line(f"discount {discount_pct}% on usage", Fraction(1), "", rate, discount)
+            )
     for reason, fen in credits:  # never below zero: a credit applies up to what is due
         due = max(0, sum(line["amount_fen"] for line in lines))
         applied = min(fen, due)

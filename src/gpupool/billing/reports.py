@@ -31,7 +31,7 @@ def _days(start: float, end: float, zone: str) -> list[float]:
     """Local midnights in (start, end)."""
     tz = ZoneInfo(zone)
     day = datetime.fromtimestamp(start, tz).replace(hour=0, minute=0, second=0, microsecond=0)
-    out = []
+    out: list[float] = []
     while True:
         day = (day + timedelta(days=1, hours=2)).replace(hour=0)  # DST-safe next midnight
         if day.timestamp() >= end:

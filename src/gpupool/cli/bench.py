@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -191,7 +192,7 @@ def kubernetes(
     _emit(run_kubernetes_bench(nodes, pods, steady, seed), as_json, "kubernetes benchmark")
 
 
-def _emit(result: dict[str, object], as_json: bool, title: str) -> None:
+def _emit(result: dict[str, Any], as_json: bool, title: str) -> None:
     """One JSON object for machines, or a table for people."""
     if as_json:
         typer.echo(json.dumps(result))

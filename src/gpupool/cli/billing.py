@@ -2,6 +2,7 @@
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -75,7 +76,7 @@ def billing_set_price(
 
     from gpupool.cli.admin_client import _when
 
-    body: dict[str, object] = {"monthly": monthly, "hourly": hourly}
+    body: dict[str, Any] = {"monthly": monthly, "hourly": hourly}
     if start is not None:
         when = _when(start, "from")
         body["effective_from"] = datetime.fromtimestamp(when or time.time(), UTC).isoformat()
@@ -160,7 +161,7 @@ def plan_create(
     without the discount)."""
     from gpupool.cli.admin_client import _when
 
-    body: dict[str, object] = {
+    body: dict[str, Any] = {
         "tenant": tenant,
         "model": model,
         "cards": cards,
@@ -305,9 +306,9 @@ def billing_settings(
                 "discount_pct": out["discount_pct"] if discount is None else discount,
             }
             out = api.put(path, body)
-    prices = ", ".join(f"{k} ¥{v}" for k, v in out["task_prices"].items()) or "-"
+    priced = ", ".join(f"{k} ¥{v}" for k, v in out["task_prices"].items()) or "-"
     off = f"; {out['discount_pct']}% off usage" if out["discount_pct"] else ""
-    show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}{off}; per-task prices: {prices}")
+    show(out, as_json, f"{tenant}: {out['mode']}, {out['kind']}{off}; per-task prices: {priced}")
 
 
 @billing_app.command("budget")

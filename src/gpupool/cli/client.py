@@ -261,7 +261,7 @@ def quota_set(
         return
     q = next((q for q in out["quotas"] if q["resource"] == resource), body)
 
-    def limit(value: float | None, none: str) -> str:
+    def limit(value: Any, none: str) -> str:
         return none if value is None else f"{value:g}"
 
     typer.echo(

@@ -3,6 +3,7 @@
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -85,7 +86,7 @@ def fgd(
         caption="the bag is trimmed or topped up to at most tune x capacity (the paper's "
         "protocol); 'at end' is where it ends",
     )
-    for name, row in result["policies"].items():  # type: ignore[union-attr]
+    for name, row in result["policies"].items():
         table.add_row(
             name,
             f"{row['unallocated_gpus_at_100']:.1f}",
@@ -141,7 +142,8 @@ def family(
         node_path, _ = trace_paths(nodes, folder)  # the folder stands in for a pod list
     files = family_files(folder)
     require_files(node_path)
-    node_list, skipped = load_nodes(node_path, strict=strict)
+    node_list, node_errors = load_nodes(node_path, strict=strict)
+    skipped = [str(e) for e in node_errors]
     unreadable: dict[str, str] = {}
     counts: dict[str, int] = {}
     for path in files:
@@ -241,7 +243,7 @@ def variants(
         raise SpecError(f"{pod_path.name}: no valid pod rows to vary")
     header = list(rows[0])  # the file's columns, in its order
     out.mkdir(parents=True, exist_ok=True)
-    result: dict[str, object] = {"source": mix(rows)}
+    result: dict[str, Any] = {"source": mix(rows)}
     for variant in STANDARD:
         made = make_variant(rows, variant, node_list, seed)
         target = out / f"openb_pod_list_{variant.name}.csv"
@@ -257,8 +259,8 @@ def variants(
     for name, m in result.items():
         table.add_row(
             name,
-            str(m["pods"]),  # type: ignore[index]
-            *(f"{m[k]:.0%}" for k in ("gpushare", "multigpu", "cpu", "gpuspec")),  # type: ignore[index]
+            str(m["pods"]),
+            *(f"{m[k]:.0%}" for k in ("gpushare", "multigpu", "cpu", "gpuspec")),
         )
     Console().print(table)
 
@@ -313,7 +315,7 @@ def openb_time(
         title=f"openb in time: {result['gpus']} GPUs, {result['pods']} pods, "
         f"arrivals x{time_scale:g}",
     )
-    for name, modes in result["policies"].items():  # type: ignore[union-attr]
+    for name, modes in result["policies"].items():
         for mode, r in modes.items():
             table.add_row(
                 name,
@@ -379,11 +381,11 @@ def defrag_command(
         title=f"defragmentation at {arrived:.0%} arrived: {result['gpus']} GPUs, seed {seed}",
     )
     for k in ("8", "4"):
-        cost = result["by_probe"][f"{k}gpu"]  # type: ignore[index]
+        cost = result["by_probe"][f"{k}gpu"]
         table.add_row(
             f"{k} GPUs",
-            str(result["before"][f"placeable_{k}gpu"]),  # type: ignore[index]
-            str(result["after"][f"placeable_{k}gpu"]),  # type: ignore[index]
+            str(result["before"][f"placeable_{k}gpu"]),
+            str(result["after"][f"placeable_{k}gpu"]),
             str(cost["moves"]),
             str(cost["jobs_interrupted"]),
         )
@@ -402,7 +404,7 @@ def _scenario_defrag(path: Path, as_json: bool, checkpoint_s: float) -> None:
         "team", "p95 wait without", "p95 wait with", "started without", "started with",
         title=f"{result['scenario']}: pooled, without and with defragmentation",
     )  # fmt: skip
-    without, with_ = result["without"]["tenants"], result["with"]["tenants"]  # type: ignore[index]
+    without, with_ = result["without"]["tenants"], result["with"]["tenants"]
     for team in without:
         table.add_row(
             team,
@@ -412,11 +414,11 @@ def _scenario_defrag(path: Path, as_json: bool, checkpoint_s: float) -> None:
             str(with_[team]["started"]),
         )
     Console().print(table)
-    moves = result["with"]["preemptions"] - result["without"]["preemptions"]  # type: ignore[index]
+    moves = result["with"]["preemptions"] - result["without"]["preemptions"]
     typer.echo(f"jobs moved (extra preemptions): {moves}")
     typer.echo(
         f"inference replicas copied first (make-before-break): {result['with']['replicas_copied']}"
-    )  # type: ignore[index]
+    )
 
 
 def _ratio(value: float | None) -> str:

@@ -48,10 +48,10 @@ def register(app: typer.Typer) -> None:
         long gangs wait and what share of their GPU pairs talk through the spine. Medians
         over seeds; every mode sees the same arrivals."""
         from gpupool.sim.topology_sim import Tree, compare
-        from gpupool.sim.traces.openb import load_pods
+        from gpupool.sim.traces.openb import Pod, load_pods
 
         tree = Tree(leaves, nodes_per_leaf, cards)
-        pod_list = []
+        pod_list: list[Pod] = []
         if background > 0:
             if pods is None:
                 _, pods = trace_files(None, None)

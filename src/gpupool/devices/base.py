@@ -3,7 +3,7 @@ instances where the hardware has them), telemetry per device, and the processes 
 device's memory (for the agent's memory watchdog)."""
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpupool.model import SharingMode, Vendor
 
@@ -138,6 +138,7 @@ def optional_number(text: str | None) -> float | None:
         return None
 
 
+@runtime_checkable
 class MigControl(Protocol):
     """A backend that can cut its cards on order (dynamic MIG): instances are created where
     the scheduler granted them and destroyed when idle and in the way."""
@@ -149,3 +150,19 @@ class MigControl(Protocol):
     def destroy_mig(self, local_index: int, uuid: str) -> None:
         """Destroy the instance with this MIG UUID (its compute instances first)."""
         ...
+
+
+@runtime_checkable
+class MigModeControl(MigControl, Protocol):
+    """A backend that can also turn a card's MIG mode on and off."""
+
+    def set_mig_mode(self, local_index: int, on: bool) -> None: ...
+
+
+@runtime_checkable
+class VnpuMaker(Protocol):
+    """A backend that cuts its chips into vNPUs on order."""
+
+    def create_vnpu(self, local_index: int, template: str) -> MigInstance: ...
+
+    def destroy_vnpu(self, local_index: int, uuid: str) -> None: ...

@@ -48,10 +48,10 @@ def discover(
 ) -> tuple[list[Located], Inventory]:
     """``auto`` tries every vendor; ``simulated:...`` or a YAML path simulates."""
     if spec != "auto":
-        backend = simulated_backend(spec, node)
-        devices = backend.discover()
-        located = [Located(i, d, backend) for i, d in enumerate(devices)]
-        return located, Inventory(devices=devices, backends=[backend.name])
+        simulated = simulated_backend(spec, node)
+        devices = simulated.discover()
+        alone = [Located(i, d, simulated) for i, d in enumerate(devices)]
+        return alone, Inventory(devices=devices, backends=[simulated.name])
     inventory = Inventory()
     located: list[Located] = []
     for chain in vendor_backends() if candidates is None else candidates:

@@ -21,7 +21,7 @@ from gpupool.devices.base import (
 from gpupool.devices.naming import model_name
 from gpupool.devices.nvidia_mig import MigError
 from gpupool.model import SharingMode, Vendor
-from gpupool.sharing.mig import table_for
+from gpupool.sharing.mig import MigTable, table_for
 
 MIB = 1024 * 1024
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -133,7 +133,7 @@ class NvmlBackend:
         h = self.nvml.nvmlDeviceGetHandleByIndex(local_index)
         card = self._device(local_index, h)
         table = table_for(card.model)
-        if table is None or card.mode is not SharingMode.MIG:
+        if not isinstance(table, MigTable) or card.mode is not SharingMode.MIG:
             raise MigError(f"nvidia: card {local_index} ({card.model}) is not in MIG mode")
         return nvidia_mig.create(self.nvml, h, local_index, table, profile, start)
 

@@ -203,7 +203,8 @@ class SimulatedBackend:
         if d.mode != SharingMode.MIG or table is None:
             raise SpecError(f"mig: device {local_index} ({d.model}) is not in MIG mode")
         # the same legality check as a YAML layout: legal start, no overlap
-        wanted = [_Mig.model_construct(profile=m.profile, start=m.start) for m in d.mig]
+        # a simulated instance always knows its start (it was made from a layout)
+        wanted = [_Mig.model_construct(profile=m.profile, start=m.start or 0) for m in d.mig]
         wanted.append(_Mig.model_construct(profile=profile, start=start))
         name, _, mib = _mig_layout(d.model, wanted)[-1]
         made = MigInstance(name, start, f"MIG-sim-{self.node}-{local_index}-{name}-{start}", mib)

@@ -11,7 +11,7 @@ import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from kubernetes import client as k8s_client
@@ -84,7 +84,7 @@ class KubeApi:
                 self._cfg.refresh_api_key_hook(self._cfg)
             self._auth = {
                 a["key"]: a["value"]
-                for a in self._cfg.auth_settings().values()
+                for a in cast(dict[str, dict[str, Any]], self._cfg.auth_settings()).values()
                 if a.get("in") == "header" and a.get("value")
             }
             self._auth_at = now

@@ -274,8 +274,10 @@ def decide(
             for m in members:
                 hold(m[3])
             continue
-        policy = members[0][2]
-        running.append(RunningJob(job, Placement(job_id, tuple(pieces), policy), job.submit_time))
+        placed_by = members[0][2]
+        running.append(
+            RunningJob(job, Placement(job_id, tuple(pieces), placed_by), job.submit_time)
+        )
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
@@ -295,23 +297,25 @@ def decide(
     ]
     result = run_cycle(state, running, pending, tree, now, config=cycle)
     for b in result.bindings:
-        members = jobs[b.job_id].pods
+        pod_names = jobs[b.job_id].pods
         if b.after:
-            for pod in members:
-                out.waiting[pod] = f"waiting for {len(b.after)} preempted job(s) to end"
+            for pod_name in pod_names:
+                out.waiting[pod_name] = f"waiting for {len(b.after)} preempted job(s) to end"
             continue
-        gang = len(members) > 1
-        for name, piece in zip(members, b.placement.nodes, strict=True):
+        gang = len(pod_names) > 1
+        for pod_name, piece in zip(pod_names, b.placement.nodes, strict=True):
             node = nodes[piece.node].node
             grant = grant_json(b.job_id, piece, node, b.placement.policy)
-            uid = uid_of(by_key[name])
-            out.binds.append(Bind(name, piece.node, signed(key, uid, grant), b.action, gang, uid))
+            uid = uid_of(by_key[pod_name])
+            out.binds.append(
+                Bind(pod_name, piece.node, signed(key, uid, grant), b.action, gang, uid)
+            )
     for p in result.preemptions:
-        for pod in by_job.get(p.job_id, []):
-            out.evictions.append(Evict(pod, f"preempted by {p.by}: {p.reason}", p.grace_s))
+        for pod_name in by_job.get(p.job_id, []):
+            out.evictions.append(Evict(pod_name, f"preempted by {p.by}: {p.reason}", p.grace_s))
     for job_id, reason in result.pending.items():
-        for pod in jobs[job_id].pods if job_id in jobs else []:
-            out.waiting.setdefault(pod, reason)
+        for pod_name in jobs[job_id].pods if job_id in jobs else []:
+            out.waiting.setdefault(pod_name, reason)
     if memo is not None:
         memo.sweep()
     return out

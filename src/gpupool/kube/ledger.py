@@ -77,7 +77,9 @@ def bound_report(
         return None
     meta = pod.get("metadata") or {}
     conditions = (pod.get("status") or {}).get("conditions") or []
-    scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+    scheduled: Mapping[str, Any] = next(
+        (c for c in conditions if c.get("type") == "PodScheduled"), {}
+    )
     return {
         "uid": uid_of(pod),
         "pod": pod_key(pod),
@@ -102,11 +104,11 @@ def _time(raw: object) -> float | None:
 
 
 def finished_at(pod: Mapping[str, Any]) -> float | None:
-    ends = [
+    times = (
         _time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
         for c in (pod.get("status") or {}).get("containerStatuses") or []
-    ]
-    ends = [e for e in ends if e is not None]
+    )
+    ends = [e for e in times if e is not None]
     return max(ends) if ends else None
 
 
@@ -180,13 +182,13 @@ class Ledger:
                     bound.append(report)
         ended = []
         for uid in self.reported:
-            pod = by_uid.get(uid)
-            if pod is not None and not is_terminal(pod):
+            seen = by_uid.get(uid)
+            if seen is not None and not is_terminal(seen):
                 continue
-            if pod is not None:
-                phase = (pod.get("status") or {}).get("phase")
+            if seen is not None:
+                phase = str((seen.get("status") or {}).get("phase"))  # terminal: it has one
                 state = "succeeded" if phase == "Succeeded" else "failed"
-                at, reason = finished_at(pod) or now, f"the pod {phase.lower()}"
+                at, reason = finished_at(seen) or now, f"the pod {phase.lower()}"
             elif uid in self.preempted:
                 state, at, reason = "preempted", now, self.preempted[uid]
             else:

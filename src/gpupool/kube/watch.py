@@ -52,12 +52,10 @@ class Reflector:
         backoff = 0.2
         while not stop.is_set():
             try:
-                version = self._list()
+                version: str | None = self._list()
                 backoff = 0.2
-                while not stop.is_set():
-                    version = self._watch(version, stop)
-                    if version is None:
-                        break  # too old: list again
+                while version is not None and not stop.is_set():
+                    version = self._watch(version, stop)  # None: too old, list again
             except (httpx.HTTPError, ApiError, ValueError) as exc:
                 if stop.is_set():
                     return

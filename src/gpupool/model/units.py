@@ -41,7 +41,7 @@ def _number(text: str, what: str) -> tuple[Fraction, str]:
     return Fraction(match.group(1)), match.group(2).lower()
 
 
-def parse_memory_mib(text: str | int, what: str = "memory") -> int:
+def parse_memory_mib(text: str | int | float, what: str = "memory") -> int:
     """Return the MiB in ``text`` (``"32GiB"``, ``"512Mi"``, ``"20GB"``), rounded up."""
     if isinstance(text, bool):
         raise SpecError(f"{what}: expected a size, got {text!r}", token=str(text))

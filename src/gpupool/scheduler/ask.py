@@ -130,10 +130,10 @@ def compile_ask(state: ClusterState, request: ResourceRequest) -> Ask:
     slot_table = None
     if kind is SliceKind.MIG:
         slot_table = np.zeros((len(mig), OCCUPANCY_STATES), dtype=np.int16)
-        for code, profile in enumerate(mig):
-            if profile is not None:
+        for code, placed in enumerate(mig):
+            if placed is not None:
                 for occupied in range(OCCUPANCY_STATES):
-                    slot_table[code, occupied] = profile.room(occupied)
+                    slot_table[code, occupied] = placed.room(occupied)
     return Ask(
         card_units=_card_units(kind, request.gpu_count, compute, mem),
         request=request,

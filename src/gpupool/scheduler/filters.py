@@ -215,6 +215,7 @@ def _run(
         dev = static.copy()
 
     need_mem = None
+    units: np.ndarray | None
     if ask.kind is SliceKind.WHOLE:
         if steps.explain:
             dev &= state.idle

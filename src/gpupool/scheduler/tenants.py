@@ -189,10 +189,10 @@ class TenantTree:
                     return False, True, f"{head}, no idle capacity to borrow in the cohort"
                 borrows = True
             for parent in self.chain[tenant][1:]:
-                quota = self.tenants[parent].quotas.get(f)
-                if quota is None:
+                above = self.tenants[parent].quotas.get(f)
+                if above is None:
                     continue
-                cap = quota.nominal + (quota.borrowing_limit or 0)
+                cap = above.nominal + (above.borrowing_limit or 0)
                 used = self.subtree[parent].get(f, 0)
                 if used + q > cap:
                     return (

@@ -10,8 +10,9 @@ takes back lent cards), ``defragment`` (moves to make room), ``mode-switch`` (a 
 out of MIG for a hybrid or share pool), ``scale-in`` (a service's replicas). A proposal is
 about a subject (``job 12``, ``n1 device 0 -> mig``, ``service chat: 3 -> 2 replicas``)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select, update
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.scheduler.advice import decisions, withhold
 from gpupool.scheduler.session import Binding, CycleResult
+from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AdvisoryRow, JobRow, ProposalRow
 
 
@@ -26,7 +28,7 @@ def advisory_actions(s: Session) -> set[str]:
     return set(s.execute(select(AdvisoryRow.action)).scalars())
 
 
-def set_advisory(s: Session, wanted: dict[str, bool], who: str, now: float) -> set[str]:
+def set_advisory(s: Session, wanted: Mapping[str, bool], who: str, now: float) -> set[str]:
     """Switch actions to proposing (True) or acting (False); the set now advisory."""
     for action, on in wanted.items():
         row = s.get(AdvisoryRow, action)
@@ -49,12 +51,13 @@ def decide(s: Session, proposal: ProposalRow, approve: bool, who: str, now: floa
 def expire(s: Session, now: float) -> int:
     """Pending or approved-but-unused proposals past their time: expired (the job may be
     proposed again). A rejected one keeps its state; past its time it stops holding the job."""
-    done = s.execute(
+    done = rows_changed(
+        s,
         update(ProposalRow)
         .where(ProposalRow.state.in_(("pending", "approved")), ProposalRow.expires_at <= now)
-        .values(state="expired")  # an approval keeps who decided it, and when
+        .values(state="expired"),  # an approval keeps who decided it, and when
     )
-    return done.rowcount or 0
+    return done
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,11 @@ class Proposed:
     detail: dict[str, Any]
     job_id: int | None = None
     tenant: str = ""
+
+
+def _covers(b: Binding, detail: dict[str, Any]) -> bool:
+    """An approval covers a binding when it named every job the binding waits for."""
+    return set(b.after) <= set(detail.get("victims", []))
 
 
 def gate(
@@ -177,8 +185,8 @@ def hold_back(s: Session, result: CycleResult, now: float, ttl_s: float) -> dict
             continue
         why = gate(
             s, advisory, kind, f"job {b.job_id}", now, ttl_s,
-            lambda b=b: _decision(s, b, now),
-            lambda detail, b=b: set(b.after) <= set(detail.get("victims", [])),
+            partial(_decision, s, b, now),
+            partial(_covers, b),
         )  # fmt: skip
         if why is not None:
             waiting[b.job_id] = why

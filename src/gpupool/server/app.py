@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import ModuleType
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
@@ -90,7 +91,8 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     app.state.ctx = ctx
     app.state.ready = False
     errors.install(app)
-    routes = (jobs, job_control, billing, invoices, plans, reports, nodes, agents, allocations)
+    routes: tuple[ModuleType, ...] = (jobs, job_control, billing, invoices, plans, reports)
+    routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, limits, services, kubernetes)
     routes += (usage, alerts, admin, proposals, dashboard)
     for module in routes:

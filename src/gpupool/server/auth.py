@@ -154,6 +154,7 @@ def principal_for(session: Session, token: str, now: float | None = None) -> Pri
     if row.disabled or (expires_at is not None and expires_at <= now):
         return None
     role = Role(row.role)
+    visible: frozenset[str] | None
     if role is Role.ADMIN or (role is Role.FINANCE and row.tenant is None):
         visible = None
     elif row.tenant is None:

@@ -93,7 +93,7 @@ def read_digests(db: Database) -> Digests:
             )
         ).all()
         for node, index, mode in wanted:
-            modes[node].append((index, mode))
+            modes[node].append((index, str(mode)))  # never None (the query's filter)
     nodes = set(allocations) | set(states) | set(modes)
     return {n: node_digest(allocations[n], states.get(n), modes[n]) for n in nodes}
 

@@ -11,6 +11,7 @@ import math
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.lifecycle import device_models, metered_from, usage_rows
 
@@ -41,12 +42,13 @@ def checkpoint(session: Session, now: float, interval: int = INTERVAL_S) -> int:
             if alloc.metered_until is None
             else table.metered_until == alloc.metered_until
         )
-        moved = session.execute(
+        moved = rows_changed(
+            session,
             update(AllocationRow.__table__)
             .where(table.id == alloc.id, table.state == "active", unchanged)
-            .values(metered_until=until)
+            .values(metered_until=until),
         )
-        if moved.rowcount != 1:  # released or checkpointed by another writer meanwhile
+        if moved != 1:  # released or checkpointed by another writer meanwhile
             continue
         rows = usage_rows(alloc, device_models(session, alloc.placement), start, until)
         session.execute(UsageRow.__table__.insert(), rows)

@@ -9,7 +9,7 @@ from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, canonica
 from gpupool.model.devices import catalog_entry
 from gpupool.scheduler.tenants import CARD
 from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
-from gpupool.server.db.tables import DeviceRow, NodeRow
+from gpupool.server.db.tables import NodeRow
 
 
 def placement_to_json(p: Placement) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def device_fields(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def node_from_rows(node: NodeRow | Row, devices: Sequence[DeviceRow | Row]) -> Node:
+def node_from_rows(node: NodeRow | Row, devices: Sequence[Any]) -> Node:
     """ORM rows, or Core rows of the same columns (the scheduler's snapshot reads those)."""
     return Node(
         name=node.name,

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import Binding, CycleResult
 from gpupool.server.codec import placement_to_json
+from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
 from gpupool.server.replacements import create_copies
@@ -49,12 +50,13 @@ def commit_cycle(
     ]
     if not (result.bindings or result.preemptions or result.replacements or changed):
         return CommitSummary()
-    fenced = session.execute(
+    fenced = rows_changed(
+        session,
         update(Meta)
         .where(Meta.id == 1, Meta.leader_epoch == epoch)
-        .values(generation=Meta.generation + 1)
+        .values(generation=Meta.generation + 1),
     )
-    if fenced.rowcount != 1:
+    if fenced != 1:
         raise LostLeadership(f"epoch {epoch} is no longer the leader's")
     generation = session.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
     out = CommitSummary(generation=generation)
@@ -64,7 +66,7 @@ def commit_cycle(
     # lock every job this cycle changes, in id order; read only what admission needs (Core:
     # ORM objects for hundreds of admitted jobs cost more than the rest of the commit)
     t = JobRow.__table__.c
-    jobs = {
+    jobs: dict[int, Any] = {  # Core rows, then SimpleNamespaces for jobs made pending here
         row.id: row
         for row in session.connection().execute(
             select(t.id, t.state, t.tenant, t.queued_at)

@@ -87,7 +87,8 @@ def install(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         first = errors[0] if errors else {"field": None, "message": "invalid request"}
-        detail = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+        message = str(first["message"])
+        detail = f"{first['field']}: {message}" if first["field"] else message
         return JSONResponse(_body(detail, first["field"], errors=errors), 422)
 
     @app.exception_handler(StarletteHTTPException)

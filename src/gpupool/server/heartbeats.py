@@ -9,7 +9,7 @@ less often. 1,000 agents that each sent a full heartbeat every 10 s kept most of
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from sqlalchemy import select, update
@@ -31,9 +31,11 @@ def write_heartbeat(
     """Record one heartbeat's telemetry (``write_telemetry`` for one node); (whether health,
     mode or state changed, the node, its devices)."""
     outcome, changed, loaded = write_telemetry(b, {name: devices}, now)
-    if isinstance(outcome[name], ApiError):
-        raise outcome[name]
+    refused = outcome[name]
+    if isinstance(refused, ApiError):
+        raise refused
     node = b.session.get(NodeRow, name)  # in the session already: no read
+    assert node is not None  # write_telemetry refused an unknown node above
     return changed, node, [loaded[name][i] for i in sorted(loaded[name])]
 
 
@@ -200,6 +202,7 @@ class BeatBatcher:
     ) -> None:
         self.flushes += 1
         write = partial(record_beats, bare=sorted(waiting), telemetry=telemetry, now=self.clock())
+        outcome: Mapping[str, BeatOutcome]
         try:
             outcome, changed = await self.writes.run(write, wake=False)
         except Exception as exc:  # the database away: every beat of the batch failed

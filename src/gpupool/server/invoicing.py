@@ -72,7 +72,9 @@ def month_invoice(
                 JobRow.state.in_(("succeeded", "failed")),
             )
         ).scalars()
-        tasks = [Task(j.id, j.priority_class, j.finished_at) for j in jobs]
+        tasks = [
+            Task(j.id, j.priority_class, j.finished_at) for j in jobs if j.finished_at is not None
+        ]
     out = invoice(
         tenant,
         month,

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from sqlalchemy import create_engine, select, text, update
+from sqlalchemy import Connection, create_engine, select, text, update
 from sqlalchemy.pool import NullPool
 
 from gpupool.server.db.engine import Database
@@ -29,7 +29,7 @@ class Leadership:
         self.epoch: int | None = None
         self.since = 0.0  # when this process took the lead (wall clock)
         self._file: int | None = None
-        self._conn = None
+        self._conn: Connection | None = None
         self._releasing = threading.Lock()
 
     @property

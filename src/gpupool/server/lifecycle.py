@@ -3,7 +3,7 @@ change, and usage records when an allocation is released (metering, invariant 6)
 
 import math
 from collections.abc import Collection
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
@@ -160,7 +160,10 @@ def device_models(session: Session, placement: dict) -> dict[tuple[str, int], Ca
     return {(n, i): Card(m, mem) for n, i, m, mem in rows if (n, i) in keys}
 
 
-def live_on(query: Select[Any], node: str | Collection[str]) -> Select[Any]:
+_Query = TypeVar("_Query", bound="Select[*tuple[Any, ...]]")
+
+
+def live_on(query: _Query, node: str | Collection[str]) -> _Query:
     """``query`` (over ``AllocationRow``) narrowed to the live allocations touching ``node``
     (or any of several nodes: one row per allocation and node it touches)."""
     on = (

@@ -7,6 +7,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.server.admission import LimitCache
+from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import JobLogRow, JobRow, TenantRow
 from gpupool.server.lifecycle import TERMINAL
 
@@ -25,7 +26,7 @@ def _held(tenant: str):
 def prune_logs(s: Session, now: float, retention_s: float, limits: LimitCache) -> int:
     """One pass; returns how many log chunks were deleted."""
     old = select(JobRow.id).where(JobRow.finished_at < now - retention_s)
-    deleted = s.execute(delete(JobLogRow).where(JobLogRow.job_id.in_(old))).rowcount or 0
+    deleted = rows_changed(s, delete(JobLogRow).where(JobLogRow.job_id.in_(old)))
     for tenant in s.execute(select(TenantRow.name)).scalars().all():
         s.execute(update(TenantRow).where(TenantRow.name == tenant).values(log_bytes=_held(tenant)))
         held = s.execute(select(TenantRow.log_bytes).where(TenantRow.name == tenant)).scalar_one()
@@ -46,7 +47,7 @@ def prune_logs(s: Session, now: float, retention_s: float, limits: LimitCache) -
             drop.append(job_id)
             held -= int(size)
         if drop:
-            deleted += s.execute(delete(JobLogRow).where(JobLogRow.job_id.in_(drop))).rowcount or 0
+            deleted += rows_changed(s, delete(JobLogRow).where(JobLogRow.job_id.in_(drop)))
             s.execute(
                 update(TenantRow).where(TenantRow.name == tenant).values(log_bytes=_held(tenant))
             )

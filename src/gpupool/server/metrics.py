@@ -156,9 +156,9 @@ class StateCollector(Collector):
             tel = d.telemetry or {}
             tenant = ",".join(sorted(tenants_on.get((d.node, d.index), ())))
             values = [str(d.index), d.uuid, d.model, d.node, d.node, tenant]
-            for key, family in families.items():
-                if tel.get(key) is not None:
-                    family.add_metric(values, float(tel[key]))
+            for field, family in families.items():
+                if tel.get(field) is not None:
+                    family.add_metric(values, float(tel[field]))
         yield from families.values()
         healthy = GaugeMetricFamily(
             "gpupool_gpu_healthy", "1 while the device reports healthy, else 0.", labels=labels

@@ -5,7 +5,7 @@ first read that differs from the agent's ``etag``; the agent's channel pushes ev
 
 import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
@@ -29,7 +29,7 @@ from gpupool.server.services.replicas import replica_jobs
 
 async def watch_orders(
     ctx: ServerContext, name: str, wait_s: float, *, forever: bool = False
-) -> AsyncIterator[tuple[OrdersOut, int]]:
+) -> AsyncGenerator[tuple[OrdersOut, int], None]:
     """The node's orders and their digest now, then after every sign of a change until
     ``wait_s`` passes without one (``forever``: a read every ``wait_s`` at least, changed or
     not, until the server stops). Raises ``not_found`` for a node unknown."""

@@ -1,6 +1,8 @@
 """Read the pool as ``gpupool.server.pool_view`` needs it, and keep its history: the leader
 writes one sample per model every ``sample_interval_s`` and forgets samples after 8 days."""
 
+from typing import Any
+
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -14,10 +16,21 @@ def read_cards(s: Session) -> list[Card]:
     """Every card with its node's pool and state (columns, not ORM objects: 1,000s of rows
     on every dashboard refresh)."""
     n, d = NodeRow.__table__.c, DeviceRow.__table__.c
-    columns = (d.node, n.pool, d.index, d.model, d.vendor, d.mode, d.memory_mib, d.healthy)
-    columns += (n.state, n.schedulable, d.telemetry, d.want_mode)
-    q = select(*columns).join(NodeRow.__table__, n.name == d.node).order_by(d.node, d.index)
-    return [Card(*row[:-2], dict(row[-2] or {}), row[-1]) for row in s.execute(q)]
+    q = (
+        select(d.node, n.pool, d.index, d.model, d.vendor, d.mode, d.memory_mib, d.healthy)
+        .add_columns(n.state, n.schedulable, d.telemetry, d.want_mode)
+        .join(NodeRow.__table__, n.name == d.node)
+        .order_by(d.node, d.index)
+    )
+    return [_card(row) for row in s.execute(q)]
+
+
+def _card(row: Any) -> Card:
+    node, pool, index, model, vendor, mode, memory, healthy, state, schedulable, tel, want = row
+    return Card(
+        node, pool, index, model, vendor, mode, memory, healthy, state, schedulable,
+        dict(tel or {}), want,
+    )  # fmt: skip
 
 
 def read_live(s: Session) -> list[Live]:

@@ -4,7 +4,7 @@ utilisation now. A card whose holder the caller may not see shows as held by ano
 the pool is shared, its occupancy is not secret, other teams' work is."""
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,7 +172,7 @@ def sample(cards: list[Card], held: dict[tuple, list], now: float) -> list[dict[
     return [out[m] for m in sorted(out)]
 
 
-def history(samples: Iterable[dict[str, Any]], start: float, end: float, points: int) -> list:
+def history(samples: Iterable[Mapping[Any, Any]], start: float, end: float, points: int) -> list:
     """Samples (time, cards, allocated, util_sum, util_n per model) summed per instant and
     averaged into ``points`` equal buckets: allocated % and used % per bucket (None where no
     sample fell)."""

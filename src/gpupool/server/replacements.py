@@ -82,7 +82,7 @@ def end_replaced(session: Session, now: float, copies: Collection[int]) -> list[
         .join(old, old.id == JobRow.replaces)
         .where(JobRow.id.in_(copies), JobRow.state == "running", old.state.in_(HOLDING))
     ).all()
-    ended = []
+    ended: list[int] = []
     for copy_id, old_id in rows:
         replica = session.get(JobRow, old_id, with_for_update=True)
         if replica is None or replica.state not in HOLDING:
@@ -100,5 +100,5 @@ def end_replaced(session: Session, now: float, copies: Collection[int]) -> list[
                      target=f"job {old_id} -> job {copy_id} on {where}"[:500], result=200,
                      client="", detail="")
         )  # fmt: skip
-        ended.append(old_id)
+        ended.append(replica.id)
     return ended

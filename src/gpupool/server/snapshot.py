@@ -232,7 +232,7 @@ GATE_COLUMNS = tuple(
 )
 
 
-def job_gates(conn: Connection, rows: Sequence[Row[Any]]) -> dict[int, str]:
+def job_gates(conn: Connection, rows: Sequence[Row[*tuple[Any, ...]]]) -> dict[int, str]:
     """The pending ``rows`` (with ``GATE_COLUMNS``) that must not be scheduled now, and why:
     reads the states their dependencies and arrays need, then decides with ``gates.gate``."""
     jobs = JobRow.__table__.c
@@ -313,8 +313,8 @@ def tenant_tree(
         mine = quotas.setdefault(plan.tenant, {})
         for resource in ("gpu", f"gpu:{plan.model}"):
             if resource in managed:
-                q = mine.get(resource, Quota(0))
-                mine[resource] = replace(q, nominal=q.nominal + plan.cards * CARD)
+                had = mine.get(resource, Quota(0))
+                mine[resource] = replace(had, nominal=had.nominal + plan.cards * CARD)
     return TenantTree(
         (
             Tenant(t.name, t.parent, quotas.get(t.name, {}), t.weight)

@@ -11,6 +11,7 @@ and card-hours served — the gain of approving them all is the card-hours over 
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from gpupool.scheduler.advice import decisions, withhold
 from gpupool.scheduler.session import CycleResult
@@ -48,7 +49,7 @@ class DelayedApprover:
 
 def compare(
     scenario: Scenario, delays_s: Sequence[float], actions: Sequence[str] = ("bind",)
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The pooled replay with each approval delay (0: automatic; inf: never approved)."""
     jobs = generate_jobs(scenario)
     cards = sum(g.count * g.cards for g in scenario.cluster)

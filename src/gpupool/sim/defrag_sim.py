@@ -12,6 +12,7 @@ are an upper bound of what the server would do with the same limits; ``moves`` a
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def defrag_report(
     policy: str = "fgd",
     max_moves: int = 4,
     max_nodes: int = 8,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """``{"before": {"placeable_8gpu", "placeable_4gpu"}, "after": {...}, "moves",
     "jobs_interrupted", ...}`` for one seed (each probe size from the same filled pool)."""
     state, placer, placed = fill(nodes, pods, seed, arrived, policy)

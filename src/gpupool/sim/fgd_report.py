@@ -2,6 +2,7 @@
 
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +61,9 @@ def run_fgd_protocol(
     progress: Callable[[], None] | None = None,
     depth: int = DEPTH,
     futures: int = FUTURES,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     check_policies(policies)
-    out: dict[str, object] = {
+    out: dict[str, Any] = {
         "nodes": len(nodes),
         "gpus": sum(len(n.devices) for n in nodes),
         "pods": len(pods),
@@ -78,11 +79,11 @@ def run_fgd_protocol(
             runs.append(replay(nodes, pods, name_, seed, tune, depth=depth, futures=futures))
             if progress:
                 progress()
-        out["policies"][name] = medians(runs)  # type: ignore[index]
+        out["policies"][name] = medians(runs)
     return out
 
 
-def medians(runs: list[ReplayResult]) -> dict[str, object]:
+def medians(runs: list[ReplayResult]) -> dict[str, Any]:
     def med(values: list[float]) -> float:
         return round(float(statistics.median(values)), 4)
 

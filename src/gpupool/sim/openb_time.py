@@ -18,6 +18,7 @@ import random
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from gpupool.model import Job, Node, ResourceRequest, SliceKind, SpecError
 from gpupool.scheduler import ClusterState, Placement, Placer
@@ -51,7 +52,7 @@ class TimeReplayResult:
     # (hour, allocation ratio, useful utilisation, pods waiting), sampled
     series: list[tuple[float, float, float, int]] = field(default_factory=list)
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> dict[str, Any]:
         return {
             "pods": self.pods,
             "started": self.started,
@@ -244,12 +245,12 @@ def compare_in_time(
     policies: Sequence[str],
     horizon_s: float | None = None,
     time_scale: float = 1.0,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Every policy in both modes, on the same pods."""
     timed = timed_pods(pods, time_scale)
     if not timed:
         raise SpecError("openb time replay: no pod has creation and deletion times")
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for policy in policies:
         out[policy] = {
             mode: replay_in_time(nodes, timed, policy, mode, horizon_s).summary() for mode in MODES

@@ -7,6 +7,8 @@ over the number of servers finds the fewest whose replay meets the target for ev
 the "10 cards -> 7" question answered with a number for the user's own workload.
 """
 
+from typing import Any
+
 from gpupool.model import SpecError
 from gpupool.sim.scenario import Scenario
 from gpupool.sim.team_replay import HOUR, generate_jobs, replay_mode
@@ -30,7 +32,7 @@ def meets(scenario: Scenario, jobs, mode: str, target_p95_s: float) -> tuple[boo
     cards = sum(g.count * g.cards for g in scenario.cluster)
     summary = result.summary(cards, scenario.days * 24 * HOUR)
     ok = True
-    for team in summary["tenants"].values():  # type: ignore[union-attr]
+    for team in summary["tenants"].values():
         p95 = team["queue_delay_p95_s"]  # unstarted jobs count the time they waited
         ok &= p95 is None or p95 <= target_p95_s
     return ok, summary
@@ -41,7 +43,7 @@ def plan(scenario: Scenario, target_p95_s: float, max_servers: int | None = None
         raise SpecError("plan: the target must not be negative", field="target")
     jobs = generate_jobs(scenario)
     top = max_servers or scenario.cluster[0].count * 2
-    out: dict[str, object] = {"scenario": scenario.name, "target_p95_s": target_p95_s}
+    out: dict[str, Any] = {"scenario": scenario.name, "target_p95_s": target_p95_s}
     for mode in PLAN_MODES:
         low, high, best = 1, top, None
         while low <= high:

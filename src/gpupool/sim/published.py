@@ -4,6 +4,7 @@ medians over 10 seeds), so every replay is judged against numbers nobody here pr
 
 import csv
 import io
+from typing import Any
 
 from gpupool.model import SpecError
 
@@ -42,7 +43,7 @@ def parse_published(text: str, name: str = FILE) -> Published:
     return out
 
 
-def versus_paper(ours: dict[str, float], paper: dict[str, float]) -> dict[str, object]:
+def versus_paper(ours: dict[str, float], paper: dict[str, float]) -> dict[str, Any]:
     """Ours against the paper's FGD at 100% and 130% arrived: the relative difference and
     whether ours is within +5% (fewer unallocated GPUs is better, and always passes)."""
     diff = {k: round(ours[k] / paper[k] - 1, 4) for k in ("at_100", "at_130") if paper.get(k)}

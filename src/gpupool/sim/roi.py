@@ -11,6 +11,7 @@ Money is integer fen (DESIGN.md invariant 2); outputs in yuan are for display.
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gpupool.billing.catalog import FEN_PER_CNY
 from gpupool.model import SpecError
@@ -29,7 +30,7 @@ class RoiResult:
     payback_months: float | None
     currency: str = "CNY"
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

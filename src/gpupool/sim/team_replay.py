@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpupool.model import Job, JobKind, Node, SpecError, make_devices, parse_request
 from gpupool.scheduler import ClusterState
@@ -162,8 +163,8 @@ class ModeResult:
     submitted: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
 
-    def summary(self, cards: int, horizon: float) -> dict[str, object]:
-        teams: dict[str, object] = {}
+    def summary(self, cards: int, horizon: float) -> dict[str, Any]:
+        teams: dict[str, Any] = {}
         every: list[float] = []
         for team, n in sorted(self.submitted.items()):
             started = self.started.get(team, [])
@@ -244,9 +245,9 @@ def replay_mode(
             pending_job = victim.job
             by_id[pending_job.id] = pending_job
             result.preemptions += 1
-        for r in cycle.replacements:  # the copy starts and the replica stops in the tick
-            moved = running[r.job_id]
-            running[r.job_id] = RunningJob(moved.job, r.placement, moved.start_time)
+        for copy in cycle.replacements:  # the copy starts and the replica stops in the tick
+            moved = running[copy.job_id]
+            running[copy.job_id] = RunningJob(moved.job, copy.placement, moved.start_time)
             result.copies += 1
         for b in cycle.bindings:
             job = by_id[b.job_id]
@@ -282,13 +283,13 @@ def _tree(scenario: Scenario, pooled: bool) -> TenantTree:
     return TenantTree(teams)
 
 
-def compare(scenario: Scenario) -> dict[str, object]:
+def compare(scenario: Scenario) -> dict[str, Any]:
     """Replay the scenario's jobs under a true static partition, under per-team quota caps on
     one pool, and under pooling."""
     jobs = generate_jobs(scenario)
     cards = sum(g.count * g.cards for g in scenario.cluster)
     horizon = scenario.days * 24 * HOUR
-    out: dict[str, object] = {"scenario": scenario.name, "cards": cards, "jobs": len(jobs)}
+    out: dict[str, Any] = {"scenario": scenario.name, "cards": cards, "jobs": len(jobs)}
     for mode in MODES:
         out[mode] = replay_mode(scenario, jobs, mode).summary(cards, horizon)
     return out
@@ -307,7 +308,7 @@ def defrag_waits(
     cards = sum(g.count * g.cards for g in scenario.cluster)
     horizon = scenario.days * 24 * HOUR
     per_cycle = max(1, math.ceil(moves_per_hour * scenario.tick_minutes / 60))
-    out: dict[str, object] = {"scenario": scenario.name, "moves_per_cycle": per_cycle}
+    out: dict[str, Any] = {"scenario": scenario.name, "moves_per_cycle": per_cycle}
     for name, moves in (("without", 0), ("with", per_cycle)):
         config = CycleConfig(
             defrag_moves=moves, defrag_after_s=after_s, defrag_checkpoint_s=checkpoint_s

@@ -5,6 +5,7 @@ them, against the FGD paper's own medians."""
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpupool.model import SpecError
 from gpupool.scheduler.lookahead import DEPTH
@@ -47,7 +48,7 @@ def compare_family(
     progress: Callable[[], None] | None = None,
     depth: int = DEPTH,
     futures: int = FUTURES,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Per pod list: medians over seeds of unallocated GPUs at 100% and 130% arrived per
     policy, the best policy, whether ``fgd`` beats every baseline, and each policy against
     the paper's. ``errors`` names files that could not be read: they become error rows."""
@@ -55,7 +56,7 @@ def compare_family(
     readable = [f for f in files if trace_name(f) not in errors]
     tasks = [(str(f), p, s) for f in readable for p in policies for s in seeds]
     runs = replay_files(nodes, tasks, tune, workers, progress, depth, futures)
-    rows: dict[str, object] = {name: {"error": why} for name, why in errors.items()}
+    rows: dict[str, Any] = {name: {"error": why} for name, why in errors.items()}
     beats_everywhere = within_everywhere = True
     for path in readable:
         name = trace_name(path)
@@ -68,7 +69,7 @@ def compare_family(
             beats = at_100["fgd"] < min(baselines.values())
             beats_everywhere = beats_everywhere and beats
         arrived = [m["arrived_at_end"] for m in per_policy.values()]
-        row: dict[str, object] = {
+        row: dict[str, Any] = {
             "pods": (pod_counts or {}).get(name),
             "arrived_at_end": max(arrived) if arrived else None,  # the bag: the same for all
             "unallocated_gpus_at_100": at_100,

@@ -88,7 +88,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             refuse(job, spent(hourly))
             continue
         key = (job.tenant, job.request, job.gang_size, cy.q.base_priority(job), guaranteed)
-        plan, why = None, planless.detail(key) if planless.refused(key) else None
+        plan, why = None, str(planless.detail(key)) if planless.refused(key) else None
         if why is None and plans_left <= 0:  # bounded work per cycle, as victim searches
             refuse(job, f"defragmentation planned for {cy.config.max_defrag_plans} jobs in "
                         "this cycle; this one is tried in the next")  # fmt: skip
@@ -113,7 +113,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                         why = over(len(bigger.moves), budget, hourly)
                 planless.add(key, why)
         if plan is None:
-            refuse(job, why)
+            refuse(job, why or "no defragmentation move frees room for it")
             continue
         # a replica is copied first (make-before-break): its move loses no work
         copied = {m.job_id for m in plan.moves if may(cy.running[m.job_id], job, "replace")}

@@ -68,7 +68,7 @@ class ChangeListener:
         except Exception as exc:
             self._failed(exc)
             return
-        conn = raw.driver_connection
+        conn: Any = raw.driver_connection  # psycopg's own connection
         raw.detach()  # ours alone, closed by ``close``, never handed back to the pool
         try:
             conn.rollback()  # the pool's ping may have opened a transaction

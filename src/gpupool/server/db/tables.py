@@ -12,6 +12,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     false,
@@ -25,6 +26,7 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+    __table__: ClassVar[Table]  # every mapped class here has one (Core bulk writes use it)
 
 
 class Meta(Base):

@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 
 from gpupool.server.admission import refuse
 from gpupool.server.auth import Principal, Role
+from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -156,6 +157,6 @@ def upload_logs(alloc_id: Id, body: LogChunkIn, ctx: Ctx, who: Caller) -> None:
             )
             .values(log_bytes=TenantRow.log_bytes + len(text))
         )
-        if s.execute(added).rowcount == 0:
+        if rows_changed(s, added) == 0:
             raise refuse("log_mib", limit, alloc.tenant, "; this output was not kept")
         s.add(JobLogRow(job_id=alloc.job_id, time=time.time(), stream=body.stream, text=text))

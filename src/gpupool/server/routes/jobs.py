@@ -20,6 +20,7 @@ from gpupool.server.auth import Principal
 from gpupool.server.db.tables import (
     AllocationRow,
     AuditRow,
+    Base,
     JobEventRow,
     JobLogRow,
     JobRow,
@@ -81,12 +82,14 @@ def _job_insert(sqlite: bool) -> Insert:
     return skip.returning(table.c.id)
 
 
-def _missing_names(ctx: ServerContext, names: list[tuple[type, str]]) -> list[tuple[type, str]]:
+def _missing_names(
+    ctx: ServerContext, names: list[tuple[type[Base], str]]
+) -> list[tuple[type[Base], str]]:
     """Which tenants / priority classes are not known to exist (hits are cached a few s)."""
     return [(t, n) for t, n in names if not ctx.names.get((t.__tablename__, n))]
 
 
-def _check_names(ctx: ServerContext, names: list[tuple[type, str]]) -> None:
+def _check_names(ctx: ServerContext, names: list[tuple[type[Base], str]]) -> None:
     """Look the uncached names up; remember those that exist, refuse the first that does not."""
     with ctx.db.read() as s:
         for table, name in names:

@@ -72,7 +72,7 @@ def put_advisory(body: AdvisoryIn, ctx: Ctx, who: Caller) -> AdvisoryOut:
     to automatic action by action."""
     require(who, ADMIN, "setting advisory mode")
     with ctx.db.write() as s:
-        now = set_advisory(s, dict(body.actions), who.user, time.time())
+        now = set_advisory(s, {str(k): on for k, on in body.actions.items()}, who.user, time.time())
     ctx.loop.wake()
     return _out(now)
 

@@ -63,15 +63,15 @@ def report(
                 holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at))
             rows = idle_costs(holds, cat)
         else:
-            q = select(UsageRow).where(UsageRow.end > start, UsageRow.start < end)
+            usage = select(UsageRow).where(UsageRow.end > start, UsageRow.start < end)
             if tenant is not None:
-                q = q.where(UsageRow.tenant == tenant)
+                usage = usage.where(UsageRow.tenant == tenant)
             if mine_only:
                 own = select(JobRow.id).where(JobRow.submitted_by == who.user)
-                q = q.where(UsageRow.job_id.in_(own))
+                usage = usage.where(UsageRow.job_id.in_(own))
             records = [
                 JobUsage(r.tenant, r.job_id, r.model, r.start, r.end, r.compute_pct_seconds)
-                for r in s.execute(q).scalars()
+                for r in s.execute(usage).scalars()
                 if who.sees(r.tenant)
             ]
             if report == "usage":

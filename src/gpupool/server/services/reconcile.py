@@ -292,6 +292,7 @@ class ServiceReconciler:
                     stop_replica(s, r.job_id, now, f"scaled in (service {svc.name})")
                     continue
                 row = s.get(ServiceReplicaRow, r.job_id)
+                assert row is not None  # r was read from these rows in this transaction
                 row.draining_since, row.ready = now, False
                 r.draining_since = now
         for r in live:

@@ -104,7 +104,7 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
     ).all() if jobs else []  # fmt: skip
     nodes = {job: node for job, node, _ in held}
     ports = {job: port for job, _, port in held if port is not None}
-    labels = dict(
+    labels: dict[str, dict[str, str]] = dict(
         s.execute(
             select(NodeRow.name, NodeRow.labels).where(NodeRow.name.in_(nodes.values()))
         ).all()

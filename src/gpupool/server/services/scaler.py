@@ -46,7 +46,7 @@ class ScalerState:
             seen = [r.in_flight for r in ready.values() if r.in_flight is not None]
             return sum(seen) if seen else None
         if metric == "rps":
-            rate, seen = 0.0, False
+            rate, measured = 0.0, False
             for job, r in ready.items():
                 if r.requests_total is None:
                     continue
@@ -55,15 +55,15 @@ class ScalerState:
                 if before is not None and now > before[0]:
                     grew = r.requests_total - before[1]
                     rate += (grew if grew >= 0 else r.requests_total) / (now - before[0])
-                    seen = True
+                    measured = True
             self._forget(ready)
-            return rate if seen else None
+            return rate if measured else None
         delta: dict[float, float] = {}
         for job, r in ready.items():
-            before = self.buckets.get(job, {})
+            last = self.buckets.get(job, {})
             self.buckets[job] = dict(r.buckets)
             for le, count in r.buckets.items():
-                delta[le] = delta.get(le, 0.0) + max(0.0, count - before.get(le, 0.0))
+                delta[le] = delta.get(le, 0.0) + max(0.0, count - last.get(le, 0.0))
         self._forget(ready)
         p95 = _p95(delta)
         return None if p95 is None else len(ready) * p95 / target

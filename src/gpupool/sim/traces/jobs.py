@@ -109,7 +109,11 @@ def load_job_trace(
         except (SpecError, ValueError) as exc:
             errors.append(RowError(line, str(exc)))
             continue
-        start = (submit - origin).total_seconds() if origin else float(submit)  # type: ignore[operator]
+        if isinstance(submit, datetime):  # then every row has one (checked above)
+            assert origin is not None
+            start = (submit - origin).total_seconds()
+        else:
+            start = float(submit)
         jobs.append(
             TraceJob(
                 start,
