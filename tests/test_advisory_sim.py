@@ -5,6 +5,7 @@ import json
 
 import yaml
 
+from gpupool.scheduler.reasons import Wait
 from gpupool.scheduler.session import Binding, CycleResult, Preemption
 from gpupool.scheduler.types import Placement
 from gpupool.sim.advisory_sim import NEVER, DelayedApprover, compare
@@ -43,7 +44,10 @@ def test_a_held_decision_takes_its_victims_moves_along():
     approver = DelayedApprover({"defragment"}, 600)
     approver(result, 0.0)
     assert [b.job_id for b in result.bindings] == ["other"] and result.preemptions == []
-    assert result.pending == {"head": "waiting for approval (defragment)"}
+    assert {k: str(v) for k, v in result.pending.items()} == {
+        "head": "waiting for approval (defragment)"
+    }
+    assert result.pending["head"].code is Wait.APPROVAL
     assert approver.made == {"defragment": 1}
 
 

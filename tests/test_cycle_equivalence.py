@@ -98,7 +98,7 @@ def decisions(result) -> dict:
         "preemptions": [
             [p.job_id, p.by, p.reason, p.grace_s, p.action] for p in result.preemptions
         ],
-        "pending": sorted(result.pending.items()),
+        "pending": sorted((job, str(why)) for job, why in result.pending.items()),
         "starts_by": sorted(result.starts_by.items()),
     }
     if result.replacements:  # (make-before-break copies: recorded since they exist)

@@ -110,6 +110,6 @@ def test_nobody_borrows_when_nothing_may_be_lent():
     result = run_cycle(ClusterState(nodes), [], jobs, build_tree(specs), 0)
     assert result.admitted == 2
     assert (
-        result.pending["j2"]
+        str(result.pending["j2"])
         == "quota: a gpu 2/2 guaranteed, no idle capacity to borrow in the cohort"
     )

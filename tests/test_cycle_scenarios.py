@@ -64,7 +64,7 @@ def test_borrowing_limit_and_lending_limit_are_respected():
     )
     result = run_cycle(ClusterState(nodes), [], jobs("a", 16, "a"), tenants, 0)
     assert result.admitted == 9  # 8 guaranteed + 1 that b lends (a's limit would allow 2)
-    reason = result.pending["a09"]
+    reason = str(result.pending["a09"])
     assert reason == "quota: a gpu 9/8 guaranteed, no idle capacity to borrow in the cohort"
     limited = TenantTree(
         [
@@ -75,7 +75,7 @@ def test_borrowing_limit_and_lending_limit_are_respected():
     )
     again = run_cycle(ClusterState(nodes), [], jobs("a", 16, "a"), limited, 0)
     assert again.admitted == 10
-    assert again.pending["a10"] == "quota: a gpu 10/8 guaranteed, borrowing limit 2 reached"
+    assert str(again.pending["a10"]) == "quota: a gpu 10/8 guaranteed, borrowing limit 2 reached"
 
 
 def test_online_inference_preempts_dev_test_never_training_in_guarantee():
@@ -103,7 +103,7 @@ def test_online_inference_preempts_dev_test_never_training_in_guarantee():
     other = jobs("x", 1, "web", priority_class="online-inference", submit_time=11)
     third = run_cycle(ClusterState(nodes), running, other, tenants(), 12)
     assert third.preemptions == [] and third.bindings == []
-    assert third.pending["x00"] == (
+    assert str(third.pending["x00"]) == (
         "quota: web gpu 0/0 guaranteed, no idle capacity to borrow in the cohort"
     )
 
@@ -144,7 +144,7 @@ def test_reservation_next_week_blocks_a_long_job_today_but_admits_a_short_one():
         reservations=[r12],
     )
     assert [b.job_id for b in today.bindings] == ["short"]
-    assert today.pending["long"].startswith(
+    assert str(today.pending["long"]).startswith(
         "0/1 nodes: 1 reserved by r-12 of team-a from 1970-01-08T00:00:00Z (job would run past it)"
     )
     assert "open" in today.pending
@@ -157,7 +157,7 @@ def test_reservation_next_week_blocks_a_long_job_today_but_admits_a_short_one():
         reservations=[r12],
     )
     assert [b.job_id for b in during.bindings] == ["mine"]
-    assert during.pending["short"] == (
+    assert str(during.pending["short"]) == (
         "0/1 nodes: 1 waiting for reservation r-12 of team-a to end at 1970-01-09T00:00:00Z"
     )
 
@@ -167,7 +167,7 @@ def test_a_gang_never_starts_partially():
     gang = Job("gang", parse_request("gpu=4"), tenant="t", gang_size=4)
     result = run_cycle(ClusterState(nodes), [], [gang], tree(t=16), 0)
     assert result.bindings == []
-    assert result.pending["gang"].startswith("gang 3/4 placed")
+    assert str(result.pending["gang"]).startswith("gang 3/4 placed")
 
 
 def test_a_starving_large_job_gets_backfill_protection():
@@ -192,7 +192,7 @@ def test_a_starving_large_job_gets_backfill_protection():
     )
     assert [b.job_id for b in starving.bindings] == ["quick"]  # ends before big can start
     assert starving.bindings[0].action == "backfill"
-    assert starving.pending["slow"] == "waiting behind big (starving; backfill only)"
+    assert str(starving.pending["slow"]) == "waiting behind big (starving; backfill only)"
 
 
 def _fields(job: Job) -> dict:
@@ -205,5 +205,5 @@ def test_unknown_tenant_and_priority_class_are_reported_not_raised():
         Job("what", parse_request("gpu=1"), tenant="t", priority_class="urgent"),
     ]
     result = run_cycle(ClusterState(cluster(1)), [], bad, tree(t=4), 0)
-    assert result.pending["who"] == "tenant: unknown tenant 'nobody'"
-    assert "unknown priority class 'urgent'" in result.pending["what"]
+    assert str(result.pending["who"]) == "tenant: unknown tenant 'nobody'"
+    assert "unknown priority class 'urgent'" in str(result.pending["what"])

@@ -12,6 +12,7 @@ import pytest
 from gpupool.model import Job, JobKind, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
+from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
 from tests.test_cycle_scenarios import cluster, tree
 
@@ -60,7 +61,7 @@ def test_the_fewest_moves_free_a_node_and_the_moved_job_keeps_the_room_found_for
     assert binding.action == "defragment" and binding.after == ("tr5",)
     assert binding.placement.node_names == ("s04",) and len(binding.placement.devices) == 4
     (moved,) = result.preemptions
-    assert moved.job_id == "tr5" and moved.action == "suspend"
+    assert moved.job_id == "tr5" and moved.action == "suspend" and moved.cause is Cause.DEFRAGMENT
     assert moved.reason.startswith("moved by defragmentation: restarts on s0")
     assert binding.note.startswith("defragmenting: moving job tr5 from s04 to s0")
     assert binding.note.endswith("to free 4 cards on s04")
@@ -79,7 +80,7 @@ def test_jobs_that_forbid_it_are_never_moved():
     kill_all = {f"tr{i}": {"on_preempt": "kill"} for i in range(6)}
     result = cycle(running(**kill_all), [ask()])
     assert result.admitted == 0 and not result.preemptions  # only replicas + kill: no room
-    assert result.pending["big"].endswith("; no defragmentation move frees room for it")
+    assert str(result.pending["big"]).endswith("; no defragmentation move frees room for it")
 
 
 def test_inference_replicas_are_copied_before_they_stop():
@@ -93,13 +94,13 @@ def test_inference_replicas_are_copied_before_they_stop():
     assert [p.job_id for p in result.preemptions] == ["tr0"]
     assert all(r.by == "big" and "a copy starts on s0" in r.reason for r in result.replacements)
     assert all(r.placement.node_names[0] != "s00" for r in result.replacements)
-    said = result.pending["big"]
+    said = str(result.pending["big"])
     assert said.startswith("defragmenting: starting copies of job inf0 on s0")
     assert said.endswith("to free 4 cards on s00; it starts once they stopped")
     waiting = CycleConfig(defrag_moves=4, defrag_after_s=60, replacing=frozenset({"inf0"}))
     result = cycle(running(**kill), [ask()], waiting)
     assert not result.replacements and not result.preemptions
-    assert result.pending["big"].endswith(
+    assert str(result.pending["big"]).endswith(
         "defragmentation waits for the copies of job inf0 to start"
     )
 
@@ -140,7 +141,7 @@ def test_an_urgent_class_is_served_beyond_its_guarantee_but_never_at_anothers_co
     assert (
         not plain.replacements
         and not plain.preemptions
-        and "defragment" not in (plain.pending["big"])
+        and "defragment" not in (str(plain.pending["big"]))
     )
     urgent = run(CycleConfig(defrag_moves=4, defrag_after_s=60, defrag_class="training"))
     assert {r.job_id for r in urgent.replacements} == {"inf0", "inf1"}
@@ -153,9 +154,8 @@ def test_the_gain_must_beat_the_cost():
     late = ask(submitted=900.0)
     result = cycle(running(), [late], CycleConfig(defrag_moves=4, defrag_after_s=60))
     assert result.admitted == 0 and not result.preemptions
-    assert (
-        "defragmentation waits: moving 1 job would lose up to 0.25 card-hours"
-        in (result.pending["big"])
+    assert "defragmentation waits: moving 1 job would lose up to 0.25 card-hours" in (
+        str(result.pending["big"])
     )
     often = CycleConfig(defrag_moves=4, defrag_after_s=60, defrag_checkpoint_s=60)
     assert "big" in {b.job_id for b in cycle(running(), [late], often).bindings}
@@ -178,9 +178,9 @@ def test_the_bound_refuses_a_plan_that_needs_more_moves_and_says_so(config, said
     result = cycle(running(tr5={"on_preempt": "kill"}), [ask()], config)  # s03 needs 2 moves
     assert result.admitted == 0 and not result.preemptions
     if said is None:
-        assert "defragment" not in result.pending["big"]
+        assert "defragment" not in str(result.pending["big"])
     else:
-        assert said in result.pending["big"], result.pending["big"]
+        assert said in str(result.pending["big"]), str(result.pending["big"])
 
 
 def test_the_server_moves_audits_and_says_why(tmp_path):

@@ -15,6 +15,7 @@ from gpupool.devices.nvidia_nvml import NvmlBackend
 from gpupool.devices.nvidia_smi import NvidiaSmiBackend, parse_query_xml
 from gpupool.devices.simulated import simulated_backend
 from gpupool.model import SharingMode, SpecError
+from gpupool.scheduler.reasons import Reason, Wait
 from gpupool.server.settings import Settings
 from gpupool.sharing.hybrid import HybridBounds, HybridCard, plan_modes
 from gpupool.sharing.runtime_env import LocalDevice
@@ -83,8 +84,10 @@ def test_only_requests_that_wait_for_room_on_these_cards_count():
         "h200": "mig=3g.71gb", "quota": "gpu=1", "cpu": "cpu=4",
     }  # fmt: skip
     pending = [Job(k, parse_request(v)) for k, v in jobs.items()]
-    result = CycleResult(pending={k: "0/2 nodes: 2 no free gpu" for k in jobs})
-    result.pending["quota"] = "quota: algo gpu 4/4 guaranteed"
+    result = CycleResult(
+        pending={k: Reason(Wait.NO_ROOM, "0/2 nodes: 2 no free gpu") for k in jobs}
+    )
+    result.pending["quota"] = Reason(Wait.QUOTA, "quota: algo gpu 4/4 guaranteed")
     # the T4 request and the H200 profile cannot use A100s; quota and CPU waits do not count
     assert waiting_for_room(result, pending, {"A100-80G"}) == (1, 1)
 

@@ -39,7 +39,7 @@ def test_a_parent_quota_caps_its_subtree():
     ]
     result = run_cycle(ClusterState(nodes()), [], jobs, tree, 0)
     assert result.admitted == 6
-    assert result.pending["p2-2"] == "quota: org gpu 6/6 for its subtree"
+    assert str(result.pending["p2-2"]) == "quota: org gpu 6/6 for its subtree"
 
 
 def test_borrowers_share_idle_capacity_fairly():
@@ -69,4 +69,4 @@ def test_mig_and_shares_draw_card_percent_from_one_quota():
     ]
     result = run_cycle(ClusterState(hybrid), [], jobs, tree, 0)
     assert sorted(b.job_id for b in result.bindings) == ["half", "mig"]
-    assert result.pending["more"].startswith("quota: t gpu 0.93/1 guaranteed")
+    assert str(result.pending["more"]).startswith("quota: t gpu 0.93/1 guaranteed")

@@ -315,7 +315,7 @@ def decide(
             out.evictions.append(Evict(pod_name, f"preempted by {p.by}: {p.reason}", p.grace_s))
     for job_id, reason in result.pending.items():
         for pod_name in jobs[job_id].pods if job_id in jobs else []:
-            out.waiting.setdefault(pod_name, reason)
+            out.waiting.setdefault(pod_name, str(reason))
     if memo is not None:
         memo.sweep()
     return out

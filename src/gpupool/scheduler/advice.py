@@ -5,6 +5,7 @@ an approval delay (``gpupool.sim.advisory_sim``)."""
 
 from collections.abc import Iterator
 
+from gpupool.scheduler.reasons import Reason, Wait
 from gpupool.scheduler.session import Binding, CycleResult
 
 JOB_ACTIONS = ("bind", "preempt", "reclaim", "defragment")  # what a cycle decides for a job
@@ -30,4 +31,4 @@ def withhold(result: CycleResult, held: dict[str, str]) -> None:
         b for b in result.bindings if b.job_id not in held and b.job_id not in victims
     ]
     result.preemptions = [p for p in result.preemptions if p.job_id not in victims]
-    result.pending.update(held)
+    result.pending.update((job, Reason(Wait.APPROVAL, why)) for job, why in held.items())

@@ -21,6 +21,7 @@ from gpupool.scheduler.actions.preempt import preempt
 from gpupool.scheduler.actions.reclaim import reclaim
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins
+from gpupool.scheduler.reasons import Reason, Wait
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.session import (
     MIG_PERCENT,
@@ -83,7 +84,7 @@ def enqueue(cy: Session, pending: Sequence[Job]) -> list[Job]:
             cy.tree.require(job.tenant)
             cy.q.class_value(job)
         except SpecError as exc:
-            cy.result.pending[job.id] = str(exc)
+            cy.result.pending[job.id] = Reason(Wait.INVALID, str(exc))
             continue
         valid.append(job)
     return cy.plugins.job_order(valid, cy.now)

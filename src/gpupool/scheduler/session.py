@@ -12,6 +12,7 @@ from gpupool.scheduler.memo import RefusedAsks
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.scheduler.reservations import Reservation, node_mask
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
@@ -56,6 +57,7 @@ class Preemption:
     reason: str
     grace_s: int
     action: str  # suspend (requeue, keeps its place) or kill
+    cause: Cause = Cause.PREEMPT
 
 
 @dataclass
@@ -98,7 +100,7 @@ class CycleResult:
     bindings: list[Binding] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # job id -> reason
+    pending: dict[str, Reason] = field(default_factory=dict)  # job id -> why it waits
     # pending heads whose earliest start backfill computed: if running jobs end at their
     # declared time limits, they can start by then (squeue's expected start time)
     starts_by: dict[str, float] = field(default_factory=dict)
@@ -197,20 +199,25 @@ class Session:
             return allowed, NOT_ALLOWED
         return mask & allowed, reason or NOT_ALLOWED
 
-    def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | str:
+    def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | Reason:
         """Place ``job`` on the snapshot (not applied). Failures are remembered until the
         snapshot releases capacity, so identical asks behind a refused one cost nothing.
         ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``)."""
         mask, reason = self.mask(job)
         key = (job.request, job.gang_size)
         if mask is None and self.failed.refused(key):
-            return str(self.failed.detail(key))
+            return Reason(Wait.NO_ROOM, str(self.failed.detail(key)))
         result = self.plugins.place(self.state, job, mask, reason, True, upcoming)
         if isinstance(result, Unplaceable):
             if mask is None:
                 self.failed.add(key, result.reason)
-            return result.reason
+            return Reason(Wait.NO_ROOM, result.reason)
         return result
+
+    def quota(self, job: Job, usage: Usage, borrowing: bool) -> tuple[bool, bool, Reason]:
+        """The quota plugin's answer: (fits, would borrow, why not)."""
+        ok, borrows, why = self.plugins.quota(job.tenant, usage, borrowing)
+        return ok, borrows, Reason(Wait.QUOTA, why)
 
     def bind(
         self,
@@ -234,10 +241,12 @@ class Session:
         self.tree.charge(victim.job.tenant, self.usage(placement))
         self.result.replacements.append(Replacement(victim.job.id, placement, by.id, reason))
 
-    def evict(self, victim: RunningJob, by: Job, reason: str) -> None:
+    def evict(self, victim: RunningJob, by: Job, reason: str, cause: Cause) -> None:
         self.state.release(victim.job.id)
         self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
         del self.running[victim.job.id]
         self.result.preemptions.append(
-            Preemption(victim.job.id, by.id, reason, self.config.grace_s, victim.job.on_preempt)
+            Preemption(
+                victim.job.id, by.id, reason, self.config.grace_s, victim.job.on_preempt, cause
+            )
         )

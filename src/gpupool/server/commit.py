@@ -44,9 +44,9 @@ def commit_cycle(
     now: float,
 ) -> CommitSummary:
     changed = [
-        (int(jid), reason)
+        (int(jid), str(reason))
         for jid, reason in result.pending.items()
-        if old_reasons.get(jid) is not None and old_reasons[jid] != reason
+        if old_reasons.get(jid) is not None and old_reasons[jid] != str(reason)
     ]
     if not (result.bindings or result.preemptions or result.replacements or changed):
         return CommitSummary()

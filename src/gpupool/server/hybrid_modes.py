@@ -3,7 +3,6 @@ picks idle cards to switch between MIG and sharing within the pool's bounds; the
 them (``want_mode``: no new work lands there meanwhile), audits each order, and the node's
 agent switches the card and reports its new mode in its next heartbeat."""
 
-import re
 from collections.abc import Callable
 
 from sqlalchemy import select
@@ -12,14 +11,12 @@ from sqlalchemy.orm import Session
 from gpupool.model import Job, SharingMode, SliceKind
 from gpupool.model.devices import model_matches
 from gpupool.scheduler.cycle import CycleResult
+from gpupool.scheduler.reasons import Wait
 from gpupool.server.db.tables import AuditRow, DeviceRow, NodeRow, Pool
 from gpupool.server.lifecycle import bump_nodes_version, held_devices
 from gpupool.server.pool_modes import order_out_of_mig
 from gpupool.sharing.hybrid import HybridBounds, HybridCard, ModeChange, plan_modes
 from gpupool.sharing.mig import table_for
-
-# a placement refusal ("0/12 nodes: 8 no free gpu, ..."), not a quota or a gate
-_NO_ROOM = re.compile(r"^\d+/\d+ nodes: ")
 
 
 def waiting_for_room(result: CycleResult, pending: list[Job], models: set[str]) -> tuple[int, int]:
@@ -29,7 +26,7 @@ def waiting_for_room(result: CycleResult, pending: list[Job], models: set[str]) 
     for job in pending:
         reason = result.pending.get(job.id)
         request = job.request
-        if reason is None or not _NO_ROOM.match(reason) or not request.gpu_count:
+        if reason is None or reason.code is not Wait.NO_ROOM or not request.gpu_count:
             continue
         if request.gpu_model and not any(model_matches(request.gpu_model, m) for m in models):
             continue

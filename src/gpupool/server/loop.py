@@ -19,6 +19,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.server.admission import LimitCache
 from gpupool.server.advisory import hold_back, mode_switches
 from gpupool.server.alerts.facts import budget_facts, gather
@@ -53,7 +54,8 @@ def with_expected_starts(result: CycleResult) -> None:
     for job_id, at in result.starts_by.items():
         if job_id in result.pending:
             when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%MZ")
-            result.pending[job_id] += f"; expected start by {when} (running jobs' time limits)"
+            more = f"expected start by {when} (running jobs' time limits)"
+            result.pending[job_id] = result.pending[job_id].also(more)
 
 
 def leads(s: Session, epoch: int) -> bool:
@@ -316,7 +318,7 @@ class SchedulerLoop:
             )  # fmt: skip
         why = {b.job_id: b.note for b in result.bindings if b.action == "defragment"}
         for p in result.preemptions:
-            if p.by in why and p.reason.startswith("moved by defragmentation"):
+            if p.by in why and p.cause is Cause.DEFRAGMENT:
                 self._moves.append(now)
                 s.add(
                     AuditRow(
@@ -352,7 +354,7 @@ class SchedulerLoop:
         for job in waiting:
             why = self.capacity.never_for(job)
             if why is not None:
-                result.pending[job.id] = why
+                result.pending[job.id] = Reason(Wait.NEVER, why)
 
     def run_once(self, now: float | None = None) -> None:
         """One cycle: snapshot, decide, commit (also called directly by tests)."""
@@ -388,8 +390,8 @@ class SchedulerLoop:
             )
             with_expected_starts(result)
             self.mark_never(result, inputs.pending)
-            result.pending.update(inputs.invalid)
-            result.pending.update(inputs.gated)
+            result.pending.update((j, Reason(Wait.INVALID, w)) for j, w in inputs.invalid.items())
+            result.pending.update((j, Reason(Wait.GATED, w)) for j, w in inputs.gated.items())
             decided = time.perf_counter()
             with self.db.write() as s:
                 hold_back(s, result, now, self.settings.proposal_ttl_s)  # advisory actions

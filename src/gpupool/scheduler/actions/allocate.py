@@ -2,6 +2,7 @@
 
 from gpupool.model import Job
 from gpupool.scheduler.lookahead import DEPTH
+from gpupool.scheduler.reasons import Reason, Wait
 from gpupool.scheduler.session import Session
 
 
@@ -20,15 +21,16 @@ def allocate(cy: Session, queue: list[Job]) -> tuple[list[Job], list[Job], list[
     head: Job | None = None
     tenant_heads: dict[str, Job] = {}
     ahead = cy.placer.looks_ahead
-    quota = cy.plugins.quota
     for i, job in enumerate(queue):
-        ok, borrows, reason = quota(job.tenant, cy.estimate(job), False)
+        ok, borrows, reason = cy.quota(job, cy.estimate(job), False)
         first = tenant_heads.get(job.tenant) or (
             head if head is not None and (head.tenant == job.tenant or not ok) else None
         )
         if first is not None:  # another team's work within its guarantee never waits here
             behind.append((job, first))
-            cy.result.pending[job.id] = f"waiting behind {first.id} (starving; backfill only)"
+            cy.result.pending[job.id] = Reason(
+                Wait.BEHIND, f"waiting behind {first.id} (starving; backfill only)"
+            )
             continue
         if not ok:  # over its guarantee whatever the placement: no need to place it now
             cy.result.pending[job.id] = reason
@@ -38,14 +40,14 @@ def allocate(cy: Session, queue: list[Job]) -> tuple[list[Job], list[Job], list[
             continue
         upcoming = [j.request for j in queue[i + 1 : i + 1 + DEPTH]] if ahead else ()
         result = cy.try_place(job, upcoming)
-        if isinstance(result, str):
+        if isinstance(result, Reason):
             cy.result.pending[job.id] = result
             blocked.append(job)
             if cy.q.starving(job, cy.now):
                 head = job
             continue
         if cy.exact_after_placement:
-            ok, borrows, reason = quota(job.tenant, cy.usage(result), False)
+            ok, borrows, reason = cy.quota(job, cy.usage(result), False)
         if ok:
             cy.bind(job, result, False, "allocate")
             continue

@@ -1,6 +1,7 @@
 """backfill: EASY backfill behind starving heads."""
 
 from gpupool.model import Job
+from gpupool.scheduler.reasons import Reason
 from gpupool.scheduler.session import Session
 from gpupool.scheduler.types import Placement
 
@@ -9,7 +10,6 @@ def backfill(cy: Session, behind: list[tuple[Job, Job]]) -> None:
     """A job may run now only if it declares a maximum run time that ends before its head's
     earliest possible start."""
     shadows: dict[str, float] = {}
-    quota = cy.plugins.quota
     for job, head in behind:
         if head.id in cy.running:
             shadow = float("inf")  # the head got its place in a later action
@@ -19,12 +19,12 @@ def backfill(cy: Session, behind: list[tuple[Job, Job]]) -> None:
             shadow = shadows[head.id]
         if job.max_runtime_s is None or cy.now + job.max_runtime_s > shadow:
             continue
-        ok, _, reason = quota(job.tenant, cy.estimate(job), True)
+        ok, _, reason = cy.quota(job, cy.estimate(job), True)
         result = cy.try_place(job) if ok else reason
-        if isinstance(result, str):
+        if isinstance(result, Reason):
             cy.result.pending[job.id] = result
             continue
-        ok, borrows, reason = quota(job.tenant, cy.usage(result), True)
+        ok, borrows, reason = cy.quota(job, cy.usage(result), True)
         if ok:
             cy.bind(job, result, borrows, "backfill")
         else:

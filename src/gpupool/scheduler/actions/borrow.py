@@ -3,6 +3,7 @@
 import heapq
 
 from gpupool.model import Job
+from gpupool.scheduler.reasons import Reason
 from gpupool.scheduler.session import Session
 
 
@@ -16,20 +17,16 @@ def borrow(cy: Session, jobs: list[Job]) -> list[Job]:
     heap = [(cy.tree.dominant_share(t, capacity), t) for t in queues]
     heapq.heapify(heap)
     blocked: list[Job] = []
-    quota = cy.plugins.quota
     while heap:
         _, tenant = heapq.heappop(heap)
         job = queues[tenant].pop(0)
-        ok, _, reason = quota(tenant, cy.estimate(job), True)
+        ok, _, reason = cy.quota(job, cy.estimate(job), True)
         result = cy.try_place(job) if ok else reason
-        if not ok:
-            cy.result.pending[job.id] = reason
-            blocked.append(job)
-        elif isinstance(result, str):
+        if isinstance(result, Reason):
             cy.result.pending[job.id] = result
             blocked.append(job)
         else:
-            ok, _, reason = quota(tenant, cy.usage(result), True)
+            ok, _, reason = cy.quota(job, cy.usage(result), True)
             if ok:
                 cy.bind(job, result, True, "borrow")
             else:

@@ -8,6 +8,7 @@ import numpy as np
 from gpupool.model import Job
 from gpupool.scheduler.defrag import Movable, plan_defrag
 from gpupool.scheduler.memo import RefusedAsks
+from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.scheduler.session import Session
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement
@@ -62,7 +63,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
 
     def refuse(job: Job, why: str) -> None:
         if job.id in cy.result.pending:
-            cy.result.pending[job.id] += f"; {why}"
+            cy.result.pending[job.id] = cy.result.pending[job.id].also(why)
 
     plans_left = cy.config.max_defrag_plans
     moved_now: set[str] = set()
@@ -144,7 +145,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 f"moved by defragmentation: restarts on {m.targets()} so that {job.id} gets "
                 f"{plan.room()} on {plan.node}"
             )
-            cy.evict(victim, job, why)
+            cy.evict(victim, job, why, Cause.DEFRAGMENT)
             moved.append((victim, m))
         if not copied:
             after = tuple(m.job_id for m in plan.moves)
@@ -154,5 +155,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
             note = f"moved by defragmentation so that {job.id} gets {plan.room()} on {plan.node}"
             cy.bind(victim.job, m.target, victim.borrowed, "defragment", (m.job_id,), note)
         if copied:  # its room is still held by the replicas: it starts once they stopped
-            cy.result.pending[job.id] = plan.describe(copied) + "; it starts once they stopped"
+            cy.result.pending[job.id] = Reason(
+                Wait.PREEMPTING, plan.describe(copied) + "; it starts once they stopped"
+            )
             starting = ", ".join(sorted(copied))

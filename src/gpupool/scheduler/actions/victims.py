@@ -7,6 +7,7 @@ capacity is released."""
 from collections.abc import Callable
 
 from gpupool.model import Job
+from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.session import RunningJob, Session, estimate_usage
 from gpupool.scheduler.types import Placement
 
@@ -76,7 +77,7 @@ def _take(
         else f"reclaimed by {job.tenant} for {job.id} (capacity was borrowed)"
     )
     for v in victims:
-        cy.evict(v, job, why)
+        cy.evict(v, job, why, Cause.PREEMPT if action == "preempt" else Cause.RECLAIM)
     cy.bind(job, placement, False, action, tuple(v.job.id for v in victims))
     return True
 
