@@ -114,7 +114,8 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                         why = over(len(bigger.moves), budget, hourly)
                 planless.add(key, why)
         if plan is None:
-            refuse(job, why or "no defragmentation move frees room for it")
+            assert why is not None  # every way to a missing plan above says why
+            refuse(job, why)
             continue
         # a replica is copied first (make-before-break): its move loses no work
         copied = {m.job_id for m in plan.moves if may(cy.running[m.job_id], job, "replace")}
