@@ -2,7 +2,9 @@
 the ServiceAccount of deploy/kubernetes/rbac.yaml."""
 
 import json
+import threading
 
+import httpx
 import pytest
 
 from gpupool.kube.api import ApiError, KubeApi
@@ -179,6 +181,48 @@ def test_a_restarted_scheduler_binds_nothing_twice(kube, start_scheduler):
     ]
     assert len(taken) == len(set(taken)) == 16
     assert second.stats["bind_errors"] == 0
+
+
+class _LinkCutOnFirstBind(KubeApi):
+    """The link breaks under the first binding call; later ones go through."""
+
+    def __init__(self, kubeconfig: str):
+        super().__init__(kubeconfig)
+        self.cuts = 1
+
+    def bind(self, *args, **kwargs) -> None:
+        if self.cuts:
+            self.cuts -= 1
+            raise httpx.ReadError("connection reset by peer")
+        super().bind(*args, **kwargs)
+
+
+def test_a_binding_lost_to_the_network_is_tried_again_within_seconds(kube, start_scheduler):
+    kube.apply(node_obj("n1", 8))
+    api = _LinkCutOnFirstBind(kube.gpupool_kubeconfig)
+    s = start_scheduler(api=api)
+    kube.apply(pod_obj("once", gpus=1))
+    # nothing about the pod changes after the failed call, and the next resync is 30 s off
+    wait_for("bound after the retry", lambda: bound(kube, "team-a", "once"), timeout=8)
+    assert api.cuts == 0 and s.stats["bind_errors"] == 1 and s.stats["binds"] == 1
+
+
+def test_a_stopped_scheduler_leaves_no_thread_reading_its_connections(kube, start_scheduler):
+    """Closing the client under a live watch freed socket numbers its reader then read from,
+    taking the bytes of whatever connection got the number next (seen as a TLS 'bad record
+    mac' in the scheduler started after)."""
+    kube.apply(node_obj("n1", 8))
+    s = start_scheduler()
+    kube.apply(pod_obj("p", gpus=1))
+    wait_for("bound", lambda: bound(kube, "team-a", "p"))
+    before = threading.active_count()
+    s.stop()
+    assert not [t.name for t in s._threads if t.is_alive()]
+    assert threading.active_count() < before
+    kube.apply(pod_obj("after", gpus=1))  # an event the old watch would have woken on
+    fresh = start_scheduler()
+    wait_for("bound by the next scheduler", lambda: bound(kube, "team-a", "after"))
+    assert fresh.stats["bind_errors"] == 0
 
 
 def _pods(kube) -> list[dict]:

@@ -54,9 +54,9 @@ def start_scheduler(kube: ControlPlane):
     """Start gpupool's scheduler under its own least-privilege identity; stopped after."""
     started: list[KubeScheduler] = []
 
-    def start(**overrides: object) -> KubeScheduler:
+    def start(api: KubeApi | None = None, **overrides: object) -> KubeScheduler:
         config = parse_config({**CONFIG, **overrides})
-        api = KubeApi(kube.gpupool_kubeconfig)
+        api = api or KubeApi(kube.gpupool_kubeconfig)
         s = KubeScheduler(api, config, GRANT_KEY, identity=f"test-{len(started)}")
         s.start()
         assert s.wait_synced(10)

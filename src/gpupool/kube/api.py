@@ -6,8 +6,11 @@ through one thread-safe httpx client, which parses JSON without building typed m
 list of 5,000 pods is read in a fraction of the time).
 """
 
+import contextlib
 import json
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -73,8 +76,23 @@ class KubeApi:
         )
         self._auth_at = 0.0
         self._auth: dict[str, str] = {}
+        self._watching: set[socket.socket] = set()
+        self._watching_lock = threading.Lock()
+        self._watches_ended = False
+
+    def end_watches(self) -> None:
+        """End every watch, now and any begun after: its reader sees the end of the stream
+        in its own thread.
+
+        Closing the client under a watch instead frees the socket's number while its reader
+        may still read it; the next connection that gets the number has its bytes taken."""
+        with self._watching_lock:
+            self._watches_ended = True
+            for sock in self._watching:
+                _shut(sock)
 
     def close(self) -> None:
+        """Close the connections; call once no thread uses this client any more."""
         self.http.close()
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
@@ -141,10 +159,22 @@ class KubeApi:
         ) as resp:
             if resp.status_code >= 400:
                 raise _error(resp.status_code, resp.read())
-            for line in resp.iter_lines():
-                if line:
-                    event = json.loads(line)
-                    yield WatchEvent(event.get("type", ""), event.get("object") or {})
+            stream = resp.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with self._watching_lock:
+                    self._watching.add(sock)
+                    if self._watches_ended:
+                        _shut(sock)
+            try:
+                for line in resp.iter_lines():
+                    if line:
+                        event = json.loads(line)
+                        yield WatchEvent(event.get("type", ""), event.get("object") or {})
+            finally:
+                if sock is not None:
+                    with self._watching_lock:
+                        self._watching.discard(sock)
 
     # -- writes ------------------------------------------------------------------------
     def bind(
@@ -206,6 +236,11 @@ def reachable(api: KubeApi) -> str:
         raise SpecError(f"cannot reach the API server at {api.host}: {exc}") from None
     except ApiError as exc:
         raise SpecError(f"the API server at {api.host} refused: {exc}") from None
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # the plain socket's: an SSLSocket's drops its TLS state
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _error(status: int, content: bytes) -> ApiError:

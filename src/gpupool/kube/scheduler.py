@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 COMPONENT = "gpupool-scheduler"
 RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
+RETRY_S = (1.0, 10.0)  # a failed binding is tried again after 1 s, doubling to 10 s
 MAX_NOTES_PER_CYCLE = 500  # Event + condition writes per cycle; the rest wait for the next
 
 
@@ -65,6 +66,8 @@ class KubeScheduler:
             Policy.from_config(config) if config.tenants_from == "config" else None
         )
         self._inflight = 0  # bindings submitted and not finished
+        self._retry_at: float | None = None  # when a cycle tries failed bindings again
+        self._retry_s = RETRY_S[0]
         self._idle = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -81,12 +84,20 @@ class KubeScheduler:
             t.start()
             self._threads.append(t)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop watching and scheduling; the client is closed only once no thread of ours
+        can read from it (a socket closed under a reader is a number the next one reuses)."""
         self._stop.set()
         self.changed.set()
-        self._threads[-1].join(timeout=10)  # the loop; a watch ends at its next event or timeout
+        self.api.end_watches()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if any(t.is_alive() for t in self._threads):
+            log.warning("kubernetes scheduler: a thread did not stop; its client is left open")
+            return
         self.api.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         """Wake the loop for what can change a decision: a pod to place, or — while pods
@@ -142,12 +153,14 @@ class KubeScheduler:
             if self._stop.is_set() or not self.is_leader() or self.policy is None:
                 was_leader = False
                 continue
-            due = woke or not was_leader or time.monotonic() - last >= RESYNC_S
+            now = time.monotonic()
+            retry = self._retry_at is not None and now >= self._retry_at
+            due = woke or retry or not was_leader or now - last >= RESYNC_S
             was_leader = True
             if not due:
                 continue
             self._wait_binds(self.config.bind_workers)
-            last = time.monotonic()
+            last, self._retry_at = time.monotonic(), None
             try:
                 self.run_cycle()
             except Exception:  # one bad cycle must not end scheduling; say why and go on
@@ -223,7 +236,7 @@ class KubeScheduler:
             if b.pod in written:
                 self._submit_bind(b)
             else:
-                self.assumed.pop(b.pod, None)
+                self._failed(b)
 
     def _submit_bind(self, b: Bind) -> None:
         with self._idle:
@@ -260,15 +273,24 @@ class KubeScheduler:
             self.api.bind(ns, name, b.node, dict(b.annotations), b.uid)
             self.stats["binds"] += 1
             self.noted.pop(b.pod, None)
+            self._retry_s = RETRY_S[0]
         except ApiError as exc:
             if exc.status != 409:  # 409: already bound (the watch will show where)
-                self.assumed.pop(b.pod, None)
+                self._failed(b)
             self.stats["bind_errors"] += 1
             log.warning("pod %s: bind to %s failed: %s", b.pod, b.node, exc)
         except Exception as exc:
-            self.assumed.pop(b.pod, None)
+            self._failed(b)
             self.stats["bind_errors"] += 1
             log.warning("pod %s: bind to %s failed: %s", b.pod, b.node, exc)
+
+    def _failed(self, b: Bind) -> None:
+        """Forget the assumed binding and try the pod again soon: no watch event will ask
+        for it (it never changed), and the next resync is up to 30 s away."""
+        self.assumed.pop(b.pod, None)
+        at = time.monotonic() + self._retry_s
+        self._retry_at = at if self._retry_at is None else min(self._retry_at, at)
+        self._retry_s = min(self._retry_s * 2, RETRY_S[1])
 
     def _evict(self, ev: Evict) -> None:
         ns, name = ev.pod.split("/", 1)
