@@ -32,8 +32,10 @@ def test_rules():
             DeviceFact("n9", 0, healthy=False),  # on a lost node: the node's alert says it
         ),
         pending=(
-            PendingFact(7, "algo", now - 3600, "0/1 nodes: 1 fewer than 4 free gpu"),
-            PendingFact(8, "beta", now - 60, "quota: beta gpu 2/2 guaranteed"),
+            PendingFact(
+                7, "algo", now - 3600, "0/1 nodes: 1 fewer than 4 free gpu", code="no-room"
+            ),
+            PendingFact(8, "beta", now - 60, "beta gpu 2/2 guaranteed", code="quota"),
             PendingFact(9, "beta", now - 7200, "held (gpupool job release 9)", held=True),
         ),
         budgets=(BudgetFact("algo", "2026-12", 850_000, 1_000_000, (50, 80, 100)),),
@@ -57,12 +59,19 @@ def _alerts(server) -> dict[str, str]:
 
 def test_alerts_fire_once_resolve_and_fire_again(server):
     admin = server.admin()
-    seed_cluster(admin, nodes=2, tenants={"algo": 12})
+    seed_cluster(admin, nodes=3, tenants={"algo": 12, "capped": 1})
+    capped = {"resource": "gpu", "nominal": 1, "borrowing_limit": 0}
+    ok(admin.put("/api/v1/tenants/capped/quotas/gpu", json=capped))
     loop = server.ctx.loop
     for _ in range(2):
         submit(admin, "gpu=4", "algo")
-    job = submit(admin, "gpu=4", "algo")  # the pool is full: it waits
+    submit(admin, "gpu=1", "capped")  # its whole guarantee
     server.cycle()
+    job = submit(admin, "gpu=4", "algo")  # 3 cards are free: it waits
+    starved = submit(admin, "gpu=1", "capped")  # may neither hold more nor borrow
+    server.cycle()
+    waits = {j: ok(admin.get(f"/api/v1/jobs/{j}"))["wait_code"] for j in (job["id"], starved["id"])}
+    assert waits == {job["id"]: "no-room", starved["id"]: "quota"}
     agent = server.client(server.token("agent-n0", "agent", node="n0"))
     hot = [{"index": 0, "temp_c": 93.0}, {"index": 1, "healthy": False}]
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": hot}))
@@ -74,6 +83,7 @@ def test_alerts_fire_once_resolve_and_fire_again(server):
     assert _alerts(server) == {
         "device-hot:n0:0": "firing", "device-unhealthy:n0:1": "firing",
         "node-lost:n1": "firing", f"job-pending:{job['id']}": "firing",
+        "quota-exhausted:capped": "firing",
     }  # fmt: skip
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": [{"index": 0, "temp_c": 60}]}))
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
@@ -85,7 +95,9 @@ def test_alerts_fire_once_resolve_and_fire_again(server):
     loop.check_alerts(force=True)
     assert _alerts(server)["device-hot:n0:0"] == "firing"  # the same row, firing again
     listed = ok(admin.get("/api/v1/alerts"))
-    assert {a["kind"] for a in listed} == {"device-hot", "device-unhealthy", "node-lost"}
+    assert {a["kind"] for a in listed} == {
+        "device-hot", "device-unhealthy", "node-lost", "quota-exhausted"
+    }  # fmt: skip
     assert all(a["delivered"] is False for a in listed)  # no webhook set
     member = server.client(server.token("mo", "member", "algo"))
     assert ok(member.get("/api/v1/alerts")) == []  # operations alerts are for admins

@@ -40,13 +40,14 @@ def commit_cycle(
     result: CycleResult,
     epoch: int,
     allocation_of: dict[str, int],
-    old_reasons: dict[str, str],
+    old_reasons: dict[str, tuple[str, str]],
     now: float,
 ) -> CommitSummary:
+    """``old_reasons``: pending job id -> (words, wait code) stored now."""
     changed = [
-        (int(jid), str(reason))
+        (int(jid), str(reason), reason.code.value)
         for jid, reason in result.pending.items()
-        if old_reasons.get(jid) is not None and old_reasons[jid] != str(reason)
+        if (old := old_reasons.get(jid)) is not None and old != (str(reason), reason.code.value)
     ]
     if not (result.bindings or result.preemptions or result.replacements or changed):
         return CommitSummary()
@@ -102,11 +103,11 @@ def commit_cycle(
         admit.append(binding)
     if admit:
         _admit(session, admit, jobs, allocation_of, generation, now, out)
-    for jid, reason in changed:
+    for jid, reason, code in changed:
         session.execute(
             update(JobRow)
             .where(JobRow.id == jid, JobRow.state == "pending")
-            .values(reason=reason[:2000])
+            .values(reason=reason[:2000], wait_code=code)
         )
     return out
 
@@ -172,6 +173,6 @@ def _admit(
     session.execute(
         update(JobRow.__table__)
         .where(t.id == bindparam("job"))
-        .values(state=bindparam("to"), reason=bindparam("why")),
+        .values(state=bindparam("to"), reason=bindparam("why"), wait_code=""),
         updates,
     )

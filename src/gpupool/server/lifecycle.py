@@ -51,6 +51,7 @@ def move(session: Session, job: JobRow, to: str, now: float, reason: str, actor:
     )
     job.state = to
     job.reason = reason
+    job.wait_code = ""  # a cycle judges it again
     if to == "pending":
         job.queued_at = now
     elif to == "running" and job.started_at is None:

@@ -465,6 +465,9 @@ class JobOut(BaseModel):
     image: str | None
     state: str
     reason: str
+    # while pending and judged by a cycle, what it waits for: no-room, quota, behind,
+    # preempting, limited, invalid, never, gated or approval ("" until judged, and after)
+    wait_code: str = ""
     submitted_by: str
     submit_time: float
     started_at: float | None

@@ -48,7 +48,7 @@ class CycleInputs:
     state: ClusterState
     running: list[RunningJob]
     pending: list[Job]
-    reasons: dict[str, str]  # pending job id -> reason stored now
+    reasons: dict[str, tuple[str, str]]  # pending job id -> (reason, wait code) stored now
     allocation_of: dict[str, int]  # running job id -> allocation id
     tenants: TenantTree
     queue: QueuePolicy
@@ -195,21 +195,23 @@ class SnapshotBuilder:
         copies = frozenset(self.copies.values())
         allocation_of = {str(job_id): a for a, job_id in current.items()}
         pending: list[Job] = []
-        reasons: dict[str, str] = {}
+        reasons: dict[str, tuple[str, str]] = {}
         invalid: dict[str, str] = {}
         rows = conn.execute(
-            select(*JOB_COLUMNS, *GATE_COLUMNS, jobs.reason).where(jobs.state == "pending")
+            select(*JOB_COLUMNS, *GATE_COLUMNS, jobs.reason, jobs.wait_code).where(
+                jobs.state == "pending"
+            )
         ).all()
         gated = {str(k): v for k, v in job_gates(conn, rows).items()}
         for row in rows:
             if str(row.id) in gated:
-                reasons[str(row.id)] = row.reason
+                reasons[str(row.id)] = (row.reason, row.wait_code)
                 continue
             try:
                 pending.append(_job(row, cached_request(row.request)))
             except SpecError as exc:
                 invalid[str(row.id)] = str(exc)
-            reasons[str(row.id)] = row.reason
+            reasons[str(row.id)] = (row.reason, row.wait_code)
         return CycleInputs(
             state=state.clone(),
             running=running,

@@ -49,11 +49,11 @@ def gather(s: Session, now: float, zone: str, limits: Limits) -> Facts:
         devices.append(DeviceFact(node, index, healthy, temp_c, util_pct, tenant, since))
     jobs = JobRow.__table__.c
     pending = [
-        PendingFact(r.id, r.tenant, r.queued_at, r.reason, bool(r.held))
+        PendingFact(r.id, r.tenant, r.queued_at, r.reason, bool(r.held), r.wait_code)
         for r in s.execute(
-            select(jobs.id, jobs.tenant, jobs.queued_at, jobs.reason, jobs.held).where(
-                jobs.state == "pending"
-            )
+            select(
+                jobs.id, jobs.tenant, jobs.queued_at, jobs.reason, jobs.held, jobs.wait_code
+            ).where(jobs.state == "pending")
         )
     ]
     return Facts(

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from gpupool.billing.money import yuan
+from gpupool.scheduler.reasons import Wait
 
 KINDS = (
     "node-lost",
@@ -35,6 +36,7 @@ class PendingFact:
     queued_at: float
     reason: str
     held: bool = False
+    code: str = ""  # the Wait code the last cycle gave it ("" before one judged it)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def firing(f: Facts) -> list[Firing]:
                     f"job {p.job_id} of {p.tenant} has waited {waited / 60:.0f} min: {p.reason}",
                 )
             )
-        if p.reason.startswith("quota:"):
+        if p.code == Wait.QUOTA:
             waiting_quota.setdefault(p.tenant, []).append(p)
     for tenant, jobs in sorted(waiting_quota.items()):
         out.append(

@@ -175,6 +175,8 @@ class JobRow(Base):
     submitted_by: Mapped[str] = mapped_column(String(100))
     state: Mapped[str] = mapped_column(String(20), default="pending")
     reason: Mapped[str] = mapped_column(Text, default="")
+    # while pending and judged by a cycle: the Wait code of ``reason`` (quota, no-room, ...)
+    wait_code: Mapped[str] = mapped_column(String(20), default="", server_default="")
     submit_time: Mapped[float] = mapped_column(Float)
     queued_at: Mapped[float] = mapped_column(Float)  # last time it entered pending
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -40,6 +40,7 @@ def hold(job_id: Id, ctx: Ctx, who: Caller, request: Request) -> JobOut:
             raise ApiError(409, f"job {job_id} is {job.state}; only pending jobs are held", "state")
         job.held = True
         job.reason = f"held by {who.user}"
+        job.wait_code = ""
         s.add(_note(job, time.time(), job.reason, who.user))
         out = job_out(job)
     request.state.audit_target = f"job {job_id}"
@@ -57,6 +58,7 @@ def release_hold(job_id: Id, ctx: Ctx, who: Caller, request: Request) -> JobOut:
             raise ApiError(409, f"job {job_id} is not held", "held")
         job.held = False
         job.reason = "queued"
+        job.wait_code = ""
         s.add(_note(job, time.time(), f"released by {who.user}", who.user))
         out = job_out(job)
     request.state.audit_target = f"job {job_id}"
@@ -86,6 +88,7 @@ def requeue(
         if hold:
             job.held = True
             job.reason = f"requeued and held by {who.user}"
+            job.wait_code = ""
         out = job_out(job)
     request.state.audit_target = f"job {job_id}"
     ctx.loop.wake()

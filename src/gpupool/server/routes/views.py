@@ -65,6 +65,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
         image=j.image,
         state=j.state,
         reason=j.reason,
+        wait_code=j.wait_code or "",
         submitted_by=j.submitted_by,
         submit_time=j.submit_time,
         started_at=j.started_at,
