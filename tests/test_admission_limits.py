@@ -125,7 +125,7 @@ def test_logs_go_after_their_retention_and_beyond_the_limit_the_oldest_first(tmp
                 s.flush()
                 ids.append(job.id)
                 s.add(JobLogRow(job_id=job.id, time=ended, stream="stdout", text="y" * 400_000))
-        deleted = srv.ctx.loop.prune_logs(now, force=True)
+        deleted = srv.ctx.loop.prune_logs(now)
         with srv.ctx.db.read() as s:
             kept = set(s.execute(select(JobLogRow.job_id)).scalars())
             held = s.execute(select(TenantRow.log_bytes).where(TenantRow.name == "algo")).scalar()

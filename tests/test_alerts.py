@@ -78,8 +78,8 @@ def test_alerts_fire_once_resolve_and_fire_again(server):
     with server.ctx.db.write() as s:
         s.get(JobRow, job["id"]).queued_at = time.time() - 3600
         s.get(NodeRow, "n1").state = "lost"
-    loop.check_alerts(force=True)
-    loop.check_alerts(force=True)  # nothing twice
+    loop.check_alerts()
+    loop.check_alerts()  # nothing twice
     assert _alerts(server) == {
         "device-hot:n0:0": "firing", "device-unhealthy:n0:1": "firing",
         "node-lost:n1": "firing", f"job-pending:{job['id']}": "firing",
@@ -87,12 +87,12 @@ def test_alerts_fire_once_resolve_and_fire_again(server):
     }  # fmt: skip
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": [{"index": 0, "temp_c": 60}]}))
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
-    loop.check_alerts(force=True)
+    loop.check_alerts()
     states = _alerts(server)
     assert states["device-hot:n0:0"] == "resolved" and states["node-lost:n1"] == "firing"
     assert states[f"job-pending:{job['id']}"] == "resolved"
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": [{"index": 0, "temp_c": 95}]}))
-    loop.check_alerts(force=True)
+    loop.check_alerts()
     assert _alerts(server)["device-hot:n0:0"] == "firing"  # the same row, firing again
     listed = ok(admin.get("/api/v1/alerts"))
     assert {a["kind"] for a in listed} == {
@@ -134,7 +134,7 @@ def test_webhook_deliveries_are_signed_and_retried_with_backoff(sqlite_server):
         seed_cluster(admin, nodes=1, tenants={"algo": 1})
         with sqlite_server.ctx.db.write() as s:
             s.get(NodeRow, "n0").state = "lost"
-        sqlite_server.ctx.loop.check_alerts(force=True)
+        sqlite_server.ctx.loop.check_alerts()
         now = time.time()
         sent = []
         for step in range(4):  # 500, 500 (backing off 2 s, then 4 s), then delivered
@@ -175,7 +175,7 @@ def test_a_spent_stop_elastic_budget_holds_work_beyond_the_guarantee(sqlite_serv
                        compute_pct_seconds=100 * 40 * 3600, mem_mib_seconds=0,
                        cpu_milli_seconds=0))  # fmt: skip
     loop = sqlite_server.ctx.loop
-    loop.check_alerts(force=True)
+    loop.check_alerts()
     month = time.strftime("%Y-%m", time.gmtime(now + 8 * 3600))
     assert {k for k, v in _alerts(sqlite_server).items() if v == "firing"} == {
         f"budget:algo:{month}:50",

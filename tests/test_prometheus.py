@@ -54,7 +54,7 @@ def _busy_cluster(server) -> None:
     tel = [{"index": i, "util_pct": 50.0, "mem_used_mib": 1000, "temp_c": 60.0, "power_w": 200.0,
             "healthy": i != 3} for i in range(4)]  # fmt: skip
     ok(agent.post("/api/v1/nodes/n0/heartbeat", json={"devices": tel}))
-    server.ctx.loop.check_alerts(force=True)
+    server.ctx.loop.check_alerts()
 
 
 def _families(text: str) -> set[str]:

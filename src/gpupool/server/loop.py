@@ -1,8 +1,11 @@
 """The scheduler loop: the one place that joins the pure engine to the database.
 
-A thread in the server process. It takes the lead when it can, then runs a cycle whenever
-something changed (an API call wakes it) and at least every ``cycle_interval_s``: read the
-snapshot, decide with ``run_cycle``, commit every decision in one fenced transaction.
+A thread in the server process. It takes the lead when it can, then makes a pass whenever
+something changed (an API call wakes it) and at least every ``cycle_interval_s``. A pass runs
+the duties that are due (``control/runner.py``): liveness, metering checkpoints, budgets,
+the scheduling cycle (read the snapshot, decide with ``run_cycle``, commit every decision in
+one fenced transaction), alerts, pool samples, log retention and the proof of life. One duty
+failing never stops the others; the service reconciler runs in its own thread the same way.
 """
 
 import logging
@@ -29,6 +32,7 @@ from gpupool.server.alerts.webhook import deliver
 from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
+from gpupool.server.control.runner import Duty, Runner
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
 from gpupool.server.hybrid_modes import order_switches
@@ -73,16 +77,26 @@ class SchedulerLoop:
         self.capacity = PoolCapacity()  # which waiting jobs can never run
         self.services = ServiceReconciler(db, settings)  # replicas: health, endpoints, scale
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
-        self._alerts_at = float("-inf")
-        self._logs_at = float("-inf")
-        self._proved_at = float("-inf")
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
-        self._sampled_at = float("-inf")
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
-        self._budgets_at = float("-inf")
+        st = settings
+        self.duties = Runner(
+            [
+                Duty("liveness", self.check_liveness),
+                Duty("metering", self.checkpoint_usage),
+                Duty("budgets", self.check_budgets, st.cycle_interval_s),
+                Duty("scheduling", self.cycle),
+                Duty("alerts", self.check_alerts, st.alert_interval_s),
+                Duty("pool-samples", self.sample_pool, st.sample_interval_s),
+                Duty("log-retention", self.prune_logs, LOG_PRUNE_EVERY_S),
+                Duty("life", self.prove_life, min(LIFE_PROOF_S, st.health_no_leader_s / 3)),
+            ],
+            metrics,
+        )
+        self.service_duties = Runner([Duty("services", self._step_services)], metrics)
         self._wake = threading.Event()
         self.remote: WakeSender | None = None
         self._stop = threading.Event()
@@ -90,7 +104,6 @@ class SchedulerLoop:
         self._services: threading.Thread | None = None
         self.cycles = 0
         self._seen_event = 0
-        self.last_error = ""
 
     @property
     def is_leader(self) -> bool:
@@ -118,16 +131,21 @@ class SchedulerLoop:
         self.services.probes.close()
         self.leadership.release()
 
+    @property
+    def last_error(self) -> str:
+        """The scheduling duty's last error while it keeps failing ("" once it succeeds)."""
+        return self.duties.health["scheduling"].last_error
+
+    def _step_services(self, now: float) -> None:
+        self.services.step()
+
     def _run_services(self) -> None:
         """The service reconciler, in its own thread while this process leads: a tenant's
         replicas that answer slowly delay their own services' checks, never a scheduling
         cycle."""
         while not self._stop.is_set():
             if self.leadership.held:
-                try:
-                    self.services.step()
-                except Exception:  # the next pass reads everything again
-                    log.exception("service reconciler pass failed")
+                self.service_duties.run_due(time.time())  # failures: logged, retried later
             self._stop.wait(self.settings.service_interval_s)
 
     def _run(self) -> None:
@@ -140,24 +158,12 @@ class SchedulerLoop:
             self._wake.clear()
             started = time.perf_counter()
             try:
-                self.prove_life()
-                self.check_liveness()
-                self.checkpoint_usage()
-                self.safely(self.check_budgets)
-                self.run_once()
-                self.safely(self.check_alerts)
-                self.safely(self.sample_pool)
-                self.safely(self.prune_logs)
-                self.last_error = ""
+                self.duties.run_due(time.time())
             except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
                 self.leadership.release()
                 self.snapshots = SnapshotBuilder()
-            except Exception as exc:  # keep scheduling; the next cycle rebuilds the snapshot
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("scheduling cycle failed")
-                self.snapshots = SnapshotBuilder()
-                self._stop.wait(self.settings.leader_poll_s)
+                self.duties.reset()
             # a burst of submissions is decided in a few batches, not one cycle per request:
             # leave the API at least half as much time as the last cycle took
             self._stop.wait(
@@ -223,9 +229,11 @@ class SchedulerLoop:
         return done
 
     def prove_life(self, now: float | None = None) -> None:
-        """Every few seconds while leading: the stamp /healthz reads (fenced by the epoch)."""
+        """Every few seconds while leading and scheduling: the stamp /healthz reads (fenced
+        by the epoch). A leader whose cycles keep failing stops stamping, so /healthz turns
+        503 instead of answering 200 while nothing is scheduled."""
         now = time.time() if now is None else now
-        if now - self._proved_at < min(LIFE_PROOF_S, self.settings.health_no_leader_s / 3):
+        if not self.duties.ok_within("scheduling", now, self.settings.health_no_leader_s):
             return
         with self.db.write() as s:
             s.execute(
@@ -233,35 +241,19 @@ class SchedulerLoop:
                 .where(Meta.id == 1, Meta.leader_epoch == self.leadership.epoch)
                 .values(leader_seen_at=now)
             )
-        self._proved_at = now
 
-    def prune_logs(self, now: float | None = None, *, force: bool = False) -> int:
-        """Hourly: job logs past their retention, and beyond a tenant's limit."""
+    def prune_logs(self, now: float | None = None) -> int:
+        """Job logs past their retention, and beyond a tenant's limit (a duty run hourly)."""
         now = time.time() if now is None else now
-        if not force and now - self._logs_at < LOG_PRUNE_EVERY_S:
-            return 0
-        self._logs_at = now
         retention = self.settings.log_retention_days * 86400
         with self.db.write() as s:
             return prune_logs(s, now, retention, self.limits)
 
-    def safely(self, step) -> None:
-        """Run a side task (alerts) so that its failure never stops scheduling."""
-        try:
-            step()
-        except LostLeadership:
-            raise
-        except Exception:
-            log.exception("%s failed", step.__name__)
-
-    def check_alerts(self, now: float | None = None, *, force: bool = False) -> None:
-        """Every ``alert_interval_s``: fire and resolve alerts from the state of record, note
-        which tenants exhausted a stop-elastic budget, and deliver what changed."""
+    def check_alerts(self, now: float | None = None) -> None:
+        """Fire and resolve alerts from the state of record, note which tenants exhausted a
+        stop-elastic budget, and deliver what changed (a duty run every ``alert_interval_s``)."""
         now = time.time() if now is None else now
         st = self.settings
-        if not force and now - self._alerts_at < st.alert_interval_s:
-            return
-        self._alerts_at = now
         limits = Limits(st.alert_pending_minutes, st.alert_temp_c, st.alert_idle_minutes)
         with self.db.write() as s:
             facts = gather(s, now, st.billing_zone, limits)
@@ -271,18 +263,15 @@ class SchedulerLoop:
         self._note_budgets(facts.budgets)
 
     def check_budgets(self, now: float | None = None) -> None:
-        """Before cycles, at most once a ``cycle_interval_s``: each budget's month-to-date
-        spend, live allocations included up to now, so stop-elastic acts within a cycle
-        interval of the line being crossed, and the alerts are evaluated at once when a
-        threshold is crossed (not at the next ``alert_interval_s``)."""
+        """Each budget's month-to-date spend, live allocations included up to now (a duty
+        run before cycles, at most once a ``cycle_interval_s``: a burst of cycles reads the
+        invoices once), so stop-elastic acts within a cycle interval of the line being
+        crossed, and the alerts are evaluated at once when a threshold is crossed."""
         now = time.time() if now is None else now
-        if now - self._budgets_at < self.settings.cycle_interval_s:
-            return  # a burst of cycles (on submissions) reads the invoices once an interval
-        self._budgets_at = now
         with self.db.read() as s:
             budgets = budget_facts(s, now, self.settings.billing_zone)
         if self._note_budgets(budgets):
-            self.check_alerts(now, force=True)
+            self.check_alerts(now)
 
     def _note_budgets(self, budgets: Iterable[BudgetFact]) -> bool:
         """Remember which tenants may not borrow; True when the thresholds crossed changed."""
@@ -334,11 +323,8 @@ class SchedulerLoop:
                 )
 
     def sample_pool(self, now: float | None = None) -> None:
-        """Every ``sample_interval_s``: the pool's utilisation for the dashboard's history."""
+        """The pool's utilisation for the dashboard's history (every ``sample_interval_s``)."""
         now = time.time() if now is None else now
-        if now - self._sampled_at < self.settings.sample_interval_s:
-            return
-        self._sampled_at = now
         with self.db.write() as s:
             record_sample(s, now)
 
@@ -355,6 +341,16 @@ class SchedulerLoop:
             why = self.capacity.never_for(job)
             if why is not None:
                 result.pending[job.id] = Reason(Wait.NEVER, why)
+
+    def cycle(self, now: float) -> None:
+        """The scheduling duty: a cycle; after a failure the next one reads everything."""
+        try:
+            self.run_once(now)
+        except LostLeadership:
+            raise
+        except Exception:
+            self.snapshots = SnapshotBuilder()
+            raise
 
     def run_once(self, now: float | None = None) -> None:
         """One cycle: snapshot, decide, commit (also called directly by tests)."""

@@ -12,7 +12,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -67,6 +67,17 @@ class Metrics:
             "gpupool_admissions", "Jobs admitted.", ["tenant"], registry=self.registry
         )
         self.preemptions = Counter("gpupool_preemptions", "Jobs preempted.", registry=self.registry)
+        self.duty_last_ok = Gauge(
+            "gpupool_duty_last_success_timestamp_seconds",
+            "When each control-plane duty (scheduling, liveness, alerts, ...) last succeeded.",
+            ["duty"],
+            registry=self.registry,
+            multiprocess_mode="max",
+        )
+        self.duty_failures = Counter(
+            "gpupool_duty_failures", "Control-plane duty runs that failed.", ["duty"],
+            registry=self.registry,
+        )  # fmt: skip
         shared = os.environ.get(MULTIPROCESS_DIR)
         if shared:
             self.scrape = CollectorRegistry()
@@ -74,6 +85,12 @@ class Metrics:
         else:
             self.scrape = self.registry
         self.scrape.register(StateCollector(db))
+
+    def duty_ok(self, name: str, at: float) -> None:
+        self.duty_last_ok.labels(name).set(at)
+
+    def duty_failed(self, name: str) -> None:
+        self.duty_failures.labels(name).inc()
 
     def exposition(self) -> bytes:
         """The text a scrape gets."""

@@ -71,7 +71,7 @@ def _scheduler_name(ctx: ServerContext) -> str | None:
 def status(ctx: Ctx, who: Caller) -> dict[str, object]:
     """Version, database backend, whether this process leads the scheduler, and who the
     caller is (user, role, tenant: ``gpupool whoami``)."""
-    return {
+    out: dict[str, object] = {
         "version": __version__,
         "user": who.user,
         "role": str(who.role),
@@ -82,6 +82,9 @@ def status(ctx: Ctx, who: Caller) -> dict[str, object]:
         "cycles": ctx.loop.cycles,
         "last_cycle_error": ctx.loop.last_error,
     }
+    if who.is_admin:  # each control-plane duty here: last success, failures, the last error
+        out["duties"] = {**ctx.loop.duties.report(), **ctx.loop.service_duties.report()}
+    return out
 
 
 # -- pools ------------------------------------------------------------------------------------
