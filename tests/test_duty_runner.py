@@ -22,6 +22,10 @@ class Recorder:
     def __init__(self) -> None:
         self.ok: list[tuple[str, float]] = []
         self.failed: list[str] = []
+        self.known: list[str] = []
+
+    def duty_known(self, name: str) -> None:
+        self.known.append(name)
 
     def duty_ok(self, name: str, at: float) -> None:
         self.ok.append((name, at))
@@ -46,6 +50,7 @@ def test_a_failing_duty_stops_none_of_the_others_and_is_retried_with_backoff():
     health = runner.report()["liveness"]
     assert health == {"last_ok": 39.0, "failures": 0, "failures_total": 5, "last_error": ""}
     assert metrics.failed == ["liveness"] * 5
+    assert metrics.known == ["liveness", "scheduling", "alerts"]
     assert ("scheduling", 39.0) in metrics.ok
 
 

@@ -86,6 +86,9 @@ class Metrics:
             self.scrape = self.registry
         self.scrape.register(StateCollector(db))
 
+    def duty_known(self, name: str) -> None:
+        self.duty_failures.labels(name)
+
     def duty_ok(self, name: str, at: float) -> None:
         self.duty_last_ok.labels(name).set(at)
 

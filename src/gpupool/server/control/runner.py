@@ -48,6 +48,7 @@ class DutyHealth:
 
 
 class DutyMetrics(Protocol):
+    def duty_known(self, name: str) -> None: ...
     def duty_ok(self, name: str, at: float) -> None: ...
     def duty_failed(self, name: str) -> None: ...
 
@@ -66,6 +67,9 @@ class Runner:
             raise ValueError(f"duty names repeat: {names}")
         self.metrics = metrics
         self.health = {d.name: DutyHealth() for d in self.duties}
+        if metrics is not None:  # exported at 0 from the start, so rates see the first failure
+            for name in names:
+                metrics.duty_known(name)
 
     def run_due(self, now: float) -> list[str]:
         """Run every duty due at ``now``, in order; returns the names of those that failed."""
