@@ -7,6 +7,8 @@ reactive point compared is the cheapest front point whose replica-hours are the 
 The trace is scaled so that the learning days' peak needs ``peak_share_of_pool`` of the pool.
 """
 
+from typing import Any
+
 import numpy as np
 
 from gpupool.autoscale import forecast
@@ -19,6 +21,7 @@ from gpupool.autoscale.scenario import AutoscaleScenario
 from gpupool.model import SpecError
 
 DAY_S = 86_400
+Point = dict[str, Any]  # one policy setting and its replay's summary (JSON)
 
 
 def _steps(start: float, stop: float, step: float) -> list[float]:
@@ -26,16 +29,16 @@ def _steps(start: float, stop: float, step: float) -> list[float]:
     return [round(start + k * step, 6) for k in range(max(count, 1))]
 
 
-def pareto(points: list[dict]) -> list[dict]:
+def pareto(points: list[Point]) -> list[Point]:
     """Points no other point beats on both replica-hours and under-provisioned minutes."""
-    front: list[dict] = []
+    front: list[Point] = []
     for p in sorted(points, key=lambda p: (p["replica_hours"], p["underprovisioned_min"])):
         if not front or p["underprovisioned_min"] < front[-1]["underprovisioned_min"]:
             front.append(p)
     return front
 
 
-def at_equal_cost(front: list[dict], replica_hours: float) -> dict | None:
+def at_equal_cost(front: list[Point], replica_hours: float) -> Point | None:
     """The cheapest point of ``front`` costing at least ``replica_hours``."""
     return next((p for p in front if p["replica_hours"] >= replica_hours), None)
 
@@ -68,11 +71,11 @@ class Comparison:
         self.end = min(len(self.rates), (learn_w + judge_w) * self.window_ticks)
         self.lead = int(np.ceil(self.model.lead_s / tick))
 
-    def _point(self, policy: Policy, **setting) -> dict:
+    def _point(self, policy: Policy, **setting: float) -> Point:
         out = replay(self.rates, self.start, self.end, policy, self.model, self.scenario.tick_s)
         return {**setting, **out.summary()}
 
-    def reactive_points(self) -> list[dict]:
+    def reactive_points(self) -> list[Point]:
         r = self.scenario.reactive
         points = []
         for delay in r.scale_down_delays_s:
@@ -104,7 +107,7 @@ class Comparison:
             "arima": forecast.arima(self.window_rates, self.window_ticks, learn_w).peak,
         }
 
-    def predictive_points(self, up: np.ndarray) -> list[dict]:
+    def predictive_points(self, up: np.ndarray) -> list[Point]:
         p = self.scenario.predictive
         headrooms = sorted({*_steps(p.headroom_from, p.headroom_to, p.headroom_step), p.headroom})
         return [
@@ -118,13 +121,13 @@ class Comparison:
         return float(np.mean(future <= up[judged[::6]] + 1e-9))
 
 
-def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario) -> dict:
+def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario) -> dict[str, Any]:
     """The comparison's JSON: both policies at equal cost, their curves, the other predictors."""
     c = Comparison(window_rates, window_s, scenario)
     reactive_front = pareto(c.reactive_points())
     default = scenario.predictive.headroom
-    curves: dict[str, list[dict]] = {"reactive": reactive_front}
-    at_default: dict[str, dict] = {}
+    curves: dict[str, list[Point]] = {"reactive": reactive_front}
+    at_default: dict[str, Point] = {}
     coverage: dict[str, float] = {}
     for name, up in c.forecasts().items():
         points = c.predictive_points(up)
@@ -152,8 +155,8 @@ def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario
     }
 
 
-def _ratio(predictive: dict, reactive: dict | None) -> float | None:
+def _ratio(predictive: Point, reactive: Point | None) -> float | None:
     """Predictive's under-provisioned minutes over reactive's (None: no reactive point)."""
     if reactive is None or reactive["underprovisioned_min"] == 0:
         return None
-    return round(predictive["underprovisioned_min"] / reactive["underprovisioned_min"], 3)
+    return round(float(predictive["underprovisioned_min"] / reactive["underprovisioned_min"]), 3)

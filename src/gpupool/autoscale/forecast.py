@@ -54,7 +54,8 @@ def _volatility(level: np.ndarray, floor: float, step: int, span: int) -> np.nda
     change[step:] = np.log((level[step:] + floor) / (level[:-step] + floor))
     mean = trailing_mean(change, span)
     spread = np.sqrt(np.maximum(trailing_mean(change**2, span) - mean**2, 0.0))
-    return np.maximum(spread, 1e-3)
+    floored: np.ndarray = np.maximum(spread, 1e-3)
+    return floored
 
 
 def rise_table(
@@ -132,7 +133,10 @@ def constant(rates: np.ndarray, stable_ticks: int = 6) -> Forecast:
 
 
 def arima(
-    window_rates: np.ndarray, window_ticks: int, learn_windows: int, order=(2, 1, 1)
+    window_rates: np.ndarray,
+    window_ticks: int,
+    learn_windows: int,
+    order: tuple[int, int, int] = (2, 1, 1),
 ) -> Forecast:
     """ARIMA on the windows, fitted on the learning windows, one window ahead (statsmodels).
 

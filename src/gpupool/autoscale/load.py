@@ -16,4 +16,5 @@ def trailing_mean(rates: np.ndarray, ticks: int) -> np.ndarray:
     cum = np.concatenate([[0.0], np.cumsum(rates)])
     idx = np.arange(1, len(rates) + 1)
     lo = np.maximum(0, idx - ticks)
-    return (cum[idx] - cum[lo]) / (idx - lo)
+    mean: np.ndarray = (cum[idx] - cum[lo]) / (idx - lo)
+    return mean

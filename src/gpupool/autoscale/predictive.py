@@ -19,4 +19,4 @@ class Predictive:
     headroom: float = 1.0
 
     def desired(self, i: int, ready: int, starting: int) -> int:
-        return ceil(self.up[i] * self.headroom / self.replica_rps - 1e-9)
+        return ceil(float(self.up[i]) * self.headroom / self.replica_rps - 1e-9)

@@ -57,7 +57,7 @@ class Outcome:
     scale_ups: int
     replicas: np.ndarray
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, float]:
         return {
             "underprovisioned_min": round(self.underprovisioned_min, 1),
             "unserved_requests": round(self.unserved_requests),

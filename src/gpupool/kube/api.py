@@ -198,7 +198,7 @@ class KubeApi:
 
     def annotate_pod(
         self, namespace: str, name: str, annotations: Mapping[str, str | None], uid: str = ""
-    ):
+    ) -> dict[str, Any]:
         """Merge ``annotations`` in; with ``uid``, refused if the pod is another by now."""
         meta: dict[str, Any] = {"annotations": dict(annotations)}
         body = {"metadata": {**meta, "uid": uid} if uid else meta}

@@ -45,7 +45,7 @@ NAMESPACED = {
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def cache_dir() -> Path:

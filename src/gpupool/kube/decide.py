@@ -7,10 +7,10 @@ is evicted. A gang whose grants were written but only partly bound (the schedule
 half-way) is finished on the same nodes, never placed twice.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import (
@@ -70,20 +70,24 @@ class Decision:
     node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
 
 
+T = TypeVar("T")
+MemoKey = tuple[object, ...]  # what is cached: ("node", name), ("job", id, first pod, parts)
+
+
 class Memo:
     """Translations kept between cycles, keyed by object and version (objects from the watch
     are replaced on change, never edited), so a cycle translates only what changed. Entries
     not used in a cycle are dropped by ``sweep``."""
 
     def __init__(self) -> None:
-        self._old: dict[tuple, tuple[object, object]] = {}
-        self._new: dict[tuple, tuple[object, object]] = {}
+        self._old: dict[MemoKey, tuple[object, object]] = {}
+        self._new: dict[MemoKey, tuple[object, object]] = {}
 
-    def get(self, key: tuple, version: object, compute):
+    def get(self, key: MemoKey, version: object, compute: Callable[[], T]) -> T:
         hit = self._new.get(key) or self._old.get(key)
         if hit is not None and hit[0] == version:
             self._new[key] = hit
-            return hit[1]
+            return cast(T, hit[1])  # stored by this key's own compute
         value = compute()
         self._new[key] = (version, value)
         return value
@@ -99,13 +103,15 @@ def _version(obj: Mapping[str, Any]) -> tuple[str, str]:
     return rv, str((obj.get("spec") or {}).get("nodeName") or "")
 
 
-def _cached(memo: "Memo | None", key: tuple, obj: Mapping[str, Any], compute):
+def _cached(
+    memo: "Memo | None", key: MemoKey, obj: Mapping[str, Any], compute: Callable[[], T]
+) -> T:
     if memo is None or not _version(obj)[0]:
         return compute()
     return memo.get(key, _version(obj), compute)
 
 
-def _try(fn, *args):
+def _try(fn: Callable[..., T], *args: object) -> T | SpecError:
     try:
         return fn(*args)
     except SpecError as exc:
@@ -122,7 +128,9 @@ class _Held:
     cards: int = 0
 
 
-def _nodes(objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision, memo):
+def _nodes(
+    objs: Iterable[Mapping[str, Any]], config: KubeConfig, out: Decision, memo: "Memo | None"
+) -> dict[str, KubeNode]:
     nodes: dict[str, KubeNode] = {}
     for obj in objs:
         name = str((obj.get("metadata") or {}).get("name") or "?")
@@ -212,7 +220,7 @@ def decide(
     held: dict[str, _Held] = {}
     bound: dict[str, list[tuple[str, NodeGrant, str, Mapping[str, Any]]]] = {}
     unbound: list[Mapping[str, Any]] = []
-    granted_unbound: dict[str, list[tuple[str, NodeGrant, dict, str]]] = {}
+    granted_unbound: dict[str, list[tuple[str, NodeGrant, dict[str, str], str]]] = {}
     live = [p for p in pod_objs if not is_terminal(p)]
     ours = [p for p in live if (p.get("spec") or {}).get("schedulerName") == config.scheduler_name]
     our_ids = {id(p) for p in ours}
@@ -229,19 +237,19 @@ def decide(
 
     for pod in live:
         mine = id(pod) in our_ids
-        grant = None
+        grant: tuple[str, str, NodeGrant] | None = None  # (job, signature, this pod's part)
         if mine:
-            grant = _cached(memo, ("grant", pod_key(pod)), pod, partial(_try, grant_of, pod, key))
-            if isinstance(grant, UnsignedGrant) and node_of(pod):
+            got = _cached(memo, ("grant", pod_key(pod)), pod, partial(_try, grant_of, pod, key))
+            if isinstance(got, UnsignedGrant) and node_of(pod):
                 # a tenant rewrote what it was given: it goes, and until it has gone the cards
                 # it may use (any of the node's) are nobody else's
                 if not (pod.get("metadata") or {}).get("deletionTimestamp"):
-                    evict = Evict(pod_key(pod), str(grant), config.grace_s, "GrantAltered")
+                    evict = Evict(pod_key(pod), str(got), config.grace_s, "GrantAltered")
                     out.evictions.append(evict)
                 hold(pod, every_card=True)
                 continue
-            if isinstance(grant, SpecError):
-                grant = None
+            if not isinstance(got, SpecError):
+                grant = got
         if node_of(pod):
             if grant is not None and grant[2].node == node_of(pod) and _fits(grant[2], nodes):
                 bound.setdefault(grant[0], []).append((pod_key(pod), grant[2], grant[1], pod))
@@ -305,10 +313,10 @@ def decide(
         gang = len(pod_names) > 1
         for pod_name, piece in zip(pod_names, b.placement.nodes, strict=True):
             node = nodes[piece.node].node
-            grant = grant_json(b.job_id, piece, node, b.placement.policy)
+            granted = grant_json(b.job_id, piece, node, b.placement.policy)
             uid = uid_of(by_key[pod_name])
             out.binds.append(
-                Bind(pod_name, piece.node, signed(key, uid, grant), b.action, gang, uid)
+                Bind(pod_name, piece.node, signed(key, uid, granted), b.action, gang, uid)
             )
     for p in result.preemptions:
         for pod_name in by_job.get(p.job_id, []):

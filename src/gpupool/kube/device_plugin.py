@@ -158,22 +158,30 @@ class SlicePlugin(api_pb2_grpc.DevicePluginServicer):
         self.stop = threading.Event()
         self._lock = threading.Lock()  # one Allocate at a time: each claims one pod
 
-    def GetDevicePluginOptions(self, request, context):
+    def GetDevicePluginOptions(
+        self, request: Any, context: grpc.ServicerContext
+    ) -> api_pb2.DevicePluginOptions:
         return api_pb2.DevicePluginOptions(pre_start_required=False)
 
-    def ListAndWatch(self, request, context) -> Iterator[api_pb2.ListAndWatchResponse]:
+    def ListAndWatch(
+        self, request: Any, context: grpc.ServicerContext
+    ) -> Iterator[api_pb2.ListAndWatchResponse]:
         devices = [api_pb2.Device(ID=f"slice-{i}", health="Healthy") for i in range(self.slots)]
         yield api_pb2.ListAndWatchResponse(devices=devices)
         while not self.stop.wait(1.0) and context.is_active():
             pass
 
-    def GetPreferredAllocation(self, request, context):
+    def GetPreferredAllocation(
+        self, request: Any, context: grpc.ServicerContext
+    ) -> api_pb2.PreferredAllocationResponse:
         return api_pb2.PreferredAllocationResponse()
 
-    def PreStartContainer(self, request, context):
+    def PreStartContainer(
+        self, request: Any, context: grpc.ServicerContext
+    ) -> api_pb2.PreStartContainerResponse:
         return api_pb2.PreStartContainerResponse()
 
-    def Allocate(self, request, context):
+    def Allocate(self, request: Any, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
         responses = []
         with self._lock:
             for _ in request.container_requests:
@@ -211,7 +219,9 @@ def publish_devices(api: KubeApi, node: str, located: list[Located]) -> None:
     api.request("PATCH", f"/api/v1/nodes/{node}", body, content_type="application/merge-patch+json")
 
 
-def serve(plugin: SlicePlugin, socket_dir: str = KUBELET_DIR, name: str = "gpupool.sock"):
+def serve(
+    plugin: SlicePlugin, socket_dir: str = KUBELET_DIR, name: str = "gpupool.sock"
+) -> grpc.Server:
     """Serve on ``socket_dir/name`` and register with the kubelet there; returns the server."""
     path = Path(socket_dir) / name
     path.unlink(missing_ok=True)

@@ -95,7 +95,9 @@ def _from_annotation(raw: str, name: str, mode: SharingMode) -> tuple[Device, ..
     return devices
 
 
-def _nvidia(labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode):
+def _nvidia(
+    labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode
+) -> tuple[Device, ...]:
     n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
     if mode is SharingMode.MIG and "nvidia.com/gpu.count" in labels:  # MIG hides whole cards
         n = count(labels["nvidia.com/gpu.count"], f"node {name}: label nvidia.com/gpu.count")

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
 
@@ -86,7 +87,7 @@ class LeaderElector:
             raise
         return self._won(updated, started)
 
-    def _won(self, lease: dict, started: float) -> bool:
+    def _won(self, lease: dict[str, Any], started: float) -> bool:
         if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
             return False
         # counted from before the request: a slow answer shortens, never lengthens, the lead

@@ -149,7 +149,8 @@ class Ledger:
             raise httpx.HTTPStatusError(
                 f"{resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
             )
-        return resp.json()
+        answer: dict[str, Any] = resp.json()
+        return answer
 
     def sync(self, now: float | None = None) -> dict[str, int]:
         """One report: nodes if they changed, pods bound and ended since the last one."""

@@ -8,6 +8,7 @@ the first filter that rejected it, as kube-scheduler does
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,7 @@ class _Rows:
         self.share = state.share
         self.max_islands = state.max_islands
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         value = getattr(self._state, name)
         if isinstance(value, np.ndarray):
             value = value[self._rows]
@@ -167,7 +168,11 @@ def explain(
 
 
 def _run(
-    state, ask: Ask, steps: _Steps, rows: np.ndarray | None = None, host: bool = False
+    state: "ClusterState | _Rows",
+    ask: Ask,
+    steps: _Steps,
+    rows: np.ndarray | None = None,
+    host: bool = False,
 ) -> Feasibility:
     """The filters over ``state`` (a snapshot, or ``_Rows`` of one with ``rows`` given);
     ``host``: the ask is a whole one (not only its cached device part), so a default memory
@@ -262,14 +267,15 @@ def _units(dev: np.ndarray, count: int) -> tuple[np.ndarray | None, np.ndarray]:
     return units, units >= count
 
 
-def mig_slots(state, ask: Ask, dev: np.ndarray) -> np.ndarray:
+def mig_slots(state: "ClusterState | _Rows", ask: Ask, dev: np.ndarray) -> np.ndarray:
     """Per device of ``dev``, how many more instances of the ask's profile fit: a lookup by
     (model, occupancy: a MIG position mask or a vNPU chip's counters)."""
     assert ask.mig_slot_table is not None
-    return ask.mig_slot_table[state.model, state.mig_used] * dev
+    slots: np.ndarray = ask.mig_slot_table[state.model, state.mig_used] * dev
+    return slots
 
 
-def best_island(state: ClusterState, dev: np.ndarray) -> np.ndarray:
+def best_island(state: "ClusterState | _Rows", dev: np.ndarray) -> np.ndarray:
     """Per node, the most devices of ``dev`` that share one NVLink island."""
     best = np.zeros(dev.shape[0], dtype=np.int64)
     for island in range(state.max_islands):

@@ -126,19 +126,26 @@ class FragmentationModel:
         self.frag[rows] = self._frag(s.cpu_free[rows], total, terms, codes)
         self.seen[rows] = s.version[rows]
 
-    def _frag(self, cpu, total, terms, codes) -> np.ndarray:
+    def _frag(
+        self, cpu: np.ndarray, total: np.ndarray, terms: np.ndarray, codes: np.ndarray
+    ) -> np.ndarray:
         m = self.m
         sat = (cpu[:, None] >= self.c) & (terms[:, m:] >= self.k_eff[codes])
         # a row-wise sum, not a matrix product: BLAS rounds a row differently depending on how
         # many rows come with it, and FGD compares nodes scored at different times
-        return (np.where(sat, terms[:, :m], total[:, None]) * self.p_of[codes]).sum(axis=1)
+        out: np.ndarray = (np.where(sat, terms[:, :m], total[:, None]) * self.p_of[codes]).sum(
+            axis=1
+        )
+        return out
 
     def cluster_fragmentation(self) -> float:
         """Sum of F_n over the cluster, in percent-of-a-device units."""
         self.refresh()
         return float(self.frag.sum())
 
-    def delta(self, rows: np.ndarray, old, take: int, cpu: int, taken: int) -> np.ndarray:
+    def delta(
+        self, rows: np.ndarray, old: int | np.ndarray, take: int, cpu: int, taken: int
+    ) -> np.ndarray:
         """ΔF for candidates: on node ``rows[i]``, ``taken`` devices with ``old`` free compute
         (one value, or one per candidate) each give ``take`` of it, and ``cpu`` millicores go.
         A share: one device, old = its free compute, take = the share; whole cards: ``count``
@@ -156,7 +163,8 @@ class FragmentationModel:
             terms,
             codes,
         )
-        return after - self.frag[rows]
+        out: np.ndarray = after - self.frag[rows]
+        return out
 
 
 __all__ = ["NO_DEVICE", "FragmentationModel", "Shape", "ShapeMix"]

@@ -9,13 +9,18 @@ seventh.
 Only states whose owner turned it on (``ClusterState.use_default_memory``: the server) apply
 it; the simulators replay traces whose jobs reserve what the trace says."""
 
+from typing import Any
+
 import numpy as np
+
+from gpupool.scheduler.ask import Ask
 
 FLOOR_MIB = 256
 
 
-def mem_need(state, ask) -> int | np.ndarray:
-    """The memory ``ask`` takes on each node: its own ``mem=``, or the default per node."""
+def mem_need(state: Any, ask: Ask) -> int | np.ndarray:
+    """The memory ``ask`` takes on each node: its own ``mem=``, or the default per node.
+    ``state``: a ClusterState, or a view of some of its rows read by the same names."""
     per_card = getattr(state, "default_mem_per_card", None)
     if ask.mem or per_card is None:
         return int(ask.mem)
@@ -24,7 +29,8 @@ def mem_need(state, ask) -> int | np.ndarray:
     need = np.maximum(np.floor(np.maximum(by_cards, by_cpu)), FLOOR_MIB)  # shares add up
     # never more than a whole node: a job asking more cards than a node has is refused for
     # its cards, and one spread over nodes takes its share on each (placer._span_nodes)
-    return np.minimum(need, state.mem_cap).astype(np.int64)
+    out: np.ndarray = np.minimum(need, state.mem_cap).astype(np.int64)
+    return out
 
 
 def takes_memory(mem: int | np.ndarray) -> bool:

@@ -77,7 +77,8 @@ def _leftover(state: ClusterState, ask: Ask) -> np.ndarray:
     used = ask.pooled_pct
     if not used and not ask.cpu:
         return state.room.copy()
-    return state.room - (used * state.inv_compute_cap + ask.cpu * state.inv_cpu_cap)
+    left: np.ndarray = state.room - (used * state.inv_compute_cap + ask.cpu * state.inv_cpu_cap)
+    return left
 
 
 def masked(scores: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -103,7 +104,9 @@ class BestFit(Policy):
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
         return masked(_room_left(state, ask, fe), fe.node_ok)
 
-    def order_devices(self, state, ask, fe, row, cols):
+    def order_devices(
+        self, state: ClusterState, ask: Ask, fe: Feasibility, row: int, cols: list[int]
+    ) -> list[int]:
         if ask.kind is SliceKind.SHARE:
             return _share_order(state, row, cols, tight=True)
         return cols
@@ -118,7 +121,9 @@ class Spread(Policy):
     def score(self, state: ClusterState, ask: Ask, fe: Feasibility) -> np.ndarray:
         return masked(np.negative(_room_left(state, ask, fe)), fe.node_ok)
 
-    def order_devices(self, state, ask, fe, row, cols):
+    def order_devices(
+        self, state: ClusterState, ask: Ask, fe: Feasibility, row: int, cols: list[int]
+    ) -> list[int]:
         if ask.kind is SliceKind.SHARE:
             return _share_order(state, row, cols, tight=False)
         return cols
@@ -138,7 +143,7 @@ class TopologyAware(BestFit):
         best = best_island(state, fe.dev_ok)
         return base + np.where(best >= ask.count, 0.0, 10.0)
 
-    def devices(self, state, ask, fe, row):
+    def devices(self, state: ClusterState, ask: Ask, fe: Feasibility, row: int) -> list[int]:
         if ask.kind is SliceKind.WHOLE and ask.count > 1:
             assert fe.dev_ok is not None
             return _island_pick(state, row, _row_cols(fe.dev_ok[row]), ask.count)
@@ -180,7 +185,7 @@ class FragmentationGradientDescent(Policy):
         self._model.refresh()
         return self._model
 
-    def choose(self, state, ask, fe):
+    def choose(self, state: ClusterState, ask: Ask, fe: Feasibility) -> tuple[int, list[int]]:
         multi_share = ask.kind is SliceKind.SHARE and ask.count > 1
         if ask.kind is SliceKind.MIG or multi_share or not self.mix.counts:
             return self._fallback.choose(state, ask, fe)
@@ -235,7 +240,12 @@ class FragmentationGradientDescent(Policy):
         return entry
 
     def _score_rows(
-        self, state: ClusterState, ask: Ask, fe: Feasibility, model: FragmentationModel, rows
+        self,
+        state: ClusterState,
+        ask: Ask,
+        fe: Feasibility,
+        model: FragmentationModel,
+        rows: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per node of ``rows`` (all feasible): the best score of placing the ask there and,
         for shares, the first device with that score."""
@@ -269,8 +279,10 @@ class FragmentationGradientDescent(Policy):
         hundredths of a GPU tie and go to the first node — a packing tie-break that the
         paper's figures include. Without it, the exact ΔF decides."""
         if not self.quantize:
-            return np.negative(delta)
-        return np.floor(100.0 / (1.0 + np.exp(delta / 100.0)))  # ΔF is in percent of a GPU
+            exact: np.ndarray = np.negative(delta)
+            return exact
+        scores: np.ndarray = np.floor(100.0 / (1.0 + np.exp(delta / 100.0)))  # ΔF: % of a GPU
+        return scores
 
 
 @dataclass(slots=True)
@@ -298,7 +310,9 @@ def _island_pick(state: ClusterState, row: int, cols: list[int], count: int) -> 
     return members[min(fitting)[1]][:count]
 
 
-def _mig_pick(state, ask, fe, row, cols, *, pack: bool) -> list[int]:
+def _mig_pick(
+    state: ClusterState, ask: Ask, fe: Feasibility, row: int, cols: list[int], *, pack: bool
+) -> list[int]:
     """Devices for ``count`` MIG instances (a device may appear more than once): fullest
     devices first when packing, emptiest when spreading."""
     used = state.mig_used[row].tolist()

@@ -149,7 +149,7 @@ class Session:
         self.plugins = plugins or default_plugins(config.queue, tenants, placer)
         self.models = state.device_model
         self._usage = state.usage_cache
-        self._estimates: dict[tuple, Usage] = {}
+        self._estimates: dict[tuple[ResourceRequest, int], Usage] = {}  # (request, gang size)
         self.running: dict[str, RunningJob] = {}
         self.started_before = {r.job.id for r in running}  # only these can be victims
         for r in running:
@@ -160,7 +160,8 @@ class Session:
         self.result = CycleResult()
         self.failed = RefusedAsks(state)  # (request, gang) -> reason
         self.searches_left = config.max_victim_searches
-        self.victimless: dict[tuple, int] = {}  # victim searches that failed, by ask
+        # victim searches that failed, by (action, tenant, request, gang size, priority)
+        self.victimless: dict[tuple[str, str, ResourceRequest, int, int], int] = {}
         self._allowed: dict[frozenset[str], np.ndarray] = {}  # jobs' own node sets as masks
         # quotas on per-model cards or device memory need the placement to be checked
         self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})
@@ -182,7 +183,7 @@ class Session:
             usage = self._estimates[key] = estimate_usage(job)
         return usage
 
-    def mask(self, job: Job):
+    def mask(self, job: Job) -> tuple[np.ndarray | None, str]:
         mask, reason = node_mask(
             self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
         )

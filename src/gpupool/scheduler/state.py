@@ -7,6 +7,7 @@ vector operation over all devices at once. The snapshot is rebuilt from the stat
 
 import copy
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def row_count(mask: np.ndarray) -> np.ndarray:
 def row_any(mask: np.ndarray) -> np.ndarray:
     """Whether each row of a C-contiguous (N, 8k) bool array has a True entry."""
     words = (mask if mask.flags.c_contiguous else np.ascontiguousarray(mask)).view(np.uint64)
-    return (words != 0).any(axis=1) if words.shape[1] > 1 else words[:, 0] != 0
+    out: np.ndarray = (words != 0).any(axis=1) if words.shape[1] > 1 else words[:, 0] != 0
+    return out
 
 
 def any_true(mask: np.ndarray) -> bool:
@@ -151,7 +153,8 @@ class ClusterState:
         # identifies the static layout (models, modes, health); clones share it, so asks
         # compiled for a snapshot serve its trial copies too
         self.layout = object()
-        self.feasibility_cache: dict[int, tuple] = {}  # per ask, see filters.feasibility
+        # per ask, see filters.feasibility: (the ask, its feasibility, the versions it saw)
+        self.feasibility_cache: dict[int, tuple[Any, Any, np.ndarray]] = {}
         # jobs without mem= reserve a default (scheduler.host_memory); None: they reserve none
         self.default_mem_per_card: np.ndarray | None = None
         self.default_mem_per_cpu: np.ndarray | None = None  # MiB per millicore

@@ -35,7 +35,9 @@ class Quota:
                 raise SpecError(f"quota: {name} must not be negative", field=name)
 
     @staticmethod
-    def cards(nominal: float, borrowing: float | None = None, lending: float | None = None):
+    def cards(
+        nominal: float, borrowing: float | None = None, lending: float | None = None
+    ) -> "Quota":
         """A card-resource quota from card counts (fractions allowed)."""
 
         def pct(x: float | None) -> int | None:

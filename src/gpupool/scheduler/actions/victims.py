@@ -9,6 +9,7 @@ from collections.abc import Callable
 from gpupool.model import Job
 from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.session import RunningJob, Session, estimate_usage
+from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import Placement
 
 
@@ -135,7 +136,9 @@ def choose_victims(
     return chosen, placement
 
 
-def _fits(cy: Session, trial, job: Job, freed: dict[str, int], within: bool):
+def _fits(
+    cy: Session, trial: ClusterState, job: Job, freed: dict[str, int], within: bool
+) -> Placement | None:
     mask, reason = cy.mask(job)
     result = cy.plugins.place(trial, job, mask, reason, False, ())
     if not isinstance(result, Placement):

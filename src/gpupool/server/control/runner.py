@@ -55,7 +55,7 @@ class DutyMetrics(Protocol):
 
 def retry_after(failures: int, every_s: float) -> float:
     """Seconds before a duty that failed ``failures`` times in a row is tried again."""
-    backoff = min(BACKOFF_S[0] * 2 ** (failures - 1), BACKOFF_S[1])
+    backoff = min(BACKOFF_S[0] * 2.0 ** (failures - 1), BACKOFF_S[1])
     return min(backoff, every_s) if every_s > 0 else backoff
 
 
