@@ -1,12 +1,17 @@
 """The live autoscaler's pure parts: reading replicas' Prometheus text (garbage reported, not
-raised), turning readings into load per metric, and the live forecast with its fallbacks."""
+raised), turning readings into load per metric, which replicas a scaling step adds, drains
+and stops, and the live forecast with its fallbacks."""
+
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
+from gpupool.autoscale.reading import Reading
+from gpupool.autoscale.scale_plan import plan_scale, shrinks
+from gpupool.autoscale.scaler import decide, new_state
 from gpupool.server.services.predict import coverage, live_forecast, per_minute
-from gpupool.server.services.probe import Reading, parse_metrics
-from gpupool.server.services.scaler import decide, new_state
+from gpupool.server.services.probe import parse_metrics
 
 METRICS = """\
 # TYPE gpupool_replica_requests counter
@@ -81,3 +86,46 @@ def test_samples_are_put_on_a_minute_grid_and_coverage_counts_passed_forecasts()
     times = np.array([0.0, 60.0, 120.0, 180.0])
     forecasts = np.array([2.0, 2.5, np.nan, np.nan])
     assert coverage(times, loads, forecasts, 60, 0.0) == (0.5, 2)
+
+
+@dataclass
+class _Replica:
+    job_id: int
+    state: str = "running"
+    ready: bool = True
+    ready_at: float | None = 0.0
+    draining_since: float | None = None
+
+
+def test_scale_in_stops_the_unready_first_and_drains_the_youngest_ready():
+    replicas = [
+        _Replica(1, ready_at=10.0),
+        _Replica(2, ready_at=50.0),
+        _Replica(3, state="pending", ready=False, ready_at=None),
+        _Replica(4, ready=False, ready_at=None),
+        _Replica(5, ready_at=30.0),
+    ]
+    d = plan_scale(replicas, {2: 3.0}, 2, 100.0, service="chat", drain_s=30)
+    assert d.add == 0 and d.drain == (2,) and not d.held
+    assert d.stop == ((3, "scaled in (service chat)"), (4, "scaled in (service chat)"))
+    idle = plan_scale(replicas, {2: 0.0}, 2, 100.0, service="chat", drain_s=30)
+    assert idle.drain == (2,) and (2, "scaled in (service chat), drained") in idle.stop
+
+
+def test_a_draining_replica_stops_when_idle_or_after_the_drain_time_and_is_not_counted():
+    replicas = [_Replica(1), _Replica(2, ready=False, draining_since=90.0)]
+    assert plan_scale(replicas, {2: 4.0}, 1, 100.0, service="s", drain_s=30).stop == ()
+    late = plan_scale(replicas, {2: 4.0}, 1, 121.0, service="s", drain_s=30)
+    assert late.stop == ((2, "scaled in (service s), drained"),) and late.add == 0
+    unknown = plan_scale(replicas, {}, 1, 100.0, service="s", drain_s=30)
+    assert unknown.stop == ()  # no reading: not known to be idle
+
+
+def test_scale_out_waits_while_replacements_back_off_and_advisory_holds_scale_in():
+    one = [_Replica(1)]
+    assert plan_scale(one, {}, 3, 0.0, service="s", drain_s=30).add == 2
+    assert plan_scale(one, {}, 3, 0.0, service="s", drain_s=30, backing_off=True).add == 0
+    three = [_Replica(1), _Replica(2), _Replica(3)]
+    assert shrinks(three, 1) and not shrinks(three, 3)
+    held = plan_scale(three, {}, 1, 0.0, service="s", drain_s=30, may_scale_in=False)
+    assert held.held and held.drain == () and held.stop == ()

@@ -9,25 +9,16 @@ replica needs no token. A reading that cannot be parsed is reported, never raise
 """
 
 import time
-from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from gpupool.autoscale.reading import Reading
 
 MAX_BODY = 1 << 20
 REQUESTS = "gpupool_replica_requests"
 IN_FLIGHT = "gpupool_replica_requests_in_flight"
 DURATION = "gpupool_replica_request_duration_seconds"
-
-
-@dataclass
-class Reading:
-    ready: bool
-    requests_total: float | None = None
-    in_flight: float | None = None
-    buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
-    error: str = ""
-    gpu_util: float | None = None  # % of its cards, from the agents (not the replica)
 
 
 def parse_metrics(text: str) -> Reading:

@@ -15,7 +15,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 
-from gpupool.server.services.probe import Reading, probe
+from gpupool.autoscale.reading import Reading
+from gpupool.server.services.probe import probe
 
 THREADS = 64
 

@@ -8,9 +8,9 @@ first 2xx health answer; a ready replica that fails ``service_failures`` checks 
 one not ready within twice its start-up time (at least start-up + 30 s), is stopped and
 replaced. Replacements of replicas that keep failing back off: doubling from
 ``service_backoff_s`` to ``service_backoff_max_s``, the status saying why, until one is
-ready. Scale-in takes pending replicas first, then ones not ready, then the youngest ready
-ones: they leave the endpoints at once and stop when their requests in flight reach zero or
-after ``service_drain_s``. Replicas are jobs, so the scheduler places,
+ready. How many replicas a service wants is the KPA's (``autoscale.scaler``), which ones are
+added, drained and stopped the pure decider's (``autoscale.scale_plan``): this module reads
+before and applies after. Replicas are jobs, so the scheduler places,
 preempts and meters them like any job of the tenant.
 """
 
@@ -22,12 +22,14 @@ import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from gpupool.autoscale.reading import Reading
+from gpupool.autoscale.scale_plan import plan_scale, shrinks
+from gpupool.autoscale.scaler import ScalerState, decide, new_state
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
-from gpupool.server.services.probe import Reading
 from gpupool.server.services.probe_pool import ProbePool, Target
 from gpupool.server.services.replicas import (
     Replica,
@@ -36,7 +38,6 @@ from gpupool.server.services.replicas import (
     replica_utilisation,
     stop_replica,
 )
-from gpupool.server.services.scaler import ScalerState, decide, new_state
 from gpupool.server.settings import Settings
 
 log = logging.getLogger("gpupool.services")
@@ -274,31 +275,28 @@ class ServiceReconciler:
         return gate(s, advisory_actions(s), "scale-in", subject, now, ttl, lambda: what) is None
 
     def _scale(
-        self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict, want: int,
-        now: float,
+        self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict[int, Reading],
+        want: int, now: float,
     ) -> None:  # fmt: skip
-        st = self.settings
-        serving = [r for r in live if r.draining_since is None]
-        backing_off = svc.retry_at is not None and svc.retry_at > now
-        for _ in range(want - len(serving) if not backing_off else 0):
+        """Apply the scaling step the pure decider (``autoscale.scale_plan``) chose."""
+        have = sum(1 for r in live if r.draining_since is None)
+        decision = plan_scale(
+            live,
+            {job: reading.in_flight for job, reading in readings.items()},
+            want,
+            now,
+            service=svc.name,
+            drain_s=self.settings.service_drain_s,
+            backing_off=svc.retry_at is not None and svc.retry_at > now,
+            may_scale_in=not shrinks(live, want) or self._may_scale_in(s, svc, have, want, now),
+        )
+        for _ in range(decision.add):
             add_replica(s, svc, now)
-        if len(serving) > want and self._may_scale_in(s, svc, len(serving), want, now):
-            order = sorted(
-                serving,
-                key=lambda r: (r.state == "running", r.ready, -(r.ready_at or 0.0)),
-            )
-            for r in order[: len(serving) - want]:
-                if r.state != "running" or not r.ready:
-                    stop_replica(s, r.job_id, now, f"scaled in (service {svc.name})")
-                    continue
-                row = s.get(ServiceReplicaRow, r.job_id)
-                assert row is not None  # r was read from these rows in this transaction
-                row.draining_since, row.ready = now, False
-                r.draining_since = now
-        for r in live:
-            if r.draining_since is None:
-                continue
-            reading = readings.get(r.job_id)
-            idle = reading is not None and reading.in_flight == 0
-            if idle or now - r.draining_since >= st.service_drain_s:
-                stop_replica(s, r.job_id, now, f"scaled in (service {svc.name}), drained")
+        by_job = {r.job_id: r for r in live}
+        for job_id in decision.drain:
+            row = s.get(ServiceReplicaRow, job_id)
+            assert row is not None  # read from these rows in this transaction
+            row.draining_since, row.ready = now, False
+            by_job[job_id].draining_since = now  # no longer serving in this pass's sample
+        for job_id, why in decision.stop:
+            stop_replica(s, job_id, now, why)

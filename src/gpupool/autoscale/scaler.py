@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from gpupool.autoscale.kpa import Kpa
-from gpupool.server.services.probe import Reading
+from gpupool.autoscale.reading import Reading
 
 
 def _p95(buckets: dict[float, float]) -> float | None:
@@ -32,11 +32,13 @@ class ScalerState:
     """What the autoscaler remembers of one service between readings."""
 
     kpa: Kpa
-    settings: tuple
+    settings: "ScalerSettings"
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
     buckets: dict[int, dict[float, float]] = field(default_factory=dict)
 
-    def load(self, metric: str, target: float, readings: dict[int, Reading], now: float):
+    def load(
+        self, metric: str, target: float, readings: dict[int, Reading], now: float
+    ) -> float | None:
         """The metric over the ready replicas now (None: nothing to judge by yet)."""
         ready = {j: r for j, r in readings.items() if r.ready}
         if metric == "gpu_util":
@@ -75,7 +77,13 @@ class ScalerState:
             del self.buckets[gone]
 
 
-def new_state(metric: str, target: float, utilisation: float, stable_s: float, delay_s: float):
+# (metric, target, utilisation, stable_s, scale_down_delay_s): a change starts a fresh state
+ScalerSettings = tuple[str, float, float, float, float]
+
+
+def new_state(
+    metric: str, target: float, utilisation: float, stable_s: float, delay_s: float
+) -> ScalerState:
     """A fresh state; latency is judged per replica-unit (target folded into the load)."""
     per = 1.0 if metric == "latency_p95" else target
     return ScalerState(

@@ -1,0 +1,13 @@
+"""What one look at a replica found: whether it serves, and its load counters."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Reading:
+    ready: bool
+    requests_total: float | None = None
+    in_flight: float | None = None
+    buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    error: str = ""
+    gpu_util: float | None = None  # % of its cards, from the agents (not the replica)
