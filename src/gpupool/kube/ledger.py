@@ -22,8 +22,8 @@ from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key, uid_of
 from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
+from gpupool.scheduler.placement_json import placement_to_json
 from gpupool.scheduler.types import Placement
-from gpupool.server.codec import placement_to_json
 
 log = logging.getLogger(__name__)
 MIRRORED_LABELS = (

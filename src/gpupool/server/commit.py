@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import Binding, CycleResult
-from gpupool.server.codec import placement_to_json
+from gpupool.scheduler.placement_json import placement_to_json
 from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release

@@ -18,10 +18,11 @@ from gpupool.model import Job, JobKind, Node, ResourceRequest, SpecError, parse_
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import RunningJob
 from gpupool.scheduler.gates import HOLDING, Gated, gate
+from gpupool.scheduler.placement_json import placement_from_json
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import CARD, Quota, Tenant, TenantTree
-from gpupool.server.codec import node_from_rows, placement_from_json
+from gpupool.server.codec import node_from_rows
 from gpupool.server.db.tables import (
     AllocationRow,
     DeviceRow,

@@ -7,14 +7,10 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import MIG_PERCENT
+from gpupool.scheduler.placement_json import placement_from_json
 from gpupool.scheduler.tenants import usage_of
 from gpupool.server.auth import Role
-from gpupool.server.codec import (
-    check_resource,
-    placement_from_json,
-    quota_from_engine,
-    quota_to_engine,
-)
+from gpupool.server.codec import check_resource, quota_from_engine, quota_to_engine
 from gpupool.server.db.tables import AllocationRow, DeviceRow, JobRow, QuotaRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human, may_administer
 from gpupool.server.errors import ApiError, forbidden, not_found
