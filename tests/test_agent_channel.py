@@ -351,7 +351,7 @@ def test_telemetry_of_several_nodes_is_written_at_once_and_one_refused_spares_th
     from gpupool.server.errors import ApiError
     from gpupool.server.group_commit import Batch
     from gpupool.server.heartbeats import record_beats
-    from gpupool.server.routes.nodes import register_node
+    from gpupool.server.node_registry import register_node
     from gpupool.server.schemas import NodeIn, Telemetry
 
     db = Database(database_url)

@@ -263,7 +263,7 @@ def test_the_alerts_read_each_cards_temperature_and_utilisation_on_both_backends
     from gpupool.server.alerts.rules import Limits
     from gpupool.server.db.engine import Database
     from gpupool.server.db.tables import DeviceRow
-    from gpupool.server.routes.nodes import register_node
+    from gpupool.server.node_registry import register_node
     from gpupool.server.schemas import NodeIn
 
     db = Database(database_url)

@@ -269,7 +269,7 @@ def test_axe_finds_no_serious_accessibility_problem(browser, cluster):
 
 def test_overview_and_nodes_at_1000_cards(browser, tmp_path, capsys):
     """Loads are measured and printed (docs/performance.md), not asserted as timings."""
-    from gpupool.server.routes.nodes import register_node
+    from gpupool.server.node_registry import register_node
     from gpupool.server.schemas import NodeIn
     from tests.support.cluster import node_body, seed_cluster
 

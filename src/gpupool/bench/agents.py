@@ -36,8 +36,8 @@ from gpupool.model import SpecError
 from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobEventRow, JobRow, NodeRow, TenantRow
+from gpupool.server.node_registry import register_node
 from gpupool.server.process import free_port, start_server
-from gpupool.server.routes.nodes import register_node
 from gpupool.server.schemas import NodeIn
 from gpupool.server.settings import Settings
 

@@ -6,7 +6,6 @@ default one (``dataclasses.replace(default_plugins(...), preemptable=mine)``).""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,14 +14,11 @@ from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage
-from gpupool.scheduler.types import PlacementResult
-
-if TYPE_CHECKING:
-    from gpupool.scheduler.session import RunningJob
+from gpupool.scheduler.types import PlacementResult, RunningJob
 
 JobOrder = Callable[[list[Job], float], list[Job]]
 QuotaCheck = Callable[[str, Usage, bool], tuple[bool, bool, str]]  # -> ok, borrows, reason
-Preemptable = Callable[["RunningJob", Job, str], bool]  # victim, for whom, which action
+Preemptable = Callable[[RunningJob, Job, str], bool]  # victim, for whom, which action
 Place = Callable[
     [ClusterState, Job, np.ndarray | None, str, bool, Sequence[ResourceRequest]], PlacementResult
 ]
@@ -40,7 +36,7 @@ def default_plugins(queue: QueuePolicy, tree: TenantTree, placer: Placer) -> Plu
     def quota(tenant: str, usage: Usage, allow_borrow: bool = True) -> tuple[bool, bool, str]:
         return tree.check(tenant, usage, allow_borrow=allow_borrow)
 
-    def preemptable(victim: "RunningJob", job: Job, action: str) -> bool:
+    def preemptable(victim: RunningJob, job: Job, action: str) -> bool:
         """preempt: a lower-priority job of the same tenant; reclaim: another tenant's job
         running on borrowed capacity; defragment: a job that may be suspended and is no
         inference replica; replace (defragment, make-before-break): an inference replica that

@@ -16,7 +16,7 @@ from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.scheduler.reservations import Reservation, node_mask
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
-from gpupool.scheduler.types import Placement, Unplaceable
+from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
 from gpupool.sharing import TABLES
 
 NOT_ALLOWED = "not allowed by its node selector, affinity or tolerations"
@@ -25,19 +25,6 @@ MIG_PERCENT = {
     for t in TABLES.values()
     for p in t.profiles
 }
-
-
-@dataclass(frozen=True, slots=True)
-class RunningJob:
-    job: Job
-    placement: Placement
-    start_time: float
-    borrowed: bool = False  # admitted above its tenant's guarantee: reclaimable
-
-    @property
-    def expected_end(self) -> float:
-        m = self.job.max_runtime_s
-        return float("inf") if m is None else self.start_time + m
 
 
 @dataclass(frozen=True, slots=True)

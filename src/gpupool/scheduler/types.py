@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from gpupool.model import Job
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceGrant:
@@ -58,3 +60,16 @@ class Unplaceable:
 
 
 PlacementResult = Placement | Unplaceable
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    job: Job
+    placement: Placement
+    start_time: float
+    borrowed: bool = False  # admitted above its tenant's guarantee: reclaimable
+
+    @property
+    def expected_end(self) -> float:
+        m = self.job.max_runtime_s
+        return float("inf") if m is None else self.start_time + m

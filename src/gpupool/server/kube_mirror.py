@@ -25,6 +25,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.errors import ApiError
 from gpupool.server.lifecycle import HOLDING, bump_nodes_version, finish, held_devices, move
+from gpupool.server.node_registry import register_node
 from gpupool.server.schemas import NodeIn
 
 KUBERNETES_ACTION = "kubernetes"  # the allocations of mirrored pods
@@ -37,8 +38,6 @@ KEY_PREFIX = "k8s:"
 def mirror_nodes(s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float) -> int:
     """Upsert the cluster's nodes (each with why it takes no new pods, "" when it does);
     Kubernetes nodes no longer listed go, or stay closed while a mirrored pod holds them."""
-    from gpupool.server.routes.nodes import register_node  # the agents' registration path
-
     seen: set[str] = set()
     for body, closed in nodes:
         existing = s.get(NodeRow, body.name)

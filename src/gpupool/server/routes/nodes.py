@@ -9,7 +9,6 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpupool.server.auth import Role
-from gpupool.server.codec import device_fields
 from gpupool.server.db.tables import (
     AllocationRow,
     DeviceRow,
@@ -21,8 +20,8 @@ from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
 from gpupool.server.heartbeats import write_heartbeat
-from gpupool.server.lifecycle import bump_nodes_version, finish, held_devices, live_on
-from gpupool.server.liveness import heard_from
+from gpupool.server.lifecycle import bump_nodes_version, finish, live_on
+from gpupool.server.node_registry import devices_of, register_node
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
     AgentNodeOut,
@@ -36,20 +35,9 @@ from gpupool.server.schemas import (
     Page,
 )
 from gpupool.server.settings import Settings
-from gpupool.sharing.mig import table_for
 
 log = logging.getLogger("gpupool.nodes")
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
-TOPOLOGY = ("model", "vendor", "memory_mib", "uuid", "healthy", "mode", "island", "pcie_switch")
-
-
-def _devices(s: Session, names: list[str]) -> dict[str, list[DeviceRow]]:
-    out: dict[str, list[DeviceRow]] = {n: [] for n in names}
-    if names:
-        q = select(DeviceRow).where(DeviceRow.node.in_(names)).order_by(DeviceRow.index)
-        for d in s.execute(q).scalars():
-            out[d.node].append(d)
-    return out
 
 
 def node_load(s: Session, names: list[str]) -> dict[str, tuple[set[int], int, int]]:
@@ -105,97 +93,6 @@ def agent_node_out(ctx: ServerContext, node: NodeOut) -> AgentNodeOut:
     return AgentNodeOut(**node.model_dump(), **lease_terms(ctx.settings))
 
 
-def one_agent(node: NodeRow, instance: str | None, now: float, within_s: float) -> None:
-    """A node runs one agent's work: another agent presenting its name and token while the
-    one it knows is still heard (a cloned host, a second agent started by mistake) is refused
-    — two agents would run its work twice at once. Once that one has been silent for the
-    node-lost timeout the new one takes over (a replaced host)."""
-    if instance is None:  # an older agent, or a node registered by an admin
-        return
-    silent = now - node.heartbeat_at
-    if node.instance not in (None, instance) and silent < within_s and node.state != "lost":
-        held = {"node": node.name, "instance": instance, "holder": node.instance}
-        log.warning("refused a second agent for node %s", node.name, extra=held)
-        raise ApiError(
-            409,
-            f"node {node.name} is run by another agent (instance {node.instance}, heard "
-            f"{silent:.0f} s ago): two agents would run its work twice; stop the other one, "
-            f"or register once it has been silent {within_s:.0f} s",
-            "instance",
-        )
-    node.instance = instance
-
-
-def register_node(
-    s: Session, body: NodeIn, now: float, heard_within_s: float | None = None
-) -> NodeRow:
-    """Insert or update a node and its devices; the scheduler's snapshot is rebuilt only if
-    capacity, devices or topology changed. ``heard_within_s``: an agent of another
-    ``instance`` than the one heard from within that long is refused (409)."""
-    pool = s.get(Pool, body.pool)
-    if pool is None:
-        raise ApiError(422, f"pool: unknown pool {body.pool!r}", "pool")
-    indexes = [d.index for d in body.devices]
-    if len(set(indexes)) != len(indexes):
-        raise ApiError(422, "devices: duplicate device index", "devices")
-    wanted = {d.index: device_fields(d.model_dump()) for d in body.devices}
-    if pool.sharing == "hybrid":  # a hybrid pool's MIG-capable card is a MIG or a shared card
-        for fields in wanted.values():
-            if fields["mode"] == "whole" and table_for(fields["model"]) is not None:
-                fields["mode"] = "share"
-    if pool.sharing == "share":  # every card of a share pool that is not MIG-partitioned
-        for fields in wanted.values():
-            if fields["mode"] == "whole":
-                fields["mode"] = "share"
-    node = s.get(NodeRow, body.name, with_for_update=True)
-    if node is not None and heard_within_s is not None:
-        one_agent(node, body.instance, now, heard_within_s)
-    changed = node is None
-    if node is None:
-        node = NodeRow(
-            name=body.name,
-            pool=body.pool,
-            cpu_millis=body.cpu_millis,
-            memory_mib=body.memory_mib,
-            labels=body.labels,
-            registered_at=now,
-            heartbeat_at=now,
-            instance=body.instance,
-        )
-        s.add(node)
-    else:
-        before = (node.pool, node.cpu_millis, node.memory_mib, node.labels)
-        node.pool, node.cpu_millis, node.memory_mib = body.pool, body.cpu_millis, body.memory_mib
-        node.labels = body.labels
-        fenced = heard_from(s, node, now)
-        changed = fenced or before != (node.pool, node.cpu_millis, node.memory_mib, node.labels)
-    s.flush()
-    current = {d.index: d for d in _devices(s, [body.name])[body.name]}
-    held = {i for _, i in held_devices(s, body.name)}
-    for index, d in current.items():
-        if index in wanted:
-            continue
-        if index in held:  # gone from the inventory while a job holds it: keep it, unhealthy
-            if d.healthy:
-                d.healthy = False
-                changed = True
-            continue
-        s.delete(d)
-        changed = True
-    for index, fields in wanted.items():
-        row = current.get(index)
-        if row is None:
-            s.add(DeviceRow(node=body.name, **fields))
-            changed = True
-        elif any(getattr(row, k) != fields[k] for k in TOPOLOGY):
-            for k in TOPOLOGY:
-                setattr(row, k, fields[k])
-            changed = True
-    if changed:
-        bump_nodes_version(s)
-    return node
-
-
 @router.post("/nodes", response_model=AgentNodeOut)
 def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNodeOut:
     """Register a node or update its inventory (idempotent). Agents may only register their
@@ -205,7 +102,7 @@ def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNode
     with ctx.db.write() as s:
         node = register_node(s, body, time.time(), ctx.settings.heartbeat_timeout_s)
         s.flush()
-        out = node_out(node, _devices(s, [node.name])[node.name])
+        out = node_out(node, devices_of(s, [node.name])[node.name])
     ctx.capacity.invalidate()  # the pool may have grown
     ctx.loop.wake()
     return agent_node_out(ctx, out)
@@ -230,7 +127,7 @@ def list_nodes(
     with ctx.db.read() as s:
         nodes, total = page(s, q, limit, offset)
         names = [n.name for n in nodes]
-        devices, load = _devices(s, names), node_load(s, names)
+        devices, load = devices_of(s, names), node_load(s, names)
     items = [node_out(n, devices[n.name], load.get(n.name)) for n in nodes]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
@@ -243,7 +140,7 @@ def get_node(name: str, ctx: Ctx, who: Caller) -> NodeOut:
         node = s.get(NodeRow, name)
         if node is None:
             raise not_found(f"node {name}")
-        return node_out(node, _devices(s, [name])[name], node_load(s, [name]).get(name))
+        return node_out(node, devices_of(s, [name])[name], node_load(s, [name]).get(name))
 
 
 @router.patch("/nodes/{name}", response_model=NodeOut)
@@ -263,7 +160,7 @@ def patch_node(name: str, body: NodePatch, ctx: Ctx, who: Caller) -> NodeOut:
         if body.schedulable:
             node.drain_reason = ""
         bump_nodes_version(s)
-        out = node_out(node, _devices(s, [name])[name])
+        out = node_out(node, devices_of(s, [name])[name])
     ctx.loop.wake()
     return out
 
@@ -288,7 +185,7 @@ def drain(name: str, body: DrainIn, ctx: Ctx, who: Caller, request: Request) -> 
                 finish(s, job, "pending", now, why, who.user)
                 requeued.append(job_id)
         bump_nodes_version(s)
-        out = node_out(node, _devices(s, [name])[name])
+        out = node_out(node, devices_of(s, [name])[name])
     request.state.audit_target = f"node {name}"
     if requeued:
         request.state.audit_detail = f"requeued jobs {requeued}"
