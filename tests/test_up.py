@@ -148,6 +148,46 @@ def test_up_prints_how_to_log_in_only_once_the_server_answers(tmp_path):
         up.communicate(timeout=60)
 
 
+def test_a_second_up_on_the_same_folder_or_port_refuses_before_starting_anything(tmp_path):
+    """The README's second terminal once ran ``gpupool up --demo`` beside the running one: it
+    printed "ready", its agents joined the first server and pushed jobs into it, then it died
+    on "address already in use". Now it refuses at once, naming what holds the folder or port."""
+    port = free_port()
+    first = _start(tmp_path, port)
+    try:
+        token = (tmp_path / "admin-token").read_text().strip()
+        c = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
+        )
+        wait_for("10 agents", lambda: c.get("/api/v1/nodes").json()["total"] == 10, 30)
+        cmd = [sys.executable, "-m", "gpupool.cli.main", "up"]
+        same_folder = subprocess.run(
+            [*cmd, "--data-dir", str(tmp_path), "--port", str(free_port()), "--demo"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        other = tmp_path / "other"
+        same_port = subprocess.run(
+            [*cmd, "--data-dir", str(other), "--port", str(port), "--demo"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        jobs = c.get("/api/v1/jobs").json()["total"]
+        nodes = c.get("/api/v1/nodes").json()["total"]
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert same_folder.returncode == 2 and "ready" not in same_folder.stdout
+    assert f"{tmp_path} is in use by a running gpupool (pid {first.pid}" in same_folder.stderr
+    assert f"http://127.0.0.1:{port}" in same_folder.stderr
+    assert same_port.returncode == 2 and "ready" not in same_port.stdout
+    assert f"port {port} on 127.0.0.1 is in use" in same_port.stderr
+    assert not (other / "gpupool.db").exists()  # refused before the database was made
+    assert (jobs, nodes) == (0, 10)  # nothing of the refused ones reached the first
+    again = _start(tmp_path, port)  # the lock went with the first process
+    again.send_signal(signal.SIGINT)
+    again.communicate(timeout=60)
+    assert again.returncode == 0
+
+
 def test_up_with_workers_runs_the_server_beside_its_agents_and_stops_cleanly(tmp_path):
     """``gpupool up --workers 2`` (the default above 100 nodes): the API in two worker
     processes, the scheduler in its own, the embedded agents in the up process. A job runs;

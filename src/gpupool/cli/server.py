@@ -230,12 +230,18 @@ def up(
     from gpupool.devices.simulated import check
     from gpupool.server.bootstrap import saved_token, seed_example
     from gpupool.server.db.engine import Database
+    from gpupool.server.instance_lock import InstanceLock, port_free
 
     with user_errors():
         settings = _settings(data_dir, None, config, host=host, port=port)
         if devices != "auto":
             check(devices)
     _private(settings.data_dir)
+    url = f"http://{settings.host}:{settings.port}"
+    lock = InstanceLock(settings.data_dir)  # held until this process ends
+    with user_errors():  # before anything else: a second `up` on this folder or port stops here
+        lock.acquire(url)
+        port_free(settings.host, settings.port)
     db = Database(settings.db_url)
     try:
         db.migrate()
@@ -247,7 +253,6 @@ def up(
     finally:
         db.dispose()
     connect = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    url = f"http://{settings.host}:{settings.port}"
     names = (
         {socket.gethostname(): "auto"}
         if devices == "auto"
@@ -304,6 +309,7 @@ def up(
     finally:
         stopping.set()
         agents.stop()
+        lock.release()
 
 
 def announce_when_ready(base: str, lines: list[str], stopping: threading.Event) -> None:
