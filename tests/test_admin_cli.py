@@ -88,3 +88,34 @@ def test_drain_resume_and_reservations(sqlite_server):
     assert listed.returncode == 0 and "algo" in listed.stdout and "n1, n2" in listed.stdout
     assert _run(env, "reservation", "delete", "1").returncode == 0
     assert json.loads(_run(env, "reservation", "list", "--json").stdout) == []
+
+
+def test_quota_set_changes_only_what_it_is_given_and_says_what_it_overbooks(sqlite_server):
+    env = _as(sqlite_server)
+    ok(sqlite_server.admin().post("/api/v1/nodes", json=node_body("n1", cards=4)))
+    for name, parent in (("org", None), ("a", "org"), ("b", "org")):
+        args = ["tenant", "create", name] + (["--parent", parent] if parent else [])
+        assert _run(env, *args).returncode == 0
+    quiet = _run(env, "quota", "set", "org", "gpu", "--nominal", "4")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    _run(env, "quota", "set", "a", "gpu", "--nominal", "3", "--borrowing-limit", "1")
+    over = _run(env, "quota", "set", "b", "gpu", "--nominal", "2")
+    assert over.returncode == 0
+    assert over.stderr == (
+        "warning: gpu: guarantees a 3 cards + b 2 cards = 5 cards exceed org's guarantee "
+        "of 4 cards\n"
+    )
+    cap = _run(env, "quota", "set", "a", "gpu", "--borrowing-limit", "2")
+    assert "a gpu: nominal 3, borrowing limit 2, lending limit none" in cap.stdout
+    lend = _run(env, "quota", "set", "a", "gpu", "--lending-limit", "1")
+    assert "a gpu: nominal 3, borrowing limit 2, lending limit 1" in lend.stdout
+    anyone = _run(env, "quota", "set", "a", "gpu", "--borrowing-limit", "none")
+    assert "borrowing limit none (any idle capacity), lending limit 1" in anyone.stdout
+    pool = _run(env, "quota", "set", "org", "gpu", "--nominal", "6")
+    assert "warning: gpu: guarantees org 6 cards = 6 cards exceed the pool's 4 cards" in pool.stderr
+    new = _run(env, "quota", "set", "b", "cpu", "--borrowing-limit", "1")
+    assert new.returncode == 2 and "b has no cpu quota yet: give --nominal" in new.stderr
+    bad = _run(env, "quota", "set", "a", "gpu", "--borrowing-limit", "lots")
+    assert (
+        bad.returncode == 2 and "--borrowing-limit: 'lots' is not a number or 'none'" in bad.stderr
+    )

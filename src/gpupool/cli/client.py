@@ -15,7 +15,7 @@ from gpupool.cli.errors import print_error
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
 from gpupool.client import ApiClient, ClientError, save_credentials
 from gpupool.client.profiles import ProfileError
-from gpupool.model import SpecError
+from gpupool.model import SpecError, canonical_model
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -237,29 +237,55 @@ def tenants(as_json: bool = JSON_OPT) -> None:
     emit(rows, columns, caption="gpu: cards; borrow, lend: limits above / of the guarantee")
 
 
+def _limit(option: str, value: str) -> float | None:
+    """A limit as typed: a number, or none/any for no limit."""
+    if value.strip().lower() in ("none", "any", "unlimited"):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        flag = "--" + option.replace("_", "-")
+        raise SpecError(f"{flag}: {value!r} is not a number or 'none'", field=option) from None
+    return number
+
+
 @quota_app.command("set")
 @client_command
 def quota_set(
     tenant: str = typer.Argument(..., help="Tenant name"),
     resource: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
-    nominal: float = typer.Option(..., help="Guaranteed amount (cards, MiB or cores)"),
-    borrowing_limit: float = typer.Option(None, help="How far above the guarantee it may go"),
-    lending_limit: float = typer.Option(None, help="How much idle guarantee it lends"),
+    nominal: float = typer.Option(
+        None, help="Guaranteed amount (cards, MiB or cores); needed for a new quota"
+    ),
+    borrowing_limit: str = typer.Option(
+        None, help="How far above the guarantee it may go; 'none': any idle capacity"
+    ),
+    lending_limit: str = typer.Option(
+        None, help="How much idle guarantee it lends; 'none': all of it"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Set a tenant's quota, e.g. gpupool quota set algo gpu --nominal 20 --borrowing-limit 10"""
-    body = {
-        "resource": resource,
-        "nominal": nominal,
-        "borrowing_limit": borrowing_limit,
-        "lending_limit": lending_limit,
-    }
+    """Set a tenant's quota, e.g. gpupool quota set algo gpu --nominal 20 --borrowing-limit 10.
+    Changes only what is given: the rest of an existing quota stays as it is."""
+    given = {"borrowing_limit": borrowing_limit, "lending_limit": lending_limit}
+    wanted = f"gpu:{canonical_model(resource[4:])}" if resource.startswith("gpu:") else resource
     with ApiClient.from_env() as api:
+        quotas = api.get(f"/api/v1/tenants/{tenant}")["quotas"]
+        current: dict[str, Any] = next((q for q in quotas if q["resource"] == wanted), {})
+        if nominal is None and not current:
+            raise SpecError(f"{tenant} has no {resource} quota yet: give --nominal")
+        body = {
+            "resource": resource,
+            "nominal": current["nominal"] if nominal is None else nominal,
+            **{k: current.get(k) if v is None else _limit(k, v) for k, v in given.items()},
+        }
         out = api.put(f"/api/v1/tenants/{tenant}/quotas/{resource}", body)
+    for warning in out.get("warnings") or []:
+        typer.echo(f"warning: {warning}", err=True)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    q = next((q for q in out["quotas"] if q["resource"] == resource), body)
+    q = next((q for q in out["quotas"] if q["resource"] == wanted), body)
 
     def limit(value: Any, none: str) -> str:
         return none if value is None else f"{value:g}"

@@ -198,6 +198,8 @@ class TenantOut(BaseModel):
     parent: str | None
     weight: float
     quotas: list["QuotaOut"]
+    # on setting a quota: what the guarantees now overbook (a parent's, or the pool)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class QuotaIn(Strict):

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     tenant_max_replicas: int = Field(100, ge=0, le=1_000_000)
     tenant_max_log_mib: int = Field(1024, ge=1, le=10_000_000)
     log_retention_days: float = Field(30.0, gt=0, le=3650)
+    # a guarantee set above what its parent guarantees, or top-level guarantees above the
+    # pool: answered with a warning naming the numbers, or refused (server.overbooking)
+    quota_overbooking: Literal["warn", "refuse"] = "warn"
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # /healthz of a server that runs the scheduler answers 503 once no scheduler has led for
     # this long (its leader writes a proof of life every few seconds)
