@@ -4,6 +4,7 @@ is one line and exit code 2."""
 
 import json
 import time
+from datetime import UTC, datetime
 
 from tests.helpers import gpupool
 from tests.support.cluster import node_body, ok
@@ -119,3 +120,25 @@ def test_quota_set_changes_only_what_it_is_given_and_says_what_it_overbooks(sqli
     assert (
         bad.returncode == 2 and "--borrowing-limit: 'lots' is not a number or 'none'" in bad.stderr
     )
+
+
+def test_times_typed_without_a_zone_are_in_the_users_zone_and_said_with_it(sqlite_server):
+    """With TZ=Asia/Shanghai a reservation typed 09:00-18:00 was taken as UTC and echoed as
+    17:00-02:00. Typed and shown times are the user's, and a sentence says the offset."""
+    env = {**_as(sqlite_server), "TZ": "Asia/Shanghai"}
+    ok(sqlite_server.admin().post("/api/v1/nodes", json=node_body("n1")))
+    assert _run(env, "tenant", "create", "algo").returncode == 0
+    out = _run(env, "reservation", "create", "--tenant", "algo", "--nodes", "n1",
+               "--start", "2031-12-21T09:00", "--end", "2031-12-21T18:00")  # fmt: skip
+    assert out.stdout.strip() == (
+        "reservation 1: n1 for algo from 2031-12-21 09:00 +08:00 to 2031-12-21 18:00 +08:00"
+    ), out.stdout + out.stderr
+    stored = ok(sqlite_server.admin().get("/api/v1/reservations"))[0]
+    assert stored["start"] == datetime(2031, 12, 21, 1, 0, tzinfo=UTC).timestamp()
+    named = _run(env, "reservation", "create", "--tenant", "algo", "--nodes", "n1",
+                 "--start", "2031-12-22T09:00Z", "--end", "2031-12-22T10:00+00:00")  # fmt: skip
+    assert "from 2031-12-22 17:00 +08:00 to 2031-12-22 18:00 +08:00" in named.stdout
+    listed = _run({**env, "COLUMNS": "100"}, "reservation", "list")
+    assert "2031-12-21 09:00" in listed.stdout and "UTC+08:00" in listed.stdout
+    help_ = _run(env, "reservation", "create", "--help")
+    assert "in your zone" in help_.stdout

@@ -9,14 +9,14 @@ import typer
 from rich.console import Console
 
 from gpupool.cli.client import JSON_OPT, all_items, client_command
-from gpupool.cli.output import SafeTable, emit, local, pick_columns
+from gpupool.cli.output import SafeTable, emit, local, pick_columns, zone_now
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
 
 FINISHED = ("succeeded", "failed", "cancelled")
 DEFAULT_COLUMNS = ("id", "user", "tenant", "state", "start", "elapsed", "exit", "card_hours")
-WHEN = "now-7d, now, an ISO date/time (UTC unless it says)"
+WHEN = "now-7d, now, an ISO date/time (in your zone, TZ, unless it names one)"
 
 
 def _window(since: str, until: str) -> tuple[float, float]:
@@ -72,7 +72,7 @@ def acct(
         as_json=as_json,
         as_csv=as_csv,
         cell=_cell,
-        caption=f"{len(rows)} jobs ended {local(start)} – {local(end)}",
+        caption=f"{len(rows)} jobs ended {local(start)} – {local(end)} ({zone_now()})",
         headers={"card_hours": "card-h", "cpu_hours": "cpu-h"},
     )
 
@@ -130,5 +130,5 @@ def usage(
             r["tenant"], r["model"], f"{r['card_hours']:.2f}", f"{r['gpu_mem_gib_hours']:.1f}",
             f"{r['cpu_hours']:.2f}",
         )  # fmt: skip
-    table.caption = f"{local(start)} – {local(end)}"
+    table.caption = f"{local(start)} – {local(end)} ({zone_now()})"
     Console().print(table)

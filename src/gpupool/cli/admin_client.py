@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from gpupool.cli.client import JSON_OPT, client_command, quota_app
-from gpupool.cli.output import SafeTable, emit, local, pick_columns, show
+from gpupool.cli.output import SafeTable, emit, local, pick_columns, show, zone_now, zoned
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -20,7 +20,10 @@ token_app = typer.Typer(help="API tokens of a user: create (optionally expiring)
 node_app = typer.Typer(help="Drain a node (no new work) or resume it; set network topology labels.")
 reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
 FORMAT_OPT = typer.Option(None, "--format", "-o", help="Comma list of the columns to show")
-WHEN_HELP = "now, a duration from now (12h, 7d), or an ISO date/time (UTC unless it says)"
+WHEN_HELP = (
+    "now, a duration from now (12h, 7d), or an ISO date/time (in your zone, TZ, unless it "
+    "names one)"
+)
 
 
 def _delete(path: str, said: str) -> None:
@@ -140,7 +143,7 @@ def user_create(
     }
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/users", {k: v for k, v in body.items() if v is not None})
-    until = f", expires {local(out.get('expires_at'))}" if out.get("expires_at") else ""
+    until = f", expires {zoned(out.get('expires_at'))}" if out.get("expires_at") else ""
     show(out, as_json, f"user {name} ({role}{until}) token: {out['token']}")
 
 
@@ -206,7 +209,7 @@ def token_create(
     body = {"expires_at": _when(expires, "expires")}
     with ApiClient.from_env() as api:
         out = api.post(f"/api/v1/users/{user}/tokens", body)
-    until = f" (expires {local(out['expires_at'])})" if out.get("expires_at") else ""
+    until = f" (expires {zoned(out['expires_at'])})" if out.get("expires_at") else ""
     show(out, as_json, f"token for {user}{until}: {out['token']}")
 
 
@@ -230,7 +233,7 @@ def token_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None:
                 "state": "revoked" if t["revoked"] else "expired" if expired else "active",
             }
         )
-    _listing(tokens, rows, fields, as_json, "tokens")
+    _listing(tokens, rows, fields, as_json, f"tokens ({zone_now()})")
 
 
 @token_app.command("revoke")
@@ -329,7 +332,7 @@ def reservation_create(
         out = api.post("/api/v1/reservations", body)
     said = (
         f"reservation {out['id']}: {', '.join(out['nodes'])} for {out['tenant']} "
-        f"from {local(out['start'])} to {local(out['end'])}"
+        f"from {zoned(out['start'])} to {zoned(out['end'])}"
     )
     show(out, as_json, said)
 
@@ -351,7 +354,7 @@ def reservation_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None
         }
         for r in reservations
     ]
-    _listing(reservations, rows, fields, as_json, "reservations (local time)")
+    _listing(reservations, rows, fields, as_json, f"reservations ({zone_now()})")
 
 
 @reservation_app.command("delete")

@@ -22,7 +22,7 @@ from gpupool.cli.jobs import (
     TENANT_OPT,
     _body,
 )
-from gpupool.cli.output import local
+from gpupool.cli.output import zoned
 from gpupool.cli.views import where
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
@@ -81,6 +81,6 @@ def alloc(
         return
     until = (job["started_at"] or time.time()) + job["max_runtime_s"]
     typer.echo(
-        f"job {job['id']} holds {where(job)} until {local(until)}; "
+        f"job {job['id']} holds {where(job)} until {zoned(until)}; "
         f"release it with: gpupool job cancel {job['id']}"
     )

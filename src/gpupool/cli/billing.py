@@ -67,7 +67,9 @@ def billing_set_price(
     model: str = typer.Argument(..., help="GPU model, e.g. A100-80G"),
     monthly: str = typer.Option(..., help="CNY per card-month, e.g. 2300"),
     hourly: str = typer.Option(None, help="CNY per card-hour (default: monthly / 720)"),
-    start: str = typer.Option(None, "--from", help="ISO date/time it applies from (default now)"),
+    start: str = typer.Option(
+        None, "--from", help="ISO date/time it applies from, in your zone (TZ) \\[default: now]"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Change a model's price from now or a later date (admins); usage before it keeps the
@@ -149,7 +151,9 @@ def plan_create(
     cards: int = typer.Option(..., help="How many cards"),
     plan: str = typer.Option("monthly", help=f"One of {', '.join(PLANS)} (annual: 15% off)"),
     periods: int = typer.Option(1, help="How many hours, days, months or years"),
-    start: str = typer.Option(None, help="When it starts: ISO date/time or a duration from now"),
+    start: str = typer.Option(
+        None, help="When it starts: ISO date/time (in your zone, TZ) or a duration from now"
+    ),
     payment: str = typer.Option(
         None, help="upfront or monthly (default: upfront for annual plans, else monthly)"
     ),

@@ -47,10 +47,26 @@ class SafeTable(Table):
 
 
 def local(t: float | None) -> str:
-    """Epoch seconds as ISO 8601 in local time, to the minute."""
+    """Epoch seconds as ISO 8601 in the user's zone (``TZ``), to the minute (tables; their
+    caption or the command's help says the zone once)."""
     if t is None:
         return "-"
     return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def zoned(t: float | None) -> str:
+    """``local`` with its UTC offset, for a time said in a sentence: 2026-12-21 09:00 +08:00."""
+    if t is None:
+        return "-"
+    stamp = datetime.fromtimestamp(t).astimezone()
+    offset = stamp.strftime("%z")
+    return f"{stamp.strftime('%Y-%m-%d %H:%M')} {offset[:3]}:{offset[3:]}"
+
+
+def zone_now() -> str:
+    """The user's UTC offset now, for a table's caption: UTC+08:00."""
+    offset = datetime.now().astimezone().strftime("%z")
+    return f"UTC{offset[:3]}:{offset[3:]}"
 
 
 def show(data: Any, as_json: bool, text: str | Table) -> None:

@@ -336,7 +336,9 @@ def token_create(
     tenant: str = typer.Option(None, help="Tenant of a tenant-admin, member or viewer"),
     node: str = typer.Option(None, help="Node scope of an agent token ('*' for every node)"),
     expires: str = typer.Option(
-        None, help="When the token stops working: 30d, 12h, 90m, or an ISO date \\[default: never]"
+        None,
+        help="When the token stops working: 30d, 12h, 90m, or an ISO date (in your zone, TZ, "
+        "unless it names one) \\[default: never]",
     ),
     data_dir: Path = typer.Option(None, help="The server's data directory"),
     database_url: str = typer.Option(None, help="SQLAlchemy URL instead of SQLite"),

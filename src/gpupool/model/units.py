@@ -115,8 +115,10 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
     """``now``, ``30d`` / ``12h`` / ``90m`` / ``2w`` from ``now`` (also ``now+12h``), ``now-7d``
-    before it, or an ISO 8601 date or time (UTC unless it names a zone), as epoch seconds."""
-    from datetime import UTC, datetime
+    before it, or an ISO 8601 date or time, as epoch seconds. A date or time without an offset
+    is in the user's zone (``TZ``, else the machine's), as every time gpupool prints is: a
+    user in Shanghai who types 09:00 means nine in Shanghai."""
+    from datetime import datetime
 
     if text.strip().lower() == "now":
         return now
@@ -132,6 +134,4 @@ def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
             field=what,
             token=text,
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    return when.timestamp()  # a naive datetime counts in the local zone
