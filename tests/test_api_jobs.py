@@ -267,3 +267,23 @@ def test_a_queued_job_says_when_it_can_never_run(server):
     server.cycle()
     reason = ok(admin.get(f"/api/v1/jobs/{waiting['id']}"))["reason"]
     assert reason.startswith("can never run on this pool (every node empty): 0/1 nodes"), reason
+
+
+def test_a_job_that_names_no_class_gets_its_kinds_and_an_unknown_class_lists_them(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin)
+    got = {
+        kind: submit(admin, "cpu=1", "algo", kind=kind)["priority_class"]
+        for kind in ("inference", "dev", "training", "batch")
+    }
+    assert got == {"inference": "online-inference", "dev": "dev-test", "training": "training",
+                   "batch": "training"}  # fmt: skip
+    named = submit(admin, "cpu=1", "algo", kind="inference", priority_class="dev-test")
+    assert named["priority_class"] == "dev-test"  # what is given wins
+    r = admin.post(
+        "/api/v1/jobs", json={"request": "cpu=1", "tenant": "algo", "priority_class": "high"}
+    )
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        "priority_class: unknown class 'high' (the classes: online-inference, training, dev-test)"
+    )

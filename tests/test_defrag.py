@@ -199,7 +199,9 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
         for i in range(20):  # fill every card, alternating teams
             team = "inference" if i % 2 else "training"
             kind = "inference" if team == "inference" else "training"
-            ids[submit(admin, "gpu=1", team, kind=kind)["id"]] = team
+            # all of class training: moved, not copied (online-inference replicas are copied)
+            job = submit(admin, "gpu=1", team, kind=kind, priority_class="training")
+            ids[job["id"]] = team
         srv.cycle()
         allocs = ok(admin.get("/api/v1/allocations", params={"state": "active"}))["items"]
         by_node: dict[str, list[int]] = {}
@@ -214,7 +216,8 @@ def test_the_server_moves_audits_and_says_why(tmp_path):
         for team, cards in (("inference", held + 4), ("training", 16 - held)):
             quota = {"resource": "gpu", "nominal": cards}
             ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
-        big = submit(admin, "gpu=4", "inference", kind="inference", name="big")
+        big = submit(admin, "gpu=4", "inference", kind="inference", name="big",
+                     priority_class="training")  # fmt: skip
         srv.cycle()  # it has not waited: moving jobs would cost more than it gains
         job = ok(admin.get(f"/api/v1/jobs/{big['id']}"))
         assert job["state"] == "pending" and "defragmentation waits: moving" in job["reason"]

@@ -54,7 +54,12 @@ def job_submit(
     request: str = REQUEST_OPT,
     name: str = typer.Option(None, help="A name to recognise the job by"),
     kind: str = typer.Option(None, help="training, inference, dev or batch \\[default: batch]"),
-    priority_class: str = typer.Option(None, help="Priority class \\[default: training]"),
+    priority_class: str = typer.Option(
+        None,
+        help="Priority class (online-inference, training, dev-test, or one an admin added) "
+        "\\[default: by --kind: "
+        "online-inference for inference, dev-test for dev, else training]",
+    ),
     gang: int = typer.Option(None, help="Workers that must start together \\[default: 1]"),
     time_limit: str = typer.Option(
         None, "--time", "-t", help="Run time limit: MM, HH:MM:SS or D-HH:MM:SS (as sbatch)"
@@ -144,7 +149,7 @@ def _body(given: dict[str, Any], argv: list[str], max_runtime: int | None, key: 
         "tenant": given["tenant"],
         "name": given["name"] or "",
         "kind": given["kind"] or "batch",
-        "priority_class": given["priority_class"] or "training",
+        "priority_class": given["priority_class"],  # None: the server's default for the kind
         "gang_size": gang_size,
         "max_runtime_s": max_runtime,
         "command": argv,

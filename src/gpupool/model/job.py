@@ -19,6 +19,13 @@ DEFAULT_PRIORITY_CLASSES: dict[str, int] = {
     "training": 500,
     "dev-test": 100,
 }
+# the class a job gets when it names none: online work outranks training, dev work yields
+CLASS_OF_KIND: dict[str, str] = {
+    "inference": "online-inference",
+    "training": "training",
+    "dev": "dev-test",
+    "batch": "training",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,17 @@ grammar's units: cards for ``gpu`` quotas, MiB for memory, millicores for node C
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
+from gpupool.model.job import CLASS_OF_KIND
 from gpupool.model.labels import ADDRESS_LABEL, check_address
 
 Name = Annotated[
@@ -306,6 +315,7 @@ class JobIn(Strict):
     tenant: Name | None = None  # defaults to the caller's tenant
     name: str = Field("", max_length=200)
     kind: Literal["training", "inference", "dev", "batch"] = "batch"
+    # when not given: by kind, inference online-inference, dev dev-test, else training
     priority_class: Name = "training"
     priority: int = Field(0, ge=-1000, le=1000)
     gang_size: int = Field(1, ge=1, le=1024)
@@ -369,6 +379,15 @@ class JobIn(Strict):
         description="Where it was submitted from: without chdir the job runs there when the "
         "node has it and the job's user may enter it, else in a work folder of its own",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _class_of_kind(cls, data: Any) -> Any:
+        """No priority class given: the one of its kind (an inference job is online work)."""
+        if isinstance(data, dict) and data.get("priority_class") is None:
+            kind = data.get("kind") or "batch"
+            return {**data, "priority_class": CLASS_OF_KIND.get(str(kind), "training")}
+        return data
 
 
 class DeviceGrantOut(BaseModel):

@@ -94,9 +94,15 @@ def _check_names(ctx: ServerContext, names: list[tuple[type[Base], str]]) -> Non
     with ctx.db.read() as s:
         for table, name in names:
             if s.get(table, name) is None:
-                what = "tenant" if table is TenantRow else "priority_class"
-                noun = "tenant" if table is TenantRow else "class"
-                raise ApiError(422, f"{what}: unknown {noun} {name!r}", what)
+                if table is TenantRow:
+                    raise ApiError(422, f"tenant: unknown tenant {name!r}", "tenant")
+                known = s.scalars(select(PriorityClassRow.name).order_by(PriorityClassRow.value))
+                raise ApiError(
+                    422,
+                    f"priority_class: unknown class {name!r} (the classes: "
+                    f"{', '.join(reversed(known.all()))})",
+                    "priority_class",
+                )
             ctx.names.put((table.__tablename__, name), True)
 
 
