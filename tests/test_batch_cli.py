@@ -14,13 +14,13 @@ from tests.support.cluster import seed_cluster
 @pytest.mark.parametrize(
     "text, seconds",
     [("90", 5400), ("1:30", 90), ("4:00:00", 14400), ("2-12", 216000), ("2-12:30", 217800),
-     ("0-00:00:05", 5)],
+     ("0-00:00:05", 5), ("2h", 7200), ("90m", 5400), ("1d12h", 129600), ("45s", 45)],
 )  # fmt: skip
-def test_slurm_time_formats(text, seconds):
+def test_slurm_time_formats_and_the_units_every_other_duration_takes(text, seconds):
     assert parse_time(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["25:99", "4:61:00", "1-24", "0", "", "1h", "-5"])
+@pytest.mark.parametrize("text", ["25:99", "4:61:00", "1-24", "0", "", "0h", "2x", "h", "-5"])
 def test_bad_times_are_refused(text):
     with pytest.raises(SpecError, match="time: "):
         parse_time(text)

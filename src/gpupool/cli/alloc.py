@@ -31,7 +31,7 @@ from gpupool.model import SpecError
 @client_command
 def alloc(
     time_limit: str = typer.Option(
-        ..., "--time", "-t", help="How long to hold them: MM, HH:MM:SS or D-HH:MM:SS"
+        ..., "--time", "-t", help="How long to hold them: MM, HH:MM:SS, D-HH:MM:SS or 2h, 90m"
     ),
     tenant: str = TENANT_OPT,
     gpu: str = GPU_OPT,

@@ -62,7 +62,7 @@ def job_submit(
     ),
     gang: int = typer.Option(None, help="Workers that must start together \\[default: 1]"),
     time_limit: str = typer.Option(
-        None, "--time", "-t", help="Run time limit: MM, HH:MM:SS or D-HH:MM:SS (as sbatch)"
+        None, "--time", "-t", help="Run time limit: MM, HH:MM:SS, D-HH:MM:SS (as sbatch) or 2h, 90m"
     ),
     max_runtime: int = typer.Option(None, help="Maximum run time in seconds (or --time)"),
     array: str = typer.Option(

@@ -31,13 +31,26 @@ DEPENDENCY_TYPES = ("afterok", "afterany", "afternotok")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
+_UNITS = re.compile(r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
 def parse_time(text: str) -> int:
     """Slurm's ``--time`` in seconds: ``90`` (minutes), ``1:30`` (minutes:seconds),
-    ``4:00:00``, ``2-12`` (days-hours), ``2-12:30``, ``2-12:30:00``."""
+    ``4:00:00``, ``2-12`` (days-hours), ``2-12:30``, ``2-12:30:00``; also the units every other
+    gpupool duration takes: ``2h``, ``90m``, ``1d12h``, ``45s``."""
+    units = _UNITS.match(text.strip())
+    if units is not None and any(units.groups()):
+        total = sum(int(v[:-1]) * _UNIT_S[v[-1]] for v in units.groups() if v)
+        if total <= 0:
+            raise SpecError(f"time: {text!r} is not a positive duration", field="time")
+        return total
     m = _TIME.match(text.strip())
     if m is None:
         raise SpecError(
-            f"time: {text!r} is not MM, MM:SS, HH:MM:SS or D-HH[:MM[:SS]]", field="time"
+            f"time: {text!r} is not MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]] or a duration like 2h, "
+            "90m, 1d12h",
+            field="time",
         )
     bounded: list[int] = []  # fields that must stay below 60 (hours below 24 after days)
     if m["days"] is not None:
