@@ -37,6 +37,13 @@ def test_the_service_commands(sqlite_server):
         json.loads(run("scale", "chat", "auto", "--tenant", "algo", "--json").stdout)[0]["pinned"]
         is None
     )
+    said = run("scale", "chat", "3", "--tenant", "algo").stdout.strip()
+    assert said == (  # the new number, not the desired of the last pass (it echoed 1)
+        "service chat: pinned at 3 replicas (was 1); 0 ready now, the rest start or drain "
+        "within seconds"
+    )
+    back = run("scale", "chat", "auto", "--tenant", "algo").stdout.strip()
+    assert back == "service chat: replicas back to the autoscaler (1..3); 0 ready now"
     bad = run("scale", "chat", "many", "--tenant", "algo")
     assert bad.returncode == 2 and "neither a number nor auto" in bad.stderr
     assert run("endpoints", "chat", "--tenant", "algo").stdout.strip() == "no ready replicas"

@@ -37,7 +37,9 @@ def _row(svc: dict) -> dict:
 def create(
     name: str = typer.Argument(..., help="The service's name (unique in its tenant)"),
     command: list[str] = typer.Argument(None, help="What a replica runs, after --"),
-    request: str = typer.Option(..., help="One replica's request, e.g. gpu=1 or gpu=0.5"),
+    request: str = typer.Option(
+        ..., help="One replica's request, e.g. gpu=1, gpu_share=0.5 or gpu_mem=20GiB"
+    ),
     target: float = typer.Option(..., help="The metric's target per replica"),
     metric: str = typer.Option(
         "rps", help="rps, concurrency, latency_p95 (seconds) or gpu_util (%)"
@@ -107,7 +109,16 @@ def scale(
     pinned = None if replicas == "auto" else int(replicas)
     with ApiClient.from_env() as api:
         svc = api.post(_path(name, "/scale", tenant), {"replicas": pinned})
-    emit([_row(svc)], COLUMNS, as_json=as_json)
+    if as_json:
+        emit([_row(svc)], COLUMNS, as_json=True)
+        return
+    now = f"{svc['ready']} ready now"
+    if pinned is None:  # what it wants is the autoscaler's next pass, not the old desired
+        typer.echo(f"service {name}: replicas back to the autoscaler ({svc['min_replicas']}"
+                   f"..{svc['max_replicas']}); {now}")  # fmt: skip
+    else:
+        typer.echo(f"service {name}: pinned at {pinned} replicas (was {svc['desired']}); {now}, "
+                   "the rest start or drain within seconds")  # fmt: skip
 
 
 @service_app.command("delete")
