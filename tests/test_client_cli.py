@@ -154,3 +154,20 @@ def test_profiles_pick_a_server_like_kubectl_contexts(sqlite_server, tmp_path):
     assert listed == [{"current": "", "name": "lab", "server": sqlite_server.url}]
     assert stat.S_IMODE((tmp_path / "cfg" / "client.json").stat().st_mode) == 0o600
     assert sqlite_server.admin_token not in gpupool("profile", "list", env=env).stdout
+
+
+def test_login_says_what_is_wrong_with_the_url_or_the_kind_of_token(sqlite_server, tmp_path):
+    env = {"GPUPOOL_CONFIG_DIR": str(tmp_path / "cfg")}
+    bare = sqlite_server.url.removeprefix("http://")
+    r = gpupool("login", "--server", bare, "--token", sqlite_server.admin_token, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert f"server '{bare}' has no scheme: did you mean http://{bare}?" in r.stderr
+    r = gpupool("login", "--server", "ftp://x", "--token", "t", env=env)
+    assert r.returncode == 2 and "expected http://HOST:PORT or https://HOST:PORT" in r.stderr
+    agent = sqlite_server.token("agent-n1", "agent", node="n1")
+    r = gpupool("login", "--server", sqlite_server.url, "--token", agent, env=env)
+    assert r.returncode == 2, r.stdout  # it once said "logged in" and saved it
+    assert "this token is for gpupool agent on a node (role agent), not a person's" in r.stderr
+    assert not (tmp_path / "cfg" / "client.json").exists()
+    r = gpupool("whoami", env={**env, "GPUPOOL_SERVER": bare, "GPUPOOL_TOKEN": "t"})
+    assert r.returncode == 2 and "has no scheme" in r.stderr and "Traceback" not in r.stderr

@@ -48,6 +48,13 @@ def _ago(t: float | None) -> str:
     return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
 
 
+MACHINE_ROLES = {
+    "agent": "for gpupool agent on a node",
+    "metrics": "for Prometheus scraping /metrics",
+    "kubernetes": "for the gpupool kube scheduler's reports",
+}
+
+
 def login(
     server: str = typer.Option("http://127.0.0.1:8080", help="Server URL"),
     token: str = typer.Option(..., prompt=True, hide_input=True, help="API token"),
@@ -59,9 +66,14 @@ def login(
     the current profile."""
     with _errors(), ApiClient(server, token) as api:
         status = api.get("/api/v1/status")
-        path = save_credentials(server, token, profile)
+        if status["role"] in MACHINE_ROLES:  # it works, but not for a person's commands
+            raise ClientError(
+                f"this token is {MACHINE_ROLES[status['role']]} (role {status['role']}), not a "
+                "person's: log in with an admin, tenant-admin, member, viewer or finance token"
+            )
+        path = save_credentials(api.server, token, profile)
     typer.echo(
-        f"logged in to {server} as {status['user']} (gpupool {status['version']}); "
+        f"logged in to {api.server} as {status['user']} (gpupool {status['version']}); "
         f"saved as profile {profile} in {path}"
     )
 

@@ -42,10 +42,22 @@ def _explain(resp: httpx.Response) -> str:
     return str(body)[:200]
 
 
+def server_url(server: str) -> str:
+    """The server's URL as given, or a ClientError saying what is wrong with it (httpx's own
+    words were "Request URL is missing an 'http://' or 'https://' protocol")."""
+    url = server.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ClientError(f"server {server!r} has no scheme: did you mean http://{url}?")
+    if scheme not in ("http", "https") or not rest:
+        raise ClientError(f"server {server!r}: expected http://HOST:PORT or https://HOST:PORT")
+    return url
+
+
 class ApiClient:
     def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.server = server.rstrip("/")
+        self.server = server_url(server)
         self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
 
     @classmethod
