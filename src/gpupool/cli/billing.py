@@ -11,7 +11,7 @@ from gpupool.billing.catalog import Catalog
 from gpupool.billing.plans import PLANS, quote
 from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.invoices import register_issuing, save_document
-from gpupool.cli.output import SafeTable, emit, show
+from gpupool.cli.output import SafeTable, emit, show, zoned
 from gpupool.client import ApiClient
 
 billing_app = typer.Typer(
@@ -126,7 +126,7 @@ def billing_invoice(
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    draft = " (draft: the month is not over)" if out["draft"] else ""
+    draft = f" (so far, to {zoned(out['as_of'])}: the month is not over)" if out["draft"] else ""
     emit(
         out["lines"],
         ["description", "quantity", "unit", "unit_price", "amount"],

@@ -181,10 +181,10 @@ def get_invoice(
     lang: Annotated[Literal["zh", "en"], Query(description="html: Chinese or English")] = "zh",
 ) -> dict | Response:
     """A tenant's invoice for a calendar month in ``zone``: one line per GPU model and price,
-    from the usage records (live jobs are metered hourly, so a running month shows a draft up
-    to the last hour). JSON, CSV, a printable page in Chinese or English (``format=html``,
-    ``lang``) or that page as PDF (``format=pdf``). Finance and admins read any tenant's, a
-    tenant-admin its subtree's."""
+    from the usage records plus what running jobs used up to now (``as_of``), the one way
+    every view counts a period; while the month is open it is a draft, "so far". JSON, CSV,
+    a printable page in Chinese or English (``format=html``, ``lang``) or that page as PDF
+    (``format=pdf``). Finance and admins read any tenant's, a tenant-admin its subtree's."""
     require(who, READERS, "reading invoices")
     if not who.sees(tenant):
         raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
@@ -194,14 +194,16 @@ def get_invoice(
         start, end = month_bounds(month, zone)
     except SpecError as exc:
         raise ApiError(422, str(exc), exc.field or "month") from None
+    now = time.time()
     with ctx.db.read() as s:
         if s.get(TenantRow, tenant) is None:
             raise not_found(f"tenant {tenant}")
         try:
-            out = month_invoice(s, tenant, month, zone, mode)
+            out = month_invoice(s, tenant, month, zone, mode, live_until=now)
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "prices") from None
-    out["draft"] = end > time.time()
+    out["draft"] = end > now
+    out["as_of"] = now
     out["period"] = {"start": iso_utc(start), "end": iso_utc(end)}
     return invoice_response(out, format, lang)
 

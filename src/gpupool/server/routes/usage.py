@@ -5,7 +5,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpupool.server.auth import Principal
@@ -52,8 +52,10 @@ def list_usage(
 def usage_totals(
     s: Session, who: Principal, since: float | None, until: float | None, now: float
 ) -> dict[tuple[str, str], dict[str, int]]:
-    """Per (tenant, model) the visible tenants' quantities: records ending in the window plus
-    live allocations metered up to now."""
+    """Per (tenant, model) the visible tenants' quantities in [since, until): records inside
+    it, the part inside it of records crossing its edges (by time, as an invoice splits them
+    at a month's), plus live allocations metered up to now — the one way every view counts
+    a period."""
     totals: dict[tuple[str, str], dict[str, int]] = {}
 
     def add(tenant: str, model: str, values: dict[str, int]) -> None:
@@ -61,16 +63,31 @@ def usage_totals(
         for k in QUANTITIES:
             acc[k] += int(values[k])
 
-    q = select(
-        UsageRow.tenant, UsageRow.model, *(func.sum(getattr(UsageRow, k)) for k in QUANTITIES)
-    ).group_by(UsageRow.tenant, UsageRow.model)
+    lo = since if since is not None else float("-inf")
+    hi = until if until is not None else float("inf")
+    sums = (func.sum(getattr(UsageRow, k)) for k in QUANTITIES)
+    inside = select(UsageRow.tenant, UsageRow.model, *sums).group_by(
+        UsageRow.tenant, UsageRow.model
+    )
     if since is not None:
-        q = q.where(UsageRow.end >= since)
+        inside = inside.where(UsageRow.start >= since)
     if until is not None:
-        q = q.where(UsageRow.end < until)
-    for tenant, model, *sums in s.execute(q):
+        inside = inside.where(UsageRow.end <= until)
+    for tenant, model, *values in s.execute(inside):
         if who.sees(tenant):
-            add(tenant, model, dict(zip(QUANTITIES, sums, strict=True)))
+            add(tenant, model, dict(zip(QUANTITIES, values, strict=True)))
+    if since is not None or until is not None:  # records crossing an edge: their part inside
+        edges = []
+        if since is not None:
+            edges.append((UsageRow.start < since) & (UsageRow.end > since))
+        if until is not None:
+            edges.append((UsageRow.start < until) & (UsageRow.end > until))
+        crossing = select(UsageRow).where(or_(*edges))
+        for r in s.execute(crossing).scalars():
+            if not who.sees(r.tenant):
+                continue
+            share = (min(r.end, hi) - max(r.start, lo)) / (r.end - r.start)
+            add(r.tenant, r.model, {k: round(getattr(r, k) * share) for k in QUANTITIES})
     # live allocations: what they used since their last checkpoint, inside the window (a
     # client's "until now" is a moment before the server's now: it still counts them)
     upto = now if until is None else min(until, now)

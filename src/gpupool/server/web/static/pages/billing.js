@@ -19,7 +19,7 @@
         { key: 'mode', label: 'col.mode', render: (i) => i.error ? '–' : t('billing.mode_' + i.mode) },
         { key: 'lines', label: 'col.lines', num: true, render: (i) => i.error ? '–' : fmt.num(i.lines.length) },
         { key: 'total', label: 'col.total_cny', num: true, render: (i) => i.error ? i.error : fmt.cny(i.total_fen) },
-        { key: 'draft', label: 'col.status', render: (i) => i.error ? '–' : i.draft ? badge(t('billing.draft'), 'warn') : badge(t('billing.closed'), 'ok') },
+        { key: 'draft', label: 'col.status', render: (i) => i.error ? '–' : i.draft ? badge(t('billing.so_far'), 'warn') : badge(t('billing.closed'), 'ok') },
         { key: 'files', label: 'col.files', render: (i) => i.error ? '–' : el('span', {}, link(i, 'html', t('billing.printable')), ' · ', link(i, 'pdf', 'PDF'), ' · ', link(i, 'csv', 'CSV')) },
       ], all, 'state.no_tenants'),
       el('p', { class: 'state', id: 'billing-total', text: t('billing.sum', { total: fmt.cny(total) }) }));
