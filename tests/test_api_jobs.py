@@ -287,3 +287,25 @@ def test_a_job_that_names_no_class_gets_its_kinds_and_an_unknown_class_lists_the
     assert r.json()["detail"] == (
         "priority_class: unknown class 'high' (the classes: online-inference, training, dev-test)"
     )
+
+
+def test_a_gang_reads_as_a_gang_in_the_queue_the_job_and_the_cli(sqlite_server, tmp_path):
+    """A gang of 2 x 4 cards showed as gpu=A100-80G:4 everywhere but --json, so its quota
+    reason (8 cards) looked false beside 6 free."""
+    from tests.helpers import gpupool
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    gang = submit(admin, "gpu=A100-80G:4", "algo", gang_size=2)
+    assert gang["shape"] == "2×gpu=A100-80G:4" and gang["request"] == "gpu=A100-80G:4"
+    sqlite_server.cycle()
+    queued = ok(admin.get("/api/v1/queue"))["items"][0]
+    assert queued["shape"] == "2×gpu=A100-80G:4" and queued["gang_size"] == 2
+    assert queued["wait_code"] in ("quota", "no-room", "never"), queued
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token,
+           "COLUMNS": "120"}  # fmt: skip
+    assert "2×gpu=A100-80G:4" in gpupool("queue", env=env).stdout
+    shown = gpupool("job", "show", str(gang["id"]), env=env).stdout
+    assert "2×gpu=A100-80G:4" in shown and "waits for" in shown
+    single = submit(admin, "gpu=1", "algo")
+    assert single["shape"] == "gpu=1"

@@ -122,7 +122,8 @@ def job_submit(
             limit = f", at most {job['array_limit']} at once" if job["array_limit"] else ""
             said = f"array {job['id']}: {job['array_size']} tasks {job['state']}{limit}"
         else:
-            said = f"job {job['id']} {job['state']}: {job['request']} for {job['tenant']}"
+            what = job.get("shape") or job["request"]
+            said = f"job {job['id']} {job['state']}: {what} for {job['tenant']}"
         typer.echo(said, err=wait)
         if wait:
             raise typer.Exit(_wait(api, [job], as_json))
@@ -273,6 +274,7 @@ def _job_cell(j: dict[str, Any], column: str) -> str:
         "index": j["array_index"],
         "held": "yes" if j["held"] else "",
         "class": j["priority_class"],
+        "request": j.get("shape") or j["request"],
     }.get(column, j.get(column))
     return "-" if value is None else str(value)
 
@@ -313,8 +315,10 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
         job["events"] = api.get(f"/api/v1/jobs/{job_id}/events")
     t = SafeTable("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
     for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
-        t.add_row(k, str(job[k]))
+        t.add_row(k, str(job.get("shape") or job[k]) if k == "request" else str(job[k]))
     t.add_row("reason", job["reason"])
+    if job.get("wait_code"):
+        t.add_row("waits for", job["wait_code"])
     if job["array_job"] is not None:
         t.add_row("array", f"{job['array_job']} index {job['array_index']}")
     for d in job["dependency"]:

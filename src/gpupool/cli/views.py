@@ -157,7 +157,7 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
             "st": "PD",
             "time": duration(q["waited_s"]),
             "left": limit(q.get("max_runtime_s")),
-            "request": q["request"],
+            "request": q.get("shape") or q["request"],
             "where": q["reason"],
         }
         for q in pending
@@ -174,7 +174,7 @@ def queue_rows(pending: list[dict], running: list[dict], now: float | None = Non
                 "st": "R" if j["state"] == "running" else "CF",  # configuring: admitted
                 "time": duration(now - started),
                 "left": limit(None if cap is None else max(0.0, started + cap - now)),
-                "request": j["request"],
+                "request": j.get("shape") or j["request"],
                 "where": where(j),
             }
         )

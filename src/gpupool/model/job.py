@@ -28,6 +28,13 @@ CLASS_OF_KIND: dict[str, str] = {
 }
 
 
+def job_shape(request: str, gang_size: int) -> str:
+    """What a job asks as people read it: a gang of 2 workers of 4 cards is
+    ``2×gpu=A100-80G:4`` (its request alone reads as one worker's, and a quota reason about 8
+    cards looked false beside it)."""
+    return f"{gang_size}×{request}" if gang_size > 1 else request
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A unit of work to place. ``gang_size`` workers each need ``request``."""

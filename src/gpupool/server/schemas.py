@@ -474,7 +474,8 @@ class JobOut(BaseModel):
     id: int
     tenant: str
     name: str
-    request: str
+    request: str  # one worker's; shape: the whole job as people read it (2×gpu=A100-80G:4)
+    shape: str = ""
     kind: str
     priority_class: str
     priority: int
@@ -606,6 +607,9 @@ class QueueEntry(BaseModel):
     held: bool = False
     array_job: int | None = None
     array_index: int | None = None
+    gang_size: int = 1
+    shape: str = ""  # the request as people read it: 2×gpu=A100-80G:4 for a gang of two
+    wait_code: str = ""  # what it waits for (JobOut.wait_code)
 
 
 TenantOut.model_rebuild()

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.model import Job, SpecError, parse_request
 from gpupool.model.batch import check_directory, check_output_path, expand_output
+from gpupool.model.job import job_shape
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.server.admission import admit
@@ -399,6 +400,9 @@ def queue(
             held=bool(j.held),
             array_job=j.array_job,
             array_index=j.array_index,
+            gang_size=j.gang_size,
+            shape=job_shape(j.request, j.gang_size),
+            wait_code=j.wait_code or "",
         )
         for j in jobs
     ]

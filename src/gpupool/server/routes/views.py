@@ -5,6 +5,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from gpupool.model.job import job_shape
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, JobRow
 from gpupool.server.schemas import AllocationOut, JobOut
@@ -54,6 +55,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
         tenant=j.tenant,
         name=j.name,
         request=j.request,
+        shape=job_shape(j.request, j.gang_size),
         kind=j.kind,
         priority_class=j.priority_class,
         priority=j.priority,

@@ -9,7 +9,7 @@
   function facts(j) {
     const rows = [
       ['col.id', '#' + j.id], ['col.name', j.name || '–'], ['col.tenant', j.tenant],
-      ['col.user', j.submitted_by], ['col.state', stateBadge(j.state)], ['col.request', j.request],
+      ['col.user', j.submitted_by], ['col.state', stateBadge(j.state)], ['col.request', j.shape || j.request],
       ['col.command', (j.command || []).join(' ') || '–'], ['col.class', j.priority_class],
       ['col.submitted', fmt.date(j.submit_time)], ['col.started', fmt.date(j.started_at)],
       ['col.finished', fmt.date(j.finished_at)], ['col.exit', j.exit_code ?? '–'],

@@ -75,7 +75,7 @@
     const cols = [
       { key: 'id', label: 'col.id', render: (j) => link(j.id) },
       { key: 'tenant', label: 'col.tenant' }, { key: 'submitted_by', label: 'col.user' },
-      { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request' },
+      { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request', render: (j) => j.shape || j.request },
       { key: 'waited_s', label: 'col.waited', num: true, render: (j) => fmt.dur(j.waited_s) },
       { key: 'reason', label: 'col.reason', cls: 'reason', render: (j) => j.held ? t('jobs.held') : j.reason },
     ];
@@ -89,7 +89,7 @@
     const cols = [
       { key: 'id', label: 'col.id', render: (j) => link(j.id) },
       { key: 'tenant', label: 'col.tenant' }, { key: 'submitted_by', label: 'col.user' },
-      { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request' },
+      { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request', render: (j) => j.shape || j.request },
       { key: 'state', label: 'col.state', render: (j) => stateBadge(j.state) },
       { key: 'where', label: 'col.where', render: GP.placement },
       { key: 'started_at', label: 'col.started', render: (j) => fmt.date(j.started_at || (j.allocation && j.allocation.created_at)) },
@@ -104,7 +104,7 @@
     return table([
       { key: 'id', label: 'col.id', render: (j) => link(j.id) },
       { key: 'tenant', label: 'col.tenant' }, { key: 'name', label: 'col.name' },
-      { key: 'request', label: 'col.request' },
+      { key: 'request', label: 'col.request', render: (j) => j.shape || j.request },
       { key: 'state', label: 'col.state', render: (j) => stateBadge(j.state) },
       { key: 'exit_code', label: 'col.exit', num: true },
       { key: 'finished_at', label: 'col.finished', render: (j) => fmt.date(j.finished_at) },
