@@ -272,3 +272,26 @@ def test_a_pool_set_to_share_shares_its_cards_at_once_and_its_mig_cards_once_idl
 
         mig = s.get(DeviceRow, ("n0", 2))
         assert mig.want_mode == "share"  # ordered out of MIG: nothing ran there
+
+
+def test_a_pool_of_whole_cards_made_hybrid_can_share_and_cut_them(sqlite_server):
+    """On the cluster gpupool up makes (whole A100s), ``pool set default --sharing hybrid``
+    changed nothing: every card stayed whole, and ``--gpu-mem 10GiB`` was refused as "can
+    never run ... no shared-mode gpu". Its MIG-capable cards now take sharers at once, and
+    what can ever run there counts what the pool may switch them to."""
+    srv = sqlite_server
+    admin = srv.admin()
+    pool_with_a_node(admin, "p", "whole", "n0", ["whole", "whole"])
+    team(admin, "algo", 2)
+    before = admin.post("/api/v1/jobs", json={"request": "gpu_mem=10GiB", "tenant": "algo"})
+    assert before.status_code == 422 and "can never run" in before.text
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token, "COLUMNS": "80"}
+    said = gpupool("pool", "set", "p", "--sharing", "hybrid", env=env)
+    assert said.returncode == 0, said.stderr
+    assert "2 card(s) shared now, 0 in MIG; the pool switches them" in said.stdout
+    assert [d["mode"] for d in ok(admin.get("/api/v1/nodes/n0"))["devices"]] == ["share"] * 2
+    small = submit(admin, "gpu_mem=10GiB", "algo")
+    cut = submit(admin, "mig=1g.10gb", "algo")  # accepted: the pool may cut a card
+    srv.cycle()
+    assert ok(admin.get(f"/api/v1/jobs/{small['id']}"))["state"] == "admitted"
+    assert ok(admin.get(f"/api/v1/jobs/{cut['id']}"))["state"] == "pending"  # until it is cut

@@ -13,14 +13,20 @@ from gpupool.model import SharingMode
 from gpupool.server.db.tables import AuditRow, DeviceRow, NodeRow, Pool
 from gpupool.server.lifecycle import bump_nodes_version
 from gpupool.sharing.hybrid import ModeChange
+from gpupool.sharing.mig import table_for
 
 
 @dataclass(frozen=True)
 class PoolChange:
     now: int  # cards shared from now on
-    when_idle: int  # MIG cards that switch once nothing runs on them
+    when_idle: int  # MIG cards that switch once nothing runs on them (hybrid: in MIG)
 
     def note(self, sharing: str) -> str:
+        if sharing == "hybrid" and self.now + self.when_idle:
+            return (
+                f"{self.now} card(s) shared now, {self.when_idle} in MIG; the pool switches "
+                "them between sharing and MIG by demand"
+            )
         if sharing != "share":
             return ""
         later = f"; {self.when_idle} MIG card(s) switch once idle" if self.when_idle else ""
@@ -38,11 +44,17 @@ def _cards(s: Session, pool: str) -> list[DeviceRow]:
 
 
 def follow_pool_mode(s: Session, pool: Pool) -> PoolChange:
-    """After a pool's sharing changed: what it changed on its cards now and what later."""
-    if pool.sharing != "share":
+    """After a pool's sharing changed: what it changed on its cards now and what later. A
+    hybrid pool's whole MIG-capable cards become shared cards (as a node registering into
+    one has them), which the pool then switches between sharing and MIG by demand: made
+    hybrid, a pool of whole cards switched nothing (only cards already cut were considered)."""
+    bump_nodes_version(s)  # what can ever run there changed with the pool (PoolCapacity)
+    if pool.sharing not in ("share", "hybrid"):
         return PoolChange(0, 0)
     now = later = 0
     for d in _cards(s, pool.name):
+        if pool.sharing == "hybrid" and table_for(d.model) is None:
+            continue  # not MIG-capable: a hybrid pool keeps it whole
         if d.mode == "whole":
             d.mode = "share"
             now += 1
@@ -50,7 +62,6 @@ def follow_pool_mode(s: Session, pool: Pool) -> PoolChange:
             now += 1
         elif d.mode == "mig":
             later += 1
-    bump_nodes_version(s)
     return PoolChange(now, later)
 
 
