@@ -109,6 +109,10 @@ def test_the_readme_walkthrough_works_line_by_line(tmp_path):
             assert run.returncode == expected_rc, (command, run.stdout)
             missing = appears_in_order([s.replace("8080", port) for s in shown], run.stdout)
             assert missing is None, f"$ {command}\nshown: {missing!r}\nprinted:\n{run.stdout}"
+        # a log the CLI saved is the job's output alone: the node's note why it could not
+        # write it there (a mkdir refused) is not true of the file, and stays in job logs
+        saved = (tmp_path / "logs" / "sweep-7.out").read_text()
+        assert saved.startswith("trial 7 of 8 on node-") and "gpupool:" not in saved, saved
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=60)

@@ -91,11 +91,16 @@ def written_by_node(job: dict[str, Any]) -> bool:
         return False
 
 
-def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
+NODE_NOTE = "gpupool: --output not written: "  # the node's word when it could not write it
+
+
+def save_log(api: ApiClient, job: dict[str, Any]) -> tuple[Path, str]:
     """Write the job's log to its ``--output`` pattern, inside the current directory (where
     the node could not: the job ran where this directory is not): the path is checked again
     here (a job stored before the server checked it), its folders must resolve inside the
-    current directory, and a symlink in its place is not followed."""
+    current directory, and a symlink in its place is not followed. Returns the path and why
+    the node could not write it (its note, kept out of the file: written here, it is not
+    true of it)."""
     pattern = output_path(job)
     try:
         path = Path(check_output_path(pattern))
@@ -107,9 +112,19 @@ def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
         if not path.parent.resolve().is_relative_to(here):
             raise ClientError(f"output: {path} leads out of the current directory")
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        why = ""
         with os.fdopen(os.open(path, flags, 0o644), "w") as f:
             for chunk in log_chunks(api, job["id"]):
-                f.write(chunk["text"])
+                text = chunk["text"]
+                if chunk.get("stream") == "stderr" and NODE_NOTE in text:
+                    kept = []
+                    for line in text.splitlines(keepends=True):
+                        if line.startswith(NODE_NOTE):
+                            why = line.removeprefix(NODE_NOTE).strip()
+                        else:
+                            kept.append(line)
+                    text = "".join(kept)
+                f.write(text)
     except OSError as exc:
         raise ClientError(f"output: cannot write {path}: {exc.strerror or exc}") from None
-    return path
+    return path, why
