@@ -142,3 +142,33 @@ def test_times_typed_without_a_zone_are_in_the_users_zone_and_said_with_it(sqlit
     assert "2031-12-21 09:00" in listed.stdout and "UTC+08:00" in listed.stdout
     help_ = _run(env, "reservation", "create", "--help")
     assert "in your zone" in help_.stdout
+
+
+def test_a_reservation_says_what_it_will_stop_and_stops_it_when_it_begins(sqlite_server):
+    srv = sqlite_server
+    env = _as(srv)
+    admin = srv.admin()
+    ok(admin.post("/api/v1/nodes", json=node_body("n1", cards=4)))
+    for name in ("algo", "infer"):
+        assert _run(env, "tenant", "create", name).returncode == 0
+    quota = {"resource": "gpu", "nominal": 2}
+    for name in ("algo", "infer"):
+        ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
+    body = {"request": "gpu=2", "tenant": "infer", "command": ["true"]}
+    open_ended = ok(admin.post("/api/v1/jobs", json=body), 201)
+    brief = ok(admin.post("/api/v1/jobs", json={**body, "max_runtime_s": 600}), 201)
+    srv.cycle()
+    out = _run(env, "reservation", "create", "--tenant", "algo", "--nodes", "n1",
+               "--start", "2h", "--end", "1d")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == (  # not the brief one: it will have ended by then
+        f"it will stop job(s) {open_ended['id']} when it begins (others' work on its nodes)"
+    )
+    assert brief["id"] != open_ended["id"]
+    start = ok(admin.get("/api/v1/reservations"))[0]["start"]
+    srv.cycle(now=start + 5)
+    job = ok(admin.get(f"/api/v1/jobs/{open_ended['id']}"))
+    assert job["state"] == "pending", job
+    events = ok(admin.get(f"/api/v1/jobs/{open_ended['id']}/events"))
+    assert events[-2]["to_state"] == "preempted"
+    assert events[-2]["reason"].startswith("stopped for reservation r-1 of algo: its window")

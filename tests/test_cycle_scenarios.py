@@ -4,6 +4,7 @@ from gpupool.model import Job, JobKind, Node, make_devices, parse_request
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
 
@@ -129,37 +130,52 @@ def test_preemption_takes_the_fewest_lowest_priority_most_recent_victims():
     assert refused.preemptions == [] and "huge" in refused.pending  # would still not fit
 
 
-def test_reservation_next_week_blocks_a_long_job_today_but_admits_a_short_one():
-    nodes = cluster(1, 4)
+def test_a_reservation_for_next_week_lends_its_nodes_to_work_that_will_be_gone_in_time():
+    """Issue 47: a reservation for next week took its nodes at once — every job without a
+    time limit, the reserving team's own and service replicas included, lost them for the
+    8 days before. Now before its window they run preemptible work, and online work that
+    ends in time; online work that would not is kept off and told by which reservations."""
+    nodes = cluster(2, 4)
     r12 = Reservation("r-12", "team-a", ("s00",), start=7 * DAY, end=8 * DAY)
-    long_job = Job("long", parse_request("gpu=2"), tenant="team-b", max_runtime_s=10 * DAY)
-    short = Job("short", parse_request("gpu=2"), tenant="team-b", max_runtime_s=DAY)
-    open_ended = Job("open", parse_request("gpu=1"), tenant="team-b")
+    r13 = Reservation("r-13", "team-c", ("s01",), start=9 * DAY, end=10 * DAY)
+    train = Job("train", parse_request("gpu=3"), tenant="team-b", kind=JobKind.TRAINING)
+    online = "online-inference"
+    replica = Job("replica", parse_request("gpu=1"), tenant="team-b", priority_class=online)
+    brief = Job("brief", parse_request("gpu=1"), tenant="team-b", priority_class=online,
+                max_runtime_s=DAY)  # fmt: skip
+    own = Job("own", parse_request("gpu=2"), tenant="team-a", priority_class=online)
+
+    def teams() -> TenantTree:  # a fresh tree each cycle: it is charged with what runs
+        return tree(**{"team-a": 4, "team-b": 4, "team-c": 0})
+
     today = run_cycle(
-        ClusterState(nodes),
-        [],
-        [long_job, short, open_ended],
-        tree(**{"team-a": 2, "team-b": 2}),
-        0,
-        reservations=[r12],
+        ClusterState(nodes), [], [train, replica, brief, own], teams(), 0, reservations=[r12, r13]
     )
-    assert [b.job_id for b in today.bindings] == ["short"]
-    assert str(today.pending["long"]).startswith(
-        "0/1 nodes: 1 reserved by r-12 of team-a from 1970-01-08T00:00:00Z (job would run past it)"
+    placed = {b.job_id: b.placement.node_names[0] for b in today.bindings}
+    assert set(placed) == {"train", "brief", "own"} and placed["own"] == "s00"
+    assert str(today.pending["replica"]) == (
+        "0/2 nodes: 2 s00 reserved by r-12 of team-a from 1970-01-08T00:00:00Z (online work "
+        "would run past its start); s01 reserved by r-13 of team-c from 1970-01-10T00:00:00Z "
+        "(online work would run past its start)"
+    )  # each reservation that keeps it out, with its nodes
+    running = carry(today, [train, brief, own])
+    assert not today.preemptions
+
+    begins = 7 * DAY + 5
+    mine = Job("mine", parse_request("gpu=2"), tenant="team-a", submit_time=begins)
+    window = run_cycle(
+        ClusterState(nodes), running, [mine], teams(), begins, reservations=[r12, r13]
     )
-    assert "open" in today.pending
-    during = run_cycle(
-        ClusterState(nodes),
-        [],
-        [short, Job("mine", parse_request("gpu=4"), tenant="team-a")],
-        tree(**{"team-a": 2, "team-b": 2}),
-        7 * DAY + 5,
-        reservations=[r12],
-    )
-    assert [b.job_id for b in during.bindings] == ["mine"]
-    assert str(during.pending["short"]) == (
-        "0/1 nodes: 1 waiting for reservation r-12 of team-a to end at 1970-01-09T00:00:00Z"
-    )
+    on_s00 = {r.job.id for r in running if "s00" in r.placement.node_names} - {"own"}
+    stopped = {p.job_id: p for p in window.preemptions}
+    assert set(stopped) == on_s00 and on_s00  # others' work on s00; the owner's stays
+    for p in stopped.values():
+        assert p.cause is Cause.RESERVATION and p.by == "reservation r-12 of team-a"
+        assert p.reason.startswith("its window began at 1970-01-08T00:00:00Z on s00")
+    assert "mine" not in {b.job_id for b in window.bindings}  # room once they have stopped
+    left = [r for r in running if r.job.id not in stopped]
+    after = run_cycle(ClusterState(nodes), left, [mine], teams(), begins + 60, reservations=[r12])
+    assert [(b.job_id, b.placement.node_names[0]) for b in after.bindings] == [("mine", "s00")]
 
 
 def test_a_gang_never_starts_partially():

@@ -335,6 +335,10 @@ def reservation_create(
         f"from {zoned(out['start'])} to {zoned(out['end'])}"
     )
     show(out, as_json, said)
+    if out.get("displaces") and not as_json:  # what it will stop: said now, not when it does
+        ids = ", ".join(str(j) for j in out["displaces"][:10])
+        more = f" and {len(out['displaces']) - 10} more" if len(out["displaces"]) > 10 else ""
+        typer.echo(f"it will stop job(s) {ids}{more} when it begins (others' work on its nodes)")
 
 
 @reservation_app.command("list")

@@ -3,7 +3,8 @@
 enqueue -> allocate (within guarantee) -> borrow (idle capacity, DRF between borrowers)
 -> preempt (lower priority, same tenant) -> reclaim (owners take back lent capacity)
 -> defragment (room on one node for a guarantee) -> backfill (jobs that end before the
-starving head job can start). Each action is a module of ``scheduler/actions``; what they
+starving head job can start) -> reserve (others' work leaves a reservation whose window
+began). Each action is a module of ``scheduler/actions``; what they
 ask of policy (queue order, quota, who may give way, where jobs go) is in ``plugins``.
 
 ``run_cycle`` is pure: (snapshot, running jobs, queue, tenants, now) -> decisions. It owns the
@@ -19,6 +20,7 @@ from gpupool.scheduler.actions.borrow import borrow
 from gpupool.scheduler.actions.defragment import defragment
 from gpupool.scheduler.actions.preempt import preempt
 from gpupool.scheduler.actions.reclaim import reclaim
+from gpupool.scheduler.actions.reserve import reserve
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins
 from gpupool.scheduler.reasons import Reason, Wait
@@ -73,6 +75,7 @@ def run_cycle(
     blocked = reclaim(cy, blocked)
     defragment(cy, blocked)
     backfill(cy, behind)
+    reserve(cy)
     return cy.result
 
 

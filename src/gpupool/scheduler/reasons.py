@@ -39,3 +39,4 @@ class Cause(StrEnum):
     PREEMPT = "preempt"  # a higher-priority job
     RECLAIM = "reclaim"  # its tenant borrowed what the owner now wants back
     DEFRAGMENT = "defragment"  # moved so that a waiting job gets room (it restarts elsewhere)
+    RESERVATION = "reservation"  # on a reservation's nodes when its window began, not its owner's

@@ -230,11 +230,13 @@ class Session:
         self.result.replacements.append(Replacement(victim.job.id, placement, by.id, reason))
 
     def evict(self, victim: RunningJob, by: Job, reason: str, cause: Cause) -> None:
+        self.stop(victim, by.id, reason, cause)
+
+    def stop(self, victim: RunningJob, by: str, reason: str, cause: Cause) -> None:
+        """Stop ``victim`` for ``by`` (a job's id, or what else stops it: a reservation)."""
         self.state.release(victim.job.id)
         self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
         del self.running[victim.job.id]
         self.result.preemptions.append(
-            Preemption(
-                victim.job.id, by.id, reason, self.config.grace_s, victim.job.on_preempt, cause
-            )
+            Preemption(victim.job.id, by, reason, self.config.grace_s, victim.job.on_preempt, cause)
         )

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import Binding, CycleResult
 from gpupool.scheduler.placement_json import placement_to_json
+from gpupool.scheduler.reasons import Cause
 from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
@@ -82,7 +83,10 @@ def commit_cycle(
         if job is None or alloc is None or alloc.id != allocation_of.get(p.job_id):
             out.skipped += 1
             continue
-        reason = f"preempted by job {p.by}: {p.reason}"
+        if p.cause is Cause.RESERVATION:
+            reason = f"stopped for {p.by}: {p.reason}"
+        else:
+            reason = f"preempted by job {p.by}: {p.reason}"
         move(session, job, "preempted", now, reason, ACTOR)
         release(session, alloc, now, reason)
         if p.action == "kill":

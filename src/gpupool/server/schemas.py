@@ -566,6 +566,9 @@ class ReservationOut(BaseModel):
     start_iso: str
     end_iso: str
     created_by: str
+    # on creation: the running jobs it will stop when its window begins (others' work on its
+    # nodes that will not have ended by then)
+    displaces: list[int] = Field(default_factory=list)
 
 
 class UsageOut(BaseModel):

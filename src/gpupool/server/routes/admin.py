@@ -10,10 +10,13 @@ from sqlalchemy.orm import Session
 from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
-from gpupool.scheduler.reservations import iso
+from gpupool.scheduler.reservations import Holder, Reservation, displaced, iso
 from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token
 from gpupool.server.db.tables import (
+    AllocationNodeRow,
+    AllocationRow,
     AuditRow,
+    JobRow,
     Meta,
     NodeRow,
     Pool,
@@ -364,8 +367,33 @@ def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> Reservatio
         s.add(row)
         s.flush()
         out = reservation_out(row)
+        out.displaces = _displaced(s, row)
     ctx.loop.wake()
     return out
+
+
+def _displaced(s: Session, row: ReservationRow) -> list[int]:
+    parents = {n: p for n, p in s.execute(select(TenantRow.name, TenantRow.parent))}
+
+    def chain(tenant: str) -> tuple[str, ...]:
+        out = [tenant]
+        while parents.get(out[-1]) is not None and len(out) < 64:
+            out.append(str(parents[out[-1]]))
+        return tuple(out)
+
+    live = s.execute(
+        select(AllocationRow.job_id, JobRow.tenant, AllocationNodeRow.node, JobRow.started_at,
+               AllocationRow.created_at, JobRow.max_runtime_s)
+        .join(JobRow, JobRow.id == AllocationRow.job_id)
+        .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
+        .where(AllocationRow.state == "active", AllocationNodeRow.node.in_(list(row.nodes)))
+    ).all()  # fmt: skip
+    holders = {  # one entry a job: any node of it inside the reservation is enough
+        job: Holder(str(job), chain(tenant), (node,), None if limit is None else (t or t0) + limit)
+        for job, tenant, node, t, t0, limit in live
+    }
+    window = Reservation(f"r-{row.id}", row.tenant, tuple(row.nodes), row.start, row.end)
+    return sorted(int(j) for j in displaced(window, list(holders.values())))
 
 
 @router.get("/reservations", response_model=list[ReservationOut])
