@@ -2,6 +2,7 @@
 server at 80 columns."""
 
 import json
+import os
 
 from gpupool.cli import views
 from tests.helpers import gpupool
@@ -134,3 +135,42 @@ def test_a_member_sees_busy_cards_as_busy_without_seeing_whose(sqlite_server):
     assert "beta" not in listing  # busy, not whose
     nodes = ok(sqlite_server.client(member).get("/api/v1/nodes"))["items"]
     assert sorted(i for n in nodes for i in n["devices_in_use"]) in ([0, 0, 1, 2], [0, 1, 2, 3])
+
+
+def test_every_listing_fits_80_columns_with_realistic_data(sqlite_server):
+    """Fractional and MIG jobs, a gang, long names, drained nodes and reasons: each table
+    stays within 80 columns (queue with fractional jobs was 84 wide; footers wrapped)."""
+    admin = sqlite_server.admin()
+    ok(admin.put("/api/v1/pools/default", json={"name": "default", "sharing": "hybrid"}))
+    for name in ("gpu-a100-node-01", "gpu-a100-node-02"):
+        ok(admin.post("/api/v1/nodes", json=node_body(name, cards=4)))
+    ok(admin.post("/api/v1/tenants", json={"name": "algorithm-research"}), 201)
+    quota = {"resource": "gpu", "nominal": 6}
+    ok(admin.put("/api/v1/tenants/algorithm-research/quotas/gpu", json=quota))
+    team = "algorithm-research"
+    for spec, extra in (
+        ("gpu_share=0.25,gpu_mem=10GiB", {"name": "notebook-of-a-curious-researcher"}),
+        ("gpu_share=0.5", {"name": "eval"}),
+        ("gpu=A100-80G:2,cpu=16,mem=128GiB", {"name": "train-llama-70b-lora-rank-64"}),
+        ("gpu=A100-80G:4", {"gang_size": 2, "name": "pretrain"}),
+        ("gpu=1", {"max_runtime_s": 3600}),
+    ):
+        submit(admin, spec, team, **extra)
+    sqlite_server.cycle()
+    drain = {"reason": "fan failure reported by the datacentre on the morning shift"}
+    ok(admin.post("/api/v1/nodes/gpu-a100-node-02/drain", json=drain))
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token,
+           "COLUMNS": "80"}  # fmt: skip
+    for args in (("queue",), ("nodes",), ("nodes", "-R"), ("nodes", "-s"), ("job", "list"),
+                 ("acct", "--since", "now-1d"), ("usage",), ("tenants",)):  # fmt: skip
+        out = gpupool(*args, env=env)
+        assert out.returncode == 0, (args, out.stderr)
+        wide = [line for line in out.stdout.splitlines() if len(line) > 80]
+        assert not wide, (args, wide)
+        if os.environ.get("GPUPOOL_SHOW_TABLES"):
+            print(f"$ gpupool {' '.join(args)}\n{out.stdout}")
+        rows = len(out.stdout.splitlines())
+        assert rows <= {"job": 8, "nodes": 5}.get(args[0], 9), (args, out.stdout)  # no wrap
+    long = gpupool("nodes", "-l", env=env).stdout  # -l widens instead of cutting names
+    assert "gpu-a100-node-02" in long and "on the morning shift" in long
+    assert len(long.splitlines()) == 4, long

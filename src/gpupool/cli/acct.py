@@ -72,7 +72,7 @@ def acct(
         as_json=as_json,
         as_csv=as_csv,
         cell=_cell,
-        caption=f"{len(rows)} jobs ended {local(start)} – {local(end)} ({zone_now()})",
+        note=f"{len(rows)} jobs ended {local(start)} – {local(end)} ({zone_now()})",
         headers={"card_hours": "card-h", "cpu_hours": "cpu-h"},
     )
 
@@ -130,5 +130,5 @@ def usage(
             r["tenant"], r["model"], f"{r['card_hours']:.2f}", f"{r['gpu_mem_gib_hours']:.1f}",
             f"{r['cpu_hours']:.2f}",
         )  # fmt: skip
-    table.caption = f"{local(start)} – {local(end)} ({zone_now()})"
     Console().print(table)
+    typer.echo(f"{local(start)} – {local(end)} ({zone_now()})")  # as wide as the terminal

@@ -9,7 +9,6 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 
 from gpupool.cli.errors import print_error
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
@@ -143,7 +142,8 @@ def nodes(
         rows,
         columns,
         cell=cell,
-        caption="use/free: cards with/without a slice; cpu, mem: free",
+        wide=long,  # -l widens the table (telemetry, whole reasons) instead of cutting names
+        caption=None if reasons else "use/free: cards with/without a slice; cpu, mem: free",
     )
 
 
@@ -203,14 +203,6 @@ def queue(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    if columns[-1] == "where" and not long:
-        # one line a job: the last column is cut to what the terminal leaves (whole with -l)
-        widths = [max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns[:-1]]
-        room = max(12, Console().width - sum(widths) - 2 * len(widths))
-        rows = [
-            r | {"where": r["where"] if len(r["where"]) <= room else r["where"][: room - 1] + "…"}
-            for r in rows
-        ]
     waiting = sum(r["st"] == "PD" for r in rows)
     emit(
         rows,
@@ -218,6 +210,7 @@ def queue(
         dim=lambda r: r["st"] == "PD",
         headers={"where": "where / reason"},
         wide=long,
+        cut="where",  # one line a job: the reason cut to what the terminal leaves (-l: whole)
         caption=f"{waiting} pending, {len(rows) - waiting} running (-l: whole reasons)",
     )
 

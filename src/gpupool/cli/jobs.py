@@ -303,7 +303,13 @@ def job_list(
     if as_json:
         typer.echo(json.dumps(page, indent=2))
         return
-    emit(page["items"], columns, cell=_job_cell, caption=f"{len(page['items'])} of {page['total']}")
+    emit(
+        page["items"],
+        columns,
+        cell=_job_cell,
+        cut="reason",  # one line a job; job show ID says it whole
+        caption=f"{len(page['items'])} of {page['total']} (job show ID: whole reasons)",
+    )
 
 
 @job_app.command("show")

@@ -116,11 +116,16 @@ def emit(
     headers: dict[str, str] | None = None,
     wide: bool = False,
     empty: str | None = None,
+    cut: str | None = None,
+    note: str | None = None,
 ) -> None:
     """Print ``rows`` (dicts) with the chosen ``columns``: JSON (whole rows), CSV or a table
     without borders. ``cell`` renders one value (default ``plain``); ``headers`` renames
     columns in the table; ``wide`` lets lines grow past the terminal instead of wrapping
-    cells (squeue -l); ``empty``: the line printed instead of a table without rows."""
+    cells (squeue -l); ``empty``: the line printed instead of a table without rows; ``cut``:
+    the last column, cut to what the terminal leaves it (one line a row) unless ``wide``;
+    ``note``: a line after the table, as wide as the terminal (a caption wraps to the
+    table's width)."""
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -133,8 +138,16 @@ def emit(
         typer.echo(csv_text(columns, cells), nl=False)
         return
     names = [(headers or {}).get(c, c) for c in columns]
+    if cut is not None and not wide and columns and columns[-1] == cut:
+        widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names[:-1])]
+        room = max(12, Console().width - sum(widths) - 2 * len(widths))
+        for line in cells:
+            if len(line[-1]) > room:
+                line[-1] = line[-1][: room - 1] + "…"
     table = SafeTable(*names, box=None, pad_edge=False, header_style="bold", title=title)
     for r, row_cells in zip(rows, cells, strict=True):
         table.add_row(*row_cells, style="dim" if dim and dim(r) else None)
     table.caption = caption
     Console(width=100_000 if wide else None).print(table)
+    if note:
+        typer.echo(visible(note))
