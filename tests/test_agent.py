@@ -2,6 +2,7 @@
 slice's environment, end with their exit code, stop when cancelled, survive an agent restart
 without a duplicate, are requeued when their node is lost, and stale orders are refused."""
 
+import os
 import sys
 
 import pytest
@@ -250,7 +251,10 @@ def test_jobs_stopped_by_an_agent_shutdown_are_requeued_not_failed(live, tmp_pat
         job = submit(admin, "gpu=1", "algo", command=SLEEP)
         wait_for("running", in_state(admin, job["id"], "running"))
         (rec,) = first.records.values()
+        workdir = rec.workdir
+        assert workdir and os.path.isdir(workdir)
     assert not proc.alive(rec.pid, rec.ticks)  # the shutdown stopped it
+    assert not os.path.exists(workdir)  # and its working folder went with it
     second = make_agent(live.url, token, "n1", tmp_path / "a", stop_workloads_on_exit=True)
     with agent_thread(second):
         wait_for("rerun", lambda: len(second.records) == 1 and rec.alloc_id not in second.records)

@@ -210,6 +210,7 @@ class Agent(ChannelLink):
                 self.channel.close()
             if self.config.stop_workloads_on_exit:
                 self.stop_all()
+                self.remove_stopped_workdirs()
                 self.launcher.cgroups.remove_all()  # nothing runs in them any more
                 if self.launcher.networks is not None:
                     self.launcher.networks.remove_all()
@@ -234,6 +235,21 @@ class Agent(ChannelLink):
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
             time.sleep(0.02)
+
+    def remove_stopped_workdirs(self) -> None:
+        """The working folders of the workloads ``stop_all`` stopped: their records stay (the
+        next start reports them lost, so their jobs are requeued and start from the top), the
+        folders did after Ctrl-C, empty ``alloc-N-...`` folders no start removed."""
+        for rec in self.records.values():
+            if not rec.workdir or self._running(rec):
+                continue
+            try:
+                self.launcher.cleanup(rec.workdir, [], [])
+            except (OSError, LaunchError) as exc:
+                log.warning("agent %s: folder of allocation %s: %s", self.name, rec.alloc_id, exc)
+                continue
+            rec.workdir = ""
+            self.store.save(rec)
 
     # -- talking to the server ------------------------------------------------------------
     def heartbeat(self) -> None:
