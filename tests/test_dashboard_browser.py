@@ -190,11 +190,14 @@ def test_the_services_page_shows_load_forecast_and_capacity(browser, cluster, tm
     expect(row).to_contain_text("0 ready of 0 (0–2)")
     expect(row).to_contain_text("predictive")
     figure = page.locator("figure.chart").first
-    assert figure.locator("path.line").count() == 3  # load, forecast peak, ready capacity
+    # load, forecast peak, ready capacity and what the autoscaler wanted (an unmet scale-up
+    # shows as the wanted line above the ready one)
+    assert figure.locator("path.line").count() == 4
     assert figure.locator(".legend").inner_text().split("\n") == [
         "load",
         "forecast peak",
         "ready capacity",
+        "wanted capacity (desired replicas)",
     ]
     page.screenshot(path=str(tmp_path / "services.png"), full_page=True)
     assert page.problems == []

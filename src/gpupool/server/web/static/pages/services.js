@@ -39,7 +39,11 @@
     const pts = (f) => h.samples.map((s) => ({ x: s.time, y: f(s) }));
     const series = [{ label: t('services.load'), points: pts((s) => s.load) }];
     if (h.samples.some((s) => s.forecast !== null)) series.push({ label: t('services.forecast'), points: pts((s) => s.forecast) });
-    if (svc.metric !== 'latency_p95') series.push({ label: t('services.capacity'), points: pts((s) => s.ready * svc.target) });
+    if (svc.metric !== 'latency_p95') {
+      series.push({ label: t('services.capacity'), points: pts((s) => s.ready * svc.target) });
+      // what the autoscaler wanted: above the ready line, a scale-up the pool has not met
+      series.push({ label: t('services.wanted'), points: pts((s) => s.desired * svc.target) });
+    }
     return Charts.line(series, { yMax: 0, ySuffix: '', title: t('services.history', { name: svc.name }) });
   }
 
