@@ -6,6 +6,7 @@ import threading
 
 import httpx
 import pytest
+import yaml
 
 from gpupool.kube.api import ApiError, KubeApi
 from tests.support.agents import wait_for
@@ -265,3 +266,40 @@ def test_one_leader_at_a_time_and_a_standby_takes_over_when_it_lapses(kube):
         "GET", "/apis/coordination.k8s.io/v1/namespaces/gpupool-system/leases/test-lease"
     )
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+
+
+def test_manifests_written_for_hami_and_the_device_plugin_get_what_they_ask_or_a_reason(
+    kube, start_scheduler
+):
+    """Real manifests (tests/data/k8s-corpus) through the API server: HAMi's 2 x (30%, 3000
+    MiB) gets two shares on a sharing node, not two whole cards; a MIG pod on a node without
+    MIG waits saying why instead of being bound with no device; an unknown GPU resource is
+    refused by name in an Event."""
+    from tests.test_kube_corpus import CORPUS, pod_of
+
+    kube.apply(node_obj("shared", 4, labels={"gpupool.io/sharing": "share"}))
+    s = start_scheduler()
+    for name, file in (("hami", "01-hami-default-use.yaml"), ("mig", "05-hami-mig-example.yaml"),
+                       ("vendor", "10-kubernetes-docs-vendor-gpu.yaml")):  # fmt: skip
+        pod = pod_of(yaml.safe_load((CORPUS / file).read_text()))
+        pod["metadata"] = {**pod["metadata"], "name": name, "namespace": "team-a"}
+        pod["spec"] = {**pod["spec"], "schedulerName": "gpupool"}
+        kube.apply({"apiVersion": "v1", "kind": "Pod", **pod})
+    wait_for("the HAMi pod bound", lambda: bound(kube, "team-a", "hami"))
+    devices = grant(kube, "team-a", "hami")["devices"]
+    assert len(devices) == 2 and not any(d["exclusive"] for d in devices)
+    assert {d["compute_pct"] for d in devices} == {30} and {d["mem_mib"] for d in devices} == {3000}
+    said = {
+        name: wait_for(
+            f"{name}'s event",
+            lambda name=name: [
+                e["message"]
+                for e in kube.events("team-a", name)
+                if e["reason"] in ("InvalidRequest", "FailedScheduling")
+            ],
+        )[0]
+        for name in ("mig", "vendor")
+    }
+    assert "no 3g.20gb" in said["mig"] and not bound(kube, "team-a", "mig"), said
+    assert "'gpu-vendor.example/example-gpu'" in said["vendor"], said
+    assert not bound(kube, "team-a", "vendor") and s.stats["bind_errors"] == 0

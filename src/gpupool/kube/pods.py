@@ -1,9 +1,11 @@
 """Pods as gpupool jobs (pure).
 
 A pod asks through the ``gpupool.io/request`` annotation in the request grammar
-(``gpu=A100-80G:1,mem=20Gi``) or through its containers' resources (``nvidia.com/gpu``, cpu,
-memory). Pods naming one gang (``gpupool.io/gang``, or the pod-group label of the coscheduling
-plugin / Volcano) with ``gpupool.io/gang-size: N`` form one job placed all or nothing. The
+(``gpu=A100-80G:1,mem=20Gi``) or through its containers' resources as users write them
+(``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb``, HAMi's ``gpucores``/``gpumem``, cpu, memory,
+init containers by Kubernetes' rule: ``pod_resources``). Pods naming one gang
+(``gpupool.io/gang``, or the pod-group label of the coscheduling plugin / Volcano) with
+``gpupool.io/gang-size: N`` form one job placed all or nothing. The
 tenant is the namespace's, as the configuration maps it; the priority class is the pod's
 PriorityClass (its value from ``spec.priority``) or the configured default.
 """
@@ -14,8 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.inventory import NVIDIA_GPU, VENDOR_RESOURCES
-from gpupool.kube.quantity import count, cpu_millis, memory_mib
+from gpupool.kube.pod_resources import pod_resources
 from gpupool.model import Job, JobKind, ResourceRequest, SpecError, Topology, parse_request
 from gpupool.sharing.mig import models_with_profile
 
@@ -60,33 +61,32 @@ def created_at(pod: Mapping[str, Any]) -> float:
 
 
 def container_requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
-    """CPU millicores, memory MiB and whole accelerators the containers ask for (a request,
-    else the limit, as Kubernetes defaults requests from limits)."""
-    cpu = mem = cards = 0
-    key = pod_key(pod)
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        for name in ("cpu", "memory", NVIDIA_GPU, *VENDOR_RESOURCES):
-            value = req.get(name, lim.get(name))
-            if value is None:
-                continue
-            where = f"pod {key}: container {c.get('name', '?')} {name}"
-            if name == "cpu":
-                cpu += cpu_millis(value, where)
-            elif name == "memory":
-                mem += memory_mib(value, where)
-            else:
-                cards += count(value, where)
-    return cpu, mem, cards
+    """CPU millicores, memory MiB and accelerators the pod holds (its effective request:
+    ``pod_resources``); a MIG instance or a share counts as its card."""
+    r = pod_resources(pod)
+    return r.cpu, r.mem, r.cards + sum(r.mig.values())
 
 
 def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
-    """What one pod needs; the annotation's host CPU and memory default to the containers'."""
-    cpu, mem, cards = container_requests(pod)
+    """What one pod needs: the annotation in the request grammar, else its containers'
+    resources (``pod_resources``); the annotation's host CPU and memory default to theirs."""
+    asked = pod_resources(pod)
+    cpu, mem = asked.cpu, asked.mem
     spec = meta(pod, "annotations").get(REQUEST_ANNOTATION)
     if spec is None:
-        return ResourceRequest(gpu=cards, cpu_millis=cpu, mem_mib=mem)
+        devices = asked.grammar()
+        if devices is None:
+            return ResourceRequest(gpu=0, cpu_millis=cpu, mem_mib=mem)
+        try:
+            request = parse_request(devices)
+        except SpecError as exc:
+            raise SpecError(f"resources: {exc}", field="resources") from None
+        if request.mig_profile:
+            try:
+                models_with_profile(request.mig_profile)
+            except SpecError as exc:
+                raise SpecError(f"resources: {exc}", field="resources") from None
+        return request.with_host(cpu, mem)
     try:
         request = parse_request(spec)
     except SpecError as exc:
