@@ -6,11 +6,12 @@ import os
 import sys
 
 import pytest
+from sqlalchemy import update
 
 from gpupool.agent import processes as proc
 from gpupool.agent.workloads import IsolationConfig
 from gpupool.devices.base import GpuProcess
-from gpupool.server.db.tables import JobRow
+from gpupool.server.db.tables import JobRow, Meta
 from gpupool.server.settings import Settings
 from tests.support.agents import (
     agent_thread,
@@ -262,6 +263,27 @@ def test_jobs_stopped_by_an_agent_shutdown_are_requeued_not_failed(live, tmp_pat
         wait_for("running again", in_state(admin, job["id"], "running"))
     assert events[:6] == ["pending", "admitted", "running", "lost", "pending", "admitted"]
     assert "failed" not in events
+
+
+def test_an_idle_node_follows_a_database_restored_from_an_earlier_backup(live, tmp_path):
+    """After a restore the database's generation is below what an idle agent acted on: its
+    first new order was refused, and no other answer came to count towards following it (the
+    job stayed admitted for 311 s). The refused answer is offered again each turn."""
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a", sync_s=0.1)
+    with live.ctx.db.write() as s:  # a database with some history behind it
+        s.execute(update(Meta).where(Meta.id == 1).values(generation=50))
+    with agent_thread(agent):
+        first = submit(admin, "gpu=1", "algo", command=["true"])
+        wait_for("first job", in_state(admin, first["id"], "succeeded"))
+        seen = agent.seen_generation
+        with live.ctx.db.write() as s:  # what a restore of an earlier backup leaves
+            s.execute(update(Meta).where(Meta.id == 1).values(generation=1))
+        after = submit(admin, "gpu=1", "algo", command=["true"])
+        done = wait_for("the job after the restore", in_state(admin, after["id"], "succeeded"))
+    assert seen > 50 and agent.refused and agent.refused[0].startswith("orders at generation")
+    assert done["state"] == "succeeded" and agent.seen_generation < seen
 
 
 def test_a_removed_node_registers_again(live, tmp_path):

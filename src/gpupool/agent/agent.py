@@ -126,6 +126,7 @@ class Agent(ChannelLink):
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
+        self._stale_answer: dict[str, Any] | None = None  # the last of them, offered again
         self.channel: AgentChannel | None = None  # made by run(), as the poller
         self.poller: OrdersPoller | None = None
         self.pace = TelemetryPace()
@@ -188,6 +189,10 @@ class Agent(ChannelLink):
                     answer = poller.next(self.config.sync_s)
                     if stop.is_set():
                         break
+                    if answer is None and self._stale_answer is not None:
+                        # an idle node gets no new answer after a refused one: offered again,
+                        # it is followed once the server has said it long enough (a restore)
+                        self.apply(self._stale_answer)
                     # no new answer: the last one again, so what waited on this node (a
                     # preemptor for its victims to exit) starts, and what ended is reported
                     answer = answer or self._last_answer
@@ -320,17 +325,22 @@ class Agent(ChannelLink):
         stale = answer["generation"] < self.seen_generation
         if stale and self._stale_run < STALE_ANSWERS_BEFORE_RESET:
             self._stale_run += 1
-            self.refused.append(f"orders at generation {answer['generation']}")
-            log.warning(
-                "agent %s: refused orders at generation %s, already acted on %s",
-                self.name,
-                answer["generation"],
-                self.seen_generation,
-            )
+            self._stale_answer = answer
+            if self._stale_run % 10 == 1:  # not every second while it lasts
+                self.refused.append(f"orders at generation {answer['generation']}")
+                log.warning(
+                    "agent %s: refused orders at generation %s, already acted on %s",
+                    self.name,
+                    answer["generation"],
+                    self.seen_generation,
+                )
             return
         if stale:  # a database restored from a backup counts again from lower: follow it
             log.warning("agent %s: the server's generation went back; following it", self.name)
-        self._stale_run = 0
+        if stale or not (answer is self._last_answer and self._stale_answer is not None):
+            # followed, or news: a refused answer stands only while the last one acted on
+            # is all that comes again
+            self._stale_run, self._stale_answer = 0, None
         self.seen_generation = answer["generation"]
         self.state = answer["node_state"]
         if self.state == "fenced":
