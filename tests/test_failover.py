@@ -61,3 +61,39 @@ def test_standby_takes_the_lead_within_10s(tmp_path, postgres):
     finally:
         a.stop()
         b.stop()
+
+
+def test_an_agent_given_both_servers_moves_to_the_one_still_up(tmp_path, postgres):
+    """Issue 44: agents took one --server, so a standby was reachable only through a
+    floating address moved by hand. Given both, an agent whose server is killed goes on with
+    the other: its node stays ready and new work reaches it."""
+    from tests.support.agents import agent_thread, make_agent, wait_for
+
+    url = postgres.new_database()
+    token = _admin_token(tmp_path, url)
+    agent_token = _admin_token(tmp_path, url, role="agent", name="agent-n0", node="n0")
+    a = ServerProcess.start(tmp_path, url, cycle_s=0.5)
+    b = ServerProcess.start(tmp_path, url, cycle_s=0.5)
+    c = httpx.Client(base_url=b.url, headers={"Authorization": f"Bearer {token}"})
+    agent = make_agent(f"{a.url},{b.url}", agent_token, "n0", tmp_path / "agent")
+    try:
+        assert c.post("/api/v1/tenants", json={"name": "t"}).status_code == 201
+        with agent_thread(agent):
+            wait_for("registered", lambda: c.get("/api/v1/nodes/n0").status_code == 200, 20)
+            assert agent.api.server == a.url
+            a.kill9()
+            job = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t",
+                                               "command": ["true"]}).json()  # fmt: skip
+            done = wait_for(
+                "the job, run through the other server",
+                lambda: (
+                    (j := c.get(f"/api/v1/jobs/{job['id']}").json())["state"] == "succeeded" and j
+                ),
+                40,
+            )
+            moved_to = agent.api.server
+            node = c.get("/api/v1/nodes/n0").json()
+    finally:
+        a.stop()
+        b.stop()
+    assert done["exit_code"] == 0 and moved_to == b.url and node["state"] == "ready"

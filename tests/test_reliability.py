@@ -15,7 +15,10 @@ from tests.support.invariants import assert_consistent
 from tests.support.process import ServerProcess
 
 
-def _admin_token(data_dir, database_url: str = "") -> str:
+def _admin_token(
+    data_dir, database_url: str = "", *, role: str = "admin", name: str = "root",
+    node: str | None = None,
+) -> str:  # fmt: skip
     cmd = [
         sys.executable,
         "-m",
@@ -24,10 +27,14 @@ def _admin_token(data_dir, database_url: str = "") -> str:
         "token",
         "create",
         "--name",
-        "root",
+        name,
+        "--role",
+        role,
         "--data-dir",
         str(data_dir),
     ]
+    if node is not None:
+        cmd += ["--node", node]
     if database_url:
         cmd += ["--database-url", database_url]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -238,9 +238,9 @@ def partitioned(agent: Agent) -> Iterator[None]:
 
     agent.api._call = unreachable
     channel = agent.channel
-    real_url = channel.url if channel is not None else ""
+    real_server = channel._server if channel is not None else None
     if channel is not None:
-        channel.url = "ws://127.0.0.1:9/unreachable"  # port 9 (discard): refused
+        channel._server = lambda: "http://127.0.0.1:9"  # port 9 (discard): refused
         ws = channel._ws
         if ws is not None:
             ws.close()
@@ -248,5 +248,5 @@ def partitioned(agent: Agent) -> Iterator[None]:
         yield
     finally:
         agent.api._call = real_call  # the network is back
-        if channel is not None:
-            channel.url = real_url
+        if channel is not None and real_server is not None:
+            channel._server = real_server

@@ -33,6 +33,13 @@ def agent_client(
     )
 
 
+def server_list(server: str) -> list[str]:
+    """The servers an agent may talk to: one URL, or several separated by commas (servers of
+    one database: any of them answers an agent)."""
+    servers = [s.strip().rstrip("/") for s in server.split(",") if s.strip()]
+    return servers or [server]
+
+
 class AgentApi:
     def __init__(
         self,
@@ -45,7 +52,24 @@ class AgentApi:
         self.node = node
         self._plain = False  # the server refused newer telemetry fields once
         self._own = client is None
-        self.http = client if client is not None else agent_client(server, token, timeout_s)
+        self.servers = server_list(server)
+        self._current = 0
+        self.http = (
+            client if client is not None else agent_client(self.servers[0], token, timeout_s)
+        )
+
+    @property
+    def server(self) -> str:
+        """The server talked to now."""
+        return self.servers[self._current]
+
+    def _next_server(self, failed: str) -> None:
+        """``failed`` could not be reached: the next call goes to the next server (a standby,
+        another address of the same control plane) — once, however many calls in flight
+        failed on it (the poller's and the heartbeat's both did, and moved back)."""
+        if self._own and len(self.servers) > 1 and self.server == failed:
+            self._current = (self._current + 1) % len(self.servers)
+            self.http.base_url = httpx.URL(self.server + "/api/v1")
 
     def close(self) -> None:
         if self._own:  # a shared client is closed by whoever made it
@@ -59,9 +83,17 @@ class AgentApi:
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Any:
+        target = self.server  # what this call goes to, whatever other threads see meanwhile
         try:
             extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
             resp = self.http.request(method, path, json=body, params=params, **extra)
+        except httpx.TransportError as exc:
+            failed = target
+            self._next_server(failed)
+            moved = f"; next: {self.server}" if self.server != failed else ""
+            raise AgentApiError(
+                f"{method} {failed}{path}: {type(exc).__name__}: {exc}{moved}"
+            ) from None
         except httpx.HTTPError as exc:
             raise AgentApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
         if resp.status_code >= 300:

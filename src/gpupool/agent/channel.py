@@ -41,7 +41,7 @@ class ChannelClosed(Exception):
 class AgentChannel:
     def __init__(
         self,
-        server: str,
+        server: str | Callable[[], str],
         token: str,
         node: str,
         interval: Callable[[], float],
@@ -54,10 +54,10 @@ class AgentChannel:
         ``on_ok(frame, sent)``: a beat sent at ``sent`` (monotonic) was recorded;
         ``on_orders``: what ``GET /nodes/{name}/orders`` would answer; ``on_down``: the
         channel went down (the agent heartbeats over HTTP meanwhile)."""
-        base = server.rstrip("/")
-        self.url = "ws" + base.removeprefix("http") + f"/api/v1/nodes/{node}/channel"
+        self._server = server if callable(server) else (lambda: server)
+        self._node = node
         self.headers = {"Authorization": f"Bearer {token}"}
-        self.tls = tls if self.url.startswith("wss:") else None
+        self._tls = tls
         self.interval = interval
         self.on_ok, self.on_orders, self.on_down = on_ok, on_orders, on_down
         self.up = threading.Event()
@@ -72,16 +72,22 @@ class AgentChannel:
         self._lock = threading.Lock()
         self._answered = 0.0  # when a beat was last answered
 
+    @property
+    def url(self) -> str:
+        base = self._server().rstrip("/")
+        return "ws" + base.removeprefix("http") + f"/api/v1/nodes/{self._node}/channel"
+
     def run(self, stop: threading.Event) -> None:
         failures = 0
         rng = random.Random()
         while not stop.is_set():
             connected = False
             try:
+                url = self.url  # the server the agent talks to now (it moves on failures)
                 with connect(
-                    self.url,
+                    url,
                     additional_headers=self.headers,
-                    ssl=self.tls,
+                    ssl=self._tls if url.startswith("wss:") else None,
                     open_timeout=10,
                     close_timeout=2,
                     ping_interval=None,  # beats every few seconds say more than pings

@@ -13,6 +13,7 @@ from gpupool.agent.telemetry_pace import TelemetryPace
 class ChannelLink:
     # provided by Agent
     config: Any
+    api: Any
     name: str
     heartbeat_s: float
     records: dict[int, Record]
@@ -26,7 +27,7 @@ class ChannelLink:
 
     def _channel(self, poller: OrdersPoller) -> AgentChannel:
         return AgentChannel(
-            self.config.server,
+            lambda: self.api.server,  # the server the agent's calls reach now
             self.config.token,
             self.name,
             lambda: self.heartbeat_s,

@@ -37,7 +37,11 @@ def port_range(text: str) -> tuple[int, int]:
 
 @friendly
 def agent(
-    server: str = typer.Option(..., help="The server's URL, e.g. http://10.0.0.1:8080"),
+    server: str = typer.Option(
+        ...,
+        help="The server's URL, e.g. http://10.0.0.1:8080; several, comma-separated (servers "
+        "of one database): the agent moves to the next when one cannot be reached",
+    ),
     token: str = typer.Option(
         None, envvar="GPUPOOL_AGENT_TOKEN", help="An agent token (role agent)"
     ),
