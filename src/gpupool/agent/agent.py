@@ -42,6 +42,7 @@ from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.agent.vnpu_binding import bind_vnpus
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
+from gpupool.client.tls import trust
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
 from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
@@ -68,6 +69,7 @@ class AgentConfig:
     sync_s: float = 1.0
     orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
     channel: bool = True  # beats and orders over one WebSocket where the server offers it
+    ca_file: str | None = None  # a CA file to trust for an HTTPS server (a site's own CA)
     grace_s: float = 10.0
     cpu_millis: int | None = None
     memory_mib: int | None = None
@@ -93,7 +95,9 @@ class Agent(ChannelLink):
         embedded agents), with the server's base URL and the agents' token."""
         self.config = config
         self.name = config.name
-        self.api = AgentApi(config.server, config.token, config.name, client=client)
+        self.api = AgentApi(
+            config.server, config.token, config.name, client=client, verify=trust(config.ca_file)
+        )
         self.store = Store(config.state_dir)
         if located is None:
             located, inventory = discover(config.devices, config.name)

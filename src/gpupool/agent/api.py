@@ -48,14 +48,18 @@ class AgentApi:
         node: str,
         timeout_s: float = 10,
         client: httpx.Client | None = None,
+        verify: ssl.SSLContext | bool = True,
     ):
         self.node = node
+        self.verify = verify  # whom it trusts over HTTPS (its channel too)
         self._plain = False  # the server refused newer telemetry fields once
         self._own = client is None
         self.servers = server_list(server)
         self._current = 0
         self.http = (
-            client if client is not None else agent_client(self.servers[0], token, timeout_s)
+            client
+            if client is not None
+            else agent_client(self.servers[0], token, timeout_s, verify)
         )
 
     @property

@@ -1,6 +1,7 @@
 """The agent's side of its channel (``agent.channel``): what its beats and telemetry do to the
 agent. A mixin of ``Agent``, kept apart so the agent's module stays about its workloads."""
 
+import ssl
 import threading
 from typing import Any
 
@@ -34,6 +35,7 @@ class ChannelLink:
             self._beat_recorded,
             poller.deliver,
             self._channel_down,
+            tls=self.api.verify if isinstance(self.api.verify, ssl.SSLContext) else None,
         )
 
     def _by_channel(self, devices: list[dict[str, Any]], now: float) -> bool:

@@ -126,6 +126,12 @@ def agent(
         help="Absolute path of the docker/podman client for image jobs \\[default: the first "
         "found in /usr/local/bin, /usr/bin, /bin]",
     ),
+    ca: str = typer.Option(
+        None,
+        envvar="GPUPOOL_CA",
+        help="A CA file to trust for an https:// server (a site's own CA) \\[default: the "
+        "system's]",
+    ),
 ) -> None:
     """Run the node agent: register this node, heartbeat telemetry, run its workloads.
     Stopping the agent leaves workloads running; a restarted agent adopts them, unless it
@@ -148,6 +154,7 @@ def agent(
         state_dir=state_dir,
         heartbeat_s=heartbeat,
         channel=channel,
+        ca_file=ca,
         grace_s=grace,
         labels=key_values(label, "label"),
         pool=pool,

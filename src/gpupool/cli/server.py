@@ -59,6 +59,8 @@ def serve(
     from gpupool.server.process import STARTER_PID
 
     configure(settings.log_level, settings.log_json)
+    with user_errors():
+        tls = tls_options(settings)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     if os.environ.get(STARTER_PID):  # started by a program for itself: gone with it
         exit_with_parent(variable=STARTER_PID)
@@ -78,7 +80,7 @@ def serve(
         scheduler = None
         try:
             scheduler = scheduler_process.start(settings.db_url)  # leads before workers start
-            _run_workers(settings, workers)
+            _run_workers(settings, workers, tls)
         finally:
             scheduler_process.stop(scheduler)
         return
@@ -92,6 +94,11 @@ def serve(
         lifespan="on",
         proxy_headers=False,  # gpupool.server.client_address decides whom to believe
         ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
+        ssl_certfile=tls[0],
+        ssl_keyfile=tls[1],
+        # connections still open are cut, not awaited: over TLS an idle client's keep-alive
+        # connection held the shutdown for the 30 s of asyncio's TLS close
+        timeout_graceful_shutdown=3,
     )
     logging.getLogger("uvicorn.error").addFilter(_ForcedExitInOneLine())
 
@@ -125,7 +132,28 @@ def _call_on_stop_signal(on_exit: Callable[[], None]) -> None:
     threading.Thread(target=watch, name="gpupool-stop-signal", daemon=True).start()
 
 
-def _run_workers(settings: "Settings", workers: int) -> None:
+def tls_options(settings: "Settings") -> tuple[str | None, str | None]:
+    """uvicorn's HTTPS options from the settings (both files, or neither: said plainly), and
+    a warning for plain HTTP beyond loopback: every token crosses the network in clear."""
+    cert, key = settings.tls_cert_file, settings.tls_key_file
+    if (cert is None) != (key is None):
+        raise SpecError("tls_cert_file and tls_key_file: give both (HTTPS), or neither")
+    if cert is not None and key is not None:
+        for what, path in (("tls_cert_file", cert), ("tls_key_file", key)):
+            if not path.is_file():
+                raise SpecError(f"{what}: {path} is not a readable file", field=what)
+        return str(cert), str(key)
+    if settings.host not in ("127.0.0.1", "::1", "localhost"):
+        typer.echo(
+            f"warning: serving plain HTTP on {settings.host}:{settings.port}: tokens cross the "
+            "network in clear; give tls_cert_file and tls_key_file, or put a TLS proxy in "
+            "front (docs/operations.md)",
+            err=True,
+        )
+    return None, None
+
+
+def _run_workers(settings: "Settings", workers: int, tls: tuple[str | None, str | None]) -> None:
     import uvicorn
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -140,6 +168,8 @@ def _run_workers(settings: "Settings", workers: int) -> None:
             proxy_headers=False,  # gpupool.server.client_address decides whom to believe
             timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
             ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
+            ssl_certfile=tls[0],
+            ssl_keyfile=tls[1],
         )
 
 
@@ -176,10 +206,17 @@ def server(
         help="API worker processes; with more than one, the scheduler runs in a process of "
         "its own beside them. One per CPU core gives the most submissions per second",
     ),
+    tls_cert: Path = typer.Option(
+        None, help=r"HTTPS: the server's certificate (PEM, with its chain) \[default: HTTP]"
+    ),
+    tls_key: Path = typer.Option(None, help="HTTPS: the certificate's private key (PEM)"),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     with user_errors():
-        settings = _settings(data_dir, database_url, config, host=host, port=port, policy=policy)
+        settings = _settings(
+            data_dir, database_url, config, host=host, port=port, policy=policy,
+            tls_cert_file=tls_cert, tls_key_file=tls_key,
+        )  # fmt: skip
     _private(settings.data_dir)
     from gpupool.agent.oom import protect
 

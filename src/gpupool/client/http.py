@@ -1,5 +1,6 @@
 """``ApiClient``: httpx with the bearer token, and errors a person can read."""
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,8 @@ import httpx
 
 from gpupool.client import profiles
 from gpupool.client.profiles import DEFAULT_PROFILE
+from gpupool.client.tls import trust
+from gpupool.model import SpecError
 
 
 class ClientError(Exception):
@@ -54,11 +57,20 @@ def server_url(server: str) -> str:
     return url
 
 
+CA_ENV = "GPUPOOL_CA"  # a CA file the CLI trusts for an HTTPS server (a site's own CA)
+
+
 class ApiClient:
     def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.server = server_url(server)
-        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        try:
+            verify = trust(os.environ.get(CA_ENV))
+        except SpecError as exc:
+            raise ClientError(f"{CA_ENV}: {exc}") from None
+        self.http = httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout, verify=verify
+        )
 
     @classmethod
     def from_env(cls) -> "ApiClient":
@@ -77,7 +89,12 @@ class ApiClient:
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             resp = self.http.request(method, path, **kwargs)
-        except httpx.ConnectError:
+        except httpx.ConnectError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise ClientError(
+                    f"the server at {self.server} shows a certificate this client does not "
+                    f"trust (CERTIFICATE_VERIFY_FAILED): set {CA_ENV} to its CA file"
+                ) from None
             raise ClientError(f"cannot reach the gpupool server at {self.server}") from None
         except httpx.TimeoutException:
             raise ClientError(f"the gpupool server at {self.server} did not answer") from None

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     database_url: str = ""
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # HTTPS: the certificate (with its chain) and its private key, PEM files; without them the
+    # server speaks plain HTTP, and warns when it listens beyond loopback (tokens in clear)
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
     policy: str = "auto"
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often

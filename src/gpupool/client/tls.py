@@ -1,0 +1,18 @@
+"""Whom a client trusts when it speaks HTTPS to a gpupool server: the system's certificate
+authorities, or a CA file of the site's own (a self-signed control plane)."""
+
+import ssl
+from pathlib import Path
+
+from gpupool.model import SpecError
+
+
+def trust(ca_file: str | Path | None) -> ssl.SSLContext | bool:
+    """``verify`` for httpx (and ``ssl`` for a WebSocket): the CA file's context, or True (the
+    system's authorities) without one; a CA file that cannot be read is said plainly."""
+    if not ca_file:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise SpecError(f"CA file {ca_file}: {exc}", field="ca") from None
