@@ -3,6 +3,7 @@ serves a certificate of a site's own CA; the CLI and an agent — its calls and 
 trust that CA and work; without it they refuse the server, saying why, and plain HTTP gets
 no answer on that port."""
 
+import shutil
 import ssl
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def _certificates(folder) -> tuple[str, str, str]:
     return ca, cert, key
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl (.ci/run installs it)")
 def test_server_cli_and_agent_over_https_with_a_sites_own_ca(tmp_path):
     ca, cert, key = _certificates(tmp_path)
     trusted = ssl.create_default_context(cafile=ca)
