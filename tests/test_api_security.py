@@ -124,11 +124,13 @@ def test_a_blocked_job_names_the_reservation_with_iso_times(sqlite_server):
         ),
         201,
     )
-    job = submit(admin, "gpu=1", "b", max_runtime_s=7200)
+    # online work that would run past the reservation's start is kept off its nodes (work
+    # that may be preempted runs there until the window begins)
+    job = submit(admin, "gpu=1", "b", max_runtime_s=7200, priority_class="online-inference")
     srv.cycle()
     reason = ok(admin.get(f"/api/v1/jobs/{job['id']}"))["reason"]
-    assert "reserved by r-1 of a from 20" in reason and "Z (job would run past it)" in reason
-    assert "t=1." not in reason
+    assert "n0 reserved by r-1 of a from 20" in reason, reason
+    assert "Z (online work would run past its start)" in reason and "t=1." not in reason
 
 
 def test_metrics_need_a_metrics_or_admin_token(sqlite_server):

@@ -66,7 +66,10 @@ def test_an_agent_that_lost_the_record_of_its_started_part_refuses_it(tmp_path):
                 wait_for_cards(admin, "n2")
                 job = submit(admin, "gpu=2", "algo", gang_size=2, command=["python3", "-c", PART])
                 wait_for("both parts", lambda: "part on n2" in job_log(admin, job["id"]), 30)
-                second.stop_all()  # its part ends, and then its records are gone too
+            # the agent is stopped (its part runs on); then its part ends and its records are
+            # gone too. Stopped inside, its loop could report the end first ("lost": the job
+            # requeued), which under load it sometimes did
+            second.stop_all()
             shutil.rmtree(tmp_path / "n2" / "workloads")
             with agent_thread(make_agent(srv.url, tokens["n2"], "n2", tmp_path / "n2")):
                 ended = wait_for("refused", in_state(admin, job["id"], "failed", "lost"), 30)
