@@ -79,6 +79,22 @@ def test_sharing_mode_ascend_resources_and_the_agents_device_list():
             "gpupool.io/devices",
         ),
         (lambda o: o["status"]["allocatable"].update({"nvidia.com/gpu": "1.5"}), "whole"),
+        (  # the device plugin's time-slicing: 8 cards advertised as 32 (GFD's labels)
+            lambda o: (
+                o["status"]["allocatable"].update({"nvidia.com/gpu": "32"}),
+                o["metadata"]["labels"].update(
+                    {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"}
+                ),
+            ),
+            "shares its cards (mps, nvidia.com/gpu.replicas=4)",
+        ),
+        (  # an older GFD: no strategy label, the count is cards x replicas
+            lambda o: (
+                o["status"]["allocatable"].update({"nvidia.com/gpu": "32"}),
+                o["metadata"]["labels"].update({"nvidia.com/gpu.replicas": "4"}),
+            ),
+            "shares its cards (replicas, nvidia.com/gpu.replicas=4)",
+        ),
         (lambda o: o["metadata"].pop("name"), "metadata.name"),
     ],
 )
@@ -433,3 +449,11 @@ def test_no_grant_key_says_how_to_give_one(monkeypatch, tmp_path):
         GrantKey.load(str(tmp_path / "missing"))
     (tmp_path / "key").write_text("k" * 64 + "\n")
     assert GrantKey.load(str(tmp_path / "key")).keys == (b"k" * 64,)
+
+
+def test_a_node_whose_plugin_does_not_share_reads_as_its_cards_whatever_its_replicas_label():
+    plain = node_obj("n1", 8)
+    plain["metadata"]["labels"].update(
+        {"nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none"}
+    )
+    assert len(node_from_object(plain).node.devices) == 8

@@ -22,6 +22,9 @@ DEVICES_ANNOTATION = "gpupool.io/devices"
 SHARING_LABEL = "gpupool.io/sharing"
 POOL_LABEL = "gpupool.io/pool"
 NVIDIA_GPU = "nvidia.com/gpu"
+# GPU feature discovery's labels of the device plugin's own sharing (time-slicing, MPS)
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 # extended resources of other vendors' device plugins -> the catalog model they advertise
 VENDOR_RESOURCES: dict[str, str] = {
     "huawei.com/Ascend910B": "Ascend910B",
@@ -99,6 +102,23 @@ def _nvidia(
     labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode
 ) -> tuple[Device, ...]:
     n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
+    strategy = labels.get(STRATEGY_LABEL, "")
+    replicas = labels.get(REPLICAS_LABEL, "1")
+    physical = labels.get("nvidia.com/gpu.count", "")
+    multiplied = (  # an older GFD without the strategy label: the count is cards x replicas
+        not strategy and replicas.isdigit() and int(replicas) > 1 and physical.isdigit()
+        and n == int(physical) * int(replicas)
+    )  # fmt: skip
+    if strategy in ("time-slicing", "mps") or multiplied:
+        # each card advertised several times (8 cards x 4 = 32): read as cards, they were 32
+        # exclusive A100s; gpupool shares cards itself, by its grants
+        raise SpecError(
+            f"node {name}: the device plugin shares its cards ({strategy or 'replicas'}, "
+            f"{REPLICAS_LABEL}={replicas}): gpupool cannot tell cards from replicas there; "
+            "turn that sharing off on gpupool's nodes (label them gpupool.io/sharing=share to "
+            "share cards)",
+            field=REPLICAS_LABEL,
+        )
     if mode is SharingMode.MIG and "nvidia.com/gpu.count" in labels:  # MIG hides whole cards
         n = count(labels["nvidia.com/gpu.count"], f"node {name}: label nvidia.com/gpu.count")
     if n == 0:
