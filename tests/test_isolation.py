@@ -166,11 +166,12 @@ def test_workloads_get_their_grant_as_cgroup_limits_and_leave_nothing_behind(tmp
         agent = make_agent(srv.url, token, "n1", tmp_path / "agent", isolation=isolation)
         if agent.launcher.cgroups.hierarchy.version is None:
             pytest.skip(f"no writable cgroups here: {agent.launcher.cgroups.hierarchy.note}")
-        show = SHOW_LIMITS + "setsid sleep 300 & sleep 0.5"
+        show = SHOW_LIMITS + "setsid sleep 300 & sleep 2"
         with agent_thread(agent):
             job = submit(admin, "gpu=1,cpu=0.5,mem=64MiB", "alpha", command=["sh", "-c", show])
-            wait_for("running", in_state(admin, job["id"], "running", "succeeded"))
-            (rec,) = agent.records.values()
+            # its record while it runs (waiting for the job's state, a loaded machine once saw
+            # it already ended and forgotten)
+            rec = wait_for("its record", lambda: next(iter(agent.records.values()), None))
             paths = list(rec.cgroups)
             escaped = wait_for("escaped sleep", lambda: _sleepers(paths), 10)
             done = wait_for("end", in_state(admin, job["id"], "succeeded", "failed"), 30)
