@@ -67,14 +67,13 @@ class PodResources:
                 f"resources: {self._said()} without {NVIDIA_GPU} (how many cards it shares)",
                 field="resources",
             )
-        whole_memory = self.gpumem_pct in (None, 100) and self.gpumem is None
         if self.gpumem_pct not in (None, 100):
             raise SpecError(
                 f"resources: {GPU_MEM_PCT}: {self.gpumem_pct} is not read by gpupool (a share of "
                 f"each card's memory depends on the card it gets); ask {GPU_MEM} in MiB",
                 field=GPU_MEM_PCT,
             )
-        if self.cores in (None, 100) and whole_memory:
+        if self.cores in (None, 100) and self.gpumem is None:
             return f"gpu={self.cards}"  # HAMi's way of asking whole cards
         parts = [f"gpu={self.cards}"]
         if self.cores is not None and self.cores < 100:
@@ -108,7 +107,7 @@ def _read(name: str, value: Any, where: str) -> int | None:
         return None  # the kubelet's to account, on any node (a slice: the grant's)
     if name in (NVIDIA_GPU, GPU_CORES, GPU_MEM, GPU_MEM_PCT, *VENDOR_RESOURCES):
         return count(value, what)
-    if name.startswith(MIG_PREFIX):
+    if name.startswith(MIG_PREFIX):  # mig-<profile>: the profile is checked with the request
         return count(value, what)
     raise SpecError(
         f"{what}: gpupool does not place pods by {name!r} (it cannot know which nodes have "

@@ -67,6 +67,18 @@ def container_requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
     return r.cpu, r.mem, r.cards + sum(r.mig.values())
 
 
+def _parsed(spec: str, what: str, field: str) -> ResourceRequest:
+    """``spec`` in the request grammar, its MIG profile known; errors say it came from
+    ``what`` (the annotation, or the containers' resources)."""
+    try:
+        request = parse_request(spec)
+        if request.mig_profile:
+            models_with_profile(request.mig_profile)
+    except SpecError as exc:
+        raise SpecError(f"{what}: {exc}", field=field) from None
+    return request
+
+
 def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
     """What one pod needs: the annotation in the request grammar, else its containers'
     resources (``pod_resources``); the annotation's host CPU and memory default to theirs."""
@@ -77,29 +89,8 @@ def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
         devices = asked.grammar()
         if devices is None:
             return ResourceRequest(gpu=0, cpu_millis=cpu, mem_mib=mem)
-        try:
-            request = parse_request(devices)
-        except SpecError as exc:
-            raise SpecError(f"resources: {exc}", field="resources") from None
-        if request.mig_profile:
-            try:
-                models_with_profile(request.mig_profile)
-            except SpecError as exc:
-                raise SpecError(f"resources: {exc}", field="resources") from None
-        return request.with_host(cpu, mem)
-    try:
-        request = parse_request(spec)
-    except SpecError as exc:
-        raise SpecError(
-            f"annotation {REQUEST_ANNOTATION}: {exc}", field=REQUEST_ANNOTATION
-        ) from None
-    if request.mig_profile:
-        try:
-            models_with_profile(request.mig_profile)
-        except SpecError as exc:
-            raise SpecError(
-                f"annotation {REQUEST_ANNOTATION}: {exc}", field=REQUEST_ANNOTATION
-            ) from None
+        return _parsed(devices, "resources", "resources").with_host(cpu, mem)
+    request = _parsed(spec, f"annotation {REQUEST_ANNOTATION}", REQUEST_ANNOTATION)
     if request.topology is Topology.ANY and request.gpu_count > 1:
         raise SpecError(
             f"annotation {REQUEST_ANNOTATION}: topology=any cannot split one pod over nodes "
