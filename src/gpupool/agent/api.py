@@ -92,11 +92,10 @@ class AgentApi:
             extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
             resp = self.http.request(method, path, json=body, params=params, **extra)
         except httpx.TransportError as exc:
-            failed = target
-            self._next_server(failed)
-            moved = f"; next: {self.server}" if self.server != failed else ""
+            self._next_server(target)
+            moved = f"; next: {self.server}" if self.server != target else ""
             raise AgentApiError(
-                f"{method} {failed}{path}: {type(exc).__name__}: {exc}{moved}"
+                f"{method} {target}{path}: {type(exc).__name__}: {exc}{moved}"
             ) from None
         except httpx.HTTPError as exc:
             raise AgentApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from None

@@ -137,7 +137,7 @@ class SchedulerLoop:
         return self.duties.health["scheduling"].last_error
 
     def _step_services(self, now: float) -> None:
-        self.services.step()
+        self.services.step(now)
 
     def _run_services(self) -> None:
         """The service reconciler, in its own thread while this process leads: a tenant's

@@ -56,6 +56,7 @@ from gpupool.server.schemas import (
     UserOut,
     UserPatch,
 )
+from gpupool.server.snapshot import tenant_tree
 
 router = APIRouter(prefix="/api/v1", tags=["admin"])
 ADMIN = (Role.ADMIN,)
@@ -373,14 +374,7 @@ def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> Reservatio
 
 
 def _displaced(s: Session, row: ReservationRow) -> list[int]:
-    parents = {n: p for n, p in s.execute(select(TenantRow.name, TenantRow.parent))}
-
-    def chain(tenant: str) -> tuple[str, ...]:
-        out = [tenant]
-        while parents.get(out[-1]) is not None and len(out) < 64:
-            out.append(str(parents[out[-1]]))
-        return tuple(out)
-
+    chain = tenant_tree(s).chain  # each tenant with its ancestors
     live = s.execute(
         select(AllocationRow.job_id, JobRow.tenant, AllocationNodeRow.node, JobRow.started_at,
                AllocationRow.created_at, JobRow.max_runtime_s)
@@ -389,7 +383,7 @@ def _displaced(s: Session, row: ReservationRow) -> list[int]:
         .where(AllocationRow.state == "active", AllocationNodeRow.node.in_(list(row.nodes)))
     ).all()  # fmt: skip
     holders = {  # one entry a job: any node of it inside the reservation is enough
-        job: Holder(str(job), chain(tenant), (node,), None if limit is None else (t or t0) + limit)
+        job: Holder(str(job), chain[tenant], (node,), None if limit is None else (t or t0) + limit)
         for job, tenant, node, t, t0, limit in live
     }
     window = Reservation(f"r-{row.id}", row.tenant, tuple(row.nodes), row.start, row.end)
