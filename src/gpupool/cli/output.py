@@ -54,19 +54,22 @@ def local(t: float | None) -> str:
     return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+def _offset(stamp: datetime) -> str:
+    """An aware time's UTC offset as +08:00."""
+    z = stamp.strftime("%z")
+    return f"{z[:3]}:{z[3:]}"
+
+
 def zoned(t: float | None) -> str:
     """``local`` with its UTC offset, for a time said in a sentence: 2026-12-21 09:00 +08:00."""
     if t is None:
         return "-"
-    stamp = datetime.fromtimestamp(t).astimezone()
-    offset = stamp.strftime("%z")
-    return f"{stamp.strftime('%Y-%m-%d %H:%M')} {offset[:3]}:{offset[3:]}"
+    return f"{local(t)} {_offset(datetime.fromtimestamp(t).astimezone())}"
 
 
 def zone_now() -> str:
     """The user's UTC offset now, for a table's caption: UTC+08:00."""
-    offset = datetime.now().astimezone().strftime("%z")
-    return f"UTC{offset[:3]}:{offset[3:]}"
+    return "UTC" + _offset(datetime.now().astimezone())
 
 
 def show(data: Any, as_json: bool, text: str | Table) -> None:

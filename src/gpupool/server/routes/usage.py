@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from gpupool.billing.invoice import parts
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
@@ -86,7 +87,7 @@ def usage_totals(
         for r in s.execute(crossing).scalars():
             if not who.sees(r.tenant):
                 continue
-            share = (min(r.end, hi) - max(r.start, lo)) / (r.end - r.start)
+            share = sum(part for *_, part in parts(r, lo, hi, ()))  # the invoice's own split
             add(r.tenant, r.model, {k: round(getattr(r, k) * share) for k in QUANTITIES})
     # live allocations: what they used since their last checkpoint, inside the window (a
     # client's "until now" is a moment before the server's now: it still counts them)
