@@ -31,7 +31,7 @@ from gpupool.agent.card_modes import CardModes
 from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.disk import folder_usage, over_disk
-from gpupool.agent.job_output import OutputPlan, write_outputs
+from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
 from gpupool.agent.lease import write_lease
 from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
@@ -576,7 +576,7 @@ class Agent(ChannelLink):
             why = str(exc)
         if why:
             with (folder / "stderr").open("a") as err:
-                err.write(f"gpupool: --output not written: {why}\n")
+                err.write(f"{NOT_WRITTEN}{why}\n")
 
     def _outcome(self, rec: Record) -> tuple[str, int | None, str]:
         """How an ended workload is reported: state, exit code, reason."""

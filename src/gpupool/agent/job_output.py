@@ -22,6 +22,7 @@ mkdir -p -- "$(dirname -- "$2")" || exit 3
 if [ "$3" = new ]; then cat > "$2"; else cat >> "$2"; fi
 """
 SHELL_PATH = "/usr/local/bin:/usr/bin:/bin"
+NOT_WRITTEN = "gpupool: --output not written: "  # its stderr says so, with why
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from gpupool.agent.job_output import NOT_WRITTEN
 from gpupool.cli.client import all_items
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
@@ -91,16 +92,13 @@ def written_by_node(job: dict[str, Any]) -> bool:
         return False
 
 
-NODE_NOTE = "gpupool: --output not written: "  # the node's word when it could not write it
-
-
-def save_log(api: ApiClient, job: dict[str, Any]) -> tuple[Path, str]:
+def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
     """Write the job's log to its ``--output`` pattern, inside the current directory (where
     the node could not: the job ran where this directory is not): the path is checked again
     here (a job stored before the server checked it), its folders must resolve inside the
-    current directory, and a symlink in its place is not followed. Returns the path and why
-    the node could not write it (its note, kept out of the file: written here, it is not
-    true of it)."""
+    current directory, and a symlink in its place is not followed. The node's note why it
+    could not write it stays out of the file (written here, it is not true of it; it stays
+    in gpupool job logs)."""
     pattern = output_path(job)
     try:
         path = Path(check_output_path(pattern))
@@ -112,19 +110,13 @@ def save_log(api: ApiClient, job: dict[str, Any]) -> tuple[Path, str]:
         if not path.parent.resolve().is_relative_to(here):
             raise ClientError(f"output: {path} leads out of the current directory")
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-        why = ""
         with os.fdopen(os.open(path, flags, 0o644), "w") as f:
             for chunk in log_chunks(api, job["id"]):
                 text = chunk["text"]
-                if chunk.get("stream") == "stderr" and NODE_NOTE in text:
-                    kept = []
-                    for line in text.splitlines(keepends=True):
-                        if line.startswith(NODE_NOTE):
-                            why = line.removeprefix(NODE_NOTE).strip()
-                        else:
-                            kept.append(line)
-                    text = "".join(kept)
+                if chunk.get("stream") == "stderr" and NOT_WRITTEN in text:
+                    lines = text.splitlines(keepends=True)
+                    text = "".join(x for x in lines if not x.startswith(NOT_WRITTEN))
                 f.write(text)
     except OSError as exc:
         raise ClientError(f"output: cannot write {path}: {exc.strerror or exc}") from None
-    return path, why
+    return path

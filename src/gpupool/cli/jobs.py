@@ -239,7 +239,7 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
                 err=True,
             )
             continue
-        path, _ = save_log(api, job)  # the node's note why it could not: in gpupool job logs
+        path = save_log(api, job)
         typer.echo(f"job {job['id']}: log saved to {visible(str(path))}", err=True)
     if as_json:
         typer.echo(json.dumps(ended, indent=2))
