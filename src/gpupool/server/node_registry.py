@@ -12,8 +12,8 @@ from gpupool.server.db.tables import DeviceRow, NodeRow, Pool
 from gpupool.server.errors import ApiError
 from gpupool.server.lifecycle import bump_nodes_version, held_devices
 from gpupool.server.liveness import heard_from
+from gpupool.server.pool_modes import shares
 from gpupool.server.schemas import NodeIn
-from gpupool.sharing.mig import table_for
 
 log = logging.getLogger("gpupool.nodes")
 TOPOLOGY = ("model", "vendor", "memory_mib", "uuid", "healthy", "mode", "island", "pcie_switch")
@@ -62,14 +62,9 @@ def register_node(
     if len(set(indexes)) != len(indexes):
         raise ApiError(422, "devices: duplicate device index", "devices")
     wanted = {d.index: device_fields(d.model_dump()) for d in body.devices}
-    if pool.sharing == "hybrid":  # a hybrid pool's MIG-capable card is a MIG or a shared card
-        for fields in wanted.values():
-            if fields["mode"] == "whole" and table_for(fields["model"]) is not None:
-                fields["mode"] = "share"
-    if pool.sharing == "share":  # every card of a share pool that is not MIG-partitioned
-        for fields in wanted.values():
-            if fields["mode"] == "whole":
-                fields["mode"] = "share"
+    for fields in wanted.values():  # as the pool cuts its cards (pool_modes.shares)
+        if fields["mode"] == "whole" and shares(pool.sharing, fields["model"]):
+            fields["mode"] = "share"
     node = s.get(NodeRow, body.name, with_for_update=True)
     if node is not None and heard_within_s is not None:
         one_agent(node, body.instance, now, heard_within_s)

@@ -33,6 +33,12 @@ class PoolChange:
         return f"{self.now} card(s) shareable now{later}"
 
 
+def shares(sharing: str, model: str) -> bool:
+    """Whether a pool's whole card of ``model`` is a shared card there: every card of a share
+    pool, a hybrid pool's MIG-capable ones (which it switches between sharing and MIG)."""
+    return sharing == "share" or (sharing == "hybrid" and table_for(model) is not None)
+
+
 def _cards(s: Session, pool: str) -> list[DeviceRow]:
     return list(
         s.execute(
@@ -53,7 +59,7 @@ def follow_pool_mode(s: Session, pool: Pool) -> PoolChange:
         return PoolChange(0, 0)
     now = later = 0
     for d in _cards(s, pool.name):
-        if pool.sharing == "hybrid" and table_for(d.model) is None:
+        if not shares(pool.sharing, d.model):
             continue  # not MIG-capable: a hybrid pool keeps it whole
         if d.mode == "whole":
             d.mode = "share"
