@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpupool.model.errors import SpecError
+from gpupool.model.units import UNIT_SECONDS
 
 _TIME = re.compile(
     r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
@@ -32,7 +33,6 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
 _UNITS = re.compile(r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
-_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_time(text: str) -> int:
@@ -41,7 +41,7 @@ def parse_time(text: str) -> int:
     gpupool duration takes: ``2h``, ``90m``, ``1d12h``, ``45s``."""
     units = _UNITS.match(text.strip())
     if units is not None and any(units.groups()):
-        total = sum(int(v[:-1]) * _UNIT_S[v[-1]] for v in units.groups() if v)
+        total = sum(int(v[:-1]) * UNIT_SECONDS[v[-1]] for v in units.groups() if v)
         if total <= 0:
             raise SpecError(f"time: {text!r} is not a positive duration", field="time")
         return total

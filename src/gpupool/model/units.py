@@ -110,7 +110,7 @@ def format_mib(mib: int) -> str:
 
 
 _DURATION = re.compile(r"^\s*(?:now\s*([+-])\s*)?(\d+)\s*([smhdw])\s*$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}  # a duration's units
 
 
 def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
@@ -125,7 +125,7 @@ def parse_point_in_time(text: str, now: float, what: str = "expires") -> float:
     match = _DURATION.match(text)
     if match:
         sign = -1 if match[1] == "-" else 1
-        return now + sign * int(match[2]) * _SECONDS[match[3]]
+        return now + sign * int(match[2]) * UNIT_SECONDS[match[3]]
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
