@@ -97,11 +97,11 @@ def _check_names(ctx: ServerContext, names: list[tuple[type[Base], str]]) -> Non
             if s.get(table, name) is None:
                 if table is TenantRow:
                     raise ApiError(422, f"tenant: unknown tenant {name!r}", "tenant")
-                known = s.scalars(select(PriorityClassRow.name).order_by(PriorityClassRow.value))
+                ranked = select(PriorityClassRow.name).order_by(PriorityClassRow.value.desc())
                 raise ApiError(
                     422,
                     f"priority_class: unknown class {name!r} (the classes: "
-                    f"{', '.join(reversed(known.all()))})",
+                    f"{', '.join(s.scalars(ranked))})",
                     "priority_class",
                 )
             ctx.names.put((table.__tablename__, name), True)
