@@ -549,7 +549,11 @@ class Agent(ChannelLink):
                 self._upload_logs(rec)
             except Exception as exc:  # the end is reported even when its log cannot be sent
                 log.warning("agent %s: logs of allocation %s: %s", self.name, alloc_id, exc)
-            if not rec.released:
+            # a workload that stopped itself at its lease is reported even when the server
+            # has released it meanwhile (its node was cut off): the real end corrects the
+            # meter, which billed it to the lease's end
+            fenced = proc.note(self.store.dir(alloc_id), proc.FENCED)
+            if not rec.released or fenced:
                 state, code, reason = self._outcome(rec)
                 ended = proc.ended_at(self.store.dir(alloc_id))
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,

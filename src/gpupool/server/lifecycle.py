@@ -74,40 +74,90 @@ def release(
     now: float,
     reason: str,
     metered_to: float | None = None,
+    part: str | None = None,
 ) -> None:
     """End an allocation and meter what it held since its last checkpoint, one usage record
     per device model. ``metered_to``: when its workload really stopped, if known earlier than
-    now (the agent's report of its end, a lost node's lease); never after now.
+    now (the agent's report of its end, a lost node's lease); never after now. ``part``: the
+    node that end is known for, when the allocation spans nodes — the other nodes' parts ran
+    until now (they stop on the release), so each part is metered to its own end.
 
-    When that end lies before the last checkpoint — a checkpoint ran while the agent could not
-    yet report the end (the server or the agent had been down) — the records past the end are
-    corrected: every record of the allocation that reaches past it is replaced by one over
-    [its start, the end), so nothing is billed past the allocation's real end and the records
+    When an end lies before the last checkpoint — a checkpoint ran while the agent could not
+    yet report the end (the server or the agent had been down) — the records past it are
+    corrected: every record of the allocation that reaches past it is replaced by ones over
+    [its start, each part's end), so nothing is billed past a part's real end and the records
     stay back to back."""
     alloc.state = "released"
     alloc.released_at = now
     alloc.release_reason = reason
-    start = metered_from(alloc)
     end = now if metered_to is None else max(alloc.created_at, min(now, metered_to))
+    nodes = _nodes(alloc)
+    if part in nodes and len(nodes) > 1:
+        _meter_parts(session, alloc, {n: end if n == part else now for n in nodes})
+    else:
+        _meter_parts(session, alloc, {None: end})
+
+
+def _nodes(alloc: AllocationRow) -> list[str]:
+    return [n["node"] for n in alloc.placement["nodes"]]
+
+
+def _meter_parts(session: Session, alloc: AllocationRow, ends: dict[str | None, float]) -> None:
+    """Usage records from the allocation's last checkpoint to each part's end (``None``: the
+    whole allocation), replacing the records that reach past the earliest end."""
+    cut = _unmeter_after(session, alloc, min(ends.values()))
+    start = metered_from(alloc) if cut is None else cut
     models = device_models(session, alloc.placement)
-    if end < start:
-        start = _unmeter_after(session, alloc, end)
-    for row in usage_rows(alloc, models, start, max(start, end)):
-        session.add(UsageRow(**row))
+    for node, end in ends.items():
+        for row in usage_rows(alloc, models, start, max(start, end), node):
+            session.add(UsageRow(**row))
 
 
-def _unmeter_after(session: Session, alloc: AllocationRow, end: float) -> float:
-    """Delete the allocation's usage records that reach past ``end``; returns where the
-    metering must start again (the earliest start of those, or ``end``)."""
-    over = list(
-        session.execute(
-            select(UsageRow).where(UsageRow.allocation_id == alloc.id, UsageRow.end > end)
-        ).scalars()
+def meter_to_reported_end(
+    session: Session, alloc: AllocationRow, ended_at: float, node: str | None = None
+) -> bool:
+    """A released allocation's agent reports, late, when its workload really ended: its node
+    was cut off and the server released it metered to the lease's end (the latest the
+    workload could have run), or to the release for a part of a job spanning nodes. Bill that
+    part (``node``'s; the whole allocation on one node) to the reported end where that is
+    earlier; never later, which the lease rules out (an agent's clock ahead of the server's
+    must not add time). Returns whether records changed."""
+    nodes = _nodes(alloc)
+    if alloc.state != "released" or (len(nodes) > 1 and node not in nodes):
+        return False
+    end = max(alloc.created_at, ended_at)
+    rows = list(
+        session.execute(select(UsageRow).where(UsageRow.allocation_id == alloc.id)).scalars()
     )
-    for row in over:
-        session.delete(row)
+    if len(nodes) == 1:
+        if not any(row.end > end for row in rows):
+            return False
+        _meter_parts(session, alloc, {None: end})
+        return True
+    metered: dict[str | None, float] = {
+        n: max((r.end for r in rows if r.node in (n, None)), default=end) for n in nodes
+    }
+    if metered[node] <= end:
+        return False
+    _meter_parts(session, alloc, {**metered, node: end})
+    return True
+
+
+def _unmeter_after(session: Session, alloc: AllocationRow, end: float) -> float | None:
+    """Delete the allocation's usage records from the earliest start of those that reach past
+    ``end`` on (the last pieces, every part's); returns that start, where metering begins
+    again (None when no record reaches past ``end``)."""
+    rows = list(
+        session.execute(select(UsageRow).where(UsageRow.allocation_id == alloc.id)).scalars()
+    )
+    over = [row.start for row in rows if row.end > end]
+    if not over:
+        return None
+    for row in rows:
+        if row.start >= min(over):
+            session.delete(row)
     session.flush()
-    return min((row.start for row in over), default=end)
+    return min(over)
 
 
 def metered_seconds(start: float, end: float) -> int:
@@ -117,10 +167,17 @@ def metered_seconds(start: float, end: float) -> int:
 
 
 def usage_rows(
-    alloc: AllocationRow, models: dict[tuple[str, int], Card], start: float, end: float
+    alloc: AllocationRow,
+    models: dict[tuple[str, int], Card],
+    start: float,
+    end: float,
+    node: str | None = None,
 ) -> list[dict]:
-    """The usage records of ``alloc`` over [start, end)."""
+    """The usage records of ``alloc`` (of ``node``'s part of it) over [start, end)."""
     seconds = metered_seconds(start, end)
+    placement = alloc.placement
+    if node is not None:
+        placement = {**placement, "nodes": [n for n in placement["nodes"] if n["node"] == node]}
     return [
         {
             "tenant": alloc.tenant,
@@ -128,9 +185,10 @@ def usage_rows(
             "allocation_id": alloc.id,
             "start": start,
             "end": end,
+            "node": node,
             **record,
         }
-        for record in meter(alloc.placement, models, seconds)
+        for record in meter(placement, models, seconds)
     ]
 
 
@@ -201,11 +259,13 @@ def finish(
     reason: str,
     actor: str,
     metered_to: float | None = None,
+    part: str | None = None,
 ) -> AllocationRow | None:
     """Move a job to a terminal (or requeue) state, releasing its allocation if it holds one
-    (metered up to ``metered_to`` when its workload is known to have stopped earlier)."""
+    (metered up to ``metered_to`` when its workload — ``part``'s, of a job spanning nodes — is
+    known to have stopped earlier)."""
     alloc = active_allocation(session, job.id) if job.state in HOLDING else None
     move(session, job, to, now, reason, actor)
     if alloc is not None:
-        release(session, alloc, now, reason, metered_to)
+        release(session, alloc, now, reason, metered_to, part)
     return alloc

@@ -69,7 +69,7 @@ def mark_lost_nodes(
             stopped = node.heartbeat_at + stops_within_s if stops_within_s else None
             if job.on_lost == "keep-running":  # it may still run: meter until now
                 stopped = None
-            release(session, alloc, now, reason, stopped)
+            release(session, alloc, now, reason, stopped, node.name)
             after_lost(session, job, now, reason, ACTOR)
     if silent:
         bump_nodes_version(session)

@@ -286,6 +286,9 @@ class UsageRow(Base):
     compute_pct_seconds: Mapped[int] = mapped_column(BigInteger)
     mem_mib_seconds: Mapped[int] = mapped_column(BigInteger)
     cpu_milli_seconds: Mapped[int] = mapped_column(BigInteger)
+    # the node whose part of a job spanning nodes it meters (parts end at their own times
+    # when a node is cut off); null: the whole allocation
+    node: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class AuditRow(Base):

@@ -18,7 +18,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Id, Limit, Offset, human
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.lifecycle import finish, move
+from gpupool.server.lifecycle import finish, meter_to_reported_end, move
 from gpupool.server.liveness import after_lost
 from gpupool.server.routes.views import allocation_out, page, scoped
 from gpupool.server.schemas import AllocationOut, JobStatusIn, LogChunkIn, Page
@@ -65,47 +65,73 @@ def _agent_may(who: Principal, alloc: AllocationRow) -> None:
 @router.post("/allocations/{alloc_id}/status", response_model=AllocationOut)
 def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
     """An agent reports that an allocation's job started or ended. The ``generation`` must be
-    the allocation's and the allocation still live: a stale order is refused with 409."""
+    the allocation's and the allocation still live: a stale order is refused with 409 (the
+    late end of a released allocation's workload still corrects its meter)."""
     now = time.time()
     with ctx.db.write() as s:
         alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
         if alloc is None:
             raise not_found(f"allocation {alloc_id}")
         _agent_may(who, alloc)
-        if alloc.state != "active" or alloc.generation != body.generation:
-            raise ApiError(
-                409,
-                f"stale: allocation {alloc_id} is {alloc.state} at generation "
-                f"{alloc.generation}, report was for generation {body.generation}",
-                "generation",
-            )
-        job = s.get(JobRow, alloc.job_id, with_for_update=True)
-        assert job is not None
-        actor = who.user
-        # the node whose part this is: a node-scoped token speaks for its own node only
-        part = (who.node if who.node not in (None, "*") else None) or body.node
-        if body.state == "running":
-            if body.port is not None:  # a replica's port, as its agent chose and published it
-                alloc.port = body.port
-            _part_started(s, alloc, part, now)
-            if job.state == "admitted":
-                move(s, job, "running", now, body.reason or "started", actor)
-        elif body.state == "lost":
-            reason = body.reason or "lost on its node"
-            finish(s, job, "lost", now, reason, actor, body.ended_at)
-            after_lost(s, job, now, reason, actor)
+        live = alloc.state == "active" and alloc.generation == body.generation
+        if live:
+            out = _apply_report(s, alloc, body, who, now)
         else:
-            if body.state == "succeeded" and _parts_left(s, alloc, part, now):
-                return allocation_out(alloc)  # the gang's other parts still run: it goes on
-            job.exit_code = body.exit_code
-            why = body.reason or (
-                f"exit code {body.exit_code}" if body.exit_code is not None else body.state
-            )
-            finish(s, job, body.state, now, why, actor, body.ended_at)
-        out = allocation_out(alloc)
+            _late_end(s, alloc, body, who)
+            state, generation = alloc.state, alloc.generation
+    if not live:  # refused once the correction is committed
+        raise ApiError(
+            409,
+            f"stale: allocation {alloc_id} is {state} at generation {generation}, report was "
+            f"for generation {body.generation}",
+            "generation",
+        )
     if body.state != "running":
         ctx.loop.wake()
     return out
+
+
+def _apply_report(
+    s, alloc: AllocationRow, body: JobStatusIn, who: Principal, now: float
+) -> AllocationOut:
+    job = s.get(JobRow, alloc.job_id, with_for_update=True)
+    assert job is not None
+    actor, part = who.user, _part(who, body)
+    if body.state == "running":
+        if body.port is not None:  # a replica's port, as its agent chose and published it
+            alloc.port = body.port
+        _part_started(s, alloc, part, now)
+        if job.state == "admitted":
+            move(s, job, "running", now, body.reason or "started", actor)
+    elif body.state == "lost":
+        reason = body.reason or "lost on its node"
+        finish(s, job, "lost", now, reason, actor, body.ended_at, part)
+        after_lost(s, job, now, reason, actor)
+    elif body.state == "succeeded" and _parts_left(s, alloc, part, now):
+        pass  # the gang's other parts still run: it goes on
+    else:
+        job.exit_code = body.exit_code
+        why = body.reason or (
+            f"exit code {body.exit_code}" if body.exit_code is not None else body.state
+        )
+        # a failed part: the others run until they are told to stop; a gang's last part to
+        # succeed ends the whole
+        failed_part = part if body.state == "failed" else None
+        finish(s, job, body.state, now, why, actor, body.ended_at, failed_part)
+    return allocation_out(alloc)
+
+
+def _late_end(s, alloc: AllocationRow, body: JobStatusIn, who: Principal) -> bool:
+    """The end of a workload the server already released (its node had been cut off) corrects
+    what was metered for it; the report stays refused as stale."""
+    if alloc.generation != body.generation or body.state == "running" or body.ended_at is None:
+        return False
+    return meter_to_reported_end(s, alloc, body.ended_at, _part(who, body))
+
+
+def _part(who: Principal, body: JobStatusIn) -> str | None:
+    """The node whose part a report is: a node-scoped token speaks for its own node only."""
+    return (who.node if who.node not in (None, "*") else None) or body.node
 
 
 def _part_started(s, alloc: AllocationRow, node: str | None, now: float) -> None:
