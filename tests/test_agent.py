@@ -4,6 +4,7 @@ without a duplicate, are requeued when their node is lost, and stale orders are 
 
 import os
 import sys
+import time
 
 import pytest
 from sqlalchemy import update
@@ -284,6 +285,29 @@ def test_an_idle_node_follows_a_database_restored_from_an_earlier_backup(live, t
         done = wait_for("the job after the restore", in_state(admin, after["id"], "succeeded"))
     assert seen > 50 and agent.refused and agent.refused[0].startswith("orders at generation")
     assert done["state"] == "succeeded" and agent.seen_generation < seen
+
+
+def test_an_agent_follows_a_restored_database_at_once_by_its_restore_epoch(live, tmp_path):
+    """gpupool admin restore gives the database a new restore epoch: the agent acts on the
+    restored orders at once, refusing none as older than what it acted on (without the epoch
+    it follows only after 30 refused turns, as above)."""
+    admin = live.admin()
+    token = live.token("agent-n1", "agent", node="n1")
+    agent = make_agent(live.url, token, "n1", tmp_path / "a", sync_s=0.1)
+    with live.ctx.db.write() as s:
+        s.execute(update(Meta).where(Meta.id == 1).values(generation=50))
+    with agent_thread(agent):
+        first = submit(admin, "gpu=1", "algo", command=["true"])
+        wait_for("first job", in_state(admin, first["id"], "succeeded"))
+        seen = agent.seen_generation
+        with live.ctx.db.write() as s:  # what gpupool admin restore of an earlier backup leaves
+            s.execute(update(Meta).where(Meta.id == 1).values(generation=1, restore_epoch="b"))
+        after = submit(admin, "gpu=1", "algo", command=["true"])
+        begun = time.monotonic()
+        wait_for("the job after the restore", in_state(admin, after["id"], "succeeded"))
+        took = time.monotonic() - begun
+    assert seen > 50 and agent.refused == [] and agent.seen_generation < seen
+    assert took < 10  # not the 30 turns of following a generation that went back
 
 
 def test_a_removed_node_registers_again(live, tmp_path):

@@ -23,6 +23,7 @@ from tests.support.fleet import (
     WRITER,
     Fleet,
     NetPostgres,
+    Run,
     assert_never_two_at_once,
     largest_gap,
     runs,
@@ -81,7 +82,8 @@ def _ready(f: Fleet, node: str) -> bool:
 def submit(f: Fleet, seconds: float, *, gang: int = 1, via: str = "s1") -> int:
     """A writer job of ``seconds`` (its every run), acknowledged by the server (retried while
     the server cannot answer)."""
-    command = [PY, "-c", WRITER, str(f.root / "lines"), str(seconds)]
+    word = f"w{len(f.submissions)}-{time.monotonic_ns()}"
+    command = [PY, "-c", WRITER, str(f.root / "lines"), str(seconds), word]
     body: dict = {"request": "gpu=1", "tenant": "algo", "command": command}
     if gang > 1:
         body |= {"gang_size": gang, "one_per_node": True}
@@ -91,7 +93,18 @@ def submit(f: Fleet, seconds: float, *, gang: int = 1, via: str = "s1") -> int:
         assert r.status_code in (201, 500, 502, 503), r.text
         return int(r.json()["id"]) if r.status_code == 201 else None
 
-    return int(wait_until("the job acknowledged", post, 30))
+    job = int(wait_until("the job acknowledged", post, 30))
+    f.submissions[job] = f"{job}-{word}"
+    return job
+
+
+def mine(f: Fleet, job: int) -> list[Run]:
+    """The runs of the job's latest submission."""
+    return [r for r in runs(f.root / "lines") if r.submission == f.submissions[job]]
+
+
+def gap(f: Fleet, job: int) -> float:
+    return largest_gap(runs(f.root / "lines"), f.submissions[job])
 
 
 def state(f: Fleet, job: int, via: str = "s1") -> dict:
@@ -100,7 +113,7 @@ def state(f: Fleet, job: int, via: str = "s1") -> dict:
 
 def writing(f: Fleet, job: int, parts: int = 1) -> bool:
     """Every part of the job has written a line."""
-    return len({r.rank for r in runs(f.root / "lines") if r.job == job}) == parts
+    return len({r.rank for r in mine(f, job)}) == parts
 
 
 def wait_writing(f: Fleet, job: int, parts: int = 1) -> None:
@@ -122,8 +135,8 @@ def finish(f: Fleet, *jobs: int, timeout: float = 90) -> None:
                 ends[record["allocation_id"]] = max(
                     record["end"], ends.get(record["allocation_id"], 0)
                 )
-        for allocation in {r.allocation for r in found if r.job == job}:
-            last = max(r.last for r in found if r.allocation == allocation)
+        for allocation in {r.allocation for r in mine(f, job)}:
+            last = max(r.last for r in mine(f, job) if r.allocation == allocation)
             # the writer ends 0.2 s after its last line (or was killed within that)
             assert abs(ends[allocation] - (last + 0.2)) <= 1.0, (
                 f"job {job} allocation {allocation}: metered to {ends[allocation]:.3f}, its "
@@ -138,7 +151,7 @@ def events(f: Fleet, job: int) -> str:
 
 
 def allocations(f: Fleet, job: int) -> set[int]:
-    return {r.allocation for r in runs(f.root / "lines") if r.job == job}
+    return {r.allocation for r in mine(f, job)}
 
 
 def node_of(f: Fleet, job: int) -> str:
@@ -171,9 +184,8 @@ def whole_fleet(fleet) -> Iterator[None]:
 def test_a_gang_and_a_single_job_run_across_hosts(fleet):
     single, gang = submit(fleet, 3), submit(fleet, 3, gang=2)
     finish(fleet, single, gang)
-    found = runs(fleet.root / "lines")
-    assert {r.rank for r in found if r.job == gang} == {0, 1}
-    assert largest_gap(found, single) < 1.0
+    assert {r.rank for r in mine(fleet, gang)} == {0, 1}
+    assert gap(fleet, single) < 1.0
 
 
 def test_database_down_5s_stops_no_work_and_scheduling_resumes(fleet):
@@ -188,9 +200,8 @@ def test_database_down_5s_stops_no_work_and_scheduling_resumes(fleet):
     wait_until("a new job placed", lambda: state(fleet, later)["state"] != "pending", 20)
     assert time.monotonic() - back < 15
     finish(fleet, single, gang, later)
-    found = runs(fleet.root / "lines")
     for job in (single, gang):
-        assert largest_gap(found, job) < 1.0, events(fleet, job)
+        assert gap(fleet, job) < 1.0, events(fleet, job)
         assert len(allocations(fleet, job)) == 1, events(fleet, job)
 
 
@@ -214,9 +225,8 @@ def test_servers_down_5s_stop_no_work(fleet):
     time.sleep(5)
     fleet.start_servers(*fleet.servers)
     finish(fleet, single, gang)
-    found = runs(fleet.root / "lines")
     for job in (single, gang):
-        assert largest_gap(found, job) < 1.0, events(fleet, job)
+        assert gap(fleet, job) < 1.0, events(fleet, job)
         assert len(allocations(fleet, job)) == 1, events(fleet, job)
 
 
@@ -239,7 +249,7 @@ def test_a_link_cut_shorter_than_the_lease_stops_nothing(fleet):
     time.sleep(5)
     fleet.net.heal(host)
     finish(fleet, single)
-    assert largest_gap(runs(fleet.root / "lines"), single) < 1.0
+    assert gap(fleet, single) < 1.0
     assert len(allocations(fleet, single)) == 1, events(fleet, single)
 
 
@@ -270,7 +280,7 @@ def test_a_gang_survives_its_agents_restarted_in_either_order(fleet):
         for node in ("n1", "n2"):
             wait_until(f"{node} ready", lambda n=node: _ready(fleet, n), 30)
     finish(fleet, gang)
-    assert largest_gap(runs(fleet.root / "lines"), gang) < 1.0
+    assert gap(fleet, gang) < 1.0
     assert len(allocations(fleet, gang)) == 1, events(fleet, gang)
 
 
@@ -285,7 +295,7 @@ def test_a_cloned_agent_is_refused_and_runs_nothing(fleet):
     fleet.kill9(f"agent-{node}@clone")
     finish(fleet, single)
     assert len(allocations(fleet, single)) == 1, events(fleet, single)
-    assert len({r.pid for r in runs(fleet.root / "lines") if r.job == single}) == 1
+    assert len({r.pid for r in mine(fleet, single)}) == 1
 
 
 def test_the_standby_takes_over_from_a_killed_leader_and_work_goes_on(fleet):
@@ -302,4 +312,37 @@ def test_the_standby_takes_over_from_a_killed_leader_and_work_goes_on(fleet):
     assert time.monotonic() - killed < 20
     fleet.start_servers(first)
     finish(fleet, single, later)
-    assert largest_gap(runs(fleet.root / "lines"), single) < 1.0
+    assert gap(fleet, single) < 1.0
+
+
+def test_a_restore_keeps_the_work_its_backup_knows_and_schedules_at_once(fleet):
+    """The documented procedure: a backup while the fleet runs; later every server stopped,
+    the backup restored, the servers started. The job the backup knows runs on without a gap;
+    the restored database's generation is below what the agents acted on, and its new restore
+    epoch has them follow it at once (not after 30 refused turns)."""
+    single = submit(fleet, 24)
+    wait_writing(fleet, single)
+    dump = fleet.root / f"backup-{time.time_ns()}.dump"
+    admin = [PY, "-m", "gpupool.cli.main", "admin"]
+    url = ["--database-url", fleet.db.url]
+    host = fleet.servers["s1"]
+    taken = subprocess.run(in_netns(host, [*admin, "backup", str(dump), *url]),
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert taken.returncode == 0, taken.stderr
+    for _ in range(3):  # the generation moves on past the backup's
+        submit(fleet, 0.5)
+    time.sleep(2)
+    for role in list(fleet.servers):
+        fleet.kill9(role)
+    done = subprocess.run(in_netns(host, [*admin, "restore", str(dump), "--force", *url]),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fleet.start_servers(*fleet.servers)
+    back = time.monotonic()
+    later = submit(fleet, 1)
+    wait_until("a job after the restore running", lambda: writing(fleet, later), 30)
+    assert time.monotonic() - back < 15
+    finish(fleet, single, later)
+    assert gap(fleet, single) < 1.0
+    assert len(allocations(fleet, single)) == 1, events(fleet, single)
+    assert "database was restored" in fleet.log("agent-n1@n1") + fleet.log("agent-n2@n2")

@@ -26,8 +26,8 @@ PG_PORT = 5432
 API_PORT = 8080
 
 WRITER = """import os, sys, time
-name = f"{os.environ['GPUPOOL_JOB_ID']}.r{os.environ.get('GPUPOOL_GANG_RANK', '0')}"
-path = os.path.join(sys.argv[1], name)
+rank = os.environ.get('GPUPOOL_GANG_RANK', '0')
+path = os.path.join(sys.argv[1], f"{os.environ['GPUPOOL_JOB_ID']}-{sys.argv[3]}.r{rank}")
 end = time.time() + float(sys.argv[2])
 with open(path, "a") as out:
     while time.time() < end:
@@ -111,6 +111,7 @@ class Fleet:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     forwards: dict[str, Forward] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
+    submissions: dict[int, str] = field(default_factory=dict)  # job id → its latest writer
 
     @property
     def server_urls(self) -> str:
@@ -181,8 +182,10 @@ def wait_until(what: str, check, timeout: float):  # type: ignore[no-untyped-def
 # -- what the writers' files say ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Run:
-    """One workload's lines: one process writing one part of one allocation."""
+    """One workload's lines: one process writing one part of one allocation. ``submission``:
+    the job's id and a word of the test's own (a restored database issues ids again)."""
 
+    submission: str
     job: int
     rank: int
     pid: int
@@ -199,24 +202,25 @@ class Run:
 
 
 def runs(folder: Path) -> list[Run]:
-    found: dict[tuple[int, int, int, int], list[float]] = {}
+    found: dict[tuple[str, int, int, int], list[float]] = {}
     for path in folder.glob("*.r*"):
-        job, rank = (int(part) for part in path.name.split(".r"))
+        submission, rank = path.name.split(".r")
         for line in path.read_text().splitlines():
             parts = line.split()
             if len(parts) == 3:  # a line cut by a kill is not a line
-                found.setdefault((job, rank, int(parts[1]), int(parts[2])), []).append(
-                    float(parts[0])
-                )
-    return [Run(j, r, p, a, tuple(sorted(t))) for (j, r, p, a), t in found.items()]
+                key = (submission, int(rank), int(parts[1]), int(parts[2]))
+                found.setdefault(key, []).append(float(parts[0]))
+    return [
+        Run(s, int(s.split("-")[0]), r, p, a, tuple(sorted(t))) for (s, r, p, a), t in found.items()
+    ]
 
 
 def assert_never_two_at_once(all_runs: list[Run]) -> None:
     """Per job: one allocation at a time (a requeued job's next run starts after every part of
     the previous one ended), and within an allocation one process per part."""
-    by_job: dict[int, list[Run]] = {}
+    by_job: dict[str, list[Run]] = {}
     for run in all_runs:
-        by_job.setdefault(run.job, []).append(run)
+        by_job.setdefault(run.submission, []).append(run)
     for job, job_runs in by_job.items():
         spans: dict[int, tuple[float, float]] = {}
         for run in job_runs:
@@ -234,11 +238,11 @@ def assert_never_two_at_once(all_runs: list[Run]) -> None:
             parts[key] = run.pid
 
 
-def largest_gap(all_runs: list[Run], job: int) -> float:
+def largest_gap(all_runs: list[Run], submission: str) -> float:
     """The longest silence of any part of the job between its first and last line."""
     ranks: dict[int, list[float]] = {}
     for run in all_runs:
-        if run.job == job:
+        if run.submission == submission:
             ranks.setdefault(run.rank, []).extend(run.times)
     gaps = [b - a for times in ranks.values() for a, b in itertools.pairwise(sorted(times))]
     return max(gaps, default=0.0)

@@ -121,6 +121,7 @@ class Agent(ChannelLink):
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
+        self.restore_epoch: str | None = None  # the database's, as the last orders said
         self.finished: set[int] = set()  # allocations ended here, still in the last orders
         self._last_answer: dict[str, Any] | None = None  # the newest orders acted on
         self.state = "unregistered"
@@ -326,7 +327,18 @@ class Agent(ChannelLink):
 
     def apply(self, answer: dict[str, Any]) -> None:
         """Match the workloads to ``answer``, the server's orders for this node."""
-        stale = answer["generation"] < self.seen_generation
+        epoch = answer.get("restore_epoch", "")
+        restored = self.restore_epoch is not None and epoch != self.restore_epoch
+        if restored:  # gpupool admin restore: its orders are the truth now, older or not
+            log.warning(
+                "agent %s: the database was restored from a backup (restore epoch %s); "
+                "following its orders at generation %s",
+                self.name,
+                epoch,
+                answer["generation"],
+            )
+        self.restore_epoch = epoch
+        stale = answer["generation"] < self.seen_generation and not restored
         if stale and self._stale_run < STALE_ANSWERS_BEFORE_RESET:
             self._stale_run += 1
             self._stale_answer = answer
@@ -341,7 +353,11 @@ class Agent(ChannelLink):
             return
         if stale:  # a database restored from a backup counts again from lower: follow it
             log.warning("agent %s: the server's generation went back; following it", self.name)
-        if stale or not (answer is self._last_answer and self._stale_answer is not None):
+        if (
+            stale
+            or restored
+            or not (answer is self._last_answer and self._stale_answer is not None)
+        ):
             # followed, or news: a refused answer stands only while the last one acted on
             # is all that comes again
             self._stale_run, self._stale_answer = 0, None

@@ -13,6 +13,7 @@ from gpupool.cli import (
     agent,
     alerts,
     alloc,
+    backup,
     bench,
     billing,
     client,
@@ -57,6 +58,8 @@ def main_options(
 app.add_typer(bench.app, name="bench")
 app.add_typer(simulate.app, name="simulate")
 app.add_typer(server.admin_app, name="admin")
+server.admin_app.command("backup")(backup.backup)
+server.admin_app.command("restore")(backup.restore)
 app.command("server")(server.server)
 app.command("up")(server.up)
 app.command("agent")(agent.agent)

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from gpupool.server.settings import Settings
 from gpupool.model import SpecError
 
-admin_app = typer.Typer(help="Administration without a running server (first setup).")
+admin_app = typer.Typer(
+    help="Administration on the database itself: first setup, backup and restore."
+)
 token_app = typer.Typer(help="API tokens.")
 admin_app.add_typer(token_app, name="token")
 

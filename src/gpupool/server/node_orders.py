@@ -55,7 +55,9 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
         node = s.get(NodeRow, name)
         if node is None:
             raise not_found(f"node {name}")
-        generation = s.execute(select(Meta.generation).where(Meta.id == 1)).scalar_one()
+        generation, restore_epoch = s.execute(
+            select(Meta.generation, Meta.restore_epoch).where(Meta.id == 1)
+        ).one()
         parts = (AllocationNodeRow.started_at, AllocationNodeRow.ended_at)
         rows = s.execute(
             live_on(select(AllocationRow, JobRow, *parts), name)
@@ -93,7 +95,11 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             )
         ).all()
         answer = OrdersOut(
-            generation=generation, node_state=node.state, orders=out, modes={i: m for i, m in modes}
+            generation=generation,
+            restore_epoch=restore_epoch,
+            node_state=node.state,
+            orders=out,
+            modes={i: m for i, m in modes},
         )
         digest = node_digest(
             ((a.id, a.generation, j.state) for a, j, *_ in rows), node.state, answer.modes.items()

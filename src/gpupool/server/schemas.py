@@ -452,6 +452,9 @@ class OrdersOut(BaseModel):
     read: an agent ignores an answer older than one it has already acted on."""
 
     generation: int
+    # changes when the database is restored from a backup (gpupool admin restore): the
+    # generation counts again from lower and the agent follows a new epoch's orders at once
+    restore_epoch: str = ""
     node_state: str
     orders: list[OrderOut]
     # hybrid pools: cards to switch to this mode once nothing runs on them (node-wide index)

@@ -41,6 +41,9 @@ class Meta(Base):
     nodes_version: Mapped[int] = mapped_column(BigInteger, default=0)  # bumped on node changes
     # the leader's proof of life, every few seconds: /healthz says when nobody leads
     leader_seen_at: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # a new value on every restore from a backup (gpupool admin restore): the generation
+    # counts again from lower, and agents follow the orders of a new epoch at once
+    restore_epoch: Mapped[str] = mapped_column(String(32), default="", server_default="")
 
 
 class Pool(Base):
