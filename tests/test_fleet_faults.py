@@ -144,6 +144,13 @@ def finish(f: Fleet, *jobs: int, timeout: float = 90) -> None:
             )
 
 
+def assert_untouched(f: Fleet, *jobs: int) -> None:
+    """The jobs ran through the fault: no silence of a second, one allocation each."""
+    for job in jobs:
+        assert gap(f, job) < 1.0, events(f, job)
+        assert len(allocations(f, job)) == 1, events(f, job)
+
+
 def events(f: Fleet, job: int) -> str:
     """The job's history, for a failure's message."""
     rows = f.client("s1").get(f"/api/v1/jobs/{job}/events").json()
@@ -200,9 +207,7 @@ def test_database_down_5s_stops_no_work_and_scheduling_resumes(fleet):
     wait_until("a new job placed", lambda: state(fleet, later)["state"] != "pending", 20)
     assert time.monotonic() - back < 15
     finish(fleet, single, gang, later)
-    for job in (single, gang):
-        assert gap(fleet, job) < 1.0, events(fleet, job)
-        assert len(allocations(fleet, job)) == 1, events(fleet, job)
+    assert_untouched(fleet, single, gang)
 
 
 def test_database_down_longer_than_the_timeout_requeues_work_once(fleet):
@@ -225,9 +230,7 @@ def test_servers_down_5s_stop_no_work(fleet):
     time.sleep(5)
     fleet.start_servers(*fleet.servers)
     finish(fleet, single, gang)
-    for job in (single, gang):
-        assert gap(fleet, job) < 1.0, events(fleet, job)
-        assert len(allocations(fleet, job)) == 1, events(fleet, job)
+    assert_untouched(fleet, single, gang)
 
 
 def test_servers_down_longer_than_the_timeout_requeue_work_once(fleet):
@@ -249,8 +252,7 @@ def test_a_link_cut_shorter_than_the_lease_stops_nothing(fleet):
     time.sleep(5)
     fleet.net.heal(host)
     finish(fleet, single)
-    assert gap(fleet, single) < 1.0
-    assert len(allocations(fleet, single)) == 1, events(fleet, single)
+    assert_untouched(fleet, single)
 
 
 def test_a_node_cut_off_longer_than_the_timeout_has_its_job_run_elsewhere_not_twice(fleet):
@@ -280,8 +282,7 @@ def test_a_gang_survives_its_agents_restarted_in_either_order(fleet):
         for node in ("n1", "n2"):
             wait_until(f"{node} ready", lambda n=node: _ready(fleet, n), 30)
     finish(fleet, gang)
-    assert gap(fleet, gang) < 1.0
-    assert len(allocations(fleet, gang)) == 1, events(fleet, gang)
+    assert_untouched(fleet, gang)
 
 
 def test_a_cloned_agent_is_refused_and_runs_nothing(fleet):
@@ -343,6 +344,5 @@ def test_a_restore_keeps_the_work_its_backup_knows_and_schedules_at_once(fleet):
     wait_until("a job after the restore running", lambda: writing(fleet, later), 30)
     assert time.monotonic() - back < 15
     finish(fleet, single, later)
-    assert gap(fleet, single) < 1.0
-    assert len(allocations(fleet, single)) == 1, events(fleet, single)
+    assert_untouched(fleet, single)
     assert "database was restored" in fleet.log("agent-n1@n1") + fleet.log("agent-n2@n2")

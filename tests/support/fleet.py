@@ -12,12 +12,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from tests.support.agents import wait_for
 from tests.support.netns import Forward, Host, Network, spawn
 from tests.support.postgres import _as_postgres, _binary
 
@@ -167,16 +167,14 @@ def _answers(url: str) -> bool:
 
 
 def wait_until(what: str, check, timeout: float):  # type: ignore[no-untyped-def]
-    """Poll ``check`` (errors count as not yet) until truthy; bounded."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """``wait_for`` where an error (a server or a cable down meanwhile) counts as not yet."""
+
+    def tolerant():  # type: ignore[no-untyped-def]
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-            value = check()
-            if value:
-                return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
+            return check()
+        return None
+
+    return wait_for(what, tolerant, timeout)
 
 
 # -- what the writers' files say ---------------------------------------------------------------

@@ -129,17 +129,15 @@ def meter_to_reported_end(
     rows = list(
         session.execute(select(UsageRow).where(UsageRow.allocation_id == alloc.id)).scalars()
     )
-    if len(nodes) == 1:
-        if not any(row.end > end for row in rows):
-            return False
-        _meter_parts(session, alloc, {None: end})
-        return True
+    part = node if len(nodes) > 1 else None  # one node's allocation: metered as a whole
+    parts = nodes if part is not None else [None]
     metered: dict[str | None, float] = {
-        n: max((r.end for r in rows if r.node in (n, None)), default=end) for n in nodes
+        p: max((r.end for r in rows if p is None or r.node in (p, None)), default=end)
+        for p in parts
     }
-    if metered[node] <= end:
+    if metered[part] <= end:
         return False
-    _meter_parts(session, alloc, {**metered, node: end})
+    _meter_parts(session, alloc, {**metered, part: end})
     return True
 
 
