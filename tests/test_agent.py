@@ -310,6 +310,35 @@ def test_an_agent_follows_a_restored_database_at_once_by_its_restore_epoch(live,
     assert took < 10  # not the 30 turns of following a generation that went back
 
 
+def test_nothing_starts_under_a_lease_that_ran_out_until_a_beat_renews_it(tmp_path):
+    """After an outage the orders can come back before a heartbeat is recorded: a workload
+    started under the expired lease stopped itself at once and its job was requeued again
+    (seen in the fault suite after PostgreSQL was down past the timeout)."""
+    from gpupool.agent.lease import write_lease
+
+    with live_server(_settings(tmp_path)) as srv:  # no loop: cycles and beats by hand
+        _tenant(srv)
+        admin = srv.admin()
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(srv.url, token, "n1", tmp_path / "a")
+        try:
+            agent.start()
+            job = submit(admin, "gpu=1", "algo", command=SLEEP)
+            srv.cycle()
+            write_lease(agent.store.lease, time.monotonic() - 1)  # ran out while away
+            agent.sync()
+            assert agent.records == {}
+            agent.heartbeat()
+            agent.sync()
+            assert len(agent.records) == 1
+            wait_for("running", in_state(admin, job["id"], "running"))
+            time.sleep(1.0)  # a fenced workload would have stopped by now
+            assert job_state(admin, job["id"])["state"] == "running"
+        finally:
+            agent.stop_all()
+            agent.api.close()
+
+
 def test_a_removed_node_registers_again(live, tmp_path):
     admin = live.admin()
     token = live.token("agent-n1", "agent", node="n1")

@@ -32,7 +32,7 @@ from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
-from gpupool.agent.lease import write_lease
+from gpupool.agent.lease import expired, write_lease
 from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
@@ -431,6 +431,12 @@ class Agent(ChannelLink):
             # the server knows this node's part started, but we have no record (state lost);
             # a part of a gang another node started first is started here now
             self._refuse(order, "the agent has no record of this workload")
+            return
+        fenced = self.lease_s is not None and order.get("on_lost") != "keep-running"
+        if fenced and expired(self.store.lease):
+            # the server was away and the lease ran out: a workload started now would stop
+            # itself at once (seen after a database outage). Beat now, start after.
+            self._next_heartbeat = 0.0
             return
         stopping = {u for r in self.records.values() if r.released for u in r.limits_mib}
         busy = {u for r in self.records.values() for u in r.limits_mib}
