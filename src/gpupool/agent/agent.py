@@ -26,13 +26,13 @@ import httpx
 from gpupool.agent import cgroups
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
-from gpupool.agent.backoff import backoff_s
+from gpupool.agent.backoff import backoff_s, within_lease
 from gpupool.agent.card_modes import CardModes
 from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
-from gpupool.agent.lease import expired, write_lease
+from gpupool.agent.lease import expired, read_lease, write_lease
 from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
@@ -211,7 +211,8 @@ class Agent(ChannelLink):
                     if exc.status == 404:  # the node was removed: register it again
                         started = False
                     failures += 1
-                    stop.wait(backoff_s(self.config.sync_s, failures, rng))
+                    wait = backoff_s(self.config.sync_s, failures, rng)
+                    stop.wait(within_lease(wait, self._lease_left()))
                 except Exception:  # a bug must not take the node down: log it, go on
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)
@@ -304,6 +305,13 @@ class Agent(ChannelLink):
         if self.lease_s is not None:
             with self._lease_lock:
                 write_lease(self.store.lease, sent + self.lease_s)
+
+    def _lease_left(self) -> float | None:
+        """Seconds before the lease stops this node's workloads; None when none runs under it."""
+        if self.lease_s is None or all(r.released for r in self.records.values()):
+            return None
+        deadline = read_lease(self.store.lease)
+        return None if deadline is None else deadline - time.monotonic()
 
     def reconcile(self) -> None:
         """Tell the server what runs here; stop what it no longer wants. A fenced node is
