@@ -17,6 +17,7 @@ from gpupool.model import (
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.state import MODE_CODES
 from gpupool.sharing import free_starts
+from tests.support.cli import Ran, run_in_process
 
 
 def node(
@@ -99,8 +100,12 @@ def gpupool(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
     cwd: Path | None = None,
-) -> "subprocess.CompletedProcess[str]":
-    """Run the CLI as a user does: a real process, output captured."""
+    process: bool = False,
+) -> "subprocess.CompletedProcess[str] | Ran":
+    """Run the CLI as a user does: in this process (``tests.support.cli``), or with
+    ``process`` a real one, output captured."""
+    if not process:
+        return run_in_process(list(args), env, stdin, cwd)
     return subprocess.run(
         [sys.executable, "-m", "gpupool.cli.main", *args],
         capture_output=True,

@@ -1,0 +1,56 @@
+"""The CLI run in this process (click's runner): the same parsing, commands and output as
+``gpupool ...`` in a shell, without an interpreter start and its imports (1.2–1.6 s a call,
+some two hundred calls in the suite). Tests that need what only a process has — its own
+signals, stdin and file descriptors, children writing to its terminal — ask for one."""
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Ran:
+    """What a run left: the fields of ``subprocess.CompletedProcess`` the tests read."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    exception: BaseException | None = field(default=None, repr=False)
+
+
+def run_in_process(
+    args: list[str], env: dict[str, str] | None, stdin: str | None, cwd: Path | None
+) -> Ran:
+    """Invoke the app as ``gpupool ARGS``. ``sys.argv``, the environment (``TZ`` applied) and
+    the working folder are the command's while it runs and put back afterwards (a command may
+    set variables, e.g. ``--profile``). An exception the CLI let escape is written to stderr
+    as its traceback, as the interpreter would: a test that says "no traceback" still fails
+    on one."""
+    from typer.testing import CliRunner
+
+    from gpupool.cli.main import app
+
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    try:
+        os.environ.update(env or {})
+        time.tzset()
+        sys.argv = ["gpupool", *args]
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(app, args, input=stdin, prog_name="gpupool")
+    finally:
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        time.tzset()
+    stderr = result.stderr
+    error = result.exception
+    if error is not None and not isinstance(error, SystemExit):
+        stderr += "Traceback (most recent call last):\n"
+        stderr += "".join(traceback.format_exception(error)[1:])
+    return Ran(args, result.exit_code, result.stdout, stderr, error)
