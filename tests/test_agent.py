@@ -12,6 +12,7 @@ from sqlalchemy import update
 from gpupool.agent import processes as proc
 from gpupool.agent.workloads import IsolationConfig
 from gpupool.devices.base import GpuProcess
+from gpupool.model.protocol import OrderOut
 from gpupool.server.db.tables import JobRow, Meta
 from gpupool.server.settings import Settings
 from tests.support.agents import (
@@ -140,10 +141,10 @@ def test_stale_orders_are_refused(live, tmp_path):
     agent = make_agent(live.url, token, "n1", tmp_path / "a")
     agent.start()
     job = submit(admin, "gpu=1", "algo", command=SLEEP)
-    order = wait_for("order", lambda: agent.api.orders()["orders"])[0]
+    order = wait_for("order", lambda: agent.api.orders().orders)[0]
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
     agent._start(order)  # the order was read before the cancel: the server refuses it
-    assert agent.refused == [f"allocation {order['id']} generation {order['generation']}"]
+    assert agent.refused == [f"allocation {order.id} generation {order.generation}"]
     (rec,) = agent.records.values()
     wait_for("stopped", lambda: not proc.alive(rec.pid, rec.ticks), 10)
     # an answer older than one already acted on is not applied...
@@ -216,7 +217,11 @@ def test_gang_members_learn_their_rank_and_peers(tmp_path):
         for g in d["devices"]:
             g.update(mig_profile=None, mig_start=None)
     order |= {"command": ["true"], "image": None, "on_lost": "requeue"}
-    ready = agent.launcher.prepare(order, agent._grants(order), None, 1.0, tmp_path / "w7")
+    order |= {"state": "active", "borrowed": False, "action": "allocate", "after": []}
+    order |= {"created_at": 0.0, "released_at": None, "release_reason": "", "job_name": "x"}
+    order |= {"job_state": "admitted", "max_runtime_s": None}
+    typed = OrderOut.model_validate(order)
+    ready = agent.launcher.prepare(typed, agent._grants(typed), None, 1.0, tmp_path / "w7")
     env = ready.spec.env
     assert env["GPUPOOL_GANG_SIZE"] == "2" and env["GPUPOOL_GANG_RANK"] == "1"
     assert env["GPUPOOL_GANG_NODES"] == "n1,n2"

@@ -45,6 +45,7 @@ from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
 from gpupool.client.tls import trust
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
+from gpupool.model.protocol import OrderOut, OrdersOut
 from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
 log = logging.getLogger("gpupool.agent")
@@ -123,7 +124,7 @@ class Agent(ChannelLink):
         self.seen_generation = -1
         self.restore_epoch: str | None = None  # the database's, as the last orders said
         self.finished: set[int] = set()  # allocations ended here, still in the last orders
-        self._last_answer: dict[str, Any] | None = None  # the newest orders acted on
+        self._last_answer: OrdersOut | None = None  # the newest orders acted on
         self.state = "unregistered"
         self._next_heartbeat = 0.0
         self._beat_now = threading.Event()  # the channel dropped: over HTTP now
@@ -131,7 +132,7 @@ class Agent(ChannelLink):
         self.refused: list[str] = []  # stale orders refused, for the tests and the logs
         self.modes = CardModes()  # cards switched between MIG and sharing (hybrid pools)
         self._stale_run = 0  # older answers refused in a row
-        self._stale_answer: dict[str, Any] | None = None  # the last of them, offered again
+        self._stale_answer: OrdersOut | None = None  # the last of them, offered again
         self.channel: AgentChannel | None = None  # made by run(), as the poller
         self.poller: OrdersPoller | None = None
         self.pace = TelemetryPace()
@@ -333,9 +334,9 @@ class Agent(ChannelLink):
         """Fetch the orders now and act on them (what the loop does as answers come)."""
         self.apply(self.api.orders())
 
-    def apply(self, answer: dict[str, Any]) -> None:
+    def apply(self, answer: OrdersOut) -> None:
         """Match the workloads to ``answer``, the server's orders for this node."""
-        epoch = answer.get("restore_epoch", "")
+        epoch = answer.restore_epoch
         restored = self.restore_epoch is not None and epoch != self.restore_epoch
         if restored:  # gpupool admin restore: its orders are the truth now, older or not
             log.warning(
@@ -343,19 +344,19 @@ class Agent(ChannelLink):
                 "following its orders at generation %s",
                 self.name,
                 epoch,
-                answer["generation"],
+                answer.generation,
             )
         self.restore_epoch = epoch
-        stale = answer["generation"] < self.seen_generation and not restored
+        stale = answer.generation < self.seen_generation and not restored
         if stale and self._stale_run < STALE_ANSWERS_BEFORE_RESET:
             self._stale_run += 1
             self._stale_answer = answer
             if self._stale_run % 10 == 1:  # not every second while it lasts
-                self.refused.append(f"orders at generation {answer['generation']}")
+                self.refused.append(f"orders at generation {answer.generation}")
                 log.warning(
                     "agent %s: refused orders at generation %s, already acted on %s",
                     self.name,
-                    answer["generation"],
+                    answer.generation,
                     self.seen_generation,
                 )
             return
@@ -369,12 +370,12 @@ class Agent(ChannelLink):
             # followed, or news: a refused answer stands only while the last one acted on
             # is all that comes again
             self._stale_run, self._stale_answer = 0, None
-        self.seen_generation = answer["generation"]
-        self.state = answer["node_state"]
+        self.seen_generation = answer.generation
+        self.state = answer.node_state
         if self.state == "fenced":
             self.reconcile()
             return
-        desired = {o["id"]: o for o in answer["orders"]}
+        desired = {o.id: o for o in answer.orders}
         for alloc_id, rec in self.records.items():
             if alloc_id not in desired and not rec.released:
                 rec.released = True
@@ -383,8 +384,8 @@ class Agent(ChannelLink):
         self._enforce_limits(desired)
         self._harvest()
         self.launcher.refresh_ports()
-        if answer.get("modes"):
-            self._switch_modes({int(i): m for i, m in answer["modes"].items()})
+        if answer.modes:
+            self._switch_modes(dict(answer.modes))
         # an answer read before this agent reported an end may still list that allocation:
         # it is never started again (answers come in order, so one without it ends the watch)
         self.finished &= set(desired)
@@ -411,10 +412,12 @@ class Agent(ChannelLink):
             self._next_heartbeat = 0.0  # and why a card stays as it is
 
     # -- workloads ------------------------------------------------------------------------
-    def _grants(self, order: dict[str, Any]) -> list[Grant]:
-        return [Grant(**d) for n in order["nodes"] if n["node"] == self.name for d in n["devices"]]
+    def _grants(self, order: OrderOut) -> list[Grant]:
+        return [
+            Grant(**d.model_dump()) for n in order.nodes if n.node == self.name for d in n.devices
+        ]
 
-    def _start_safely(self, order: dict[str, Any]) -> None:
+    def _start_safely(self, order: OrderOut) -> None:
         """Start one order; whatever goes wrong fails that allocation, never the agent."""
         try:
             self._start(order)
@@ -423,24 +426,24 @@ class Agent(ChannelLink):
         except LaunchError as exc:
             self._refuse(order, str(exc))
         except Exception as exc:
-            log.exception("agent %s: cannot start allocation %s", self.name, order.get("id"))
+            log.exception("agent %s: cannot start allocation %s", self.name, order.id)
             self._refuse(order, f"cannot start: {type(exc).__name__}: {exc}"[:1000])
 
-    def _start(self, order: dict[str, Any]) -> None:
-        alloc_id, generation = order["id"], order["generation"]
-        if order["job_state"] not in ("admitted", "running"):
+    def _start(self, order: OrderOut) -> None:
+        alloc_id, generation = order.id, order.generation
+        if order.job_state not in ("admitted", "running"):
             return
-        if any(a in self.records for a in order["after"]):
+        if any(a in self.records for a in order.after):
             return  # the victims it preempted still run here: wait for them to stop
-        if order.get("ended_here"):
+        if order.ended_here:
             return  # this node's part of the gang ended well; the others still run
-        started_here = order.get("started_here")  # an older server: the job's state only
-        if started_here or (started_here is None and order["job_state"] == "running"):
+        started_here = order.started_here  # None: an older server, the job's state only
+        if started_here or (started_here is None and order.job_state == "running"):
             # the server knows this node's part started, but we have no record (state lost);
             # a part of a gang another node started first is started here now
             self._refuse(order, "the agent has no record of this workload")
             return
-        fenced = self.lease_s is not None and order.get("on_lost") != "keep-running"
+        fenced = self.lease_s is not None and order.on_lost != "keep-running"
         if fenced and expired(self.store.lease):
             # the server was away and the lease ran out: a workload started now would stop
             # itself at once (seen after a database outage). Beat now, start after.
@@ -467,12 +470,12 @@ class Agent(ChannelLink):
             raise LaunchError(f"cannot start: {exc}") from None
         rec = Record(
             alloc_id=alloc_id,
-            job_id=order["job_id"],
+            job_id=order.job_id,
             generation=generation,
             pid=child.pid,
             ticks=proc.start_ticks(child.pid) or 0,
             started_at=time.time(),
-            max_runtime_s=order["max_runtime_s"],
+            max_runtime_s=order.max_runtime_s,
             limits_mib=self._limits(grants),
             load={g.device: g.compute_pct / 100 for g in grants},
             workdir=ready.workdir,
@@ -493,9 +496,9 @@ class Agent(ChannelLink):
             rec.released = True
             self._begin_stop(rec, "stale order refused by the server")
 
-    def _refuse(self, order: dict[str, Any], why: str) -> None:
-        self.api.report(order["id"], order["generation"], "failed", reason=why)
-        self.finished.add(order["id"])
+    def _refuse(self, order: OrderOut, why: str) -> None:
+        self.api.report(order.id, order.generation, "failed", reason=why)
+        self.finished.add(order.id)
 
     def _mps_in_use(self) -> set[str]:
         return {uuid for r in self.records.values() for uuid in r.mps}
@@ -521,7 +524,7 @@ class Agent(ChannelLink):
             cgroups.kill(rec.cgroups, proc.TERM, spare=rec.pid)
             self.store.save(rec)
 
-    def _enforce_limits(self, desired: dict[int, dict[str, Any]]) -> None:
+    def _enforce_limits(self, desired: dict[int, OrderOut]) -> None:
         """Max runtime, the grace period of a stop, and the memory watchdog."""
         now = time.time()
         for rec in self.records.values():

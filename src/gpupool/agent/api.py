@@ -6,6 +6,8 @@ from typing import Any
 
 import httpx
 
+from gpupool.model.protocol import OrdersOut, OrdersUnreadable, read_orders
+
 
 class AgentApiError(Exception):
     def __init__(self, message: str, status: int | None = None):
@@ -132,17 +134,22 @@ class AgentApi:
     def _without_newer(self, device: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in device.items() if k not in self.NEWER_FIELDS}
 
-    def orders(self, wait: float = 0.0, known: str | None = None) -> dict[str, Any]:
+    def orders(self, wait: float = 0.0, known: str | None = None) -> OrdersOut:
         """The node's orders; with ``wait`` and the last ``etag`` as ``known``, a long poll
         (servers without it answer at once and send no etag)."""
         if not wait or known is None:
-            return self._call("GET", f"/nodes/{self.node}/orders")
-        return self._call(
-            "GET",
-            f"/nodes/{self.node}/orders",
-            params={"wait": wait, "known": known},
-            timeout=wait + 15.0,
-        )
+            answer = self._call("GET", f"/nodes/{self.node}/orders")
+        else:
+            answer = self._call(
+                "GET",
+                f"/nodes/{self.node}/orders",
+                params={"wait": wait, "known": known},
+                timeout=wait + 15.0,
+            )
+        try:
+            return read_orders(answer)
+        except OrdersUnreadable as exc:
+            raise AgentApiError(str(exc)) from None
 
     def reconcile(self, running: list[int]) -> dict[str, Any]:
         return self._call("POST", f"/nodes/{self.node}/reconcile", {"running": running})

@@ -22,6 +22,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from gpupool.agent.backoff import backoff_s
+from gpupool.model.protocol import OrdersOut, OrdersUnreadable, read_orders
 
 REFUSED_BEAT_RETRY_S = 2.0  # a refused beat is sent again this soon, not an interval later
 log = logging.getLogger("gpupool.agent.channel")
@@ -46,7 +47,7 @@ class AgentChannel:
         node: str,
         interval: Callable[[], float],
         on_ok: Callable[[dict[str, Any], float], None],
-        on_orders: Callable[[dict[str, Any]], None],
+        on_orders: Callable[[OrdersOut], None],
         on_down: Callable[[], None],
         tls: ssl.SSLContext | None = None,
     ):
@@ -179,8 +180,11 @@ class AgentChannel:
             return False
         if not isinstance(frame, dict):
             return False
-        if "orders" in frame and isinstance(frame["orders"], dict):
-            self.on_orders(frame["orders"])
+        if "orders" in frame:
+            try:
+                self.on_orders(read_orders(frame["orders"]))
+            except OrdersUnreadable as exc:
+                log.warning("channel: %s; ignored", exc)
         elif "ok" in frame:
             if type(frame["ok"]) is not int:
                 return False

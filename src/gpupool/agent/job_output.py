@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpupool.model.batch import check_output_path, expand_output
+from gpupool.model.protocol import OrderOut
 
 # $1 the job's directory, $2 the file, $3 new or add; stdin: what to write
 WRITER = """
@@ -45,12 +46,12 @@ class OutputPlan:
         return out
 
 
-def plan_for(order: dict, node: str, uid: int | None, gid: int | None) -> OutputPlan | None:
+def plan_for(order: OrderOut, node: str, uid: int | None, gid: int | None) -> OutputPlan | None:
     """What the end of ``order``'s workload writes, or None (no --output nor --error, an
     image job, or no directory to write in)."""
-    if not (order.get("output") or order.get("error")) or order.get("image"):
+    if not (order.output or order.error) or order.image:
         return None
-    directory = order.get("chdir") or order.get("submit_dir")
+    directory = order.chdir or order.submit_dir
     if not directory:
         return None
 
@@ -59,16 +60,16 @@ def plan_for(order: dict, node: str, uid: int | None, gid: int | None) -> Output
             return None
         path = expand_output(
             pattern,
-            order["job_id"],
-            order.get("array_job"),
-            order.get("array_index"),
-            order.get("job_name") or "",
-            order.get("submitted_by") or "",
+            order.job_id,
+            order.array_job,
+            order.array_index,
+            order.job_name or "",
+            order.submitted_by or "",
             node,
         )
         return check_output_path(path)
 
-    return OutputPlan(directory, expand(order.get("output")), expand(order.get("error")), uid, gid)
+    return OutputPlan(directory, expand(order.output), expand(order.error), uid, gid)
 
 
 def write_outputs(plan: OutputPlan, folder: Path, timeout: float = 60) -> str:

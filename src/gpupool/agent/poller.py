@@ -11,10 +11,10 @@ nothing; when it goes down, it asks at once and long-polls again."""
 import logging
 import threading
 import time
-from typing import Any
 
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.channel import AgentChannel
+from gpupool.model.protocol import OrdersOut
 
 log = logging.getLogger(__name__)
 FAST_S = 0.5  # an unchanged answer faster than this: the server did not wait (throttle)
@@ -26,13 +26,13 @@ class OrdersPoller:
         self.sync_s = sync_s
         self.wait_s = wait_s
         self.requests = 0
-        self._answer: dict[str, Any] | None = None
+        self._answer: OrdersOut | None = None
         self._fresh = False
         self._error: AgentApiError | None = None
         self._cond = threading.Condition()
         self.channel: AgentChannel | None = None
 
-    def deliver(self, answer: dict[str, Any]) -> None:
+    def deliver(self, answer: OrdersOut) -> None:
         """Orders that came another way (the channel): the newest answer."""
         with self._cond:
             self._answer, self._fresh, self._error = answer, True, None
@@ -59,14 +59,14 @@ class OrdersPoller:
                 continue
             finally:
                 self.requests += 1
-            etag = answer.get("etag")
+            etag = answer.etag
             self.deliver(answer)
             unchanged = etag is not None and etag == known
             if etag is None or (unchanged and time.monotonic() - started < FAST_S):
                 stop.wait(self.sync_s)  # a server that answers at once: ask every sync_s
             known = etag
 
-    def next(self, timeout_s: float) -> dict[str, Any] | None:
+    def next(self, timeout_s: float) -> OrdersOut | None:
         """The newest answer not handed out yet, waiting up to ``timeout_s`` for one; None
         when none came. Raises the error the last request met, once."""
         with self._cond:

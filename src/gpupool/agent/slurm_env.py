@@ -12,32 +12,32 @@ GPUs per node) come with the order; this module adds those of the node."""
 
 import os
 from pathlib import Path
-from typing import Any
 
 from gpupool.model.hostlist import compress
+from gpupool.model.protocol import OrderOut
 
 MARK = "SLURM_NTASKS"  # set by gpupool sbatch: the job lives by Slurm's variables
 
 TOOLS = Path(__file__).parent / "slurm_tools"
 
 
-def node_env(order: dict[str, Any], node: str, workdir: str, cpu_millis: int) -> dict[str, str]:
+def node_env(order: OrderOut, node: str, workdir: str, cpu_millis: int) -> dict[str, str]:
     """The ``SLURM_*`` variables of this node's part of a job submitted by gpupool sbatch."""
-    env = order.get("env") or {}
+    env = order.env
     if MARK not in env:
         return {}
-    nodes = list(dict.fromkeys(n["node"] for n in order["nodes"]))
+    nodes = list(dict.fromkeys(n.node for n in order.nodes))
     node_id = nodes.index(node)
     per_node = int(env.get("SLURM_NTASKS_PER_NODE", "1"))
-    job_id = str(order["job_id"])
+    job_id = str(order.job_id)
     cpus = str(max(1, -(-cpu_millis // 1000)))  # whole CPUs, rounded up
     out = {
         "SLURM_JOB_ID": job_id, "SLURM_JOBID": job_id,
-        "SLURM_JOB_NAME": str(order.get("job_name") or ""),
+        "SLURM_JOB_NAME": str(order.job_name or ""),
         "SLURM_JOB_NODELIST": compress(nodes), "SLURM_NODELIST": compress(nodes),
         "SLURM_NODEID": str(node_id), "SLURM_PROCID": str(node_id * per_node),
         "SLURM_LOCALID": "0", "SLURMD_NODENAME": node,
-        "SLURM_SUBMIT_DIR": str(order.get("submit_dir") or workdir),
+        "SLURM_SUBMIT_DIR": str(order.submit_dir or workdir),
         "SLURM_CPUS_ON_NODE": cpus, "SLURM_JOB_CPUS_PER_NODE": cpus,
     }  # fmt: skip
     for part in ("JOB_ID", "TASK_ID", "TASK_COUNT", "TASK_MIN", "TASK_MAX"):

@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpupool.agent import cgroups, no_userns
 from gpupool.agent.container import (
@@ -39,6 +38,7 @@ from gpupool.agent.replica_ports import DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
 from gpupool.agent.slurm_env import install_tools, node_env
 from gpupool.model import SpecError
+from gpupool.model.protocol import OrderOut
 from gpupool.model.workload import check_workload
 from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
 
@@ -211,7 +211,7 @@ class Launcher:
 
     def prepare(
         self,
-        order: dict[str, Any],
+        order: OrderOut,
         grants: list[Grant],
         lease: Path | None,
         fence_kill_s: float,
@@ -219,11 +219,11 @@ class Launcher:
     ) -> Prepared:
         """Everything a launch needs, made on disk (working dir, cgroups, MPS daemon);
         ``folder`` is the workload's folder in the agent's state dir."""
-        command, image = list(order["command"]), order["image"]
+        command, image = list(order.command), order.image
         if not command:
             raise LaunchError("job has no command to run")
         try:
-            check_workload(command, order["env"], image)
+            check_workload(command, order.env, image)
             slice_vars = slice_env(grants, self.local, self.hami_core)
         except SpecError as exc:
             raise LaunchError(f"cannot start: {exc}") from None
@@ -234,20 +234,20 @@ class Launcher:
             )
         if runtime is not None and not os.access(runtime, os.X_OK):
             raise LaunchError(f"image {image}: container runtime {runtime} is not executable")
-        who = self.identity(order["tenant"])
-        mine = [n for n in order["nodes"] if n["node"] == self.node]
-        cpu = sum(n["cpu_millis"] for n in mine)
-        mem = sum(n["mem_mib"] for n in mine)
+        who = self.identity(order.tenant)
+        mine = [n for n in order.nodes if n.node == self.node]
+        cpu = sum(n.cpu_millis for n in mine)
+        mem = sum(n.mem_mib for n in mine)
         if mem <= 0 and self.cgroups.enabled:  # an older server: it reserved none
-            mem = self.default_mem(sum(len(n["devices"]) for n in mine))
+            mem = self.default_mem(sum(len(n.devices) for n in mine))
         pids, disk = self.shares(mem)
-        workdir = self._workdir(order["id"], who)
+        workdir = self._workdir(order.id, who)
         made: list[str] = []
         files: dict[str, str] = {}
         port: int | None = None
         try:
             made = (
-                [str(p) for p in self.cgroups.create(order["id"], cpu, mem, order["tenant"], pids)]
+                [str(p) for p in self.cgroups.create(order.id, cpu, mem, order.tenant, pids)]
                 if not image
                 else []
             )
@@ -255,14 +255,14 @@ class Launcher:
                 (None, self._host_port(order)) if image else self._sandbox(order, workdir, mem)
             )
             mps = self._mps(slice_vars)
-            job_env = {**order["env"], **slice_vars, **mps.env, **gang_env(order, self.node)}
+            job_env = {**order.env, **slice_vars, **mps.env, **gang_env(order, self.node)}
             if port is not None:  # the agent's word, over anything the job's env said
                 job_env |= {"PORT": str(port), "GPUPOOL_REPLICA_PORT": str(port)}
             if image:
                 assert runtime is not None
                 env_path = str(folder.resolve() / CONTAINER_ENV_FILE)
                 argv = container_argv(
-                    runtime, order["id"], image, command, env_path,
+                    runtime, order.id, image, command, env_path,
                     identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=pids,
                     gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"), publish=port,
                 )  # fmt: skip
@@ -279,7 +279,7 @@ class Launcher:
                     env |= slurm | {"PATH": f"{tools}:{env.get('PATH') or SYSTEM_PATH}"}
             outputs = plan_for(order, self.node, uid, gid)  # a pattern that leads out: refused
         except (OSError, SpecError, NetnsError, NoPortError) as exc:
-            self.cleanup(workdir, made, [], replica=order["id"] if port is not None else None)
+            self.cleanup(workdir, made, [], replica=order.id if port is not None else None)
             raise LaunchError(f"cannot start: {exc}") from None
         spec = LaunchSpec(
             command=argv,
@@ -288,17 +288,17 @@ class Launcher:
             uid=uid,
             gid=gid,
             cgroups=made,
-            lease=str(lease) if lease and order.get("on_lost") != "keep-running" else None,
+            lease=str(lease) if lease and order.on_lost != "keep-running" else None,
             fence_kill_s=fence_kill_s,
             files=files,
             sandbox=asdict(box) if box else None,
-            chdir=None if image else order.get("chdir") or order.get("submit_dir"),
-            chdir_required=bool(order.get("chdir")) and not image,
+            chdir=None if image else order.chdir or order.submit_dir,
+            chdir_required=bool(order.chdir) and not image,
         )
         return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port, disk)
 
     def _sandbox(
-        self, order: dict[str, Any], workdir: str, mem_mib: int
+        self, order: OrderOut, workdir: str, mem_mib: int
     ) -> tuple[Sandbox | None, int | None]:
         """Namespaces for a tenant-users workload (root) and a service replica's port. A
         workload joins its tenant's network namespace unless its job spans nodes (its peers
@@ -306,25 +306,25 @@ class Launcher:
         the node's addresses. A private /tmp and /dev/shm of at most its memory limit."""
         if self.isolation is not Isolation.TENANT_USERS:
             return None, self._host_port(order)
-        single_node = len({n["node"] for n in order["nodes"]}) == 1
-        replica = bool(order.get("replica"))  # the server's word, not the job's env
+        single_node = len({n.node for n in order.nodes}) == 1
+        replica = order.replica  # the server's word, not the job's env
         netns, port = None, None
         if replica and self.networks is not None:
-            netns, port = self.networks.publish(order["tenant"], order["id"])
+            netns, port = self.networks.publish(order.tenant, order.id)
         elif replica:
             raise NetnsError("a service replica needs its tenant's network namespace here "
                              "(the agent runs with --no-tenant-network)")  # fmt: skip
         elif self.networks is not None and self.networks.available and single_node:
-            netns = self.networks.ensure(order["tenant"])
+            netns = self.networks.ensure(order.tenant)
         box = Sandbox(
             netns=netns, private_tmp=self.config.private_tmp, tmp_mib=mem_mib, keep=[workdir]
         )
         return box, port
 
-    def _host_port(self, order: dict[str, Any]) -> int | None:
+    def _host_port(self, order: OrderOut) -> int | None:
         """A replica on the host's network (no tenant users, or an image job whose runtime
         publishes it): a port nothing on the host uses, held for it alone."""
-        return self.ports.claim(order["id"], None) if order.get("replica") else None
+        return self.ports.claim(order.id, None) if order.replica else None
 
     def _workdir(self, alloc_id: int, who: Identity | None) -> str:
         path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)
@@ -399,23 +399,23 @@ class _Mps:
     gpus: list[str]
 
 
-def dir_env(order: dict[str, Any], workdir: str) -> dict[str, str]:
+def dir_env(order: OrderOut, workdir: str) -> dict[str, str]:
     """Where the job came from and its own work folder (sbatch's SLURM_SUBMIT_DIR)."""
     env = {"GPUPOOL_WORK_DIR": workdir}
-    if order.get("submit_dir"):
-        env["GPUPOOL_SUBMIT_DIR"] = order["submit_dir"]
+    if order.submit_dir:
+        env["GPUPOOL_SUBMIT_DIR"] = order.submit_dir
     return env
 
 
-def gang_env(order: dict[str, Any], node: str) -> dict[str, str]:
-    members = [n["node"] for n in order["nodes"]]
+def gang_env(order: OrderOut, node: str) -> dict[str, str]:
+    members = [n.node for n in order.nodes]
     return {
         "GPUPOOL_GANG_SIZE": str(len(members)),
         "GPUPOOL_GANG_RANK": str(members.index(node)),
         "GPUPOOL_GANG_NODES": ",".join(members),
-        "GPUPOOL_JOB_ID": str(order["job_id"]),
-        "GPUPOOL_ALLOCATION_ID": str(order["id"]),
-        "GPUPOOL_GENERATION": str(order["generation"]),
-        "GPUPOOL_TENANT": order["tenant"],
+        "GPUPOOL_JOB_ID": str(order.job_id),
+        "GPUPOOL_ALLOCATION_ID": str(order.id),
+        "GPUPOOL_GENERATION": str(order.generation),
+        "GPUPOOL_TENANT": order.tenant,
         "GPUPOOL_NODE": node,
     }

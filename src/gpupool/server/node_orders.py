@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
+from gpupool.model.protocol import OrderOut, OrdersOut
 from gpupool.server.change_feed import node_digest
 from gpupool.server.db.tables import (
     AllocationNodeRow,
@@ -23,7 +24,6 @@ from gpupool.server.deps import ServerContext
 from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
 from gpupool.server.routes.views import allocation_out
-from gpupool.server.schemas import OrderOut, OrdersOut
 from gpupool.server.services.replicas import replica_jobs
 
 

@@ -7,12 +7,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from gpupool.model.protocol import OrdersOut
 from gpupool.server.db.tables import NodeRow
 from gpupool.server.deps import Caller, Ctx, agent_for
 from gpupool.server.errors import not_found
 from gpupool.server.liveness import heard_from, reconcile
 from gpupool.server.node_orders import watch_orders
-from gpupool.server.schemas import OrdersOut, ReconcileIn, ReconcileOut
+from gpupool.server.schemas import ReconcileIn, ReconcileOut
 
 router = APIRouter(prefix="/api/v1", tags=["agents"])
 

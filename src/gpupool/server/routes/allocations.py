@@ -6,6 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select, update
 
+from gpupool.model.protocol import AllocationOut
 from gpupool.server.admission import refuse
 from gpupool.server.auth import Principal, Role
 from gpupool.server.db.rows_changed import rows_changed
@@ -21,7 +22,7 @@ from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, meter_to_reported_end, move
 from gpupool.server.liveness import after_lost
 from gpupool.server.routes.views import allocation_out, page, scoped
-from gpupool.server.schemas import AllocationOut, JobStatusIn, LogChunkIn, Page
+from gpupool.server.schemas import JobStatusIn, LogChunkIn, Page
 
 router = APIRouter(prefix="/api/v1", tags=["allocations"])
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from gpupool.model.protocol import AllocationOut
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import (
     AllocationRow,
@@ -25,7 +26,6 @@ from gpupool.server.node_registry import devices_of, register_node
 from gpupool.server.routes.views import allocation_out, page
 from gpupool.server.schemas import (
     AgentNodeOut,
-    AllocationOut,
     DeviceOut,
     DrainIn,
     HeartbeatIn,

@@ -6,9 +6,10 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from gpupool.model.job import job_shape
+from gpupool.model.protocol import AllocationOut
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, JobRow
-from gpupool.server.schemas import AllocationOut, JobOut
+from gpupool.server.schemas import JobOut
 
 API = "/api/v1"
 
