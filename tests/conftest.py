@@ -10,6 +10,8 @@ from tests.support.live import live_server
 from tests.support.postgres import PostgresServer
 from tests.support.tenants import work_root  # noqa: F401 (a fixture for root-agent tests)
 
+pytest_plugins = ["tests.support.tiers"]  # unit, integration, e2e: by folder, and kept honest
+
 # Bounded by default so the suite stays fast; HYPOTHESIS_PROFILE=deep runs many more examples.
 settings.register_profile(
     "bounded", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -4,6 +4,7 @@ some two hundred calls in the suite). Tests that need what only a process has â€
 signals, stdin and file descriptors, children writing to its terminal â€” ask for one."""
 
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -54,3 +55,27 @@ def run_in_process(
         stderr += "Traceback (most recent call last):\n"
         stderr += "".join(traceback.format_exception(error)[1:])
     return Ran(args, result.exit_code, result.stdout, stderr, error)
+
+
+def gpupool(
+    *args: str,
+    timeout: int = 180,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    process: bool = False,
+) -> "subprocess.CompletedProcess[str] | Ran":
+    """Run the CLI as a user does: in this process (``tests.support.cli``), or with
+    ``process`` a real one, output captured."""
+    if not process:
+        return run_in_process(list(args), env, stdin, cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
+        input=stdin,
+        cwd=cwd,
+    )

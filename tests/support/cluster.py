@@ -59,3 +59,14 @@ def team(admin: httpx.Client, name: str, cards: float) -> None:
     """A top-level tenant with ``cards`` guaranteed cards."""
     ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
     ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json={"resource": "gpu", "nominal": cards}))
+
+
+def seed_client(url: str, token: str, nodes: int, cards: int, tenants: list[str]) -> httpx.Client:
+    c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    for i in range(nodes):
+        assert c.post("/api/v1/nodes", json=node_body(f"n{i}", cards=cards)).status_code == 200
+    for t in tenants:
+        assert c.post("/api/v1/tenants", json={"name": t}).status_code == 201
+        quota = {"resource": "gpu", "nominal": nodes * cards / len(tenants)}
+        assert c.put(f"/api/v1/tenants/{t}/quotas/gpu", json=quota).status_code == 200
+    return c

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from tests.support.paths import DATA
+
 GFD_PRODUCTS = {"A100-80G": ("NVIDIA-A100-SXM4-80GB", 81920), "T4": ("Tesla-T4", 15360)}
 
 
@@ -84,3 +86,17 @@ def pod_obj(
         "spec": spec,
         "status": {"phase": "Pending" if not node else "Running"},
     }
+
+
+K8S_CORPUS = DATA / "k8s-corpus"
+
+
+def pod_of(manifest: dict) -> dict:
+    """The pod a manifest makes: itself, or its controller's pod template."""
+    if manifest["kind"] == "Pod":
+        pod = dict(manifest)
+    else:
+        template = manifest["spec"]["template"]
+        pod = {"metadata": dict(template.get("metadata") or {}), "spec": template["spec"]}
+    pod["metadata"] = {"namespace": "team-a", "name": "p", **(pod.get("metadata") or {})}
+    return pod

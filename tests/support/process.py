@@ -2,6 +2,7 @@
 
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,3 +45,29 @@ class ServerProcess:
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (not gone, not a zombie left unreaped)."""
     return start_ticks(pid) is not None
+
+
+def admin_token(
+    data_dir, database_url: str = "", *, role: str = "admin", name: str = "root",
+    node: str | None = None,
+) -> str:  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpupool.cli.main",
+        "admin",
+        "token",
+        "create",
+        "--name",
+        name,
+        "--role",
+        role,
+        "--data-dir",
+        str(data_dir),
+    ]
+    if node is not None:
+        cmd += ["--node", node]
+    if database_url:
+        cmd += ["--database-url", database_url]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out.split()[-1]

@@ -1,0 +1,84 @@
+"""HTTPS end to end (issue 46: a passive capture recorded every agent token): the server
+serves a certificate of a site's own CA; the CLI and an agent — its calls and its channel —
+trust that CA and work; without it they refuse the server, saying why, and plain HTTP gets
+no answer on that port."""
+
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from gpupool.server.process import free_port
+from tests.support.agents import agent_thread, make_agent, wait_for
+from tests.support.cli import gpupool
+from tests.support.process import admin_token
+
+
+def _certificates(folder) -> tuple[str, str, str]:
+    """A CA, and a certificate it signed for 127.0.0.1 (openssl, as an operator makes them)."""
+    names = ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem")
+    ca_key, ca, key, csr, cert = (str(folder / n) for n in names)
+    ext = folder / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+        "-days", "2", "-subj", "/CN=gpupool test CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+        "-subj", "/CN=127.0.0.1")  # fmt: skip
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+        "-out", cert, "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return ca, cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl (.ci/run installs it)")
+def test_server_cli_and_agent_over_https_with_a_sites_own_ca(tmp_path):
+    ca, cert, key = _certificates(tmp_path)
+    trusted = ssl.create_default_context(cafile=ca)
+    admin = admin_token(tmp_path)
+    agent_token = admin_token(tmp_path, role="agent", name="agent-n0", node="n0")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gpupool.cli.main", "server", "--data-dir", str(tmp_path),
+         "--port", str(port), "--tls-cert", cert, "--tls-key", key],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "server.log").open("w"),
+    )  # fmt: skip
+    url = f"https://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "no HTTPS server"
+            try:
+                if httpx.get(url + "/healthz", verify=trusted, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        env = {"GPUPOOL_SERVER": url, "GPUPOOL_TOKEN": admin, "GPUPOOL_CA": ca}
+        assert gpupool("whoami", env=env).stdout.startswith("root (admin")
+        untrusted = gpupool("whoami", env={k: v for k, v in env.items() if k != "GPUPOOL_CA"})
+        assert untrusted.returncode == 2 and "Traceback" not in untrusted.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr, untrusted.stderr
+        with pytest.raises(httpx.HTTPError):  # no plain HTTP on that port: tokens stay wrapped
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, verify=trusted)
+        assert c.post("/api/v1/tenants", json={"name": "t"}).status_code == 201
+        agent = make_agent(url, agent_token, "n0", tmp_path / "agent", ca_file=ca)
+        with agent_thread(agent):
+            wait_for("its channel, over wss", lambda: agent.channel and agent.channel.up.is_set())
+            job = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t",
+                                               "command": ["true"]}).json()  # fmt: skip
+            done = wait_for(
+                "the job over HTTPS",
+                lambda: (j := c.get(f"/api/v1/jobs/{job['id']}").json())["finished_at"] and j,
+                30,
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)  # within 3 s of the signal, a client's idle connection open
+    assert done["state"] == "succeeded"

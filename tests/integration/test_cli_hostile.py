@@ -1,0 +1,93 @@
+"""What a job's submitter chooses never steers another person's CLI: ``job wait`` writes a
+log only for the person who asked for it, inside their current directory (it overwrote an
+admin's ``~/.bashrc``), and control characters in names and reasons never reach a terminal
+(an escape sequence in a job name reached the admin's)."""
+
+import pytest
+
+from tests.support.cli import gpupool
+from tests.support.cluster import ok, seed_cluster
+
+
+@pytest.mark.parametrize(
+    "output", ["/root/.bashrc", "~/.bashrc", "../up.out", "logs/../../up.out", "a\\..\\..\\b"]
+)
+def test_an_output_path_outside_the_directory_is_refused(sqlite_server, output):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "output": output}
+    r = admin.post("/api/v1/jobs", json=body)
+    assert r.status_code == 422 and r.json()["field"] == "output", r.text
+    assert "must be a relative path inside the job's working directory" in r.json()["detail"]
+
+
+def test_a_job_name_cannot_lead_its_output_out_of_its_directory(sqlite_server):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "name": "..",
+            "output": "%x/up.out"}  # fmt: skip
+    r = admin.post("/api/v1/jobs", json=body)
+    assert r.status_code == 422 and r.json()["field"] == "output", r.text
+    ok(admin.post("/api/v1/jobs", json={**body, "name": "train"}), 201)
+
+
+def test_job_wait_writes_a_log_only_for_its_submitter_inside_their_directory(
+    sqlite_server, tmp_path
+):
+    srv = sqlite_server
+    admin = srv.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    alice_token = srv.token("alice", "member", "algo")
+    alice = srv.client(alice_token)
+    body = {"request": "gpu=1", "command": ["true"], "output": "logs/%j.out", "hold": True}
+    job = ok(alice.post("/api/v1/jobs", json=body), 201)
+    ok(alice.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    admin_dir, alice_dir = tmp_path / "admin", tmp_path / "alice"
+    admin_dir.mkdir()
+    alice_dir.mkdir()
+    as_admin = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+    r = gpupool("job", "wait", str(job["id"]), env=as_admin, cwd=admin_dir)
+    assert f"job {job['id']}: log not saved (its --output was chosen by alice" in r.stderr
+    assert list(admin_dir.iterdir()) == []
+    # alice's own wait writes it, in her directory, and follows no symlink planted there
+    (alice_dir / "logs").mkdir()
+    target = tmp_path / "elsewhere"
+    (alice_dir / "logs" / f"{job['id']}.out").symlink_to(target)
+    as_alice = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": alice_token}
+    r = gpupool("job", "wait", str(job["id"]), env=as_alice, cwd=alice_dir)
+    assert "cannot write" in r.stderr and not target.exists()
+    (alice_dir / "logs" / f"{job['id']}.out").unlink()
+    r = gpupool("job", "wait", str(job["id"]), env=as_alice, cwd=alice_dir)
+    assert f"log saved to logs/{job['id']}.out" in r.stderr, r.stderr
+    assert (alice_dir / "logs" / f"{job['id']}.out").is_file()
+
+
+def test_control_characters_never_reach_the_terminal(sqlite_server):
+    srv = sqlite_server
+    admin = srv.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    name = "\x1b]0;owned\x07\x1b[2J\x9b31m[red]x[/red]\rtrain"
+    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "name": name}
+    job = ok(admin.post("/api/v1/jobs", json=body), 201)
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token, "COLUMNS": "200"}
+    for args in (("job", "list"), ("job", "show", str(job["id"])), ("queue",),
+                 ("acct", "-o", "id,name", "--csv")):  # fmt: skip
+        r = gpupool(*args, env=env)
+        assert r.returncode == 0, r.stderr
+        assert not any(c in r.stdout for c in "\x1b\x07\x9b\r"), (args, r.stdout)
+        if args[:2] in (("job", "list"), ("job", "show")) and "--csv" not in args:
+            assert "\\x1b]0;owned\\x07" in r.stdout and "[red]x[/red]" in r.stdout, r.stdout
+
+
+def test_a_missing_script_is_an_error_naming_it_before_anything_is_sent(sqlite_server, tmp_path):
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, tenants={"algo": 4})
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    for argv in (["nosuch.sh"], ["--tenant", "algo", "nosuch.sh"], ["--tenant", "algo", "x/run"]):
+        r = gpupool("job", "submit", *argv, env=env, cwd=tmp_path)
+        assert r.returncode == 2, r.stdout
+        assert f"{argv[-1]}: no such file" in r.stderr and "422" not in r.stderr
+    assert ok(admin.get("/api/v1/jobs"))["total"] == 0  # nothing was sent
+    # after --, a program only the node has is a command, as before
+    r = gpupool("job", "submit", "--tenant", "algo", "--", "nosuch.sh", env=env, cwd=tmp_path)
+    assert r.returncode == 0 and ok(admin.get("/api/v1/jobs"))["total"] == 1

@@ -1,0 +1,128 @@
+"""sbatch's directories and output files, end to end (the CLI, a server with its loop, an
+agent running real processes): a job runs in its submit directory when its node has it and
+its user may enter it, else in a work folder of its own; --chdir picks the directory (and a
+job whose --chdir cannot be entered fails saying so); --output / --error patterns are written
+by the node when the job ends — without --wait — as the job's own user, never as root."""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gpupool.agent.workloads import IsolationConfig
+from tests.support.agents import (
+    in_state,
+    no_workload_outlives_its_test,  # noqa: F401
+    two_teams_and_a_node,
+    wait_for,
+)
+from tests.support.cli import gpupool
+from tests.support.cluster import ok
+
+ROOT = os.geteuid() == 0
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """As root, workloads run as their tenant's own user, each with a private /tmp."""
+    isolation = None
+    work = Path(tempfile.mkdtemp(prefix="gpupool-test-work-", dir="/tmp"))
+    if ROOT:
+        isolation = IsolationConfig(
+            mode="tenant-users", user_prefix="gpt-", work_dir=work, network=False
+        )
+    try:
+        with two_teams_and_a_node(tmp_path, isolation) as srv:
+            yield srv
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(tmp_path):
+    """A directory the node and the job's user share, as a cluster's shared file system: as
+    root, outside /tmp and /var/tmp (each workload has private ones) and open to the tenant's
+    user."""
+    if not ROOT:
+        yield tmp_path / "shared"
+        return
+    Path("/srv").mkdir(mode=0o755, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="gpupool-shared-", dir="/srv"))
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _submit(srv, cwd: Path, *args: str) -> dict:
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+    r = gpupool("job", "submit", "--tenant", "algo", "--json", *args, env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _ended(srv, job: dict) -> dict:
+    admin = srv.admin()
+    return wait_for(
+        f"job {job['id']} ended",
+        lambda: (j := ok(admin.get(f"/api/v1/jobs/{job['id']}")))["finished_at"] and j,
+        60,
+    )
+
+
+def _log(srv, job_id: int) -> str:
+    chunks = ok(srv.admin().get(f"/api/v1/jobs/{job_id}/logs"))["chunks"]
+    return "".join(c["text"] for c in chunks)
+
+
+def test_a_job_runs_in_its_submit_directory_and_its_node_writes_its_files(cluster, shared):
+    shared.mkdir(exist_ok=True)
+    script = shared / "demo.sh"
+    script.write_text(
+        "#!/bin/sh\n#GPUPOOL --cpu 1 --name demo --output logs/%x-%j.out --error err/%j.err\n"
+        'pwd; echo "submitted from $GPUPOOL_SUBMIT_DIR"; echo oops >&2\n'
+    )
+    job = _submit(cluster, shared, "demo.sh")  # no --wait: the node writes them
+    assert _ended(cluster, job)["state"] == "succeeded"
+    out = shared / "logs" / f"demo-{job['id']}.out"
+    err = shared / "err" / f"{job['id']}.err"
+    assert out.read_text() == f"{shared}\nsubmitted from {shared}\n"
+    assert err.read_text() == "oops\n"
+    if ROOT:  # written by the job's user, not by the root-run agent
+        owner = out.stat().st_uid
+        assert owner != 0 and err.stat().st_uid == owner
+    # --chdir: another directory, relative to where the command runs; stderr joins --output
+    (shared / "data").mkdir(mode=0o1777)
+    (shared / "data").chmod(0o1777)
+    job = _submit(cluster, shared, "--chdir", "data", "--output", "%j.log", "--",
+                  "sh", "-c", "pwd; echo warn >&2")  # fmt: skip
+    assert _ended(cluster, job)["state"] == "succeeded"
+    assert (shared / "data" / f"{job['id']}.log").read_text() == f"{shared}/data\nwarn\n"
+
+
+def test_a_chdir_that_cannot_be_entered_fails_the_job_saying_so(cluster, shared):
+    shared.mkdir(exist_ok=True)
+    job = _submit(cluster, shared, "--chdir", "/nonexistent/place", "--", "true")
+    ended = _ended(cluster, job)
+    assert ended["state"] == "failed"
+    assert "--chdir /nonexistent/place: No such file or directory" in ended["reason"], ended
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root: a directory the job's user may not enter")
+def test_without_its_submit_directory_a_job_runs_in_its_work_folder_and_root_writes_nothing(
+    cluster, tmp_path
+):
+    private = tmp_path / "private"  # root's 0700 tree under /tmp: not the tenant's
+    private.mkdir()
+    job = _submit(cluster, private, "--output", "x.out", "--", "sh", "-c", "pwd")
+    assert _ended(cluster, job)["state"] == "succeeded"
+    log = _log(cluster, job["id"])
+    ran_in = log.splitlines()[0]
+    assert ran_in != str(private) and "alloc-" in ran_in, log  # its work folder
+    assert "--output not written: x.out: the job's directory" in log, log
+    assert not (private / "x.out").exists()  # root never wrote it for the job
+    in_state(cluster.admin(), job["id"], "succeeded")

@@ -1,0 +1,58 @@
+"""``gpupool service ...`` as a user types it, against a live server (its reconciler run by
+hand): create, list, show, scale, endpoints, forecast, delete, and bad input in one line."""
+
+import json
+
+from tests.support.cli import gpupool
+from tests.support.cluster import seed_cluster
+
+
+def test_the_service_commands(sqlite_server):
+    seed_cluster(sqlite_server.admin(), nodes=1, cards=4, tenants={"algo": 4})
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token,
+           "COLUMNS": "80"}  # fmt: skip
+
+    def run(*args: str):
+        done = gpupool("service", *args, env=env)
+        assert "Traceback" not in done.stderr
+        return done
+
+    made = run("create", "chat", "--tenant", "algo", "--request", "gpu=1", "--target", "8",
+               "--max", "3", "--env", "MODEL=qwen", "--", "python3", "serve.py")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "chat" in made.stdout and "rps 8" in made.stdout
+    assert sqlite_server.ctx.loop.leadership.try_acquire()
+    sqlite_server.ctx.loop.services.step(force=True)
+    listed = run("list")
+    assert listed.returncode == 0 and "algo" in listed.stdout
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+    shown = run("show", "chat", "--tenant", "algo")
+    assert shown.returncode == 0 and "status: reactive; no load reading yet" in shown.stdout
+    assert "pending" in shown.stdout  # its one replica, waiting for a cycle
+    data = json.loads(run("show", "chat", "--tenant", "algo", "--json").stdout)
+    assert data["command"] == ["python3", "serve.py"] and data["max_replicas"] == 3
+    pinned = run("scale", "chat", "2", "--tenant", "algo", "--json")
+    assert json.loads(pinned.stdout)[0]["pinned"] == 2
+    assert (
+        json.loads(run("scale", "chat", "auto", "--tenant", "algo", "--json").stdout)[0]["pinned"]
+        is None
+    )
+    said = run("scale", "chat", "3", "--tenant", "algo").stdout.strip()
+    assert said == (  # the new number, not the desired of the last pass (it echoed 1)
+        "service chat: pinned at 3 replicas (was 1); 0 ready now, the rest start or drain "
+        "within seconds"
+    )
+    back = run("scale", "chat", "auto", "--tenant", "algo").stdout.strip()
+    assert back == "service chat: replicas back to the autoscaler (1..3); 0 ready now"
+    bad = run("scale", "chat", "many", "--tenant", "algo")
+    assert bad.returncode == 2 and "neither a number nor auto" in bad.stderr
+    assert run("endpoints", "chat", "--tenant", "algo").stdout.strip() == "no ready replicas"
+    forecast = run("forecast", "chat", "--tenant", "algo")
+    assert forecast.returncode == 0 and "no load samples yet" in forecast.stdout
+    wrong = run("create", "x", "--tenant", "algo", "--request", "gpu=1", "--target", "1",
+                "--min", "5", "--max", "2", "--", "serve")  # fmt: skip
+    assert wrong.returncode == 2 and "min_replicas: 5 is above max_replicas 2" in wrong.stderr
+    gone = run("delete", "chat", "--tenant", "algo")
+    assert gone.returncode == 0 and "deleted service chat" in gone.stdout
+    missing = run("show", "chat", "--tenant", "algo")
+    assert missing.returncode == 2 and "service chat not found" in missing.stderr

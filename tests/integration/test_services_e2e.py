@@ -1,0 +1,187 @@
+"""An elastic inference service end to end on loopback: a server with its scheduler loop and
+service reconciler, two agents running real replica processes, and a balancer in the test
+that replays the Azure LLM trace's real arrivals (an excerpt, time compressed 5x, 600
+requests in about 30 s) to the ready endpoints. The service scales 1 -> 4 replicas on both
+nodes, taking back the cards a training team borrowed; a replica killed under load is
+replaced and the balancer loses no request; when the load stops it scales back to 1 and the
+training jobs take the freed cards again."""
+
+import contextlib
+import csv
+import itertools
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+import httpx
+
+from gpupool.server.settings import Settings
+from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
+    agent_thread,
+    in_state,
+    make_agent,
+    no_workload_outlives_its_test,
+    wait_for,
+)
+from tests.support.cluster import ok, submit
+from tests.support.live import live_server
+from tests.support.paths import DATA
+from tests.support.replica import REPLICA
+
+ARRIVALS = DATA / "azure-llm-2023" / "conv-first-600.csv"
+SPEEDUP = 5.0
+
+
+def arrivals() -> list[tuple[float, int]]:
+    """(seconds from the first request, generated tokens), time compressed."""
+    rows = list(csv.DictReader(ARRIVALS.open()))
+    times = [datetime.fromisoformat(r["TIMESTAMP"][:26]) for r in rows]
+    return [
+        ((t - times[0]).total_seconds() / SPEEDUP, int(r["GeneratedTokens"]))
+        for t, r in zip(times, rows, strict=True)
+    ]
+
+
+class Balancer:
+    """Round-robin over the service's ready endpoints (refreshed every 0.3 s); a request
+    that fails on one replica is retried on another, so none is lost while one is ready."""
+
+    def __init__(self, client: httpx.Client, service: str):
+        self.client, self.service = client, service
+        self.endpoints: list[str] = []
+        self.served: dict[str, int] = {}
+        self.lost = 0
+        self.retried = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._turn = itertools.count()
+        self._refresher = threading.Thread(target=self._refresh, daemon=True)
+
+    def __enter__(self) -> "Balancer":
+        self._refresher.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._refresher.join(timeout=5)
+
+    def _refresh(self) -> None:
+        while not self._stop.is_set():
+            got = self.client.get(f"/api/v1/services/{self.service}/endpoints")
+            if got.status_code == 200:
+                self.endpoints = [e["endpoint"] for e in got.json()]
+            self._stop.wait(0.3)
+
+    def send(self, tokens: int) -> None:
+        for _ in range(20):
+            endpoints = list(self.endpoints)
+            if not endpoints:
+                time.sleep(0.1)
+                continue
+            endpoint = endpoints[next(self._turn) % len(endpoints)]
+            try:
+                answer = httpx.post(f"http://{endpoint}/infer", json={"tokens": tokens},
+                                    timeout=5, trust_env=False)  # fmt: skip
+                answer.raise_for_status()
+            except httpx.HTTPError:
+                with self._lock:
+                    self.retried += 1
+                time.sleep(0.05)
+                continue
+            with self._lock:
+                self.served[endpoint] = self.served.get(endpoint, 0) + 1
+            return
+        with self._lock:
+            self.lost += 1
+
+
+def test_a_service_scales_with_real_load_replaces_a_dead_replica_and_gives_cards_back(
+    tmp_path,
+):
+    settings = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2, grace_s=1,
+                        service_interval_s=0.3, service_drain_s=2)  # fmt: skip
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
+        for team, cards in (("inference", 4), ("training", 0)):  # training borrows idle cards
+            ok(admin.post("/api/v1/tenants", json={"name": team, "parent": "org"}), 201)
+            quota = {"resource": "gpu", "nominal": cards}
+            ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
+        agents = []
+        for name in ("n1", "n2"):
+            token = srv.token(f"agent-{name}", "agent", node=name)
+            agents.append(agent_thread(make_agent(
+                srv.url, token, name, tmp_path / name, labels={"gpupool.io/address": "127.0.0.1"}
+            )))  # fmt: skip
+        with agents[0], agents[1]:
+            for name in ("n1", "n2"):
+                wait_for(name, lambda n=name: admin.get(f"/api/v1/nodes/{n}").status_code == 200)
+            body = {
+                "name": "chat", "tenant": "inference", "request": "gpu=1",
+                "command": [sys.executable, "-c", REPLICA], "env": {"READY_AFTER": "0.5"},
+                "min_replicas": 1, "max_replicas": 4, "metric": "concurrency", "target": 1.5,
+                "utilisation": 1.0, "stable_s": 6, "startup_s": 2,
+            }  # fmt: skip
+            svc = ok(admin.post("/api/v1/services", json=body), 201)
+            assert svc["desired"] == 1 and svc["policy"] == "reactive"
+
+            def ready(n: int):
+                def check():
+                    got = ok(admin.get("/api/v1/services/chat"))
+                    return got if got["ready"] == n and got["desired"] == n else None
+
+                return check
+
+            wait_for("one ready replica", ready(1), timeout=30)
+            # training borrows the three free cards
+            training = [
+                submit(admin, "gpu=1", "training", kind="training",
+                       command=["python3", "-c", "import time; time.sleep(600)"])["id"]
+                for _ in range(3)
+            ]  # fmt: skip
+            for job in training:
+                wait_for("training runs", in_state(admin, job, "running"), timeout=30)
+
+            load = arrivals()
+            with Balancer(admin, "chat") as balancer, ThreadPoolExecutor(96) as pool:
+                start = time.monotonic()
+                crashed, replaced, polled = None, None, 0.0
+                for at, tokens in load:
+                    time.sleep(max(0.0, start + at - time.monotonic()))
+                    pool.submit(balancer.send, tokens)
+                    if time.monotonic() - polled < 0.5 or replaced is not None:
+                        continue
+                    polled = time.monotonic()
+                    got = ok(admin.get("/api/v1/services/chat"))
+                    serving = [r for r in got["replicas"] if r["ready"]]
+                    if crashed is None and len(serving) == 4:
+                        assert {r["node"] for r in serving} == {"n1", "n2"}  # spread
+                        # the training jobs gave back the cards they borrowed
+                        states = {ok(admin.get(f"/api/v1/jobs/{j}"))["state"] for j in training}
+                        assert "running" not in states
+                        crashed = serving[0]
+                        with contextlib.suppress(httpx.HTTPError):  # it dies while answering
+                            httpx.post(f"http://{crashed['endpoint']}/crash", timeout=2,
+                                       trust_env=False)  # fmt: skip
+                    elif crashed is not None and len(serving) == 4:
+                        ids = {r["job_id"] for r in serving}
+                        replaced = ids if crashed["job_id"] not in ids else None
+                assert crashed is not None, "the service never reached 4 ready replicas"
+                assert replaced is not None, "the dead replica was not replaced under load"
+            assert balancer.lost == 0
+            assert sum(balancer.served.values()) == len(load)
+            # the dead replica's job failed and another took its place
+            dead = ok(admin.get(f"/api/v1/jobs/{crashed['job_id']}"))
+            assert dead["state"] in ("failed", "cancelled")
+            # no load: back to one replica, and training runs again on the freed cards
+            wait_for("one replica again", ready(1), timeout=40)
+            for job in training:
+                wait_for("training resumed", in_state(admin, job, "running"), timeout=30)
+            final = ok(admin.get("/api/v1/services/chat"))
+            assert crashed["job_id"] not in [r["job_id"] for r in final["replicas"]]
+            assert len(ok(admin.get("/api/v1/services/chat/endpoints"))) == 1
+            history = ok(admin.get("/api/v1/services/chat/history"))
+            assert history["samples"] and history["metric"] == "concurrency"
+            ok(admin.delete("/api/v1/services/chat"), 204)

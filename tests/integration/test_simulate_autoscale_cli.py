@@ -1,0 +1,99 @@
+"""``gpupool simulate autoscale`` as a user runs it: on the shipped ServeGen excerpt, with a
+scenario file, and with a missing trace or a bad scenario named plainly; on the full two
+weeks of both shared models when GPUPOOL_SERVEGEN_DIR points at ServeGen's data/language."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import gpupool
+from tests.support.paths import DATA
+
+EXCERPT = DATA / "servegen" / "m-large"
+QUICK = """\
+tick_s: 60
+reactive: {scale_down_delays_s: [0], utilisation_step: 0.1}
+predictive: {headroom_step: 0.1}
+"""
+
+
+def test_the_cli_compares_on_the_excerpt(tmp_path):
+    scenario = tmp_path / "quick.yaml"
+    scenario.write_text(QUICK)
+    run = gpupool(
+        "simulate", "autoscale", "--trace", str(EXCERPT), "--scenario", str(scenario), "--json"
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["trace"]["clients"] == 2
+    for policy in ("reactive", "predictive"):
+        assert set(result[policy]) >= {
+            "underprovisioned_min",
+            "unserved_requests",
+            "wait_p95_s",
+            "replica_hours",
+            "training_gpu_hours",
+            "headroom",
+        }
+    assert result["reactive"]["replica_hours"] >= result["predictive"]["replica_hours"]
+    table = gpupool(
+        "simulate",
+        "autoscale",
+        "--trace",
+        str(EXCERPT),
+        "--scenario",
+        str(scenario),
+        env={"COLUMNS": "80"},
+    )
+    assert table.returncode == 0, table.stderr
+    assert "reactive" in table.stdout and "predictive" in table.stdout
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+
+def test_a_missing_trace_or_a_bad_scenario_is_one_clear_line(tmp_path):
+    env = {"GPUPOOL_SERVEGEN_DIR": ""}
+    run = gpupool("simulate", "autoscale", env=env)
+    assert run.returncode == 2 and "GPUPOOL_SERVEGEN_DIR" in run.stderr
+    assert "Traceback" not in run.stderr
+    run = gpupool("simulate", "autoscale", "--trace", str(tmp_path))
+    assert run.returncode == 2 and "no ServeGen *-trace.csv files" in run.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("service: {load_s: -3}\n")
+    run = gpupool("simulate", "autoscale", "--trace", str(EXCERPT), "--scenario", str(bad))
+    assert run.returncode == 2 and "service.load_s" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def _models() -> Path:
+    folder = os.environ.get("GPUPOOL_SERVEGEN_DIR", "")
+    if not folder or not (Path(folder) / "m-large").is_dir():
+        pytest.skip("set GPUPOOL_SERVEGEN_DIR to ServeGen's data/language (m-large, m-small)")
+    return Path(folder)
+
+
+@pytest.mark.parametrize("model", ["m-large", "m-small"])
+def test_the_full_two_weeks_compare_at_equal_cost(model, tmp_path):
+    scenario = tmp_path / "coarse.yaml"
+    scenario.write_text("tick_s: 60\nreactive: {utilisation_step: 0.05}\n")
+    run = gpupool(
+        "simulate",
+        "autoscale",
+        "--trace",
+        str(_models() / model),
+        "--scenario",
+        str(scenario),
+        "--json",
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["judged_days"] == 7 and result["skipped_rows"] == 0
+    assert result["reactive"]["replica_hours"] >= result["predictive"]["replica_hours"]
+    # the learned quantile of the rise covers the judged days' real rises about as often
+    assert abs(result["forecast_coverage"]["seasonal-quantile"] - result["quantile"]) < 0.1
+    # the seasonal quantile forecast covers more than today's level does
+    assert (
+        result["forecast_coverage"]["seasonal-quantile"] > result["forecast_coverage"]["constant"]
+    )
