@@ -16,30 +16,12 @@ from gpupool.server.process import free_port
 from tests.support.agents import agent_thread, make_agent, wait_for
 from tests.support.cli import gpupool
 from tests.support.process import admin_token
-
-
-def _certificates(folder) -> tuple[str, str, str]:
-    """A CA, and a certificate it signed for 127.0.0.1 (openssl, as an operator makes them)."""
-    names = ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem")
-    ca_key, ca, key, csr, cert = (str(folder / n) for n in names)
-    ext = folder / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
-
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
-        "-days", "2", "-subj", "/CN=gpupool test CA")  # fmt: skip
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-        "-subj", "/CN=127.0.0.1")  # fmt: skip
-    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", cert, "-days", "2", "-extfile", str(ext))  # fmt: skip
-    return ca, cert, key
+from tests.support.tls import make_certificates
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl (.ci/run installs it)")
 def test_server_cli_and_agent_over_https_with_a_sites_own_ca(tmp_path):
-    ca, cert, key = _certificates(tmp_path)
+    ca, cert, key = make_certificates(tmp_path)
     trusted = ssl.create_default_context(cafile=ca)
     admin = admin_token(tmp_path)
     agent_token = admin_token(tmp_path, role="agent", name="agent-n0", node="n0")

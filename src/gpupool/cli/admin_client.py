@@ -17,7 +17,9 @@ from gpupool.model.units import parse_point_in_time
 tenant_app = typer.Typer(help="Tenants (teams, projects) and their tree.")
 user_app = typer.Typer(help="Users: create (with a first token), list, disable, enable.")
 token_app = typer.Typer(help="API tokens of a user: create (optionally expiring), list, revoke.")
-node_app = typer.Typer(help="Drain a node (no new work) or resume it; set network topology labels.")
+node_app = typer.Typer(
+    help="Nodes: drain (no new work), resume, remove; bootstrap tokens to join; topology labels."
+)
 reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
 FORMAT_OPT = typer.Option(None, "--format", "-o", help="Comma list of the columns to show")
 WHEN_HELP = (

@@ -45,7 +45,9 @@ def agent(
     token: str = typer.Option(
         None, envvar="GPUPOOL_AGENT_TOKEN", help="An agent token (role agent)"
     ),
-    name: str = typer.Option(None, help="Node name \\[default: this host's name]"),
+    name: str = typer.Option(
+        None, envvar="GPUPOOL_NODE", help="Node name \\[default: this host's name]"
+    ),
     devices: str = typer.Option("auto", help=DEVICES_HELP),
     state_dir: Path = typer.Option(
         Path("gpupool-agent"), help="Where running workloads are recorded (restart safety)"

@@ -18,6 +18,7 @@ from gpupool.cli import (
     billing,
     client,
     jobs,
+    join,
     kube,
     pool_client,
     profiles,
@@ -85,6 +86,9 @@ app.add_typer(admin_client.tenant_app, name="tenant")
 app.add_typer(admin_client.user_app, name="user")
 app.add_typer(admin_client.token_app, name="token")
 app.add_typer(admin_client.node_app, name="node")
+admin_client.node_app.add_typer(join.node_token_app, name="token")
+admin_client.node_app.command("remove")(join.node_remove)
+app.command("join")(join.join_command)
 app.add_typer(admin_client.reservation_app, name="reservation")
 app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")

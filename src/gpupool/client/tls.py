@@ -9,10 +9,14 @@ from gpupool.model import SpecError
 
 def trust(ca_file: str | Path | None) -> ssl.SSLContext | bool:
     """``verify`` for httpx (and ``ssl`` for a WebSocket): the CA file's context, or True (the
-    system's authorities) without one; a CA file that cannot be read is said plainly."""
+    system's authorities) without one; a CA file that cannot be read is said plainly. A
+    certificate in the file is trusted as it is, an intermediate or the server's own too (what
+    ``gpupool join`` wrote when the server's chain file holds no CA; Python 3.13's default)."""
     if not ca_file:
         return True
     try:
-        return ssl.create_default_context(cafile=str(ca_file))
+        context = ssl.create_default_context(cafile=str(ca_file))
     except (OSError, ssl.SSLError) as exc:
         raise SpecError(f"CA file {ca_file}: {exc}", field="ca") from None
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context

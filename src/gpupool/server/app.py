@@ -39,6 +39,7 @@ from gpupool.server.routes import (
     invoices,
     job_control,
     jobs,
+    join,
     kubernetes,
     limits,
     nodes,
@@ -94,7 +95,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes: tuple[ModuleType, ...] = (jobs, job_control, billing, invoices, plans, reports)
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, limits, services, kubernetes)
-    routes += (usage, alerts, admin, proposals, dashboard)
+    routes += (usage, alerts, admin, proposals, dashboard, join)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

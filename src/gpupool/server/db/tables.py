@@ -152,6 +152,21 @@ class TokenRow(Base):
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
 
 
+class JoinTokenRow(Base):
+    """A bootstrap token (``gpupool node token create``): a new GPU server trades it for its own
+    node credential (``gpupool agent join``) until it expires or its uses run out."""
+
+    __tablename__ = "join_tokens"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # shown in listings, not secret
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    uses_left: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(String(200), nullable=True)  # None: any name
+
+
 class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (

@@ -21,6 +21,7 @@ from gpupool.server.deps import Caller, Ctx, Limit, Offset, ServerContext, agent
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
 from gpupool.server.heartbeats import write_heartbeat
+from gpupool.server.join import revoke_node_credentials
 from gpupool.server.lifecycle import bump_nodes_version, finish, live_on
 from gpupool.server.node_registry import devices_of, register_node
 from gpupool.server.routes.views import allocation_out, page
@@ -205,6 +206,10 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
         s.execute(delete(DeviceRow).where(DeviceRow.node == name))
         s.execute(delete(NodeRow).where(NodeRow.name == name))
         bump_nodes_version(s)
+        # its agent's credential goes with it: a removed node's agent must not register it
+        # again (a node that is to come back joins again, gpupool agent join)
+        revoke_node_credentials(s, name)
+    ctx.forget_principals()
     ctx.capacity.invalidate()  # the pool shrank
     ctx.loop.wake()
 

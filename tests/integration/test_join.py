@@ -1,0 +1,138 @@
+"""The join flow (issue 46): an admin makes a bootstrap token, a new server trades it once for
+a credential of its own node, and removing the node revokes that credential."""
+
+import stat
+import threading
+
+import httpx
+import pytest
+
+from tests.support.cli import gpupool
+from tests.support.cluster import node_body, ok
+
+
+def _env(srv) -> dict[str, str]:
+    return {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+
+
+def _bootstrap(srv, **body) -> str:
+    return ok(srv.admin().post("/api/v1/join-tokens", json=body), 201)["token"]
+
+
+def _join(srv, token: str, node: str) -> httpx.Response:
+    return httpx.post(f"{srv.url}/api/v1/join", json={"token": token, "node": node})
+
+
+def _register(srv, token: str, node: str) -> int:
+    body = node_body(node, cards=1)
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.post(f"{srv.url}/api/v1/nodes", json=body, headers=headers).status_code
+
+
+def test_a_new_server_joins_with_the_printed_command_and_the_token_is_spent(
+    sqlite_server, tmp_path
+):
+    made = gpupool("node", "token", "create", "--ttl", "30m", env=_env(sqlite_server))
+    assert made.returncode == 0, made.stderr
+    command = made.stdout.splitlines()[-1].split()
+    assert command[:2] == ["gpupool", "join"] and command[2] == sqlite_server.url
+    token = command[command.index("--token") + 1]
+    assert "--ca-hash" not in command  # plain HTTP: nothing to pin
+    env_file, ca_file = tmp_path / "etc" / "agent.env", tmp_path / "etc" / "ca.pem"
+    joined = gpupool("join", sqlite_server.url, "--token", token, "--name", "gpu07",
+                     "--env-file", str(env_file), "--ca-file", str(ca_file))  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    assert "node gpu07 joined" in joined.stdout and not ca_file.exists()
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    assert settings["GPUPOOL_SERVER"] == sqlite_server.url and settings["GPUPOOL_NODE"] == "gpu07"
+    credential = settings["GPUPOOL_AGENT_TOKEN"]
+    assert _register(sqlite_server, credential, "gpu07") == 200
+    assert _register(sqlite_server, credential, "gpu08") == 403  # its own node only
+    again = gpupool("join", sqlite_server.url, "--token", token, "--name", "gpu09",
+                    "--env-file", str(tmp_path / "other.env"))  # fmt: skip
+    assert again.returncode == 2 and "spent bootstrap token" in again.stderr
+    listed = ok(sqlite_server.admin().get("/api/v1/join-tokens"))
+    assert [t["uses_left"] for t in listed] == [0] and "token" not in listed[0]
+
+
+def test_a_token_joins_its_node_only_until_it_expires_and_never_a_node_with_a_credential(
+    sqlite_server,
+):
+    scoped = _bootstrap(sqlite_server, node="gpu01", uses=5)
+    refused = _join(sqlite_server, scoped, "gpu02")
+    assert refused.status_code == 401 and "joins node gpu01 only" in refused.json()["detail"]
+    assert _join(sqlite_server, scoped, "gpu01").status_code == 200
+    # a second credential for a node that has one: a leaked token cannot take a running node
+    twice = _join(sqlite_server, scoped, "gpu01")
+    assert twice.status_code == 422 and "gpupool node remove gpu01" in twice.json()["detail"]
+    with sqlite_server.ctx.db.write() as s:
+        from gpupool.server.db.tables import JoinTokenRow
+
+        for row in s.query(JoinTokenRow):
+            row.expires_at = 1.0
+    assert _join(sqlite_server, scoped, "gpu03").status_code == 401
+    assert _join(sqlite_server, "gpj_made-up", "gpu03").status_code == 401
+    for bad in ({"token": scoped}, {"token": scoped, "node": "-x"}, {"token": "", "node": "a"}):
+        assert httpx.post(f"{sqlite_server.url}/api/v1/join", json=bad).status_code == 422
+
+
+def test_guessing_bootstrap_tokens_is_throttled(sqlite_server):
+    codes = [_join(sqlite_server, f"gpj_guess{i}", "gpu01").status_code for i in range(40)]
+    assert codes[0] == 401 and codes[-1] == 429
+
+
+def test_two_servers_racing_for_one_use_get_one_credential(server):
+    token = _bootstrap(server, uses=1)
+    codes: list[int] = []
+    racers = [
+        threading.Thread(target=lambda n=n: codes.append(_join(server, token, n).status_code))
+        for n in ("gpu01", "gpu02", "gpu03", "gpu04")
+    ]
+    for t in racers:
+        t.start()
+    for t in racers:
+        t.join()
+    assert sorted(codes) == [200, 401, 401, 401]
+
+
+def test_two_servers_joining_as_one_name_get_one_credential(server):
+    token = _bootstrap(server, uses=4)
+    codes: list[int] = []
+    racers = [
+        threading.Thread(target=lambda: codes.append(_join(server, token, "gpu01").status_code))
+        for _ in range(4)
+    ]
+    for t in racers:
+        t.start()
+    for t in racers:
+        t.join()
+    assert codes.count(200) == 1 and set(codes) <= {200, 409, 422}, codes
+
+
+def test_removing_a_node_waits_for_its_work_and_revokes_its_credential(sqlite_server, tmp_path):
+    from tests.support.cluster import seed_cluster
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=0, tenants={"algo": 1})
+    credential = _join(sqlite_server, _bootstrap(sqlite_server), "gpu01").json()["token"]
+    assert _register(sqlite_server, credential, "gpu01") == 200
+    job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "algo",
+                                               "command": ["sleep", "60"]}), 201)  # fmt: skip
+    sqlite_server.cycle()
+    busy = gpupool("node", "remove", "gpu01", env=_env(sqlite_server))
+    assert busy.returncode == 2 and "1 allocation(s) still run there" in busy.stderr
+    assert ok(admin.get("/api/v1/nodes/gpu01"))["schedulable"] is False  # drained meanwhile
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    done = gpupool("node", "remove", "gpu01", env=_env(sqlite_server))
+    assert done.returncode == 0, done.stderr
+    assert admin.get("/api/v1/nodes/gpu01").status_code == 404
+    assert _register(sqlite_server, credential, "gpu01") == 401  # it cannot come back by itself
+    again = _join(sqlite_server, _bootstrap(sqlite_server), "gpu01")
+    assert again.status_code == 200  # it joins again instead
+
+
+@pytest.mark.parametrize("ttl", ["0m", "soon", "2026-12-01"])
+def test_a_ttl_that_is_not_a_duration_is_refused_by_name(sqlite_server, ttl):
+    out = gpupool("node", "token", "create", "--ttl", ttl, env=_env(sqlite_server))
+    assert out.returncode == 2 and "ttl:" in out.stderr and "Traceback" not in out.stderr
