@@ -53,8 +53,8 @@ def test_a_server_joins_over_https_by_its_pin_and_its_agent_runs_on_what_it_wrot
         wrong = gpupool(*argv, "--ca-hash", "sha256:" + "0" * 64)
         assert wrong.returncode == 2 and "not sending it the token" in wrong.stderr
         assert c.get("/api/v1/join-tokens").json()[0]["uses_left"] == 1  # the token never left
-        unpinned = gpupool(*argv)
-        assert unpinned.returncode == 2 and "--ca-hash is needed" in unpinned.stderr
+        unpinned = gpupool(*argv)  # its CA is not trusted here: nothing is sent
+        assert unpinned.returncode == 2 and "give --ca-hash" in unpinned.stderr
         joined = gpupool(*argv, "--ca-hash", made["ca_hash"].upper())  # as openssl prints it
         assert joined.returncode == 0, joined.stderr
         assert ca_file.read_text() == chain.read_text()
@@ -77,6 +77,20 @@ def test_a_server_joins_over_https_by_its_pin_and_its_agent_runs_on_what_it_wrot
         assert removed.returncode == 0, removed.stderr
         time.sleep(3)  # the agent beats every second or two: it cannot register again
         assert c.get("/api/v1/nodes/gpu01").status_code == 404
+        # a server whose certificate is trusted here already (GPUPOOL_CA) needs no pin
+        token = c.post("/api/v1/join-tokens", json={}).json()["token"]
+        trusted = gpupool(
+            "join",
+            url,
+            "--token",
+            token,
+            "--name",
+            "gpu01",
+            "--env-file",
+            str(tmp_path / "again.env"),
+            env={"GPUPOOL_CA": ca},
+        )
+        assert trusted.returncode == 0, trusted.stderr
     finally:
         for proc in (agent, server):
             if proc is not None:

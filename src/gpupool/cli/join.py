@@ -21,7 +21,8 @@ node_token_app = typer.Typer(
 ENV_FILE = Path("/etc/gpupool/agent.env")  # what deploy/systemd/gpupool-agent.service reads
 CA_FILE = Path("/etc/gpupool/ca.pem")
 CA_HASH_HELP = (
-    "sha256:... of the server's certificate (node token create prints it); needed for https://"
+    "sha256:... of the server's certificate (node token create prints it); for an https://"
+    " server whose certificate is not trusted here already"
 )
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from gpupool.client.http import ClientError, server_url
+from gpupool.client.http import CA_ENV, ClientError, server_url
+from gpupool.client.tls import trust
 from gpupool.model.cert_pins import certificates, normal_pin, pinned
 
 
@@ -66,18 +67,15 @@ def join(server: str, token: str, node: str, pin: str | None, timeout_s: float =
     url = server_url(server)
     chain: str | None = None
     verify: ssl.SSLContext | bool = True
-    if url.startswith("https://"):
-        if pin is None:
-            raise ClientError(
-                "--ca-hash is needed for an https:// server (gpupool node token create prints "
-                "it): without it the first contact would trust whoever answers"
-            )
+    if url.startswith("https://") and pin is not None:
         try:
             wanted = normal_pin(pin)
         except ValueError as exc:
             raise ClientError(f"--ca-hash: {exc}") from None
         chain = fetch_pinned_chain(url, wanted, timeout_s)
         verify = _verified(chain)
+    elif url.startswith("https://"):  # a certificate trusted here already (a public CA, GPUPOOL_CA)
+        verify = trust(os.environ.get(CA_ENV))
     elif pin is not None:
         raise ClientError(f"--ca-hash pins an https:// server's certificate; {url} is plain HTTP")
     try:
@@ -85,6 +83,13 @@ def join(server: str, token: str, node: str, pin: str | None, timeout_s: float =
             url + "/api/v1/join", json={"token": token, "node": node}, verify=verify,
             timeout=timeout_s,
         )  # fmt: skip
+    except httpx.ConnectError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            raise ClientError(
+                f"{url} shows a certificate not trusted here: give --ca-hash (gpupool node "
+                f"token create prints it) or {CA_ENV}"
+            ) from None
+        raise ClientError(f"cannot join through {url}: {exc}") from None
     except httpx.HTTPError as exc:
         raise ClientError(f"cannot join through {url}: {exc}") from None
     if resp.status_code != 200:
