@@ -132,5 +132,5 @@ def node_remove(
                     "--now), then remove it again"
                 )
             time.sleep(1.0)
-        api.delete(f"/api/v1/nodes/{name}")
+        api.delete(f"/api/v1/nodes/{name}?revoke=true")
     typer.echo(f"node {name} removed; its agent's credential is revoked")

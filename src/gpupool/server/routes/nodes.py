@@ -195,7 +195,10 @@ def drain(name: str, body: DrainIn, ctx: Ctx, who: Caller, request: Request) -> 
 
 
 @router.delete("/nodes/{name}", status_code=204)
-def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
+def remove_node(name: str, ctx: Ctx, who: Caller, revoke: bool = False) -> None:
+    """Forget a node that runs nothing. Its agent, still running, registers it again (a reset
+    of its record) unless ``revoke``: then every token of the agents scoped to it is revoked
+    too (gpupool node remove), and it comes back only by joining again."""
     require(who, (Role.ADMIN,), "removing a node")
     with ctx.db.write() as s:
         if s.get(NodeRow, name) is None:
@@ -206,10 +209,10 @@ def remove_node(name: str, ctx: Ctx, who: Caller) -> None:
         s.execute(delete(DeviceRow).where(DeviceRow.node == name))
         s.execute(delete(NodeRow).where(NodeRow.name == name))
         bump_nodes_version(s)
-        # its agent's credential goes with it: a removed node's agent must not register it
-        # again (a node that is to come back joins again, gpupool agent join)
-        revoke_node_credentials(s, name)
-    ctx.forget_principals()
+        if revoke:
+            revoke_node_credentials(s, name)
+    if revoke:
+        ctx.forget_principals()
     ctx.capacity.invalidate()  # the pool shrank
     ctx.loop.wake()
 
