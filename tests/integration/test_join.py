@@ -82,31 +82,27 @@ def test_guessing_bootstrap_tokens_is_throttled(sqlite_server):
     assert codes[0] == 401 and codes[-1] == 429
 
 
-def test_two_servers_racing_for_one_use_get_one_credential(server):
-    token = _bootstrap(server, uses=1)
+def _race(srv, token: str, nodes: list[str]) -> list[int]:
+    """Join as each of ``nodes`` at once, one thread each; the status codes."""
     codes: list[int] = []
     racers = [
-        threading.Thread(target=lambda n=n: codes.append(_join(server, token, n).status_code))
-        for n in ("gpu01", "gpu02", "gpu03", "gpu04")
+        threading.Thread(target=lambda n=n: codes.append(_join(srv, token, n).status_code))
+        for n in nodes
     ]
     for t in racers:
         t.start()
     for t in racers:
         t.join()
+    return codes
+
+
+def test_two_servers_racing_for_one_use_get_one_credential(server):
+    codes = _race(server, _bootstrap(server, uses=1), ["gpu01", "gpu02", "gpu03", "gpu04"])
     assert sorted(codes) == [200, 401, 401, 401]
 
 
 def test_two_servers_joining_as_one_name_get_one_credential(server):
-    token = _bootstrap(server, uses=4)
-    codes: list[int] = []
-    racers = [
-        threading.Thread(target=lambda: codes.append(_join(server, token, "gpu01").status_code))
-        for _ in range(4)
-    ]
-    for t in racers:
-        t.start()
-    for t in racers:
-        t.join()
+    codes = _race(server, _bootstrap(server, uses=4), ["gpu01"] * 4)
     assert codes.count(200) == 1 and set(codes) <= {200, 409, 422}, codes
 
 

@@ -35,7 +35,7 @@ def load_credentials() -> tuple[str, str | None]:
         raise ClientError(str(exc)) from None
 
 
-def _explain(resp: httpx.Response) -> str:
+def explain(resp: httpx.Response) -> str:
     try:
         body = resp.json()
     except ValueError:
@@ -101,9 +101,9 @@ class ApiClient:
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.server} failed: {exc}") from None
         if resp.status_code == 401:
-            raise ClientError(f"401 not logged in: {_explain(resp)} (gpupool login)", 401)
+            raise ClientError(f"401 not logged in: {explain(resp)} (gpupool login)", 401)
         if resp.status_code >= 400:
-            raise ClientError(f"{resp.status_code} {_explain(resp)}", resp.status_code)
+            raise ClientError(f"{resp.status_code} {explain(resp)}", resp.status_code)
         if resp.status_code == 204 or not resp.content:
             return None
         kind = resp.headers.get("content-type", "")

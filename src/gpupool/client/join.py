@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from gpupool.client.http import CA_ENV, ClientError, server_url
-from gpupool.client.tls import trust
+from gpupool.client.http import CA_ENV, ClientError, explain, server_url
+from gpupool.client.tls import trust, trust_chain
 from gpupool.model.cert_pins import certificates, normal_pin, pinned
 
 
@@ -29,21 +29,6 @@ class Joined:
     chain: str | None  # the server's certificates (https), the CA the agent trusts
 
 
-def _words(resp: httpx.Response) -> str:
-    try:
-        detail = resp.json().get("detail")
-    except ValueError:
-        detail = None
-    return str(detail or resp.text[:200] or resp.reason_phrase)
-
-
-def _verified(chain: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(cadata=chain)
-    # the chain may hold only the server's own certificate: trust it as it is (as trust() does)
-    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
-    return context
-
-
 def fetch_pinned_chain(url: str, pin: str, timeout_s: float) -> str:
     """The server's chain, if a certificate in it has the fingerprint ``pin``."""
     try:
@@ -51,7 +36,7 @@ def fetch_pinned_chain(url: str, pin: str, timeout_s: float) -> str:
     except httpx.HTTPError as exc:
         raise ClientError(f"cannot reach {url}: {exc}") from None
     if resp.status_code != 200:
-        raise ClientError(f"{url} gave no certificate chain: {resp.status_code} {_words(resp)}")
+        raise ClientError(f"{url} gave no certificate chain: {resp.status_code} {explain(resp)}")
     chain = resp.text
     if not certificates(chain):
         raise ClientError(f"{url} answered /api/v1/join/ca with no PEM certificate")
@@ -73,7 +58,7 @@ def join(server: str, token: str, node: str, pin: str | None, timeout_s: float =
         except ValueError as exc:
             raise ClientError(f"--ca-hash: {exc}") from None
         chain = fetch_pinned_chain(url, wanted, timeout_s)
-        verify = _verified(chain)
+        verify = trust_chain(chain)
     elif url.startswith("https://"):  # a certificate trusted here already (a public CA, GPUPOOL_CA)
         verify = trust(os.environ.get(CA_ENV))
     elif pin is not None:
@@ -93,7 +78,7 @@ def join(server: str, token: str, node: str, pin: str | None, timeout_s: float =
     except httpx.HTTPError as exc:
         raise ClientError(f"cannot join through {url}: {exc}") from None
     if resp.status_code != 200:
-        raise ClientError(f"{resp.status_code} {_words(resp)}", resp.status_code)
+        raise ClientError(f"{resp.status_code} {explain(resp)}", resp.status_code)
     return Joined(url, node, resp.json()["token"], chain)
 
 

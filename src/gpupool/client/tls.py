@@ -15,8 +15,16 @@ def trust(ca_file: str | Path | None) -> ssl.SSLContext | bool:
     if not ca_file:
         return True
     try:
-        context = ssl.create_default_context(cafile=str(ca_file))
+        return _as_anchors(ssl.create_default_context(cafile=str(ca_file)))
     except (OSError, ssl.SSLError) as exc:
         raise SpecError(f"CA file {ca_file}: {exc}", field="ca") from None
+
+
+def trust_chain(chain: str) -> ssl.SSLContext:
+    """``trust`` for certificates in hand (PEM) rather than in a file."""
+    return _as_anchors(ssl.create_default_context(cadata=chain))
+
+
+def _as_anchors(context: ssl.SSLContext) -> ssl.SSLContext:
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     return context

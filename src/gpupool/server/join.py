@@ -96,15 +96,15 @@ def agent_user(node: str) -> str:
     return name
 
 
-def live_credentials(s: Session, node: str, now: float) -> int:
-    """Unrevoked, unexpired tokens of agent users scoped to exactly this node."""
+def has_live_credential(s: Session, node: str, now: float) -> bool:
+    """An unrevoked, unexpired token of an agent user scoped to exactly this node."""
     q = (
         select(TokenRow.id)
         .join(UserRow, UserRow.name == TokenRow.user)
         .where(UserRow.role == Role.AGENT, UserRow.node == node, TokenRow.revoked.is_(False))
         .where((TokenRow.expires_at.is_(None)) | (TokenRow.expires_at > now))
     )
-    return len(s.execute(q).all())
+    return s.execute(q.limit(1)).first() is not None
 
 
 def trade(s: Session, body: JoinIn, now: float) -> JoinOut:
@@ -122,7 +122,7 @@ def trade(s: Session, body: JoinIn, now: float) -> JoinOut:
     # joins of one node name wait for each other here (a new name: the user row's insert
     # collides instead, which the route answers 409)
     s.execute(select(UserRow.name).where(UserRow.name == user).with_for_update()).all()
-    if live_credentials(s, body.node, now):
+    if has_live_credential(s, body.node, now):
         raise SpecError(
             f"node {body.node} already has a credential; to join it again, remove it first "
             f"(gpupool node remove {body.node})",

@@ -154,7 +154,7 @@ class TokenRow(Base):
 
 class JoinTokenRow(Base):
     """A bootstrap token (``gpupool node token create``): a new GPU server trades it for its own
-    node credential (``gpupool agent join``) until it expires or its uses run out."""
+    node credential (``gpupool join``) until it expires or its uses run out."""
 
     __tablename__ = "join_tokens"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -1,4 +1,4 @@
-"""The join flow (``gpupool node token create``, ``gpupool agent join``): bootstrap tokens
+"""The join flow (``gpupool node token create``, ``gpupool join``): bootstrap tokens
 for admins, the server's certificate chain for a joining server to pin, and the trade of a
 bootstrap token for a node credential. ``/join`` and ``/join/ca`` take no bearer token: the
 bootstrap token in the body is the credential, and a wrong one counts as a failed

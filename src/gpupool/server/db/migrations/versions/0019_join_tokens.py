@@ -1,4 +1,4 @@
-"""bootstrap tokens that new GPU servers trade for their node credential (gpupool agent join)
+"""bootstrap tokens that new GPU servers trade for their node credential (gpupool join)
 
 Revision ID: 0019
 Revises: 0018
