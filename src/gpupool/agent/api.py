@@ -1,12 +1,17 @@
 """The agent's side of the REST API: a thin client that turns transport problems into
 ``AgentApiError`` so the agent's loop retries instead of dying."""
 
+import logging
 import ssl
 from typing import Any
 
 import httpx
 
+from gpupool import __version__
 from gpupool.model.protocol import OrdersOut, OrdersUnreadable, read_orders
+from gpupool.model.versions import AGENT_PRODUCT, Skew, judge_skew, user_agent
+
+log = logging.getLogger("gpupool.agent")
 
 
 class AgentApiError(Exception):
@@ -24,7 +29,10 @@ def agent_client(
     connections = 8
     return httpx.Client(
         base_url=server.rstrip("/") + "/api/v1",
-        headers={"Authorization": f"Bearer {token}"},
+        headers={
+            "Authorization": f"Bearer {token}",
+            "User-Agent": user_agent(AGENT_PRODUCT, __version__),  # the server judges skew
+        },
         timeout=timeout_s,
         verify=verify,
         # idle connections are dropped before the server's keep-alive (5 s) closes them under
@@ -58,6 +66,7 @@ class AgentApi:
         self._own = client is None
         self.servers = server_list(server)
         self._current = 0
+        self.server_version: str | None = None  # from the last answer's Gpupool-Version
         self.http = (
             client
             if client is not None
@@ -76,6 +85,16 @@ class AgentApi:
         if self._own and len(self.servers) > 1 and self.server == failed:
             self._current = (self._current + 1) % len(self.servers)
             self.http.base_url = httpx.URL(self.server + "/api/v1")
+
+    def _heard_version(self, version: str | None) -> None:
+        """A server of another release than this agent's is logged once per version heard
+        (an upgrade in progress; the server refuses skew it does not support)."""
+        if version is None or version == self.server_version:
+            return
+        self.server_version = version
+        skew = judge_skew(version, __version__)
+        if skew.skew is not Skew.SAME:
+            log.warning("agent %s: %s", self.node, skew.explain())
 
     def close(self) -> None:
         if self._own:  # a shared client is closed by whoever made it
@@ -101,6 +120,7 @@ class AgentApi:
             ) from None
         except httpx.HTTPError as exc:
             raise AgentApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        self._heard_version(resp.headers.get("gpupool-version"))
         if resp.status_code >= 300:
             try:
                 detail = resp.json().get("detail", resp.text)

@@ -18,6 +18,7 @@ from gpupool.autoscale.predictive import Predictive
 from gpupool.autoscale.reactive import Reactive
 from gpupool.autoscale.replay import Policy, replay
 from gpupool.autoscale.scenario import AutoscaleScenario
+from gpupool.extras import have
 from gpupool.model import SpecError
 
 DAY_S = 86_400
@@ -101,11 +102,13 @@ class Comparison:
             volatility_ticks=round(p.volatility_hours * 3600 / tick),
         )
         learn_w = self.start // self.window_ticks
-        return {
+        peaks = {
             "seasonal-quantile": seasonal.peak,
             "constant": forecast.constant(self.rates, stable).peak,
-            "arima": forecast.arima(self.window_rates, self.window_ticks, learn_w).peak,
         }
+        if have("statsmodels"):  # the comparison-only forecaster (gpupool[forecast])
+            peaks["arima"] = forecast.arima(self.window_rates, self.window_ticks, learn_w).peak
+        return peaks
 
     def predictive_points(self, up: np.ndarray) -> list[Point]:
         p = self.scenario.predictive

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from gpupool.cli.errors import friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, trace_files
+from gpupool.extras import require
 from gpupool.model import SpecError
 
 app = typer.Typer(help="Benchmarks that print measured figures (use --json for machines).")
@@ -162,6 +163,7 @@ def agents(
     (older agents), by long poll, and on the agents' channel (WebSocket), in one run."""
     import os
 
+    require("aiohttp", "gpupool bench agents")
     from gpupool.bench.agents import run_agents_bench
 
     result = run_agents_bench(
@@ -184,6 +186,7 @@ def kubernetes(
 ) -> None:
     """gpupool's Kubernetes scheduler and the real kube-scheduler side by side on a throwaway
     kube-apiserver + etcd (scripts/k8s-control-plane.sh): same nodes, same pods."""
+    require("kubernetes", "gpupool bench kubernetes")
     from gpupool.bench.kubernetes import run_kubernetes_bench
     from gpupool.kube.control_plane import ENABLE, binaries_available
 

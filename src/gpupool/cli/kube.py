@@ -9,6 +9,7 @@ import threading
 import typer
 
 from gpupool.cli.errors import friendly
+from gpupool.extras import require
 
 kube_app = typer.Typer(help="Kubernetes mode: schedule, slice and bill GPUs for pods.")
 
@@ -42,6 +43,7 @@ def run(
     ),
 ) -> None:
     """Schedule pods whose spec.schedulerName is gpupool until stopped (SIGTERM / Ctrl-C)."""
+    require("kubernetes", "gpupool kube scheduler")
     from gpupool.kube.api import KubeApi, reachable
     from gpupool.kube.config import load_config
     from gpupool.kube.grants import GrantKey
@@ -121,6 +123,8 @@ def device_plugin(
     kubelet restart (which removes the socket) is followed by a new registration."""
     from pathlib import Path
 
+    require("kubernetes", "gpupool kube device-plugin")
+    require("grpc", "gpupool kube device-plugin")
     from gpupool.devices.detect import discover
     from gpupool.kube.api import ApiError, KubeApi, reachable
     from gpupool.kube.device_plugin import SlicePlugin, publish_devices, serve

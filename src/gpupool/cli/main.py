@@ -102,9 +102,17 @@ app.add_typer(mig_app, name="mig")
 
 
 @app.command()
-def version() -> None:
-    """Print the gpupool version."""
+def version(
+    server: bool = typer.Option(
+        False, "--server", help="Also ask the logged-in server for its version (and the skew)."
+    ),
+) -> None:
+    """Print this gpupool's version (from git: vX.Y.Z tags, X.Y.Z+1.devN+gHASH between)."""
     typer.echo(__version__)
+    if server:
+        from gpupool.cli.version_check import print_server_version
+
+        print_server_version()
 
 
 @app.command()

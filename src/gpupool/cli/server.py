@@ -214,11 +214,14 @@ def server(
     tls_key: Path = typer.Option(None, help="HTTPS: the certificate's private key (PEM)"),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
+    from gpupool.server.db.engine import need_driver
+
     with user_errors():
         settings = _settings(
             data_dir, database_url, config, host=host, port=port, policy=policy,
             tls_cert_file=tls_cert, tls_key_file=tls_key,
         )  # fmt: skip
+        need_driver(settings.db_url)
     _private(settings.data_dir)
     from gpupool.agent.oom import protect
 

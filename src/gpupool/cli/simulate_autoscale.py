@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import err_console, friendly
+from gpupool.extras import MissingExtra, have
 from gpupool.model import SpecError
 
 
@@ -65,6 +66,9 @@ def autoscale_command(
     from gpupool.sim.traces.servegen import load_rates
 
     folder = _trace_dir(trace, model)
+    if not have("statsmodels"):
+        missing = MissingExtra("statsmodels", "the ARIMA forecaster")
+        err_console.print(f"[yellow]warning:[/] ARIMA left out of the comparison: {missing}")
     chosen = load_scenario(scenario) if scenario else AutoscaleScenario()
     rates, skipped = load_rates(folder, strict=strict)
     for line in skipped[:5]:

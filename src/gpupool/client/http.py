@@ -8,10 +8,12 @@ from typing import Any
 
 import httpx
 
+from gpupool import __version__
 from gpupool.client import profiles
 from gpupool.client.profiles import DEFAULT_PROFILE
 from gpupool.client.tls import trust
 from gpupool.model import SpecError
+from gpupool.model.versions import CLI_PRODUCT, user_agent
 
 
 class ClientError(Exception):
@@ -62,7 +64,9 @@ CA_ENV = "GPUPOOL_CA"  # a CA file the CLI trusts for an HTTPS server (a site's 
 
 class ApiClient:
     def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {"User-Agent": user_agent(CLI_PRODUCT, __version__)}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         self.server = server_url(server)
         try:
             verify = trust(os.environ.get(CA_ENV))
@@ -112,6 +116,14 @@ class ApiClient:
         if kind.startswith("application/pdf"):
             return resp.content  # a document's bytes
         return resp.text
+
+    def server_version(self) -> str | None:
+        """The server's release, from the version header of its health check."""
+        try:
+            resp = self.http.get("/healthz", timeout=5)
+        except httpx.HTTPError:
+            return None
+        return resp.headers.get("gpupool-version")
 
     def get(self, path: str, **params: Any) -> Any:
         return self.call("GET", path, params={k: v for k, v in params.items() if v is not None})

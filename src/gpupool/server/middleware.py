@@ -1,4 +1,5 @@
-"""ASGI middleware: API latency metrics and the audit log of every mutating call."""
+"""ASGI middleware: API latency metrics, the audit log of every mutating call, and the
+server's version on every answer (``Gpupool-Version``: agents and the CLI judge the skew)."""
 
 import logging
 import time
@@ -6,6 +7,7 @@ import time
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gpupool import __version__
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow
 from gpupool.server.metrics import Metrics
@@ -15,6 +17,7 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Kubernetes' audit policies leave out nodes' status updates, it is not audited (refused ones
 # are)
 HEARTBEAT_SUFFIX = "/heartbeat"
+VERSION_HEADER = (b"gpupool-version", __version__.encode())
 log = logging.getLogger("gpupool.audit")
 
 
@@ -60,6 +63,7 @@ class AuditAndMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", []), VERSION_HEADER]
                 routine = status < 400 and scope["path"].endswith(HEARTBEAT_SUFFIX)
                 if audited and not routine and not (scope.get("state") or {}).get("audited"):
                     # recorded before the caller hears the answer

@@ -115,6 +115,7 @@ class NodeOut(BaseModel):
     registered_at: float
     heartbeat_at: float
     source: str = "agent"  # agent, or kubernetes: a cluster's node gpupool's scheduler mirrors
+    agent_version: str | None = None  # what its agent said at registration (None: not said)
     devices: list[DeviceOut]
     # what live allocations hold here, whoever's they are (no names: a member's view of
     # the pool still adds up)

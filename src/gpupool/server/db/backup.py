@@ -17,6 +17,7 @@ from pathlib import Path
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
+from gpupool.extras import require
 from gpupool.server.db.engine import Database
 from gpupool.server.db.files import private_sqlite_file
 from gpupool.server.db.tables import Meta
@@ -137,7 +138,7 @@ def _restore_sqlite(path: Path, source: Path) -> None:
 
 def _restore_postgres(url: str, source: Path) -> None:
     """Every table of the schema dropped and the backup's recreated, in one transaction."""
-    import psycopg
+    psycopg = require("psycopg", "restoring a PostgreSQL database")
 
     libpq = _libpq_url(url)
     with psycopg.connect(libpq) as conn:

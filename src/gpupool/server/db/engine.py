@@ -19,9 +19,17 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from gpupool.extras import require
 from gpupool.server.db.files import private_dir, private_sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def need_driver(url: str) -> None:
+    """A PostgreSQL URL needs psycopg (gpupool[postgres]): said in one line, before SQLAlchemy
+    fails on the import."""
+    if url.startswith(("postgresql+psycopg:", "postgresql:", "postgres:")):
+        require("psycopg", "a PostgreSQL database")
 
 
 def _sqlite_engine(url: str, immediate: bool) -> Engine:
@@ -62,6 +70,7 @@ class Database:
             self.engine = _sqlite_engine(url, immediate=True)
             self.read_engine = _sqlite_engine(url, immediate=False)
         else:
+            need_driver(url)
             self.engine = create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
             self.read_engine = self.engine
         # one writer at a time in this process (see ``write`` and ``exclusive``)

@@ -75,6 +75,8 @@ class NodeRow(Base):
     # which agent runs it (its state dir's id and the host's boot): another one presenting
     # this node while that one is heard is refused
     instance: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # the version its agent said at registration (None: an agent too old to say, or none)
+    agent_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
 
 
 class DeviceRow(Base):

@@ -88,7 +88,16 @@ def status(ctx: Ctx, who: Caller) -> dict[str, object]:
     }
     if who.is_admin:  # each control-plane duty here: last success, failures, the last error
         out["duties"] = {**ctx.loop.duties.report(), **ctx.loop.service_duties.report()}
+        out["agent_versions"] = _agent_versions(ctx)
     return out
+
+
+def _agent_versions(ctx: ServerContext) -> dict[str, int]:
+    """How many nodes each agent release runs ("unknown": not said) — an upgrade's progress."""
+    q = select(NodeRow.agent_version, func.count()).where(NodeRow.source == "agent")
+    with ctx.db.read() as s:
+        rows = s.execute(q.group_by(NodeRow.agent_version)).all()
+    return {str(version or "unknown"): int(n) for version, n in rows}
 
 
 # -- pools ------------------------------------------------------------------------------------

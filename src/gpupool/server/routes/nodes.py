@@ -8,7 +8,9 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from gpupool import __version__
 from gpupool.model.protocol import AllocationOut
+from gpupool.model.versions import AGENT_PRODUCT, Skew, judge_skew, version_in
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import (
     AllocationRow,
@@ -73,6 +75,7 @@ def node_out(
         registered_at=n.registered_at,
         heartbeat_at=n.heartbeat_at,
         source=n.source or "agent",
+        agent_version=n.agent_version,
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
         devices_in_use=sorted(held),
         cpu_allocated_millis=cpu,
@@ -100,8 +103,15 @@ def register(body: NodeIn, ctx: Ctx, who: Caller, request: Request) -> AgentNode
     own node, one agent at a time."""
     agent_for(who, body.name)
     request.state.audit_target = f"node {body.name}"  # a refusal is audited naming it too
+    agent_version = version_in(request.headers.get("user-agent"), AGENT_PRODUCT)
+    skew = judge_skew(__version__, agent_version)
+    if not skew.accepted:
+        raise ApiError(409, f"version: {skew.explain()}", "version")
+    if skew.skew is Skew.SUPPORTED:
+        log.warning("node %s: %s", body.name, skew.explain())
     with ctx.db.write() as s:
         node = register_node(s, body, time.time(), ctx.settings.heartbeat_timeout_s)
+        node.agent_version = agent_version
         s.flush()
         out = node_out(node, devices_of(s, [node.name])[node.name])
     ctx.capacity.invalidate()  # the pool may have grown
