@@ -16,6 +16,7 @@ from gpupool.cli import (
     backup,
     bench,
     billing,
+    cert,
     client,
     jobs,
     join,
@@ -89,6 +90,7 @@ app.add_typer(admin_client.node_app, name="node")
 admin_client.node_app.add_typer(join.node_token_app, name="token")
 admin_client.node_app.command("remove")(join.node_remove)
 app.command("join")(join.join_command)
+app.add_typer(cert.cert_app, name="cert")
 app.add_typer(admin_client.reservation_app, name="reservation")
 app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")

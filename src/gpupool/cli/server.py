@@ -18,6 +18,7 @@ from gpupool.cli.errors import friendly, user_errors
 
 if TYPE_CHECKING:
     from gpupool.server.settings import Settings
+    from gpupool.server.tls_reload import ReloadingContext
 from gpupool.model import SpecError
 
 admin_app = typer.Typer(
@@ -98,6 +99,7 @@ def serve(
         ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
         ssl_certfile=tls[0],
         ssl_keyfile=tls[1],
+        ssl_context_factory=reloading(tls),
         # connections still open are cut, not awaited: over TLS an idle client's keep-alive
         # connection held the shutdown for the 30 s of asyncio's TLS close
         timeout_graceful_shutdown=3,
@@ -155,6 +157,14 @@ def tls_options(settings: "Settings") -> tuple[str | None, str | None]:
     return None, None
 
 
+def reloading(tls: tuple[str | None, str | None]) -> "ReloadingContext | None":
+    """HTTPS certificates reloaded when their files change (gpupool.server.tls_reload)."""
+    from gpupool.server.tls_reload import ReloadingContext
+
+    cert, key = tls
+    return ReloadingContext(cert, key) if cert and key else None
+
+
 def _run_workers(settings: "Settings", workers: int, tls: tuple[str | None, str | None]) -> None:
     import uvicorn
 
@@ -172,6 +182,7 @@ def _run_workers(settings: "Settings", workers: int, tls: tuple[str | None, str 
             ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
             ssl_certfile=tls[0],
             ssl_keyfile=tls[1],
+            ssl_context_factory=reloading(tls),
         )
 
 
