@@ -44,7 +44,9 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path):
     made = gpupool("cert", "create", "--dir", str(tls), "--host", "127.0.0.1", "--host", "gp.test")
     assert made.returncode == 0, made.stderr
     assert "made a site CA" in made.stdout
-    assert (tls / "server.key").stat().st_mode & 0o077 == 0 == (tls / "ca.key").stat().st_mode & 0o077
+    assert (
+        (tls / "server.key").stat().st_mode & 0o077 == 0 == (tls / "ca.key").stat().st_mode & 0o077
+    )
     ca, chain, first = tls / "ca.pem", tls / "server.pem", _file_serial(tls / "server.pem")
     port = free_port()
     log = (tmp_path / "server.log").open("w")
