@@ -46,3 +46,11 @@ def test_the_cli_shows_its_version_and_the_servers(sqlite_server):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [__version__, f"server {sqlite_server.url}: {__version__}"]
     assert "warning" not in out.stderr
+
+
+def test_the_dashboard_shows_the_servers_version(sqlite_server):
+    c = httpx.Client(base_url=sqlite_server.url, timeout=30)
+    assert c.post("/ui/session", json={"token": sqlite_server.admin_token}).status_code == 200
+    page = c.get("/nodes")
+    assert page.status_code == 200
+    assert f'<footer class="foot">gpupool {__version__}</footer>' in page.text
