@@ -71,6 +71,9 @@ class AgentConfig:
     orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
     channel: bool = True  # beats and orders over one WebSocket where the server offers it
     ca_file: str | None = None  # a CA file to trust for an HTTPS server (a site's own CA)
+    # mutual TLS: the certificate (and key) this node presents, of the server's client CA
+    cert_file: str | None = None
+    key_file: str | None = None
     grace_s: float = 10.0
     cpu_millis: int | None = None
     memory_mib: int | None = None
@@ -97,7 +100,11 @@ class Agent(ChannelLink):
         self.config = config
         self.name = config.name
         self.api = AgentApi(
-            config.server, config.token, config.name, client=client, verify=trust(config.ca_file)
+            config.server,
+            config.token,
+            config.name,
+            client=client,
+            verify=trust(config.ca_file, config.cert_file, config.key_file),
         )
         self.store = Store(config.state_dir)
         if located is None:

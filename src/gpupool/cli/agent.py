@@ -134,6 +134,14 @@ def agent(
         help="A CA file to trust for an https:// server (a site's own CA) \\[default: the "
         "system's]",
     ),
+    tls_cert: str = typer.Option(
+        None,
+        envvar="GPUPOOL_AGENT_CERT",
+        help="Mutual TLS: this node's client certificate (gpupool cert create --client NODE)",
+    ),
+    tls_key: str = typer.Option(
+        None, envvar="GPUPOOL_AGENT_KEY", help="Mutual TLS: the client certificate's key"
+    ),
 ) -> None:
     """Run the node agent: register this node, heartbeat telemetry, run its workloads.
     Stopping the agent leaves workloads running; a restarted agent adopts them, unless it
@@ -146,6 +154,8 @@ def agent(
 
     if not token:
         raise SpecError("agent: give --token or set GPUPOOL_AGENT_TOKEN")
+    if (tls_cert is None) != (tls_key is None):
+        raise SpecError("agent: --tls-cert and --tls-key go together (mutual TLS)")
     configure("info", True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = AgentConfig(
@@ -157,6 +167,8 @@ def agent(
         heartbeat_s=heartbeat,
         channel=channel,
         ca_file=ca,
+        cert_file=tls_cert,
+        key_file=tls_key,
         grace_s=grace,
         labels=key_values(label, "label"),
         pool=pool,

@@ -1,4 +1,5 @@
-"""``gpupool cert create``: HTTPS for a newcomer — a site CA and a server certificate."""
+"""``gpupool cert create``: HTTPS for a newcomer — a site CA, the server's certificate, and
+nodes' client certificates for mutual TLS."""
 
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import typer
 
 from gpupool.cli.errors import friendly
 from gpupool.cli.output import zoned
+from gpupool.model import SpecError
 
 cert_app = typer.Typer(help="Certificates for HTTPS: a site CA and the server's certificate.")
 
@@ -14,19 +16,34 @@ cert_app = typer.Typer(help="Certificates for HTTPS: a site CA and the server's 
 @friendly
 def create(
     host: list[str] = typer.Option(
-        ..., "--host", help="A name or address agents and people reach the server by (repeat)."
+        None, "--host", help="A name or address agents and people reach the server by (repeat)."
+    ),
+    client: str = typer.Option(
+        None,
+        "--client",
+        help="Instead: a client certificate for this node's agent (mutual TLS), of the CA here.",
     ),
     folder: Path = typer.Option(
-        Path("/etc/gpupool/tls"), "--dir", help="Where the CA and the certificate are written."
+        Path("/etc/gpupool/tls"), "--dir", help="Where the CA and the certificates are written."
     ),
-    days: int = typer.Option(397, help="How long the server certificate is valid."),
+    days: int = typer.Option(397, help="How long the certificate is valid."),
 ) -> None:
     """Make the server a certificate signed by a CA of this site (made in --dir the first
     time, kept after: renewing keeps agents' pins). A running server picks up the new
-    certificate within seconds, without a restart."""
-    from gpupool.server.certs import CA_KEY, issue
+    certificate within seconds, without a restart. With --client NODE: a certificate that
+    node's agent presents where the server asks agents for one (--tls-client-ca)."""
+    from gpupool.server.certs import CA_KEY, issue, issue_client
 
-    made = issue(folder, host, days)
+    if client is not None:
+        if host:
+            raise SpecError("give --host (the server's certificate) or --client, not both")
+        pem, key, until = issue_client(folder, client, days)
+        typer.echo(f"client certificate for node {client} until {zoned(until.timestamp())}:")
+        typer.echo(f"  {pem} (key {key}); copy both to the node, then")
+        typer.echo(f"  gpupool agent ... --tls-cert {pem.name} --tls-key {key.name}")
+        typer.echo("  (or GPUPOOL_AGENT_CERT / GPUPOOL_AGENT_KEY in /etc/gpupool/agent.env)")
+        return
+    made = issue(folder, host or [], days)
     if made.new_ca:
         typer.echo(f"made a site CA: {made.ca} (its key {folder / CA_KEY} stays here, private)")
     typer.echo(

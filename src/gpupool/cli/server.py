@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpupool.cli.errors import friendly, user_errors
+from gpupool.cli.server_tls import TlsFiles, tls_options, uvicorn_tls
 
 if TYPE_CHECKING:
     from gpupool.server.settings import Settings
-    from gpupool.server.tls_reload import ReloadingContext
 from gpupool.model import SpecError
 
 admin_app = typer.Typer(
@@ -97,9 +97,7 @@ def serve(
         lifespan="on",
         proxy_headers=False,  # gpupool.server.client_address decides whom to believe
         ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
-        ssl_certfile=tls[0],
-        ssl_keyfile=tls[1],
-        ssl_context_factory=reloading(tls),
+        **uvicorn_tls(tls),
         # connections still open are cut, not awaited: over TLS an idle client's keep-alive
         # connection held the shutdown for the 30 s of asyncio's TLS close
         timeout_graceful_shutdown=3,
@@ -136,36 +134,7 @@ def _call_on_stop_signal(on_exit: Callable[[], None]) -> None:
     threading.Thread(target=watch, name="gpupool-stop-signal", daemon=True).start()
 
 
-def tls_options(settings: "Settings") -> tuple[str | None, str | None]:
-    """uvicorn's HTTPS options from the settings (both files, or neither: said plainly), and
-    a warning for plain HTTP beyond loopback: every token crosses the network in clear."""
-    cert, key = settings.tls_cert_file, settings.tls_key_file
-    if (cert is None) != (key is None):
-        raise SpecError("tls_cert_file and tls_key_file: give both (HTTPS), or neither")
-    if cert is not None and key is not None:
-        for what, path in (("tls_cert_file", cert), ("tls_key_file", key)):
-            if not path.is_file():
-                raise SpecError(f"{what}: {path} is not a readable file", field=what)
-        return str(cert), str(key)
-    if settings.host not in ("127.0.0.1", "::1", "localhost"):
-        typer.echo(
-            f"warning: serving plain HTTP on {settings.host}:{settings.port}: tokens cross the "
-            "network in clear; give tls_cert_file and tls_key_file, or put a TLS proxy in "
-            "front (docs/operations.md)",
-            err=True,
-        )
-    return None, None
-
-
-def reloading(tls: tuple[str | None, str | None]) -> "ReloadingContext | None":
-    """HTTPS certificates reloaded when their files change (gpupool.server.tls_reload)."""
-    from gpupool.server.tls_reload import ReloadingContext
-
-    cert, key = tls
-    return ReloadingContext(cert, key) if cert and key else None
-
-
-def _run_workers(settings: "Settings", workers: int, tls: tuple[str | None, str | None]) -> None:
+def _run_workers(settings: "Settings", workers: int, tls: TlsFiles) -> None:
     import uvicorn
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -180,9 +149,7 @@ def _run_workers(settings: "Settings", workers: int, tls: tuple[str | None, str 
             proxy_headers=False,  # gpupool.server.client_address decides whom to believe
             timeout_graceful_shutdown=3,  # agents' long polls for orders are cut, not awaited
             ws_ping_interval=None,  # agents' channels beat; a silent one is closed by its route
-            ssl_certfile=tls[0],
-            ssl_keyfile=tls[1],
-            ssl_context_factory=reloading(tls),
+            **uvicorn_tls(tls),
         )
 
 
@@ -223,6 +190,11 @@ def server(
         None, help=r"HTTPS: the server's certificate (PEM, with its chain) \[default: HTTP]"
     ),
     tls_key: Path = typer.Option(None, help="HTTPS: the certificate's private key (PEM)"),
+    tls_client_ca: Path = typer.Option(
+        None,
+        help="Mutual TLS: agents must present a certificate of this CA naming their node "
+        "(people and the CLI are not asked)",
+    ),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     from gpupool.server.db.engine import need_driver
@@ -230,7 +202,7 @@ def server(
     with user_errors():
         settings = _settings(
             data_dir, database_url, config, host=host, port=port, policy=policy,
-            tls_cert_file=tls_cert, tls_key_file=tls_key,
+            tls_cert_file=tls_cert, tls_key_file=tls_key, tls_client_ca_file=tls_client_ca,
         )  # fmt: skip
         need_driver(settings.db_url)
     _private(settings.data_dir)

@@ -7,17 +7,28 @@ from pathlib import Path
 from gpupool.model import SpecError
 
 
-def trust(ca_file: str | Path | None) -> ssl.SSLContext | bool:
+def trust(
+    ca_file: str | Path | None, cert_file: str | None = None, key_file: str | None = None
+) -> ssl.SSLContext | bool:
     """``verify`` for httpx (and ``ssl`` for a WebSocket): the CA file's context, or True (the
     system's authorities) without one; a CA file that cannot be read is said plainly. A
     certificate in the file is trusted as it is, an intermediate or the server's own too (what
-    ``gpupool join`` wrote when the server's chain file holds no CA; Python 3.13's default)."""
-    if not ca_file:
+    ``gpupool join`` wrote when the server's chain file holds no CA; Python 3.13's default).
+    ``cert_file``/``key_file``: a client certificate presented to the server (mutual TLS)."""
+    if not ca_file and not cert_file:
         return True
     try:
-        return _as_anchors(ssl.create_default_context(cafile=str(ca_file)))
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
     except (OSError, ssl.SSLError) as exc:
         raise SpecError(f"CA file {ca_file}: {exc}", field="ca") from None
+    if cert_file:
+        try:
+            context.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise SpecError(
+                f"client certificate {cert_file} (key {key_file}): {exc}", field="tls_cert"
+            ) from None
+    return _as_anchors(context) if ca_file else context
 
 
 def trust_chain(chain: str) -> ssl.SSLContext:

@@ -109,46 +109,87 @@ def _load_ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey
     return cert, key
 
 
+def _signed(
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
+    name: str,
+    alt: list[x509.GeneralName],
+    usage: x509.ObjectIdentifier,
+    days: int,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca_cert, ca_key = ca
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _check_days(days: int) -> None:
+    if not 1 <= days <= 3650:
+        raise SpecError("days: between 1 and 3650")
+
+
+def _write_pair(
+    cert_path: Path, key_path: Path, pem: bytes, key: ec.EllipticCurvePrivateKey
+) -> None:
+    # the key first, then the certificate: a server reloading between the two writes sees a
+    # new key with the old certificate at worst, refuses that pair and tries again (tls_reload)
+    _write_private(key_path, _key_pem(key))
+    tmp = cert_path.with_suffix(".pem.new")
+    tmp.write_bytes(pem)
+    tmp.replace(cert_path)
+
+
 def issue(folder: Path, hosts: list[str], days: int) -> Issued:
     """A server certificate for ``hosts`` signed by the folder's CA (made first if the folder
     has none; kept otherwise, so agents' pins stay true when the certificate is renewed)."""
     if not hosts:
         raise SpecError("host: name at least one host or address agents will use")
-    if not 1 <= days <= 3650:
-        raise SpecError("days: between 1 and 3650")
+    _check_days(days)
     names = _names(hosts)
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
     have_ca = (folder / CA_NAME).exists() or (folder / CA_KEY).exists()
-    ca_cert, ca_key = _load_ca(folder) if have_ca else _new_ca(folder, now)
-    key = ec.generate_private_key(ec.SECP256R1())
-    not_after = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    # the key first, then the chain: a server reloading between the two writes sees a new
-    # key with the old certificate at worst, refuses that pair and tries again (tls_reload)
-    _write_private(folder / SERVER_KEY, _key_pem(key))
+    ca = _load_ca(folder) if have_ca else _new_ca(folder, dt.datetime.now(dt.UTC))
+    cert, key = _signed(ca, hosts[0], names, ExtendedKeyUsageOID.SERVER_AUTH, days)
+    ca_pem = ca[0].public_bytes(serialization.Encoding.PEM)
     chain = folder / SERVER_CHAIN
-    tmp = chain.with_suffix(".pem.new")
-    tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + ca_pem)
-    tmp.replace(chain)
+    _write_pair(
+        chain, folder / SERVER_KEY, cert.public_bytes(serialization.Encoding.PEM) + ca_pem, key
+    )
     return Issued(
         chain=chain,
         key=folder / SERVER_KEY,
         ca=folder / CA_NAME,
         ca_pin=fingerprint(ca_pem.decode()),
         new_ca=not have_ca,
-        not_after=not_after,
+        not_after=cert.not_valid_after_utc,
     )
+
+
+def issue_client(folder: Path, node: str, days: int) -> tuple[Path, Path, dt.datetime]:
+    """A client certificate naming ``node`` (mutual TLS for its agent), signed by the folder's
+    CA, written to ``clients/NODE.pem`` and ``.key``: the certificate file, its key, its end."""
+    _check_days(days)
+    if not (folder / CA_NAME).exists():
+        raise SpecError(
+            f"{folder}: no CA here yet; make it with the server's certificate first "
+            "(gpupool cert create --host ...)"
+        )
+    names = _names([node])
+    clients = folder / "clients"
+    clients.mkdir(exist_ok=True)
+    cert, key = _signed(_load_ca(folder), node, names, ExtendedKeyUsageOID.CLIENT_AUTH, days)
+    pem, key_path = clients / f"{node}.pem", clients / f"{node}.key"
+    _write_pair(pem, key_path, cert.public_bytes(serialization.Encoding.PEM), key)
+    return pem, key_path, cert.not_valid_after_utc

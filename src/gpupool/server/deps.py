@@ -15,6 +15,7 @@ from gpupool.server.cache import TtlCache
 from gpupool.server.capacity import PoolCapacity
 from gpupool.server.change_feed import ChangeFeed, read_digests, read_stamp
 from gpupool.server.client_address import client_address
+from gpupool.server.client_certs import agent_refusal
 from gpupool.server.db.engine import Database
 from gpupool.server.db.notify import ChangeListener
 from gpupool.server.errors import ApiError, forbidden
@@ -101,6 +102,10 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
         throttle(ctx, address, now)
         ctx.auth_failures.failed(address, now)
         raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
+    if who.role is Role.AGENT and ctx.settings.tls_client_ca_file is not None:
+        refused = agent_refusal(request.scope.get("state") or {}, who.node)
+        if refused is not None:
+            raise forbidden(refused)
     request.state.principal = who
     return who
 

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     # server speaks plain HTTP, and warns when it listens beyond loopback (tokens in clear)
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # mutual TLS: agents must present a certificate of this CA naming their node (people and
+    # the CLI are not asked); needs tls_cert_file
+    tls_client_ca_file: Path | None = None
     policy: str = "auto"
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often

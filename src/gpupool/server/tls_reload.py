@@ -39,9 +39,14 @@ class ReloadingContext:
     certfile: str
     keyfile: str
     check_s: float = CHECK_S
+    client_ca: str | None = None  # mutual TLS: ask clients for a certificate of this CA
 
     def __call__(self, config: Any, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         context = default()
+        if self.client_ca is not None:
+            # asked, not required: people and joining servers present none (client_certs)
+            context.load_verify_locations(cafile=self.client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
         seen = stamp(self.certfile, self.keyfile)
         threading.Thread(
             target=self.watch, args=(context, seen), daemon=True, name="tls-reload"

@@ -26,6 +26,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from gpupool.server.client_address import client_address
+from gpupool.server.client_certs import agent_refusal
 from gpupool.server.deps import ServerContext, agent_for, principal_of
 from gpupool.server.errors import ApiError, field_path
 from gpupool.server.heartbeats import BeatOutcome
@@ -184,6 +185,10 @@ async def _refusal(ws: WebSocket, ctx: ServerContext, name: str) -> str | None:
         if wait is not None:
             return f"too many failed authentications from {address}; retry in {wait:.0f} s"
         return "unknown, revoked or expired token, or a disabled user"
+    if ctx.settings.tls_client_ca_file is not None:
+        refused = agent_refusal(ws.scope.get("state") or {}, who.node)
+        if refused is not None:
+            return refused
     try:
         agent_for(who, name)
     except ApiError as exc:
