@@ -40,6 +40,7 @@ SETTINGS = {
     "GPUPOOL_HEARTBEAT_TIMEOUT_S": str(TIMEOUT_S),
     "GPUPOOL_METERING_INTERVAL_S": "2",
     "GPUPOOL_LOG_JSON": "false",
+    "GPUPOOL_ALLOW_PLAIN_HTTP": "true",  # private addresses inside the test's namespaces
 }
 
 

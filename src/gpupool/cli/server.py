@@ -195,6 +195,11 @@ def server(
         help="Mutual TLS: agents must present a certificate of this CA naming their node "
         "(people and the CLI are not asked)",
     ),
+    allow_plain_http: bool = typer.Option(
+        None,
+        "--allow-plain-http",
+        help="Serve plain HTTP beyond loopback (behind a TLS proxy); refused otherwise",
+    ),
 ) -> None:
     """Run the API server and scheduler (SQLite under --data-dir unless a database URL is set)."""
     from gpupool.server.db.engine import need_driver
@@ -203,6 +208,7 @@ def server(
         settings = _settings(
             data_dir, database_url, config, host=host, port=port, policy=policy,
             tls_cert_file=tls_cert, tls_key_file=tls_key, tls_client_ca_file=tls_client_ca,
+            allow_plain_http=allow_plain_http,
         )  # fmt: skip
         need_driver(settings.db_url)
     _private(settings.data_dir)

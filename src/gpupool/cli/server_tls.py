@@ -30,8 +30,9 @@ def _readable(what: str, path: Path) -> str:
 
 
 def tls_options(settings: "Settings") -> TlsFiles:
-    """The HTTPS files from the settings (certificate and key both, or neither: said plainly),
-    and a warning for plain HTTP beyond loopback: every token crosses the network in clear."""
+    """The HTTPS files from the settings (certificate and key both, or neither: said plainly).
+    Plain HTTP beyond loopback is refused — every token would cross the network in clear —
+    unless ``allow_plain_http``, and then said in a warning."""
     cert, key, client_ca = (
         settings.tls_cert_file,
         settings.tls_key_file,
@@ -51,12 +52,15 @@ def tls_options(settings: "Settings") -> TlsFiles:
             field="tls_client_ca_file",
         )
     if settings.host not in LOOPBACK:
-        typer.echo(
-            f"warning: serving plain HTTP on {settings.host}:{settings.port}: tokens cross the "
-            "network in clear; give tls_cert_file and tls_key_file, or put a TLS proxy in "
-            "front (docs/operations.md)",
-            err=True,
-        )
+        where = f"plain HTTP on {settings.host}:{settings.port}: tokens cross the network in clear"
+        if not settings.allow_plain_http:
+            raise SpecError(
+                f"{where}; give tls_cert_file and tls_key_file (gpupool cert create), or "
+                "allow_plain_http (--allow-plain-http, GPUPOOL_ALLOW_PLAIN_HTTP=true) behind a "
+                "TLS proxy (docs/operations.md)",
+                field="host",
+            )
+        typer.echo(f"warning: serving {where} (allow_plain_http)", err=True)
     return TlsFiles()
 
 

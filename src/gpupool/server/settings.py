@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     # mutual TLS: agents must present a certificate of this CA naming their node (people and
     # the CLI are not asked); needs tls_cert_file
     tls_client_ca_file: Path | None = None
+    # plain HTTP beyond loopback is refused (tokens in clear) unless allowed: behind a TLS proxy
+    # on the same host or a private network an operator vouches for
+    allow_plain_http: bool = False
     policy: str = "auto"
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
