@@ -40,7 +40,7 @@ def acct(
         "--format",
         "-o",
         help="Comma list of: id, user, tenant, name, state, start, end, elapsed, exit, "
-        "card_hours, cpu_hours \\[default: id,user,tenant,state,start,elapsed,exit,card_hours]",
+        "card_hours, cpu_hours [default: id,user,tenant,state,start,elapsed,exit,card_hours]",
     ),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
     as_json: bool = JSON_OPT,

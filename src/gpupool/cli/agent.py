@@ -46,7 +46,7 @@ def agent(
         None, envvar="GPUPOOL_AGENT_TOKEN", help="An agent token (role agent)"
     ),
     name: str = typer.Option(
-        None, envvar="GPUPOOL_NODE", help="Node name \\[default: this host's name]"
+        None, envvar="GPUPOOL_NODE", help="Node name [default: this host's name]"
     ),
     devices: str = typer.Option("auto", help=DEVICES_HELP),
     state_dir: Path = typer.Option(
@@ -83,7 +83,7 @@ def agent(
     ),
     work_dir: Path = typer.Option(
         None,
-        help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
+        help="Where workloads get their own folders [default: /var/lib/gpupool/work with "
         "tenant-users, else STATE_DIR/work]",
     ),
     no_cgroups: bool = typer.Option(
@@ -98,13 +98,13 @@ def agent(
         None,
         min=1,
         help="MiB a card for jobs that ask no mem=, where an older server reserved none "
-        "\\[default: the memory offered / its cards]",
+        "[default: the memory offered / its cards]",
     ),
     reserve_mem: int = typer.Option(
         None,
         min=0,
         help="MiB of RAM kept from the pool for the system and the agent; the rest is offered "
-        "and bounds all workloads together \\[default: 5%, at least 1 GiB, at most 16 GiB]",
+        "and bounds all workloads together [default: 5%, at least 1 GiB, at most 16 GiB]",
     ),
     replica_ports: str = typer.Option(
         "20000-32767",
@@ -125,14 +125,13 @@ def agent(
     ),
     container_runtime: str = typer.Option(
         None,
-        help="Absolute path of the docker/podman client for image jobs \\[default: the first "
+        help="Absolute path of the docker/podman client for image jobs [default: the first "
         "found in /usr/local/bin, /usr/bin, /bin]",
     ),
     ca: str = typer.Option(
         None,
         envvar="GPUPOOL_CA",
-        help="A CA file to trust for an https:// server (a site's own CA) \\[default: the "
-        "system's]",
+        help="A CA file to trust for an https:// server (a site's own CA) [default: the system's]",
     ),
     tls_cert: str = typer.Option(
         None,

@@ -42,7 +42,7 @@ def alloc(
     mem: str = MEM_OPT,
     request: str = REQUEST_OPT,
     name: str = typer.Option("alloc", help="A name to recognise it by"),
-    priority_class: str = typer.Option(None, help="Priority class \\[default: dev-test]"),
+    priority_class: str = typer.Option(None, help="Priority class [default: dev-test]"),
     wait: float = typer.Option(
         300, help="Seconds to wait for the devices (0: submit and return at once)"
     ),

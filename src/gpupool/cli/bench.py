@@ -57,7 +57,7 @@ def api(
         None,
         min=1,
         max=64,
-        help="The server's API worker processes \\[default: one per CPU core, at most 4]",
+        help="The server's API worker processes [default: one per CPU core, at most 4]",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -133,18 +133,18 @@ def agents(
         None,
         min=0.5,
         show_default=False,
-        help="Seconds between each node's heartbeats \\[default: what the server advises]",
+        help="Seconds between each node's heartbeats [default: what the server advises]",
     ),
     database_url: str = typer.Option("", help="PostgreSQL URL instead of SQLite (a fresh one)."),
     workers: int = typer.Option(
-        None, min=1, max=64, help="Server API workers \\[default: one per core, at most 4]"
+        None, min=1, max=64, help="Server API workers [default: one per core, at most 4]"
     ),
     processes: int = typer.Option(
         0,
         min=0,
         max=64,
         show_default=False,
-        help="Generator processes \\[default: 1 up to 200 nodes, else 2]",
+        help="Generator processes [default: 1 up to 200 nodes, else 2]",
     ),
     silent: int = typer.Option(
         10, min=0, help="Nodes that fall silent at the end: time until the server says lost."

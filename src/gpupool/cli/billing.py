@@ -68,7 +68,7 @@ def billing_set_price(
     monthly: str = typer.Option(..., help="CNY per card-month, e.g. 2300"),
     hourly: str = typer.Option(None, help="CNY per card-hour (default: monthly / 720)"),
     start: str = typer.Option(
-        None, "--from", help="ISO date/time it applies from, in your zone (TZ) \\[default: now]"
+        None, "--from", help="ISO date/time it applies from, in your zone (TZ) [default: now]"
     ),
     as_json: bool = JSON_OPT,
 ) -> None:

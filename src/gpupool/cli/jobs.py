@@ -53,14 +53,14 @@ def job_submit(
     mem: str = MEM_OPT,
     request: str = REQUEST_OPT,
     name: str = typer.Option(None, help="A name to recognise the job by"),
-    kind: str = typer.Option(None, help="training, inference, dev or batch \\[default: batch]"),
+    kind: str = typer.Option(None, help="training, inference, dev or batch [default: batch]"),
     priority_class: str = typer.Option(
         None,
         help="Priority class (online-inference, training, dev-test, or one an admin added) "
-        "\\[default: by --kind: "
+        "[default: by --kind: "
         "online-inference for inference, dev-test for dev, else training]",
     ),
-    gang: int = typer.Option(None, help="Workers that must start together \\[default: 1]"),
+    gang: int = typer.Option(None, help="Workers that must start together [default: 1]"),
     time_limit: str = typer.Option(
         None, "--time", "-t", help="Run time limit: MM, HH:MM:SS, D-HH:MM:SS (as sbatch) or 2h, 90m"
     ),
@@ -85,7 +85,7 @@ def job_submit(
         None,
         "--chdir",
         "-D",
-        help="Run in this directory on the node \\[default: this one when the node has it, "
+        help="Run in this directory on the node [default: this one when the node has it, "
         "else a work folder of its own]",
     ),
     wait: bool = typer.Option(

@@ -87,7 +87,7 @@ def join_command(
     server: str = typer.Argument(..., help="The server's URL, e.g. https://control:8080"),
     token: str = typer.Option(..., envvar="GPUPOOL_JOIN_TOKEN", help="The bootstrap token"),
     ca_hash: str = typer.Option(None, "--ca-hash", help=CA_HASH_HELP),
-    name: str = typer.Option(None, help="This node's name \\[default: this host's name]"),
+    name: str = typer.Option(None, help="This node's name [default: this host's name]"),
     env_file: Path = typer.Option(ENV_FILE, help="Where the agent's service reads its settings"),
     ca_file: Path = typer.Option(CA_FILE, help="Where the server's certificate chain goes"),
 ) -> None:

@@ -39,7 +39,10 @@ app = typer.Typer(
     help="gpupool: pool every GPU of every server, slice it, schedule it, meter it.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",  # docstring lines flow into paragraphs at any width
+    # click's plain help: option, its value and words on one line at 80 columns (typer's rich
+    # panels gave every option a type column, <bool> on flags, and squeezed the words into a
+    # 25-character sliver at 80 columns); tests/unit/test_cli_help.py checks every command
+    rich_markup_mode=None,
 )
 
 

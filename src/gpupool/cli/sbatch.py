@@ -24,13 +24,15 @@ NOT_EXPORTED = ("HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "PROMPT
                 "DISPLAY", "LS_COLORS", "MAIL", "TERM", "TERMCAP", "COLORTERM", "HOME",
                 "USER", "LOGNAME", "TMPDIR")  # fmt: skip
 NOT_EXPORTED_PREFIXES = ("SSH_", "GPUPOOL_", "SLURM_", "XDG_", "DBUS_", "BASH_FUNC_")
-HELP = """Submit a batch script as sbatch does: gpupool sbatch [OPTIONS] train.sh [ARGS...].
-Its #SBATCH lines and these OPTIONS (the same names, which win) keep Slurm's meaning:
---gres=gpu[:type]:N, --gpus[-per-node|-per-task], -G, -N (distinct nodes), -n,
---ntasks-per-node, -c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T),
--t, -a, -J, -o, -e, -d, -D, -H, -A (tenant), -q (priority class), -p and -C (site tables:
---site FILE), --export, --wrap, --wait, --parsable. What gpupool cannot honour is refused
-naming it; mail and the like are accepted with a warning. docs/slurm.md has the table."""
+HELP = """Submit a batch script as sbatch does:
+gpupool sbatch [OPTIONS] train.sh [ARGS...]. Its #SBATCH lines and these OPTIONS
+(the same names, which win) keep Slurm's meaning: --gres=gpu[:type]:N,
+--gpus[-per-node|-per-task], -G, -N (distinct nodes), -n, --ntasks-per-node,
+-c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T), -t, -a, -J,
+-o, -e, -d, -D, -H, -A (tenant), -q (priority class), -p and -C (site tables:
+--site FILE), --export, --wrap, --wait, --parsable. What gpupool cannot honour
+is refused naming it; mail and the like are accepted with a warning.
+docs/slurm.md has the table."""
 
 
 def load_site(path: str | None) -> Site:

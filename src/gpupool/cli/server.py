@@ -171,14 +171,14 @@ class _ForcedExitInOneLine(logging.Filter):
 
 
 def server(
-    data_dir: Path = typer.Option(None, help="Where the SQLite database lives \\[default: data]"),
-    host: str = typer.Option(None, help="Address to listen on \\[default: 127.0.0.1]"),
-    port: int = typer.Option(None, help="Port \\[default: 8080]"),
+    data_dir: Path = typer.Option(None, help="Where the SQLite database lives [default: data]"),
+    host: str = typer.Option(None, help="Address to listen on [default: 127.0.0.1]"),
+    port: int = typer.Option(None, help="Port [default: 8080]"),
     config: Path = typer.Option(None, help="A TOML or YAML settings file"),
     database_url: str = typer.Option(
-        None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... \\[default: SQLite]"
+        None, help="SQLAlchemy URL, e.g. postgresql+psycopg://... [default: SQLite]"
     ),
-    policy: str = typer.Option(None, help="Placement policy \\[default: auto]"),
+    policy: str = typer.Option(None, help="Placement policy [default: auto]"),
     workers: int = typer.Option(
         1,
         min=1,
@@ -187,7 +187,7 @@ def server(
         "its own beside them. One per CPU core gives the most submissions per second",
     ),
     tls_cert: Path = typer.Option(
-        None, help=r"HTTPS: the server's certificate (PEM, with its chain) \[default: HTTP]"
+        None, help=r"HTTPS: the server's certificate (PEM, with its chain) [default: HTTP]"
     ),
     tls_key: Path = typer.Option(None, help="HTTPS: the certificate's private key (PEM)"),
     tls_client_ca: Path = typer.Option(
@@ -237,7 +237,7 @@ def up(
     ),
     work_dir: Path = typer.Option(
         None,
-        help="Where workloads get their own folders \\[default: /var/lib/gpupool/work with "
+        help="Where workloads get their own folders [default: /var/lib/gpupool/work with "
         "tenant-users, else DATA_DIR/agents/NODE/work]",
     ),
     workers: int = typer.Option(
@@ -369,7 +369,7 @@ def token_create(
     expires: str = typer.Option(
         None,
         help="When the token stops working: 30d, 12h, 90m, or an ISO date (in your zone, TZ, "
-        "unless it names one) \\[default: never]",
+        "unless it names one) [default: never]",
     ),
     data_dir: Path = typer.Option(None, help="The server's data directory"),
     database_url: str = typer.Option(None, help="SQLAlchemy URL instead of SQLite"),

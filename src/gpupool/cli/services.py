@@ -17,7 +17,7 @@ service_app = typer.Typer(
     help="Elastic inference services: replicas scaled with their load, ready endpoints for a "
     "load balancer, forecast against actual."
 )
-TENANT = typer.Option(None, help="The service's tenant \\[default: yours]")
+TENANT = typer.Option(None, help="The service's tenant [default: yours]")
 COLUMNS = ["name", "tenant", "request", "ready", "desired", "min", "max", "metric", "policy"]
 REPLICA_COLUMNS = ["job_id", "state", "node", "endpoint", "ready", "draining"]
 

@@ -112,7 +112,7 @@ def family(
     seeds: str = typer.Option("42-51", help="Seeds: N-M or a comma list."),
     tune: float = typer.Option(1.3, min=0.1, max=5.0, help="Workload as a multiple of capacity."),
     strict: bool = typer.Option(False, help="Reject a file on any bad row."),
-    workers: int = typer.Option(0, min=0, max=64, help="Replay processes \\[default: 2 or cores]"),
+    workers: int = typer.Option(0, min=0, max=64, help="Replay processes [default: 2 or cores]"),
     depth: int = typer.Option(
         DEPTH, "--lookahead-depth", min=1, max=64, help="fgd-lookahead: requests per future"
     ),
@@ -227,7 +227,7 @@ def variants(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Make GPU-sharing-, multi-GPU-, CPU- and GPU-type-heavy variants of a pod list (the
-    kinds the openb trace ships), for `simulate family --dir OUT`. They are sampled here, not
+    kinds the openb trace ships), for gpupool simulate family --dir OUT. They are sampled here, not
     the published files: compare policies on them, not figures with the paper's."""
     import csv
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from gpupool.model import SpecError
 from gpupool.sim.traces.default_trace import ENV, default_openb
 
-DEFAULT_TRACE = f"\\[default: the openb trace in ${ENV}, ./data/openb or ../shared/data/openb]"
+DEFAULT_TRACE = f"[default: the openb trace in ${ENV}, ./data/openb or ../shared/data/openb]"
 
 
 def trace_paths(nodes: Path | None, pods: Path | None) -> tuple[Path, Path]:
