@@ -211,3 +211,20 @@ def test_unknown_tenant_and_priority_class_are_reported_not_raised():
     result = run_cycle(ClusterState(cluster(1)), [], bad, tree(t=4), 0)
     assert str(result.pending["who"]) == "tenant: unknown tenant 'nobody'"
     assert "unknown priority class 'urgent'" in str(result.pending["what"])
+
+
+def test_a_team_past_its_guarantee_is_told_why_it_cannot_reclaim_lent_cards():
+    """Issue 47: a team a little over its guarantee cannot take back cards it lent; its job's
+    reason said only what the placement saw, hiding that lent capacity was there."""
+    nodes = cluster(2)  # 8 cards
+    teams = lambda: tree(inf=4, train=2, idle=2)  # noqa: E731
+    first_jobs = jobs("inf", 5, "inf") + jobs("tr", 3, "train", submit_time=1)
+    first = run_cycle(ClusterState(nodes), [], first_jobs, teams(), 0)
+    assert {b.job_id for b in first.bindings if b.borrowed} == {"inf04", "tr02"}
+    more = jobs("new", 1, "inf", submit_time=5)
+    second = run_cycle(ClusterState(nodes), carry(first, first_jobs), more, teams(), 10)
+    assert not second.bindings and not second.preemptions  # train keeps its borrowed card
+    assert str(second.pending["new00"]).endswith(
+        "; cannot reclaim lent capacity: inf holds 5 gpu against a guarantee of 4, and this "
+        "job's 1 more would pass it (reclaim takes back no more than a guarantee)"
+    )

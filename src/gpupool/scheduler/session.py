@@ -148,7 +148,8 @@ class Session:
         self.failed = RefusedAsks(state)  # (request, gang) -> reason
         self.searches_left = config.max_victim_searches
         # victim searches that failed, by (action, tenant, request, gang size, priority)
-        self.victimless: dict[tuple[str, str, ResourceRequest, int, int], int] = {}
+        # (the releases count then, and what the job's reason adds: "" for nothing)
+        self.victimless: dict[tuple[str, str, ResourceRequest, int, int], tuple[int, str]] = {}
         self._allowed: dict[frozenset[str], np.ndarray] = {}  # jobs' own node sets as masks
         # quotas on per-model cards or device memory need the placement to be checked
         self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})

@@ -10,6 +10,7 @@ from gpupool.model import Job
 from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.session import RunningJob, Session, estimate_usage
 from gpupool.scheduler.state import ClusterState
+from gpupool.scheduler.tenants import fmt_amount, resource_label
 from gpupool.scheduler.types import Placement
 
 
@@ -59,17 +60,24 @@ def _take(
     if cy.searches_left <= 0:
         return False
     key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
-    if cy.victimless.get(key) == cy.state.releases:
-        return False  # the same ask found no victims and nothing was freed since
+    memo = cy.victimless.get(key)
+    if memo is not None and memo[0] == cy.state.releases:
+        _say(cy, job, memo[1])  # the same ask found no victims and nothing was freed since
+        return False
     candidates = candidates_of(job)
     same = [r for r in candidates if r.job.tenant == job.tenant]
-    if not candidates or not _guarantee_allows(cy, job, same):
-        cy.victimless[key] = cy.state.releases
+    past = _past_guarantee(cy, job, same) if candidates else None
+    if not candidates or past is not None:
+        # a reclaim refused by the guarantee is said: the placement's "no free gpu" hid that
+        # lent capacity was there to take back, were the team not (slightly) over its own
+        why = f"cannot reclaim lent capacity: {past}" if past and action == "reclaim" else ""
+        cy.victimless[key] = (cy.state.releases, why)
+        _say(cy, job, why)
         return False
     cy.searches_left -= 1
     chosen = choose_victims(cy, job, candidates, within_guarantee=True)
     if chosen is None:
-        cy.victimless[key] = cy.state.releases
+        cy.victimless[key] = (cy.state.releases, "")
         return False
     victims, placement = chosen
     why = (
@@ -83,17 +91,33 @@ def _take(
     return True
 
 
-def _guarantee_allows(cy: Session, job: Job, own_victims: list[RunningJob]) -> bool:
+def _say(cy: Session, job: Job, why: str) -> None:
+    if why and job.id in cy.result.pending:
+        cy.result.pending[job.id] = cy.result.pending[job.id].also(why)
+
+
+def _past_guarantee(cy: Session, job: Job, own_victims: list[RunningJob]) -> str | None:
     """Cheap necessary check before a victim search: with every own victim gone, the job's
     cards and CPU fit its tenant's guarantee (a share counts its compute percent, MIG and
-    memory-only shares 1%). Preemption never lifts a job above its guarantee."""
+    memory-only shares 1%). Preemption never lifts a job above its guarantee. Returns None
+    when it fits, else the numbers that do not."""
     need = dict(estimate_usage(job))
     for v in own_victims:
         for f, q in cy.usage(v.placement).items():
             if f in need:
                 need[f] -= q
     ok, _, _ = cy.plugins.quota(job.tenant, need, False)
-    return ok
+    if ok:
+        return None
+    for f, q in need.items():
+        have, nominal = cy.tree.usage[job.tenant].get(f, 0), cy.tree.nominal(job.tenant, f)
+        if q > 0 and have + q > nominal:
+            return (
+                f"{job.tenant} holds {fmt_amount(f, have)} {resource_label(f)} against a "
+                f"guarantee of {fmt_amount(f, nominal)}, and this job's {fmt_amount(f, q)} more "
+                "would pass it (reclaim takes back no more than a guarantee)"
+            )
+    return "past its tenant's guarantee"  # an ancestor's cap for its subtree
 
 
 def choose_victims(
