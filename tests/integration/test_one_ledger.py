@@ -49,6 +49,15 @@ def test_overview_invoice_draft_and_usage_agree_on_a_month_with_a_running_job(sq
     assert abs(int(Decimal(draft["total"]) * 100) - fen) <= 2, (draft, invoice["total"])
     used = sum(r["compute_pct_seconds"] for r in summary if r["tenant"] == "algo") / 360000
     assert abs(used - card_hours) < 0.01 and abs(overview["card_hours"] - card_hours) < 0.1
+    # who used it (issue 47): the same card-hours, by user and job, all within the guarantee
+    who = invoice["breakdown"]
+    assert abs(float(who["card_hours"]) - card_hours) < 0.001
+    assert (
+        who["borrowed_card_hours"] == "0.0000" and who["guaranteed_card_hours"] == who["card_hours"]
+    )
+    assert [(u["user"], u["jobs"]) for u in who["by_user"]] == [("root", 2)]
+    assert {j["job"] for j in who["by_job"]} == {done["id"], live["id"]}
+    assert abs(sum(float(j["card_hours"]) for j in who["by_job"]) - card_hours) < 0.001
 
 
 def test_a_period_split_anywhere_adds_up_to_the_whole(sqlite_server):

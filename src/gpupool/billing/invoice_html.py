@@ -52,6 +52,18 @@ LABELS: dict[str, dict[str, str]] = {
         "mode.gpu-mem": "按显存",
         "mode.per-task": "按任务",
         "note": "一卡时 = 一张整卡使用一小时；共享卡与 MIG 切片按其算力比例计。",
+        "issuer": "开票方",
+        "breakdown": "用量明细",
+        "summary": "共 {total} 卡时：保障额度内 {guaranteed}，借用他人空闲 {borrowed}",
+        "by_user": "按用户",
+        "by_job": "用量最大的作业",
+        "user": "用户",
+        "jobs": "作业数",
+        "job_id": "作业",
+        "name": "名称",
+        "hours": "卡时",
+        "lent": "其中借用",
+        "left_out": "另有 {n} 个作业未列出（JSON 与 CSV 导出含全部）",
     },
     "en": {
         "title": "Invoice",
@@ -83,6 +95,19 @@ LABELS: dict[str, dict[str, str]] = {
         "mode.per-task": "by task",
         "note": "A card-hour is one whole card for one hour; shared cards and MIG slices count "
         "their compute fraction.",
+        "issuer": "Issued by",
+        "breakdown": "Who used it",
+        "summary": "{total} card-hours: {guaranteed} within the guarantee, {borrowed} on "
+        "capacity borrowed from others",
+        "by_user": "By user",
+        "by_job": "Largest jobs",
+        "user": "User",
+        "jobs": "Jobs",
+        "job_id": "Job",
+        "name": "Name",
+        "hours": "Card-hours",
+        "lent": "Of which borrowed",
+        "left_out": "{n} more jobs not listed",
     },
 }
 TERMS = {
@@ -195,4 +220,34 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         draft=inv.get("draft", False),
         number=inv.get("number"),
         issued=when.strftime("%Y-%m-%d %H:%M"),
+        issuer=inv.get("issuer", ""),
+        breakdown=_breakdown(inv.get("breakdown"), t),
     )
+
+
+def _hours(text: str) -> str:
+    return f"{float(text):,.2f}"
+
+
+def _breakdown(b: dict | None, t: dict[str, str]) -> dict | None:
+    """The breakdown's figures as the page prints them (two decimals), or None (an invoice
+    issued before invoices carried one)."""
+    if not b or b.get("card_hours") is None:
+        return None
+    return {
+        "summary": t["summary"].format(
+            total=_hours(b["card_hours"]),
+            guaranteed=_hours(b["guaranteed_card_hours"]),
+            borrowed=_hours(b["borrowed_card_hours"]),
+        ),
+        "users": [{**u, "card_hours": _hours(u["card_hours"])} for u in b["by_user"]],
+        "jobs": [
+            {
+                **j,
+                "card_hours": _hours(j["card_hours"]),
+                "lent": _hours(j["borrowed_card_hours"]),
+            }
+            for j in b["by_job"]
+        ],
+        "left_out": t["left_out"].format(n=b["jobs_left_out"]) if b["jobs_left_out"] else "",
+    }

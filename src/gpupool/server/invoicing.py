@@ -4,6 +4,7 @@ billing settings and the price catalog, handed to the pure ``gpupool.billing.inv
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpupool.billing.breakdown import JobUsage, breakdown
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
 from gpupool.server.db.tables import (
@@ -26,17 +27,63 @@ def catalog(s: Session) -> Catalog:
     return Catalog(entries)
 
 
-def live_usage(s: Session, tenant: str, now: float) -> list[Usage]:
-    """What the tenant's live allocations used since their last checkpoint, up to ``now``
-    (not yet in any usage record)."""
-    out = []
-    live = s.execute(
-        select(AllocationRow).where(AllocationRow.tenant == tenant, AllocationRow.state == "active")
-    ).scalars()
-    fields = ("model", "start", "end", "compute_pct_seconds", "mem_mib_seconds")
-    for a in live:
-        out += [Usage(*(r[k] for k in fields)) for r in unmetered_rows(s, a, now)]
-    return out
+Row = tuple[int, str, float, float, int, int, bool]  # job, model, start, end, pct-s, MiB-s, lent
+
+
+def usage_of(
+    s: Session, tenant: str, start: float, end: float, live_until: float | None
+) -> list[Row]:
+    """The tenant's usage records overlapping [start, end) with their job and whether their
+    allocation was borrowed; with ``live_until``, what its live allocations used since their
+    last checkpoint up to that moment too (no record holds it yet)."""
+    usage = UsageRow.__table__.c
+    rows: list[Row] = [
+        (r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
+        for r in s.execute(
+            select(
+                usage.job_id,
+                usage.model,
+                usage.start,
+                usage.end,
+                usage.compute_pct_seconds,
+                usage.mem_mib_seconds,
+                AllocationRow.borrowed,
+            )
+            .outerjoin(AllocationRow, AllocationRow.id == usage.allocation_id)
+            .where(usage.tenant == tenant, usage.end > start, usage.start < end)
+        )
+    ]
+    if live_until is not None:
+        live = s.execute(
+            select(AllocationRow).where(
+                AllocationRow.tenant == tenant, AllocationRow.state == "active"
+            )
+        ).scalars()
+        for a in live:
+            rows += [
+                (a.job_id, r["model"], r["start"], r["end"], r["compute_pct_seconds"],
+                 r["mem_mib_seconds"], bool(a.borrowed))
+                for r in unmetered_rows(s, a, live_until)
+            ]  # fmt: skip
+    return rows
+
+
+def who_ran(s: Session, rows: list[Row], start: float, end: float) -> dict:
+    """The invoice's breakdown (``gpupool.billing.breakdown``): users and names of the jobs."""
+    ids = sorted({r[0] for r in rows})
+    about: dict[int, tuple[str, str]] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        q = select(JobRow.id, JobRow.submitted_by, JobRow.name).where(JobRow.id.in_(chunk))
+        about.update({job: (user, name or "") for job, user, name in s.execute(q)})
+    return breakdown(
+        (
+            JobUsage(job, *about.get(job, ("?", "")), lent, model, a, b, pct)
+            for job, model, a, b, pct, _, lent in rows
+        ),
+        start,
+        end,
+    )
 
 
 def month_invoice(
@@ -47,19 +94,14 @@ def month_invoice(
     mode: str | None = None,
     *,
     live_until: float | None = None,
+    issuer: str = "",
 ) -> dict:
     """The invoice (``mode`` None: the tenant's own); raises SpecError on bad input. With
-    ``live_until``, live allocations count up to that moment (month-to-date spend)."""
+    ``live_until``, live allocations count up to that moment (month-to-date spend).
+    ``issuer``: who issues it (the ``invoice_issuer`` setting), printed at its top."""
     start, end = month_bounds(month, zone)
-    usage = UsageRow.__table__.c
-    rows = s.execute(
-        select(
-            usage.model, usage.start, usage.end, usage.compute_pct_seconds, usage.mem_mib_seconds
-        ).where(usage.tenant == tenant, usage.end > start, usage.start < end)
-    ).all()
-    records = [Usage(*r) for r in rows]
-    if live_until is not None:
-        records += live_usage(s, tenant, live_until)
+    rows = usage_of(s, tenant, start, end, live_until)
+    records = [Usage(model, a, b, pct, mib) for _, model, a, b, pct, mib, _ in rows]
     settings = s.get(TenantBillingRow, tenant)
     mode = mode or (settings.mode if settings else "card-hour")
     tasks = []
@@ -96,4 +138,7 @@ def month_invoice(
         ],
     )
     out["kind"] = settings.kind if settings else "chargeback"
+    out["breakdown"] = who_ran(s, rows, start, end)
+    if issuer:
+        out["issuer"] = issuer
     return out

@@ -59,7 +59,7 @@ def check_closed(s: Session, month: str, zone: str, now: float) -> None:
 
 
 def issue_month(
-    s: Session, month: str, zone: str, *, final: bool, who: str, now: float
+    s: Session, month: str, zone: str, *, final: bool, who: str, now: float, issuer: str = ""
 ) -> list[Issued]:
     """Make (or make again) every tenant's draft for ``month``; with ``final``, number them
     and freeze them. Tenants with nothing to bill and no earlier draft get none."""
@@ -84,7 +84,9 @@ def issue_month(
                 field="zone",
             )
         # a draft counts running jobs up to now; a final month is metered to its end
-        body = month_invoice(s, tenant, month, zone, live_until=None if final else now)
+        body = month_invoice(
+            s, tenant, month, zone, live_until=None if final else now, issuer=issuer
+        )
         if not body["lines"] and row is None:
             continue
         number = number_for(s, month) if final else None  # before the row joins the session

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     # plain HTTP beyond loopback is refused (tokens in clear) unless allowed: behind a TLS proxy
     # on the same host or a private network an operator vouches for
     allow_plain_http: bool = False
+    # who issues the invoices, printed at their top (a company, a department: "AI 平台部")
+    invoice_issuer: str = Field("", max_length=200)
     policy: str = "auto"
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often

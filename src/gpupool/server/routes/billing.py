@@ -199,7 +199,9 @@ def get_invoice(
         if s.get(TenantRow, tenant) is None:
             raise not_found(f"tenant {tenant}")
         try:
-            out = month_invoice(s, tenant, month, zone, mode, live_until=now)
+            out = month_invoice(
+                s, tenant, month, zone, mode, live_until=now, issuer=ctx.settings.invoice_issuer
+            )
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > now

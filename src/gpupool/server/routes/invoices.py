@@ -71,7 +71,13 @@ def issue(body: IssueIn, ctx: Ctx, who: Caller, request: Request) -> list[Issued
     with ctx.db.write() as s:
         try:
             issued = issue_month(
-                s, body.month, body.zone, final=body.final, who=who.user, now=time.time()
+                s,
+                body.month,
+                body.zone,
+                final=body.final,
+                who=who.user,
+                now=time.time(),
+                issuer=ctx.settings.invoice_issuer,
             )
         except NotReady as exc:
             raise ApiError(409, str(exc), exc.field or "month") from None
