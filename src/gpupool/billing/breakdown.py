@@ -34,26 +34,32 @@ def _hours(pct_seconds: Fraction) -> str:
 def breakdown(records: Iterable[JobUsage], start: float, end: float, top: int = TOP_JOBS) -> dict:
     """Card-hours in [start, end): in all, within the guarantee and borrowed; per user
     (largest first); the ``top`` largest jobs, and how many were left out of that list."""
-    jobs: dict[int, list[Fraction]] = {}  # job -> [all, borrowed]
+    whole: dict[int, list[int]] = {}  # job -> [all, borrowed] of records wholly inside
+    cut: dict[int, list[Fraction]] = {}  # the same for parts of records cut by the edges
     about: dict[int, tuple[str, str]] = {}
     for u in records:
         if u.model == "cpu":
             continue  # CPU comes with the cards (as on the invoice)
-        inside = (
-            Fraction(u.compute_pct_seconds)
-            if start <= u.start and u.end <= end
-            else sum(
-                (u.compute_pct_seconds * share for _, _, share in parts(u, start, end, ())),
-                Fraction(0),
-            )
-        )
-        if not inside:
-            continue
-        sums = jobs.setdefault(u.job_id, [Fraction(0), Fraction(0)])
-        sums[0] += inside
-        if u.borrowed:
-            sums[1] += inside
         about[u.job_id] = (u.user, u.name)
+        if start <= u.start and u.end <= end:  # integers only (most records)
+            w = whole.setdefault(u.job_id, [0, 0])
+            w[0] += u.compute_pct_seconds
+            if u.borrowed:
+                w[1] += u.compute_pct_seconds
+            continue
+        part = sum(
+            (u.compute_pct_seconds * share for _, _, share in parts(u, start, end, ())),
+            Fraction(0),
+        )
+        c = cut.setdefault(u.job_id, [Fraction(0), Fraction(0)])
+        c[0] += part
+        if u.borrowed:
+            c[1] += part
+    jobs: dict[int, list[Fraction]] = {}
+    for job in about:
+        w, c = whole.get(job, [0, 0]), cut.get(job, [Fraction(0), Fraction(0)])
+        if w[0] or c[0]:
+            jobs[job] = [w[0] + c[0], w[1] + c[1]]
     users: dict[str, list[Fraction | int]] = {}
     for job, (used, _) in jobs.items():
         row = users.setdefault(about[job][0], [Fraction(0), 0])
