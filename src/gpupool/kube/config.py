@@ -49,6 +49,9 @@ class KubeConfig(_Strict):
     grace_s: Annotated[int, Field(ge=0)] = 30
     cycle_s: Annotated[float, Field(gt=0)] = 1.0  # longest wait between cycles when idle
     bind_workers: Annotated[int, Field(ge=1, le=256)] = 16
+    # suspended Jobs whose pods name gpupool (Kueue's): leave them to whoever resumes them,
+    # saying so in an Event, or admit them — gpupool resumes them (kube.suspended_jobs)
+    suspended_jobs: Literal["leave", "admit"] = "leave"
 
     @property
     def tolerated(self) -> frozenset[str]:

@@ -39,6 +39,7 @@ NAMESPACED = {
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+    "Job": ("/apis/batch/v1", "jobs"),
 }
 
 

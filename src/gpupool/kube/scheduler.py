@@ -12,28 +12,24 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.decide import Bind, Decision, Evict, Memo, decide
+from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
+from gpupool.kube.suspended_jobs import SuspendedJobs
 from gpupool.kube.watch import Reflector
 from gpupool.model import SpecError
 
 log = logging.getLogger(__name__)
-COMPONENT = "gpupool-scheduler"
 RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
 RETRY_S = (1.0, 10.0)  # a failed binding is tried again after 1 s, doubling to 10 s
 MAX_NOTES_PER_CYCLE = 500  # Event + condition writes per cycle; the rest wait for the next
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class KubeScheduler:
@@ -72,6 +68,7 @@ class KubeScheduler:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
+        self.jobs = SuspendedJobs(api, config, identity, is_leader)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +76,7 @@ class KubeScheduler:
             ("nodes", lambda: self.nodes.run(self._stop)),
             ("pods", lambda: self.pods.run(self._stop)),
             ("loop", self._loop),
+            ("jobs", lambda: self.jobs.run(self._stop)),
         ):
             t = threading.Thread(target=target, name=f"gpupool-kube-{name}", daemon=True)
             t.start()
@@ -326,7 +324,7 @@ class KubeScheduler:
                 "status": "False",
                 "reason": "Unschedulable",
                 "message": reason,
-                "lastTransitionTime": _now_iso(),
+                "lastTransitionTime": now_iso(),
             }
             self.api.set_pod_condition(ns, name, condition)
             self.stats["notes"] += 1
@@ -336,28 +334,6 @@ class KubeScheduler:
 
     def event(self, pod: str, reason: str, message: str, kind: str) -> None:
         ns, name = pod.split("/", 1)
-        obj = self.pods.get(pod) or {}
-        now = _now_iso()
-        self.api.create_event(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{name}.", "namespace": ns},
-                "involvedObject": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "namespace": ns,
-                    "name": name,
-                    "uid": (obj.get("metadata") or {}).get("uid", ""),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": kind,
-                "source": {"component": COMPONENT},
-                "reportingComponent": COMPONENT,
-                "reportingInstance": self.identity,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
-        )
+        uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid", "")
+        involved = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid}
+        self.api.create_event(event_body(involved, reason, message, kind, self.identity))
