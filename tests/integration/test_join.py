@@ -2,7 +2,9 @@
 a credential of its own node, and removing the node revokes that credential."""
 
 import stat
+import sys
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -132,3 +134,33 @@ def test_removing_a_node_waits_for_its_work_and_revokes_its_credential(sqlite_se
 def test_a_ttl_that_is_not_a_duration_is_refused_by_name(sqlite_server, ttl):
     out = gpupool("node", "token", "create", "--ttl", ttl, env=_env(sqlite_server))
     assert out.returncode == 2 and "ttl:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_join_installs_and_starts_the_agents_unit(sqlite_server, tmp_path):
+    """--install-service (issue 46: the join flow "installs/starts its service", as kubeadm
+    join starts the kubelet): the shipped unit with this installation's program, then
+    systemctl daemon-reload and enable --now — here a systemctl that records its calls."""
+    calls = tmp_path / "calls"
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    systemctl.chmod(0o755)
+    token = _bootstrap(sqlite_server)
+    units = tmp_path / "units"
+    recording = {"GPUPOOL_SYSTEMCTL": str(systemctl)}
+    joined = gpupool("join", sqlite_server.url, "--token", token, "--name", "gpu11",
+                     "--env-file", str(tmp_path / "agent.env"), "--install-service",
+                     "--unit-dir", str(units), env=recording)  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    assert calls.read_text().splitlines() == ["daemon-reload", "enable --now gpupool-agent"]
+    unit = (units / "gpupool-agent.service").read_text()
+    here = Path(sys.executable).with_name("gpupool")
+    assert f"ExecStart={here} agent --server ${{GPUPOOL_SERVER}}" in unit
+    assert "KillMode=process" in unit  # the shipped unit, not a copy of it
+    failing = tmp_path / "failing"
+    failing.write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    again = gpupool("join", sqlite_server.url, "--token", _bootstrap(sqlite_server), "--name",
+                    "gpu12", "--env-file", str(tmp_path / "b.env"), "--install-service",
+                    "--unit-dir", str(units), env={"GPUPOOL_SYSTEMCTL": str(failing)})  # fmt: skip
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "systemctl daemon-reload failed (Failed to connect to bus)" in again.stderr

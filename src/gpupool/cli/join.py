@@ -90,23 +90,43 @@ def join_command(
     name: str = typer.Option(None, help="This node's name [default: this host's name]"),
     env_file: Path = typer.Option(ENV_FILE, help="Where the agent's service reads its settings"),
     ca_file: Path = typer.Option(CA_FILE, help="Where the server's certificate chain goes"),
+    install_service: bool = typer.Option(
+        False,
+        "--install-service",
+        help="Also install the agent's systemd unit and start it (systemctl enable --now)",
+    ),
+    unit_dir: Path = typer.Option(
+        Path("/etc/systemd/system"), help="Where --install-service writes the unit"
+    ),
 ) -> None:
     """Join this machine to a pool: check the server against --ca-hash, trade the bootstrap
     token for this node's own credential and write the agent service's environment file;
-    then start the agent (systemctl enable --now gpupool-agent)."""
+    with --install-service, install and start the agent's unit too."""
     node = name or os.uname().nodename
-    for path in (env_file, ca_file):  # before the token is spent, not after
+    targets = [env_file, ca_file]
+    if install_service:
+        from gpupool.client.agent_service import UNIT, preflight
+
+        preflight()
+        targets.append(unit_dir / UNIT)
+    for path in targets:  # before the token is spent, not after
         folder = path.parent
         while not folder.exists():
             folder = folder.parent
         if not os.access(folder, os.W_OK):
             raise SpecError(
-                f"{path}: cannot write here (run as root, or give --env-file/--ca-file)"
+                f"{path}: cannot write here (run as root, or give --env-file/--ca-file/--unit-dir)"
             )
     joined = join(server, token, node, ca_hash)
     written = write_join(joined, env_file, ca_file)
     typer.echo(f"node {node} joined {joined.server}; wrote {', '.join(map(str, written))}")
-    typer.echo("start its agent: systemctl enable --now gpupool-agent")
+    if not install_service:
+        typer.echo("start its agent: systemctl enable --now gpupool-agent (or --install-service)")
+        return
+    from gpupool.client.agent_service import install_and_start
+
+    unit = install_and_start(unit_dir)
+    typer.echo(f"installed {unit} and started gpupool-agent (systemctl status gpupool-agent)")
 
 
 @client_command
