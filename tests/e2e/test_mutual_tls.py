@@ -14,6 +14,7 @@ import pytest
 
 from gpupool.server.process import free_port
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
+    a_job_runs_over_the_channel,
     agent_thread,
     make_agent,
     no_workload_outlives_its_test,
@@ -79,15 +80,8 @@ def test_an_agent_needs_its_own_nodes_certificate_and_people_need_none(tmp_path)
         agent = make_agent(url, token, "n1", tmp_path / "agent", ca_file=str(ca),
                            cert_file=cert, key_file=key)  # fmt: skip
         assert c.post("/api/v1/tenants", json={"name": "t"}).status_code == 201
-        with agent_thread(agent):
-            wait_for("its channel, over wss", lambda: agent.channel and agent.channel.up.is_set())
-            job = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t",
-                                               "command": ["true"]}).json()  # fmt: skip
-            done = wait_for(
-                "the job",
-                lambda: (j := c.get(f"/api/v1/jobs/{job['id']}").json())["finished_at"] and j,
-                30,
-            )
+        with agent_thread(agent):  # registers, takes orders on its wss channel, runs a job
+            done = a_job_runs_over_the_channel(c, agent, "t")
         assert done["state"] == "succeeded"
     finally:
         server.terminate()

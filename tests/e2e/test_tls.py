@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from gpupool.server.process import free_port
-from tests.support.agents import agent_thread, make_agent, wait_for
+from tests.support.agents import a_job_runs_over_the_channel, agent_thread, make_agent
 from tests.support.cli import gpupool
 from tests.support.process import admin_token
 from tests.support.tls import make_certificates
@@ -51,15 +51,8 @@ def test_server_cli_and_agent_over_https_with_a_sites_own_ca(tmp_path):
         c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, verify=trusted)
         assert c.post("/api/v1/tenants", json={"name": "t"}).status_code == 201
         agent = make_agent(url, agent_token, "n0", tmp_path / "agent", ca_file=ca)
-        with agent_thread(agent):
-            wait_for("its channel, over wss", lambda: agent.channel and agent.channel.up.is_set())
-            job = c.post("/api/v1/jobs", json={"request": "gpu=1", "tenant": "t",
-                                               "command": ["true"]}).json()  # fmt: skip
-            done = wait_for(
-                "the job over HTTPS",
-                lambda: (j := c.get(f"/api/v1/jobs/{job['id']}").json())["finished_at"] and j,
-                30,
-            )
+        with agent_thread(agent):  # its channel over wss, a job over HTTPS
+            done = a_job_runs_over_the_channel(c, agent, "t")
     finally:
         server.terminate()
         server.wait(timeout=30)  # within 3 s of the signal, a client's idle connection open

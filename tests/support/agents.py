@@ -132,6 +132,21 @@ def wait_for(what: str, check: Callable[[], object], timeout: float = 20) -> obj
         time.sleep(0.05)
 
 
+def a_job_runs_over_the_channel(client: httpx.Client, agent: Agent, tenant: str) -> dict:
+    """With ``agent`` running: its channel comes up, and a one-card job of ``tenant`` runs to
+    its end; the finished job."""
+    wait_for("its channel", lambda: agent.channel and agent.channel.up.is_set())
+    body = {"request": "gpu=1", "tenant": tenant, "command": ["true"]}
+    job = client.post("/api/v1/jobs", json=body).json()
+    done = wait_for(
+        "the job",
+        lambda: (j := client.get(f"/api/v1/jobs/{job['id']}").json())["finished_at"] and j,
+        30,
+    )
+    assert isinstance(done, dict)
+    return done
+
+
 def job_state(client: httpx.Client, job_id: int) -> dict:
     return client.get(f"/api/v1/jobs/{job_id}").json()
 
