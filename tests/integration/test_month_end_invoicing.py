@@ -191,3 +191,37 @@ def test_a_chinese_pdf_without_a_chinese_font_is_refused_plainly(monkeypatch):
     else:
         raise AssertionError("a Chinese PDF without a Chinese font was made")
     assert pdf_module.invoice_pdf("<p>Total</p>", "en").startswith(b"%PDF")
+
+
+def test_drafts_are_computed_while_others_write(sqlite_server, monkeypatch):
+    """Issue 47: `billing issue` took 55 s under load — it computed every invoice inside the
+    write transaction, holding the database's write lock, so everything else that writes
+    (submissions, heartbeats, the scheduler) queued behind it, and it behind them. Drafts are
+    now computed from a read; a submission made while one is being computed goes through."""
+    import httpx
+
+    from gpupool.server import issuing
+
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    month = time.strftime("%Y-%m", time.gmtime(time.time() + 8 * 3600))  # Asia/Shanghai
+    usage_record(sqlite_server, "algo", month_bounds(month)[0] + 60, hours=1)
+    meanwhile: list[object] = []
+    real = issuing.month_invoice
+
+    def computing(*args, **kwargs):
+        if not meanwhile:  # a submission while the first invoice is being computed
+            body = {"request": "gpu=1", "tenant": "algo", "command": ["true"]}
+            headers = {"Authorization": f"Bearer {sqlite_server.admin_token}"}
+            try:
+                r = httpx.post(f"{sqlite_server.url}/api/v1/jobs", json=body, headers=headers,
+                               timeout=5)  # fmt: skip
+                meanwhile.append(r.status_code)
+            except httpx.TimeoutException:
+                meanwhile.append("blocked behind the invoicing")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(issuing, "month_invoice", computing)
+    drafts = ok(admin.post("/api/v1/billing/invoices/issue", json={"month": month}))
+    assert meanwhile == [201]
+    assert [d["tenant"] for d in drafts] == ["algo"]

@@ -58,14 +58,44 @@ def check_closed(s: Session, month: str, zone: str, now: float) -> None:
         )
 
 
+def month_bodies(
+    s: Session, month: str, zone: str, *, final: bool, now: float, issuer: str = ""
+) -> dict[str, dict]:
+    """Every tenant's invoice body for ``month`` (a draft counts running jobs up to now; a
+    final month is metered to its end), computed from one read of the state of record —
+    outside the write transaction that stores them, so month-end invoicing holds the
+    database's write lock for the writes alone, not for the computing."""
+    month_bounds(month, zone)  # a bad month or zone is refused before anything is computed
+    tenants = s.execute(select(TenantRow.name).order_by(TenantRow.name)).scalars().all()
+    return {
+        tenant: month_invoice(
+            s, tenant, month, zone, live_until=None if final else now, issuer=issuer
+        )
+        for tenant in tenants
+    }
+
+
 def issue_month(
-    s: Session, month: str, zone: str, *, final: bool, who: str, now: float, issuer: str = ""
+    s: Session,
+    month: str,
+    zone: str,
+    *,
+    final: bool,
+    who: str,
+    now: float,
+    issuer: str = "",
+    bodies: dict[str, dict] | None = None,
 ) -> list[Issued]:
     """Make (or make again) every tenant's draft for ``month``; with ``final``, number them
-    and freeze them. Tenants with nothing to bill and no earlier draft get none."""
+    and freeze them. Tenants with nothing to bill and no earlier draft get none. ``bodies``:
+    drafts computed beforehand (``month_bodies``); a final run computes its own here, once
+    the month is checked closed, in the transaction that numbers them."""
     month_bounds(month, zone)  # a bad month or zone is refused before anything is written
     if final:
         check_closed(s, month, zone, now)
+        bodies = month_bodies(s, month, zone, final=True, now=now, issuer=issuer)
+    elif bodies is None:
+        bodies = month_bodies(s, month, zone, final=False, now=now, issuer=issuer)
     existing = {
         r.tenant: r
         for r in s.execute(
@@ -73,7 +103,7 @@ def issue_month(
         ).scalars()
     }
     out = []
-    for tenant in s.execute(select(TenantRow.name).order_by(TenantRow.name)).scalars():
+    for tenant, body in bodies.items():
         row = existing.get(tenant)
         if row is not None and row.state == "final":
             out.append(Issued(row, changed=False))
@@ -83,10 +113,6 @@ def issue_month(
                 f"zone: {tenant}'s {month} invoice was issued in {row.zone}, not {zone}",
                 field="zone",
             )
-        # a draft counts running jobs up to now; a final month is metered to its end
-        body = month_invoice(
-            s, tenant, month, zone, live_until=None if final else now, issuer=issuer
-        )
         if not body["lines"] and row is None:
             continue
         number = number_for(s, month) if final else None  # before the row joins the session

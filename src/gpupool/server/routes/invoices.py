@@ -17,7 +17,7 @@ from gpupool.server.db.tables import IssuedInvoiceRow
 from gpupool.server.deps import Caller, Ctx, Id, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoice_documents import Format, invoice_response
-from gpupool.server.issuing import NotReady, issue_month
+from gpupool.server.issuing import NotReady, issue_month, month_bodies
 from gpupool.server.routes.billing import READERS, company_wide, iso_utc
 from gpupool.server.schemas import Strict
 
@@ -68,22 +68,22 @@ def issue(body: IssueIn, ctx: Ctx, who: Caller, request: Request) -> list[Issued
     with ``final`` numbered and frozen — refused until the month is over and metered to its
     end. Final invoices are left as they are."""
     company_wide(who, "month-end invoices")
-    with ctx.db.write() as s:
-        try:
+    now, issuer = time.time(), ctx.settings.invoice_issuer
+    try:
+        drafts = None
+        if not body.final:  # computed from a read, the write lock held for the writes only
+            with ctx.db.read() as s:
+                drafts = month_bodies(s, body.month, body.zone, final=False, now=now, issuer=issuer)
+        with ctx.db.write() as s:
             issued = issue_month(
-                s,
-                body.month,
-                body.zone,
-                final=body.final,
-                who=who.user,
-                now=time.time(),
-                issuer=ctx.settings.invoice_issuer,
-            )
-        except NotReady as exc:
-            raise ApiError(409, str(exc), exc.field or "month") from None
-        except SpecError as exc:
-            raise ApiError(422, str(exc), exc.field or "month") from None
-        out = [_out(i.row, i.changed) for i in issued]
+                s, body.month, body.zone, final=body.final, who=who.user, now=now,
+                issuer=issuer, bodies=drafts,
+            )  # fmt: skip
+            out = [_out(i.row, i.changed) for i in issued]
+    except NotReady as exc:
+        raise ApiError(409, str(exc), exc.field or "month") from None
+    except SpecError as exc:
+        raise ApiError(422, str(exc), exc.field or "month") from None
     state = "final" if body.final else "draft"
     request.state.audit_target = f"{state} invoices for {body.month} ({len(out)})"
     return out
