@@ -172,3 +172,44 @@ def test_a_reservation_says_what_it_will_stop_and_stops_it_when_it_begins(sqlite
     events = ok(admin.get(f"/api/v1/jobs/{open_ended['id']}/events"))
     assert events[-2]["to_state"] == "preempted"
     assert events[-2]["reason"].startswith("stopped for reservation r-1 of algo: its window")
+
+
+def test_a_reservation_of_cards_holds_them_on_the_fewest_nodes_and_lends_the_rest(
+    sqlite_server,
+):
+    """Issue 47: only whole nodes could be reserved. Six A100-80G cards for algo are held on
+    the fewest nodes that have them (two of four cards each), packed; others' work takes the
+    two cards beside the hold, a third waits saying why, and asking more cards than the nodes
+    others leave free has is refused with the numbers."""
+    srv = sqlite_server
+    env = _as(srv)
+    admin = srv.admin()
+    for name in ("n1", "n2"):
+        ok(admin.post("/api/v1/nodes", json=node_body(name, cards=4)))
+    for name in ("algo", "infer"):
+        assert _run(env, "tenant", "create", name).returncode == 0
+        quota = {"resource": "gpu", "nominal": 6}
+        ok(admin.put(f"/api/v1/tenants/{name}/quotas/gpu", json=quota))
+    out = _run(env, "reservation", "create", "--tenant", "algo", "--cards", "A100-80G:6",
+               "--end", "1d")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("reservation 1: 6 cards on n1, n2 for algo from ")
+    listed = _run(env, "reservation", "list")
+    assert "6 cards of n1, n2" in listed.stdout
+    body = {"request": "gpu=1", "tenant": "infer", "command": ["sleep", "60"]}
+    placed = [ok(admin.post("/api/v1/jobs", json=body), 201) for _ in range(3)]
+    srv.cycle()
+    states = [ok(admin.get(f"/api/v1/jobs/{j['id']}"))["state"] for j in placed]
+    assert sorted(states) == ["admitted", "admitted", "pending"]  # no agent here runs them
+    waiting = next(j for j, st in zip(placed, states, strict=True) if st == "pending")
+    reason = ok(admin.get(f"/api/v1/jobs/{waiting['id']}"))["reason"]
+    assert "6 cards of n1, n2 reserved by r-1 of algo until" in reason, reason
+    assert "0 left beside them, this job takes 1" in reason
+    ok(admin.post("/api/v1/nodes", json=node_body("n3", cards=4)))
+    too_many = _run(env, "reservation", "create", "--tenant", "infer", "--cards", "A100-80G:5",
+                    "--end", "1d")  # fmt: skip
+    assert too_many.returncode == 2
+    assert "5 A100-80G cards asked, 4 on nodes no other tenant holds then" in too_many.stderr
+    unknown = _run(env, "reservation", "create", "--tenant", "infer", "--cards", "T4:1",
+                   "--end", "1d")  # fmt: skip
+    assert unknown.returncode == 2 and "no node has T4 cards" in unknown.stderr

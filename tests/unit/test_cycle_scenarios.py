@@ -228,3 +228,42 @@ def test_a_team_past_its_guarantee_is_told_why_it_cannot_reclaim_lent_cards():
         "; cannot reclaim lent capacity: inf holds 5 gpu against a guarantee of 4, and this "
         "job's 1 more would pass it (reclaim takes back no more than a guarantee)"
     )
+
+
+def test_a_reservation_of_cards_holds_that_many_and_lends_the_rest():
+    """Issue 47: only whole nodes could be reserved. Four cards of two 4-card servers held for
+    team-a (packed: on the first, where a 4-card job fits): others run on the other four, a
+    fifth is told the hold leaves no room; the owner gets its four together. Before the window
+    others' preemptible work takes them all, and at its start only what sits on the held
+    cards is stopped."""
+    nodes = cluster(2, 4)
+    held = Reservation("r-5", "team-a", ("s00", "s01"), start=DAY, end=2 * DAY, cards=4)
+
+    def teams() -> TenantTree:
+        return tree(**{"team-a": 4, "team-b": 4})
+
+    online = "online-inference"
+    others = [Job(f"b{i}", parse_request("gpu=1"), tenant="team-b", priority_class=online,
+                  submit_time=i) for i in range(5)]  # fmt: skip
+    during = run_cycle(ClusterState(nodes), [], others, teams(), DAY + 1, reservations=[held])
+    assert during.admitted == 4
+    assert str(during.pending["b4"]).endswith(
+        "4 cards of s00, s01 reserved by r-5 of team-a until 1970-01-03T00:00:00Z: 0 left "
+        "beside them, this job takes 1"
+    )
+    own = [Job("a", parse_request("gpu=4"), tenant="team-a")]
+    running = carry(during, others)
+    then = run_cycle(ClusterState(nodes), running, own, teams(), DAY + 2, reservations=[held])
+    assert [b.job_id for b in then.bindings] == ["a"]
+
+    batch = [Job(f"t{i}", parse_request("gpu=1"), tenant="team-b", submit_time=i)
+             for i in range(8)]  # fmt: skip
+    before = run_cycle(ClusterState(nodes), [], batch, teams(), 0, reservations=[held])
+    assert before.admitted == 8  # preemptible work may use the hold until the window
+    placed = {b.job_id: b for b in before.bindings}
+    started = [RunningJob(j, placed[j.id].placement, float(i), False) for i, j in enumerate(batch)]
+    at_start = run_cycle(ClusterState(nodes), started, [], teams(), DAY, reservations=[held])
+    stopped = {p.job_id for p in at_start.preemptions}
+    on_first = {j for j, b in placed.items() if b.placement.node_names == ("s00",)}
+    assert len(on_first) == 4 and stopped == on_first  # held packed, on its first node
+    assert all(p.cause is Cause.RESERVATION for p in at_start.preemptions)

@@ -314,33 +314,46 @@ def node_resume(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> No
 @client_command
 def reservation_create(
     tenant: str = typer.Option(..., help="The tenant the nodes are held for"),
-    nodes: str = typer.Option(..., help="Comma list of node names"),
+    nodes: str = typer.Option(None, help="Comma list of node names (held whole, without --cards)"),
+    cards: str = typer.Option(
+        None,
+        help="Hold N cards, not whole nodes: MODEL:N (on the fewest nodes of that model), or "
+        "N with --nodes (on those)",
+    ),
     start: str = typer.Option("now", help=f"From: {WHEN_HELP}"),
     end: str = typer.Option(..., help=f"Until: {WHEN_HELP}"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Hold nodes for a tenant, e.g. --tenant algo --nodes n1,n2 --start 2026-12-10T08:00
-    --end 2026-12-12T08:00. Refused if it overlaps another tenant's reservation."""
-    names = [n.strip() for n in nodes.split(",") if n.strip()]
-    if not names:
-        raise SpecError("nodes: give at least one node name")
-    body = {
-        "tenant": tenant,
-        "nodes": names,
-        "start": _when(start, "start"),
-        "end": _when(end, "end"),
-    }
+    --end 2026-12-12T08:00, or N cards of a model: --cards A100-80G:6. Others' work may use
+    what is not held. Refused if it overlaps another tenant's reservation."""
+    names = [n.strip() for n in (nodes or "").split(",") if n.strip()]
+    body: dict[str, object] = {"tenant": tenant, "start": _when(start, "start"),
+                               "end": _when(end, "end")}  # fmt: skip
+    if names:
+        body["nodes"] = names
+    if cards is not None:
+        model, _, count = cards.rpartition(":")
+        if not count.isdigit() or int(count) < 1 or (not model and not names):
+            raise SpecError(f"cards: {cards!r} is not MODEL:N (or N with --nodes)", field="cards")
+        body["cards"] = int(count)
+        if model:
+            body["model"] = model
+    elif not names:
+        raise SpecError("nodes: give node names, or --cards MODEL:N")
     with ApiClient.from_env() as api:
         out = api.post("/api/v1/reservations", body)
+    held = f"{out['cards']} cards on " if out.get("cards") else ""
     said = (
-        f"reservation {out['id']}: {', '.join(out['nodes'])} for {out['tenant']} "
+        f"reservation {out['id']}: {held}{', '.join(out['nodes'])} for {out['tenant']} "
         f"from {zoned(out['start'])} to {zoned(out['end'])}"
     )
     show(out, as_json, said)
     if out.get("displaces") and not as_json:  # what it will stop: said now, not when it does
         ids = ", ".join(str(j) for j in out["displaces"][:10])
         more = f" and {len(out['displaces']) - 10} more" if len(out["displaces"]) > 10 else ""
-        typer.echo(f"it will stop job(s) {ids}{more} when it begins (others' work on its nodes)")
+        may = "may stop" if out.get("cards") else "will stop"
+        typer.echo(f"it {may} job(s) {ids}{more} when it begins (others' work on its nodes)")
 
 
 @reservation_app.command("list")
@@ -355,7 +368,8 @@ def reservation_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None
             "tenant": r["tenant"],
             "from": local(r["start"]),
             "until": local(r["end"]),
-            "nodes": ", ".join(r["nodes"][:4])
+            "nodes": (f"{r['cards']} cards of " if r.get("cards") else "")
+            + ", ".join(r["nodes"][:4])
             + (f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""),
         }
         for r in reservations

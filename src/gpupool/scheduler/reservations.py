@@ -1,4 +1,4 @@
-"""Reservations: a tenant locks nodes for a future time window.
+"""Reservations: a tenant locks nodes — or N cards on them — for a future time window.
 
 Before the window the reserved nodes run work that will be gone in time, as Slurm's
 reservations let jobs that end before them in: jobs whose time limit ends before it starts,
@@ -7,9 +7,15 @@ but online inference (``online-inference`` class or ``inference`` kind), which i
 (requeued, or killed by its ``on_preempt``) when the window begins (``actions/reserve.py``).
 During the window only the owning tenant (and its sub-tenants) may use them. A job that may
 not use them is told which reservations, with their nodes.
+
+A reservation of N cards (``cards``) holds only that many of its nodes' cards: others' work
+may use the rest of them, as long as the cards free or held by the owner there stay at least
+N (the ``room`` a session computes). A job whose cards would eat into the hold is kept off
+its nodes, told by how much; at the window's start others' work there is stopped, most
+recently started first, until the hold is whole again.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -25,12 +31,15 @@ class Reservation:
     nodes: tuple[str, ...]
     start: float
     end: float
+    cards: int | None = None  # only this many of its nodes' cards (None: the whole nodes)
 
     def __post_init__(self) -> None:
         if self.end <= self.start:
             raise SpecError(f"reservation {self.id}: end must be after start", field="end")
         if not self.nodes:
             raise SpecError(f"reservation {self.id}: no nodes", field="nodes")
+        if self.cards is not None and self.cards < 1:
+            raise SpecError(f"reservation {self.id}: cards must be at least 1", field="cards")
 
 
 LAST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()  # later than this: "never" ends
@@ -53,18 +62,26 @@ def owned(r: Reservation, owners: tuple[str, ...]) -> bool:
     return r.tenant in owners
 
 
+def cards_of(job: Job) -> int:
+    """The cards (devices or instances) ``job`` takes in all: what it would take of a hold."""
+    return job.request.gpu_count * job.gang_size
+
+
 def node_mask(
     reservations: Sequence[Reservation],
     job: Job,
     now: float,
     index: dict[str, int],
     owners: tuple[str, ...],
+    room: Callable[[Reservation], dict[str, int]] | None = None,
 ) -> tuple[np.ndarray | None, str]:
     """Nodes ``job`` may use now, and the reason charged to the others (naming every
     reservation that keeps the job out, with its nodes).
 
     ``owners`` is the job's tenant with its ancestors (a reservation of a team covers its
-    projects). Returns (None, "") when no reservation restricts the job.
+    projects). ``room``: for a reservation of N cards, how many cards others may still take
+    on each of its nodes (``Session.hold_room``); the job is kept off those where its cards
+    would eat into the hold. Returns (None, "") when no reservation restricts the job.
     """
     mask: np.ndarray | None = None
     said: list[str] = []
@@ -76,12 +93,27 @@ def node_mask(
             ends_in_time = job.max_runtime_s is not None and now + job.max_runtime_s <= r.start
             if ends_in_time or preemptible(job):
                 continue
+        kept_off = r.nodes
+        left = None
+        if r.cards is not None and room is not None:
+            rooms = room(r)
+            kept_off = tuple(n for n in r.nodes if rooms.get(n, 0) < cards_of(job))
+            if not kept_off:
+                continue  # it fits beside the hold wherever it goes
+            left = sum(max(0, rooms.get(n, 0)) for n in r.nodes)
         if mask is None:
             mask = np.ones(len(index), dtype=bool)
-        for name in r.nodes:
+        for name in kept_off:
             if name in index:
                 mask[index[name]] = False
         where = ", ".join(r.nodes[:4]) + (f" +{len(r.nodes) - 4}" if len(r.nodes) > 4 else "")
+        if left is not None:
+            when = f"until {iso(r.end)}" if active else f"from {iso(r.start)}"
+            said.append(
+                f"{r.cards} cards of {where} reserved by {r.id} of {r.tenant} {when}: "
+                f"{max(0, left)} left beside them, this job takes {cards_of(job)}"
+            )
+            continue
         said.append(
             f"{where} held by {r.tenant} ({r.id})"
             if active and r.end >= LAST

@@ -13,7 +13,7 @@ from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reasons import Cause, Reason, Wait
-from gpupool.scheduler.reservations import Reservation, node_mask
+from gpupool.scheduler.reservations import Reservation, node_mask, owned
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
 from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
@@ -151,6 +151,8 @@ class Session:
         # (the releases count then, and what the job's reason adds: "" for nothing)
         self.victimless: dict[tuple[str, str, ResourceRequest, int, int], tuple[int, str]] = {}
         self._allowed: dict[frozenset[str], np.ndarray] = {}  # jobs' own node sets as masks
+        # hold_room's answers, with the nodes' versions they were computed at
+        self._rooms: dict[str, tuple[tuple[str, tuple[int, ...]], dict[str, int]]] = {}
         # quotas on per-model cards or device memory need the placement to be checked
         self.exact_after_placement = bool(tenants._managed - {"gpu", "cpu"})
 
@@ -173,7 +175,12 @@ class Session:
 
     def mask(self, job: Job) -> tuple[np.ndarray | None, str]:
         mask, reason = node_mask(
-            self.reservations, job, self.now, self.state.index, self.tree.chain[job.tenant]
+            self.reservations,
+            job,
+            self.now,
+            self.state.index,
+            self.tree.chain[job.tenant],
+            self.hold_room,
         )
         if job.nodes is None:
             return mask, reason
@@ -187,6 +194,35 @@ class Session:
         if mask is None:
             return allowed, NOT_ALLOWED
         return mask & allowed, reason or NOT_ALLOWED
+
+    def hold_room(self, r: Reservation) -> dict[str, int]:
+        """For a reservation of N cards, per node of it: the cards free or its owner's there,
+        less what the hold keeps there — how many others may still take (below 0: short).
+        The N cards are held on its nodes in their order, each node's as far as it has
+        cards (held packed: the owner's big jobs need them together). Cached until a
+        placement on its nodes changes."""
+        st = self.state
+        rows = {n: st.index[n] for n in r.nodes if n in st.index}
+        key = (r.id, tuple(int(st.version[i]) for i in rows.values()))
+        cached = self._rooms.get(r.id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        taken: dict[str, set[int]] = {n: set() for n in rows}  # others' cards on each node
+        for running in self.running.values():
+            if owned(r, self.tree.chain[running.job.tenant]):
+                continue
+            for ng in running.placement.nodes:
+                if ng.node in taken:
+                    taken[ng.node].update(d.device for d in ng.devices)
+        room: dict[str, int] = {}
+        left = r.cards or 0
+        for node, row in rows.items():
+            cards = int(st.usable[row].sum())
+            kept = min(left, cards)
+            left -= kept
+            room[node] = cards - len(taken[node]) - kept
+        self._rooms[r.id] = (key, room)
+        return room
 
     def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | Reason:
         """Place ``job`` on the snapshot (not applied). Failures are remembered until the

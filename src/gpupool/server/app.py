@@ -46,6 +46,7 @@ from gpupool.server.routes import (
     plans,
     proposals,
     reports,
+    reservations,
     services,
     tenants,
     usage,
@@ -95,7 +96,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes: tuple[ModuleType, ...] = (jobs, job_control, billing, invoices, plans, reports)
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, limits, services, kubernetes)
-    routes += (usage, alerts, admin, proposals, dashboard, join)
+    routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

@@ -334,6 +334,6 @@ def queue_policy(session: Session) -> QueuePolicy:
 
 def reservations(session: Session) -> list[Reservation]:
     return [
-        Reservation(f"r-{r.id}", r.tenant, tuple(r.nodes), r.start, r.end)
+        Reservation(f"r-{r.id}", r.tenant, tuple(r.nodes), r.start, r.end, r.cards)
         for r in session.execute(select(ReservationRow)).scalars()
     ]

@@ -284,6 +284,8 @@ class ReservationRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="CASCADE"))
     nodes: Mapped[list[Any]] = mapped_column()
+    # N of its nodes' cards held, packed in the nodes' order (None: the whole nodes)
+    cards: Mapped[int | None] = mapped_column(Integer, nullable=True)
     start: Mapped[float] = mapped_column(Float)
     end: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(100))

@@ -1,4 +1,4 @@
-"""Pools, priority classes, users and tokens, reservations, the audit log, server status."""
+"""Pools, priority classes, users and tokens, the audit log, server status."""
 
 import time
 from typing import Annotated
@@ -10,19 +10,14 @@ from sqlalchemy.orm import Session
 from gpupool import __version__
 from gpupool.model import SpecError
 from gpupool.scheduler.placer import POLICY_NAMES
-from gpupool.scheduler.reservations import Holder, Reservation, displaced, iso
+from gpupool.scheduler.reservations import iso
 from gpupool.server.auth import SESSION_PREFIX, Principal, Role, issue_token
 from gpupool.server.db.tables import (
-    AllocationNodeRow,
-    AllocationRow,
     AuditRow,
-    JobRow,
     Meta,
     NodeRow,
     Pool,
     PriorityClassRow,
-    ReservationRow,
-    TenantRow,
     TokenRow,
     UserRow,
 )
@@ -47,8 +42,6 @@ from gpupool.server.schemas import (
     PoolOut,
     PriorityClassIn,
     PriorityClassOut,
-    ReservationIn,
-    ReservationOut,
     TokenIn,
     TokenInfo,
     TokenOut,
@@ -56,13 +49,10 @@ from gpupool.server.schemas import (
     UserOut,
     UserPatch,
 )
-from gpupool.server.snapshot import tenant_tree
 
 router = APIRouter(prefix="/api/v1", tags=["admin"])
 ADMIN = (Role.ADMIN,)
 MAX_LIVE_TOKENS = 50  # per user: enough for every machine of one person, not a flood
-MAX_RESERVATION_S = 366 * 86400
-PAST_SLACK_S = 60  # a start this far back still counts as "now" (clock skew, typing)
 
 
 def _scheduler_name(ctx: ServerContext) -> str | None:
@@ -308,120 +298,6 @@ def revoke_token(token_id: Id, ctx: Ctx, who: Caller) -> None:
             raise not_found(f"token {token_id}")
         t.revoked = True
     ctx.forget_principals()
-
-
-# -- reservations -----------------------------------------------------------------------------
-def reservation_out(r: ReservationRow) -> ReservationOut:
-    return ReservationOut(
-        id=r.id,
-        tenant=r.tenant,
-        nodes=list(r.nodes),
-        start=r.start,
-        end=r.end,
-        start_iso=iso(r.start),
-        end_iso=iso(r.end),
-        created_by=r.created_by,
-    )
-
-
-def _check_window(body: ReservationIn, now: float) -> None:
-    if body.end <= body.start:
-        raise ApiError(422, "end: must be after start", "end")
-    if body.start < now - PAST_SLACK_S:
-        raise ApiError(422, f"start: {iso(body.start)} is in the past", "start")
-    if body.end - body.start > MAX_RESERVATION_S:
-        raise ApiError(422, "end: a reservation lasts at most 366 days", "end")
-
-
-def _clash(s: Session, body: ReservationIn, now: float) -> ReservationRow | None:
-    """Another tenant's reservation that overlaps this one in time on a shared node."""
-    q = select(ReservationRow).where(
-        ReservationRow.end > max(now, body.start),
-        ReservationRow.start < body.end,
-        ReservationRow.tenant != body.tenant,
-    )
-    wanted = set(body.nodes)
-    return next((r for r in s.execute(q).scalars() if wanted & set(r.nodes)), None)
-
-
-@router.post("/reservations", status_code=201, response_model=ReservationOut)
-def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> ReservationOut:
-    """Lock nodes for a tenant over [start, end) (epoch seconds; admins). The window may not
-    lie in the past, last over 366 days, or overlap another tenant's reservation of a node."""
-    require(who, ADMIN, "reserving nodes")
-    now = time.time()
-    _check_window(body, now)
-    with ctx.db.write() as s:
-        if s.get(TenantRow, body.tenant) is None:
-            raise ApiError(422, f"tenant: unknown tenant {body.tenant!r}", "tenant")
-        known = set(s.execute(select(NodeRow.name).where(NodeRow.name.in_(body.nodes))).scalars())
-        missing = [n for n in body.nodes if n not in known]
-        if missing:
-            raise ApiError(422, f"nodes: unknown node {missing[0]!r}", "nodes")
-        clash = _clash(s, body, now)
-        if clash is not None:
-            shared = sorted(set(body.nodes) & set(clash.nodes))
-            raise ApiError(
-                409,
-                f"nodes: {shared[0]} is reserved by r-{clash.id} of {clash.tenant} from "
-                f"{iso(clash.start)} to {iso(clash.end)}",
-                "nodes",
-            )
-        row = ReservationRow(
-            tenant=body.tenant,
-            nodes=list(dict.fromkeys(body.nodes)),
-            start=body.start,
-            end=body.end,
-            created_by=who.user,
-        )
-        s.add(row)
-        s.flush()
-        out = reservation_out(row)
-        out.displaces = _displaced(s, row)
-    ctx.loop.wake()
-    return out
-
-
-def _displaced(s: Session, row: ReservationRow) -> list[int]:
-    chain = tenant_tree(s).chain  # each tenant with its ancestors
-    live = s.execute(
-        select(AllocationRow.job_id, JobRow.tenant, AllocationNodeRow.node, JobRow.started_at,
-               AllocationRow.created_at, JobRow.max_runtime_s)
-        .join(JobRow, JobRow.id == AllocationRow.job_id)
-        .join(AllocationNodeRow, AllocationNodeRow.allocation_id == AllocationRow.id)
-        .where(AllocationRow.state == "active", AllocationNodeRow.node.in_(list(row.nodes)))
-    ).all()  # fmt: skip
-    holders = {  # one entry a job: any node of it inside the reservation is enough
-        job: Holder(str(job), chain[tenant], (node,), None if limit is None else (t or t0) + limit)
-        for job, tenant, node, t, t0, limit in live
-    }
-    window = Reservation(f"r-{row.id}", row.tenant, tuple(row.nodes), row.start, row.end)
-    return sorted(int(j) for j in displaced(window, list(holders.values())))
-
-
-@router.get("/reservations", response_model=list[ReservationOut])
-def list_reservations(ctx: Ctx, who: Caller) -> list[ReservationOut]:
-    """Current and future reservations, every tenant's: a reservation blocks every other
-    tenant's jobs on its nodes, so each may see who holds which nodes when."""
-    human(who)
-    q = select(ReservationRow).where(ReservationRow.end > time.time())
-    with ctx.db.read() as s:
-        rows = s.execute(q.order_by(ReservationRow.start, ReservationRow.id)).scalars()
-        return [reservation_out(r) for r in rows]
-
-
-@router.delete("/reservations/{res_id}", status_code=204)
-def delete_reservation(res_id: Id, ctx: Ctx, who: Caller) -> None:
-    """Admins, or a tenant-admin of the tenant holding it (giving its own nodes back)."""
-    human(who)
-    with ctx.db.write() as s:
-        r = s.get(ReservationRow, res_id)
-        if r is None:
-            raise not_found(f"reservation {res_id}")
-        if not (who.is_admin or (who.role is Role.TENANT_ADMIN and who.sees(r.tenant))):
-            raise forbidden(f"{who.user} ({who.role}) may not cancel reservation {res_id}")
-        s.delete(r)
-    ctx.loop.wake()
 
 
 # -- audit ------------------------------------------------------------------------------------
