@@ -225,3 +225,27 @@ def test_drafts_are_computed_while_others_write(sqlite_server, monkeypatch):
     drafts = ok(admin.post("/api/v1/billing/invoices/issue", json={"month": month}))
     assert meanwhile == [201]
     assert [d["tenant"] for d in drafts] == ["algo"]
+
+
+def test_a_parent_team_lists_its_sub_teams(sqlite_server):
+    """Issue 47: the invoice had no sub-teams. A department's invoice (and its month-end
+    draft) lists what each team below it used and owes on its own invoice."""
+    admin = sqlite_server.admin()
+    for name, parent in (("research", None), ("vision", "research"), ("nlp", "research")):
+        body = {"name": name, **({"parent": parent} if parent else {})}
+        ok(admin.post("/api/v1/tenants", json=body), 201)
+    month = time.strftime("%Y-%m", time.gmtime(time.time() + 8 * 3600))  # Asia/Shanghai
+    start = month_bounds(month)[0]
+    usage_record(sqlite_server, "vision", start + 60, hours=2)
+    usage_record(sqlite_server, "nlp", start + 60, hours=1, pct=50)
+    params = {"tenant": "research", "month": month}
+    live = ok(admin.get("/api/v1/billing/invoice", params=params))
+    teams = {t["tenant"]: t for t in live["sub_teams"]}
+    assert teams["vision"]["card_hours"] == "2.0000" and teams["nlp"]["card_hours"] == "0.5000"
+    vision = ok(admin.get("/api/v1/billing/invoice", params={**params, "tenant": "vision"}))
+    assert teams["vision"]["total"] == vision["total"] and "sub_teams" not in vision
+    drafts = ok(admin.post("/api/v1/billing/invoices/issue", json={"month": month}))
+    assert sorted(d["tenant"] for d in drafts) == ["nlp", "research", "vision"]
+    research = next(d for d in drafts if d["tenant"] == "research")
+    page = admin.get(f"/api/v1/billing/invoices/{research['id']}", params={"format": "html"})
+    assert "下级团队" in page.text and "<td>vision</td>" in page.text

@@ -1,7 +1,7 @@
 """Who used an invoice's card-hours (issue 47: the invoice PDF had no per-job or per-user
 breakdown, no guaranteed vs borrowed hours, and no issuer)."""
 
-from gpupool.billing.breakdown import JobUsage, breakdown
+from gpupool.billing.breakdown import JobUsage, breakdown, descendants, sub_teams
 from gpupool.billing.catalog import Catalog, Price
 from gpupool.billing.invoice import Usage, invoice
 from gpupool.billing.invoice_html import invoice_html
@@ -58,3 +58,24 @@ def test_the_page_names_its_issuer_and_who_used_what_in_both_languages():
     assert 'id="issuer"' not in en  # no issuer set: no empty line
     old = invoice_html({k: v for k, v in inv.items() if k != "breakdown"}, "en", START)
     assert "Who used it" not in old  # an invoice finalised before breakdowns still prints
+
+
+def test_a_parents_invoice_lists_its_sub_teams_from_their_own_invoices():
+    parents = {"company": None, "research": "company", "vision": "research", "nlp": "research",
+               "ops": "company"}  # fmt: skip
+    assert descendants("research", parents) == ["nlp", "vision"]
+    assert descendants("company", parents) == ["nlp", "ops", "research", "vision"]
+    bodies = {
+        "vision": {"total": "12.50", "breakdown": {"card_hours": "5.0000"}},
+        "nlp": {"total": "2.50", "breakdown": {"card_hours": "1.0000"}},
+    }
+    teams = sub_teams("research", parents, bodies)
+    assert [(t["tenant"], t["card_hours"], t["total"]) for t in teams] == [
+        ("nlp", "1.0000", "2.50"),
+        ("vision", "5.0000", "12.50"),
+    ]
+    usage = [Usage(u.model, u.start, u.end, u.compute_pct_seconds, 0) for u in RECORDS[:1]]
+    inv = invoice("research", "1970-01", usage, Catalog([Price("A100-80G", 72000)]))
+    page = invoice_html({**inv, "sub_teams": teams}, "en", START)
+    assert "Sub-teams (billed on their own invoices, not in this total)" in page
+    assert '<td>vision</td><td class="num">5.00</td><td class="num">¥12.50</td>' in page

@@ -88,3 +88,33 @@ def breakdown(records: Iterable[JobUsage], start: float, end: float, top: int = 
         ],
         "jobs_left_out": max(0, len(largest) - top),
     }
+
+
+def descendants(tenant: str, parents: dict[str, str | None]) -> list[str]:
+    """Every tenant below ``tenant`` (children, their children, ...), by name."""
+    below: list[str] = []
+    frontier = [tenant]
+    while frontier:
+        kids = sorted(t for t, parent in parents.items() if parent in frontier)
+        below += kids
+        frontier = kids
+    return sorted(below)
+
+
+def sub_teams(tenant: str, parents: dict[str, str | None], bodies: dict[str, dict]) -> list[dict]:
+    """A parent's sub-teams as its invoice lists them: each one's card-hours and total (from
+    their own invoices, which bill them; the parent's total does not include them)."""
+    out = []
+    for team in descendants(tenant, parents):
+        body = bodies.get(team)
+        if body is None:
+            continue
+        out.append(
+            {
+                "tenant": team,
+                "parent": parents.get(team),
+                "card_hours": (body.get("breakdown") or {}).get("card_hours", "0.0000"),
+                "total": body["total"],
+            }
+        )
+    return out

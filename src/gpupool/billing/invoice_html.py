@@ -64,6 +64,8 @@ LABELS: dict[str, dict[str, str]] = {
         "hours": "卡时",
         "lent": "其中借用",
         "left_out": "另有 {n} 个作业未列出（JSON 与 CSV 导出含全部）",
+        "sub_teams": "下级团队（各自出账，不计入本账单合计）",
+        "team": "团队",
     },
     "en": {
         "title": "Invoice",
@@ -108,6 +110,8 @@ LABELS: dict[str, dict[str, str]] = {
         "hours": "Card-hours",
         "lent": "Of which borrowed",
         "left_out": "{n} more jobs not listed",
+        "sub_teams": "Sub-teams (billed on their own invoices, not in this total)",
+        "team": "Team",
     },
 }
 TERMS = {
@@ -222,6 +226,14 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         issued=when.strftime("%Y-%m-%d %H:%M"),
         issuer=inv.get("issuer", ""),
         breakdown=_breakdown(inv.get("breakdown"), t),
+        sub_teams=[
+            {
+                **team,
+                "card_hours": _hours(team["card_hours"]),
+                "total": yuan(_signed_fen(team["total"])),
+            }
+            for team in inv.get("sub_teams") or []
+        ],
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from gpupool.billing.breakdown import sub_teams
 from gpupool.billing.invoice import month_bounds
 from gpupool.model import SpecError
 from gpupool.server.db.tables import AllocationRow, IssuedInvoiceRow, TenantRow
@@ -66,13 +67,21 @@ def month_bodies(
     outside the write transaction that stores them, so month-end invoicing holds the
     database's write lock for the writes alone, not for the computing."""
     month_bounds(month, zone)  # a bad month or zone is refused before anything is computed
-    tenants = s.execute(select(TenantRow.name).order_by(TenantRow.name)).scalars().all()
-    return {
+    parents = {
+        n: up
+        for n, up in s.execute(select(TenantRow.name, TenantRow.parent).order_by(TenantRow.name))
+    }
+    bodies = {
         tenant: month_invoice(
             s, tenant, month, zone, live_until=None if final else now, issuer=issuer
         )
-        for tenant in tenants
+        for tenant in parents
     }
+    for tenant, body in bodies.items():  # a parent lists what its sub-teams' invoices say
+        teams = sub_teams(tenant, parents, bodies)
+        if teams:
+            body["sub_teams"] = teams
+    return bodies
 
 
 def issue_month(
@@ -113,8 +122,8 @@ def issue_month(
                 f"zone: {tenant}'s {month} invoice was issued in {row.zone}, not {zone}",
                 field="zone",
             )
-        if not body["lines"] and row is None:
-            continue
+        if not body["lines"] and row is None and not body.get("sub_teams"):
+            continue  # nothing to bill or to list
         number = number_for(s, month) if final else None  # before the row joins the session
         if row is None:
             row = IssuedInvoiceRow(tenant=tenant, month=month, zone=zone)
