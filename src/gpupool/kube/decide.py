@@ -209,10 +209,11 @@ def decide(
     policy: Policy | None = None,
     *,
     key: GrantKey,
+    groups: Mapping[tuple[str, str], int] | None = None,
 ) -> Decision:
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
     ``policy``: tenants and classes [default: the settings file's]. ``key``: signs and checks
-    grants."""
+    grants. ``groups``: PodGroups' sizes (``kube.pod_groups``)."""
     rules = policy or Policy.from_config(config)
     node_objs = list(node_objs)
     out = Decision()
@@ -289,7 +290,7 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
-    jobs, problems = jobs_from_pods(pending_pods, config)
+    jobs, problems = jobs_from_pods(pending_pods, config, groups)
     out.problems.update(problems)
     by_key = {pod_key(p): p for p in pending_pods}
     allowed = _allowed_nodes(jobs, by_key, node_objs, nodes, config)

@@ -100,8 +100,12 @@ def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
     return request.with_host(request.cpu_millis or cpu, request.mem_mib or mem)
 
 
-def gang_of(pod: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(gang name, size) when the pod belongs to a gang."""
+def gang_of(
+    pod: Mapping[str, Any], groups: Mapping[tuple[str, str], int] | None = None
+) -> tuple[str, int] | None:
+    """(gang name, size) when the pod belongs to a gang: its size from the
+    ``gpupool.io/gang-size`` annotation, else its PodGroup's ``minMember`` (``groups``:
+    Volcano's or the coscheduling plugin's, by namespace and name)."""
     labels, annotations = meta(pod, "labels"), meta(pod, "annotations")
     name = next((annotations[k] for k in GANG_ANNOTATIONS if annotations.get(k)), None)
     name = name or next((labels[k] for k in GANG_LABELS if labels.get(k)), None)
@@ -109,8 +113,12 @@ def gang_of(pod: Mapping[str, Any]) -> tuple[str, int] | None:
         return None
     raw = annotations.get(GANG_SIZE_ANNOTATION)
     if raw is None:
+        size = (groups or {}).get((pod_key(pod).split("/", 1)[0], name))
+        if size is not None:
+            return name, size
         raise SpecError(
-            f"gang {name}: annotation {GANG_SIZE_ANNOTATION} missing (how many pods it needs)",
+            f"gang {name}: no PodGroup {name} with minMember here, nor annotation "
+            f"{GANG_SIZE_ANNOTATION} (how many pods it needs)",
             field=GANG_SIZE_ANNOTATION,
         )
     if not raw.isdigit() or int(raw) < 1:
@@ -179,9 +187,12 @@ def class_values(pods: Iterable[Mapping[str, Any]], known: Mapping[str, int]) ->
 
 
 def jobs_from_pods(
-    pods: Iterable[Mapping[str, Any]], config: KubeConfig
+    pods: Iterable[Mapping[str, Any]],
+    config: KubeConfig,
+    groups: Mapping[tuple[str, str], int] | None = None,
 ) -> tuple[dict[str, PodJob], dict[str, str]]:
-    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why."""
+    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why.
+    ``groups``: PodGroups' sizes (``gang_of``)."""
     jobs: dict[str, PodJob] = {}
     problems: dict[str, str] = {}
     gangs: dict[str, list[Mapping[str, Any]]] = {}
@@ -189,7 +200,7 @@ def jobs_from_pods(
     for pod in pods:
         key = pod_key(pod)
         try:
-            gang = gang_of(pod)
+            gang = gang_of(pod, groups)
             if gang is None:
                 jobs[key] = PodJob(job_for(pod, key, config, 1), [key])
                 continue
@@ -207,6 +218,8 @@ def jobs_from_pods(
         members.sort(key=pod_key)
         keys = [pod_key(p) for p in members]
         size = sizes[gid]
+        if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
+            size = len(members)  # a PodGroup's minMember below its pods: all placed together
         if len(members) != size:
             for k in keys:
                 problems[k] = f"gang {gid.rsplit('/', 1)[1]}: {len(members)} of {size} pods exist"

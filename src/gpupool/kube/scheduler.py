@@ -19,6 +19,7 @@ from gpupool.kube.config import KubeConfig
 from gpupool.kube.decide import Bind, Decision, Evict, Memo, decide
 from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
+from gpupool.kube.pod_groups import PodGroups
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
 from gpupool.kube.suspended_jobs import SuspendedJobs
@@ -69,6 +70,7 @@ class KubeScheduler:
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
         self.jobs = SuspendedJobs(api, config, identity, is_leader)
+        self.groups = PodGroups(api)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -202,6 +204,7 @@ class KubeScheduler:
             self.memo,
             self.policy,
             key=self.key,
+            groups=self.groups.sizes(),
         )
         self._bind(decision.binds)
         for ev in decision.evictions:

@@ -1,0 +1,91 @@
+"""Volcano's PodGroups (issue 45: Volcano jobs were refused, their pods carrying no gpupool
+gang size): against a real kube-apiserver with Volcano's PodGroup CRD, pods naming a group
+(``scheduling.k8s.io/group-name``, as Volcano's controller writes it) form a gang of the
+group's ``minMember`` and bind all or nothing; a group short of pods waits saying so."""
+
+import pytest
+
+from gpupool.kube.api import ApiError
+from tests.support.agents import wait_for
+from tests.support.kube_objects import node_obj, pod_obj
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+ANY_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+GROUPS = "/apis/scheduling.volcano.sh/v1beta1/namespaces/team-a/podgroups"
+
+
+@pytest.fixture
+def volcano(kube):
+    try:
+        kube.api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    wait_for("the PodGroup CRD served", lambda: _served(kube), 30)
+    yield kube
+    kube.api.request("DELETE", GROUPS)
+
+
+def _served(kube) -> bool:
+    try:
+        kube.api.list(GROUPS)
+        return True
+    except ApiError:
+        return False
+
+
+def _group(kube, name: str, members: int) -> None:
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"minMember": members},
+    }
+    kube.api.request("POST", GROUPS, body)
+
+
+def _said(kube, pod: str) -> list[str]:
+    return [e["message"] for e in kube.events("team-a", pod) if e["reason"] == "InvalidRequest"]
+
+
+def test_a_volcano_job_binds_as_a_gang_of_its_podgroups_min_member(volcano, start_scheduler):
+    kube = volcano
+    kube.apply(node_obj("n1", 8))
+    _group(kube, "train", 2)
+    _group(kube, "short", 3)
+    start_scheduler()
+    for i in range(2):  # as Volcano's job controller makes them: the group as an annotation
+        kube.apply(pod_obj(f"train-{i}", gpus=4,
+                           annotations={"scheduling.k8s.io/group-name": "train"}))  # fmt: skip
+        kube.apply(pod_obj(f"short-{i}", gpus=1,
+                           annotations={"scheduling.k8s.io/group-name": "short"}))  # fmt: skip
+
+    def bound(name: str) -> str:
+        return kube.pod("team-a", name)["spec"].get("nodeName") or ""
+
+    wait_for("the gang bound", lambda: bound("train-0") and bound("train-1"), 30)
+    why = wait_for("the short group's reason", lambda: _said(kube, "short-0"), 30)
+    assert any("2 of 3 pods exist" in m for m in why), why
+    assert not bound("short-0") and not bound("short-1")
