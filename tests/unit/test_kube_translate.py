@@ -266,7 +266,7 @@ def test_pods_group_into_jobs_and_bad_ones_say_why():
     assert jobs["team-a/gang/g"].job.gang_size == 2
     assert jobs["team-a/vip"].job.priority_class == "gold"
     assert "1 of 3 pods" in problems["team-a/half-0"]
-    assert "gpupool.io/gang-size missing" in problems["team-a/nosize"]
+    assert "nor annotation gpupool.io/gang-size" in problems["team-a/nosize"]  # nor a PodGroup
     assert "party" in problems["team-a/kind"]
     assert "different resources" in problems["team-a/mixed-0"]
 
