@@ -89,3 +89,22 @@ def test_a_volcano_job_binds_as_a_gang_of_its_podgroups_min_member(volcano, star
     why = wait_for("the short group's reason", lambda: _said(kube, "short-0"), 30)
     assert any("2 of 3 pods exist" in m for m in why), why
     assert not bound("short-0") and not bound("short-1")
+
+
+def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
+    """Mixed roles (refused before): Volcano's PyTorch job, a CPU-only master beside two
+    4-card workers in one PodGroup of 3 — the workers bind together, the master after them."""
+    kube = volcano
+    kube.apply(node_obj("n1", 8))
+    _group(kube, "ddp", 3)
+    start_scheduler()
+    group = {"scheduling.k8s.io/group-name": "ddp"}
+    kube.apply(pod_obj("ddp-master-0", cpu="1", annotations=group))
+    for i in range(2):
+        kube.apply(pod_obj(f"ddp-worker-{i}", gpus=4, annotations=group))
+
+    def bound(name: str) -> str:
+        return kube.pod("team-a", name)["spec"].get("nodeName") or ""
+
+    wait_for("the workers", lambda: bound("ddp-worker-0") and bound("ddp-worker-1"), 30)
+    wait_for("the master after them", lambda: bound("ddp-master-0"), 30)

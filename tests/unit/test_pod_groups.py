@@ -4,7 +4,7 @@ import pytest
 
 from gpupool.kube.config import parse_config
 from gpupool.kube.pod_groups import sizes_from
-from gpupool.kube.pods import gang_of, jobs_from_pods
+from gpupool.kube.pods import gang_of, group_pods, jobs_from_pods
 from gpupool.model import SpecError
 from tests.support.kube_objects import pod_obj
 
@@ -34,3 +34,22 @@ def test_more_pods_than_min_member_are_placed_together():
     assert problems == {}
     (job,) = jobs.values()
     assert job.job.gang_size == 3 and len(job.pods) == 3
+
+
+def test_mixed_roles_the_gpu_pods_are_the_gang_and_the_cpu_ones_follow_it():
+    """A Volcano job's CPU-only master beside its GPU workers (refused before: "its pods ask
+    for different resources")."""
+    master = pod_obj("job-master-0", cpu="1", annotations=VOLCANO)
+    workers = [pod_obj(f"job-worker-{i}", gpus=4, annotations=VOLCANO) for i in range(2)]
+    groups = {("team-a", "train"): 3}
+    grouped = group_pods([master, *workers], CONFIG, groups)
+    (gang,) = grouped.jobs.values()
+    assert gang.job.gang_size == 2 and gang.pods == ["team-a/job-worker-0", "team-a/job-worker-1"]
+    assert grouped.waiting == {
+        "team-a/job-master-0": "gang train: a CPU-only member, placed once its 2 GPU pod(s) are"
+    }
+    later = group_pods([master], CONFIG, groups, placed_gangs={"team-a/gang/train"})
+    assert list(later.jobs) == ["team-a/job-master-0"] and later.waiting == later.problems == {}
+    odd = [*workers, pod_obj("job-worker-2", gpus=1, annotations=VOLCANO), master]
+    refused = group_pods(odd, CONFIG, {("team-a", "train"): 4})
+    assert set(refused.problems.values()) == {"gang train: its pods ask for different resources"}

@@ -27,9 +27,10 @@ from gpupool.kube.pods import (
     PodJob,
     class_values,
     container_requests,
+    gang_of,
+    group_pods,
     is_terminal,
     job_for,
-    jobs_from_pods,
     node_of,
     pod_key,
     uid_of,
@@ -200,6 +201,23 @@ def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
 
 
+def _placed_gangs(
+    pods: Iterable[Mapping[str, Any]], groups: Mapping[tuple[str, str], int] | None
+) -> set[str]:
+    """Gangs (``NS/gang/NAME``) some of whose pods are bound: their followers may go."""
+    out = set()
+    for pod in pods:
+        if not (pod.get("spec") or {}).get("nodeName"):
+            continue
+        try:
+            gang = gang_of(pod, groups)
+        except SpecError:
+            continue
+        if gang is not None:
+            out.add(f"{pod_key(pod).split('/', 1)[0]}/gang/{gang[0]}")
+    return out
+
+
 def decide(
     node_objs: Iterable[Mapping[str, Any]],
     pod_objs: Iterable[Mapping[str, Any]],
@@ -290,8 +308,10 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
-    jobs, problems = jobs_from_pods(pending_pods, config, groups)
-    out.problems.update(problems)
+    grouped = group_pods(pending_pods, config, groups, _placed_gangs(ours, groups))
+    jobs = grouped.jobs
+    out.problems.update(grouped.problems)
+    out.waiting.update(grouped.waiting)
     by_key = {pod_key(p): p for p in pending_pods}
     allowed = _allowed_nodes(jobs, by_key, node_objs, nodes, config)
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])

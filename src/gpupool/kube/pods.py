@@ -186,15 +186,40 @@ def class_values(pods: Iterable[Mapping[str, Any]], known: Mapping[str, int]) ->
     return classes
 
 
+@dataclass
+class Grouped:
+    """Pods as jobs: jobs by id; per pod that cannot be a job, why (refused); per pod that
+    waits for others before it may be placed, why (a CPU-only member of a gang whose GPU
+    pods are not placed yet)."""
+
+    jobs: dict[str, PodJob] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
 def jobs_from_pods(
     pods: Iterable[Mapping[str, Any]],
     config: KubeConfig,
     groups: Mapping[tuple[str, str], int] | None = None,
 ) -> tuple[dict[str, PodJob], dict[str, str]]:
-    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why.
-    ``groups``: PodGroups' sizes (``gang_of``)."""
-    jobs: dict[str, PodJob] = {}
-    problems: dict[str, str] = {}
+    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why."""
+    grouped = group_pods(pods, config, groups)
+    return grouped.jobs, grouped.problems
+
+
+def group_pods(
+    pods: Iterable[Mapping[str, Any]],
+    config: KubeConfig,
+    groups: Mapping[tuple[str, str], int] | None = None,
+    placed_gangs: set[str] | frozenset[str] = frozenset(),
+) -> Grouped:
+    """Group pods into jobs. ``groups``: PodGroups' sizes (``gang_of``); ``placed_gangs``:
+    gangs (``NS/gang/NAME``) some of whose pods are bound already.
+
+    Mixed roles, as Volcano's jobs have them (a CPU-only master beside GPU workers): the GPU
+    pods are the gang, placed all or nothing; the CPU-only ones follow once it is placed —
+    until then they wait saying so. GPU pods of one gang must still ask alike."""
+    out = Grouped()
     gangs: dict[str, list[Mapping[str, Any]]] = {}
     sizes: dict[str, int] = {}
     for pod in pods:
@@ -202,7 +227,7 @@ def jobs_from_pods(
         try:
             gang = gang_of(pod, groups)
             if gang is None:
-                jobs[key] = PodJob(job_for(pod, key, config, 1), [key])
+                out.jobs[key] = PodJob(job_for(pod, key, config, 1), [key])
                 continue
             gid = f"{key.split('/', 1)[0]}/gang/{gang[0]}"
             if sizes.setdefault(gid, gang[1]) != gang[1]:
@@ -213,24 +238,43 @@ def jobs_from_pods(
                 )
             gangs.setdefault(gid, []).append(pod)
         except SpecError as exc:
-            problems[key] = str(exc)
+            out.problems[key] = str(exc)
     for gid, members in gangs.items():
         members.sort(key=pod_key)
-        keys = [pod_key(p) for p in members]
-        size = sizes[gid]
-        if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
-            size = len(members)  # a PodGroup's minMember below its pods: all placed together
-        if len(members) != size:
-            for k in keys:
-                problems[k] = f"gang {gid.rsplit('/', 1)[1]}: {len(members)} of {size} pods exist"
-            continue
         try:
-            if len({request_of(p) for p in members}) > 1:
-                raise SpecError(
-                    f"gang {gid.rsplit('/', 1)[1]}: its pods ask for different resources"
-                )
-            jobs[gid] = PodJob(job_for(members[0], gid, config, size), keys)
+            _gang(gid, members, sizes[gid], config, gid in placed_gangs, out)
         except SpecError as exc:
-            for k in keys:
-                problems[k] = str(exc)
-    return jobs, problems
+            for p in members:
+                out.problems[pod_key(p)] = str(exc)
+    return out
+
+
+def _gang(
+    gid: str,
+    members: list[Mapping[str, Any]],
+    size: int,
+    config: KubeConfig,
+    placed: bool,
+    out: Grouped,
+) -> None:
+    name = gid.rsplit("/", 1)[1]
+    asks = {pod_key(p): request_of(p) for p in members}
+    gpu = [p for p in members if asks[pod_key(p)].gpu_count > 0]
+    followers = [p for p in members if asks[pod_key(p)].gpu_count == 0] if gpu or placed else []
+    if placed and not gpu:  # its GPU pods are placed: the rest go on their own
+        for p in followers:
+            key = pod_key(p)
+            out.jobs[key] = PodJob(job_for(p, key, config, 1), [key])
+        return
+    if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
+        size = len(members)  # a PodGroup's minMember below its pods: all placed together
+    if len(members) != size:
+        raise SpecError(f"gang {name}: {len(members)} of {size} pods exist")
+    gang = gpu if followers else members  # mixed roles: the GPU pods are the gang
+    if len({asks[pod_key(p)] for p in gang}) > 1:
+        raise SpecError(f"gang {name}: its pods ask for different resources")
+    out.jobs[gid] = PodJob(job_for(gang[0], gid, config, len(gang)), [pod_key(p) for p in gang])
+    for p in followers:  # the others follow it
+        out.waiting[pod_key(p)] = (
+            f"gang {name}: a CPU-only member, placed once its {len(gpu)} GPU pod(s) are"
+        )
