@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,20 @@ from gpupool.agent.backoff import backoff_s, within_lease
 from gpupool.agent.card_modes import CardModes
 from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
+from gpupool.agent.config import AgentConfig
 from gpupool.agent.disk import folder_usage, over_disk
 from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
 from gpupool.agent.lease import expired, read_lease, write_lease
 from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
+from gpupool.agent.outcome import outcome
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.agent.vnpu_binding import bind_vnpus
 from gpupool.agent.watchdog import Watched, over_limit
-from gpupool.agent.workloads import IsolationConfig, Launcher, LaunchError
+from gpupool.agent.workloads import Launcher, LaunchError
 from gpupool.client.tls import trust
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
@@ -50,41 +52,12 @@ from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
-DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
 DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 DEFAULT_HEARTBEAT_S = 5.0  # with a server that advises no interval (older servers)
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.2, 60.0  # what advice is followed within
 HEARTBEAT_RETRY_S = 2.0  # after a heartbeat that failed, at most this long to the next
-
-
-@dataclass
-class AgentConfig:
-    server: str
-    token: str
-    name: str
-    devices: str = "auto"
-    state_dir: Path = Path("gpupool-agent")
-    heartbeat_s: float | None = None  # None: as the server advises (5 s if it does not)
-    sync_s: float = 1.0
-    orders_wait_s: float = 25.0  # longest a request for new orders waits at the server
-    channel: bool = True  # beats and orders over one WebSocket where the server offers it
-    ca_file: str | None = None  # a CA file to trust for an HTTPS server (a site's own CA)
-    # mutual TLS: the certificate (and key) this node presents, of the server's client CA
-    cert_file: str | None = None
-    key_file: str | None = None
-    grace_s: float = 10.0
-    cpu_millis: int | None = None
-    memory_mib: int | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    pool: str = "default"
-    hami_core: str | None = None  # libvgpu.so; found in the usual places when None
-    stop_workloads_on_exit: bool = False  # embedded agents (gpupool up) stop theirs
-    share: bool = False  # register whole cards as fractional-share devices
-    isolation: IsolationConfig = field(default_factory=IsolationConfig)
-    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES  # a job's log kept on the server, per workload
-    reserve_mem_mib: int | None = None  # kept from the pool for the system (None: 5%, 1-16 GiB)
 
 
 class Agent(ChannelLink):
@@ -594,7 +567,7 @@ class Agent(ChannelLink):
             # meter, which billed it to the lease's end
             fenced = proc.note(self.store.dir(alloc_id), proc.FENCED)
             if not rec.released or fenced:
-                state, code, reason = self._outcome(rec)
+                state, code, reason = outcome(rec, self.store.dir(rec.alloc_id), self.name)
                 ended = proc.ended_at(self.store.dir(alloc_id))
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
                                 ended_at=ended, node=self.name)  # fmt: skip
@@ -621,32 +594,6 @@ class Agent(ChannelLink):
         if why:
             with (folder / "stderr").open("a") as err:
                 err.write(f"{NOT_WRITTEN}{why}\n")
-
-    def _outcome(self, rec: Record) -> tuple[str, int | None, str]:
-        """How an ended workload is reported: state, exit code, reason."""
-        folder = self.store.dir(rec.alloc_id)
-        code = proc.exit_code(folder)
-        fenced = proc.note(folder, proc.FENCED)
-        if rec.shutdown:
-            return "lost", code, f"stopped when the agent of {self.name} shut down"
-        if fenced:
-            return "lost", code, fenced
-        if rec.stop_reason:
-            return "failed", code, rec.stop_reason
-        cannot = proc.note(folder, proc.START_ERROR)
-        if cannot:
-            return "failed", code, cannot
-        if code is None:
-            return "failed", None, "workload vanished without an exit status"
-        cause = cgroups.oom_cause(rec.cgroups) if code == -9 else None
-        grant = f"its {rec.mem_mib} MiB grant" if rec.mem_mib else "its limit"
-        if cause == "limit":
-            return "failed", code, f"host memory: used more than {grant} (killed by the OOM killer)"
-        if cause == "node":
-            return "failed", code, (f"host memory: killed by the OOM killer when the node ran "
-                                    f"short of memory, within {grant}")  # fmt: skip
-        state = "succeeded" if code == 0 else "failed"
-        return state, code, f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
 
     def _upload_logs(self, only: Record | None = None) -> None:
         """Send what the workloads printed since the last round (``log_shipping``)."""
