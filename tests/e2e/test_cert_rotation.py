@@ -67,6 +67,14 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path):
         assert server.poll() is None
         assert {_served_serial(port, ca) for _ in range(6)} == {first}
         chain.write_bytes(good)
+        # a certificate replaced before its key (certbot writes the two apart): the new
+        # certificate with the old key does not load, and no handshake may fail meanwhile
+        other = tmp_path / "other"
+        assert gpupool("cert", "create", "--dir", str(other), "--host", "127.0.0.1").returncode == 0
+        chain.write_bytes((other / "server.pem").read_bytes())
+        time.sleep(5)  # past two checks
+        assert {_served_serial(port, ca) for _ in range(6)} == {first}
+        chain.write_bytes(good)
 
         renewed = gpupool("cert", "create", "--dir", str(tls), "--host", "127.0.0.1")
         assert renewed.returncode == 0, renewed.stderr
