@@ -4,7 +4,7 @@ billing settings and the price catalog, handed to the pure ``gpupool.billing.inv
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpupool.billing.breakdown import JobUsage, breakdown
+from gpupool.billing.breakdown import JobUsage, breakdown, descendants, sub_teams
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
 from gpupool.server.db.tables import (
@@ -13,6 +13,7 @@ from gpupool.server.db.tables import (
     JobRow,
     PriceRow,
     TenantBillingRow,
+    TenantRow,
     UsageRow,
 )
 from gpupool.server.lifecycle import unmetered_rows
@@ -84,6 +85,27 @@ def who_ran(s: Session, rows: list[Row], start: float, end: float) -> dict:
         start,
         end,
     )
+
+
+def tenant_parents(s: Session) -> dict[str, str | None]:
+    """Every tenant's parent (None at the top), by name."""
+    rows = s.execute(select(TenantRow.name, TenantRow.parent).order_by(TenantRow.name))
+    return {name: parent for name, parent in rows}
+
+
+def sub_teams_of(
+    s: Session,
+    tenant: str,
+    month: str,
+    zone: str,
+    live_until: float | None,
+    parents: dict[str, str | None] | None = None,
+) -> list[dict]:
+    """What the invoices of the teams below ``tenant`` say, for its own invoice to list."""
+    parents = tenant_parents(s) if parents is None else parents
+    below = descendants(tenant, parents)
+    bodies = {t: month_invoice(s, t, month, zone, live_until=live_until) for t in below}
+    return sub_teams(tenant, parents, bodies)
 
 
 def month_invoice(

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from gpupool.billing.breakdown import sub_teams
 from gpupool.billing.invoice import month_bounds
 from gpupool.model import SpecError
-from gpupool.server.db.tables import AllocationRow, IssuedInvoiceRow, TenantRow
-from gpupool.server.invoicing import month_invoice
+from gpupool.server.db.tables import AllocationRow, IssuedInvoiceRow
+from gpupool.server.invoicing import month_invoice, tenant_parents
 
 
 class NotReady(SpecError):
@@ -67,10 +67,7 @@ def month_bodies(
     outside the write transaction that stores them, so month-end invoicing holds the
     database's write lock for the writes alone, not for the computing."""
     month_bounds(month, zone)  # a bad month or zone is refused before anything is computed
-    parents = {
-        n: up
-        for n, up in s.execute(select(TenantRow.name, TenantRow.parent).order_by(TenantRow.name))
-    }
+    parents = tenant_parents(s)
     bodies = {
         tenant: month_invoice(
             s, tenant, month, zone, live_until=None if final else now, issuer=issuer

@@ -11,7 +11,6 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import select
 
-from gpupool.billing.breakdown import descendants, sub_teams
 from gpupool.billing.catalog import Price
 from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
 from gpupool.billing.money import cny, parse_cny
@@ -30,7 +29,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.invoice_documents import Format, invoice_response
-from gpupool.server.invoicing import catalog, month_invoice
+from gpupool.server.invoicing import catalog, month_invoice, sub_teams_of
 from gpupool.server.issuing import is_final
 from gpupool.server.schemas import Strict
 
@@ -203,11 +202,9 @@ def get_invoice(
             out = month_invoice(
                 s, tenant, month, zone, mode, live_until=now, issuer=ctx.settings.invoice_issuer
             )
-            parents = {n: up for n, up in s.execute(select(TenantRow.name, TenantRow.parent))}
-            below = descendants(tenant, parents)
-            if below:  # a parent lists what its sub-teams' own invoices say
-                bodies = {t: month_invoice(s, t, month, zone, live_until=now) for t in below}
-                out["sub_teams"] = sub_teams(tenant, parents, bodies)
+            teams = sub_teams_of(s, tenant, month, zone, now)
+            if teams:  # a parent lists what its sub-teams' own invoices say
+                out["sub_teams"] = teams
         except SpecError as exc:
             raise ApiError(422, str(exc), exc.field or "prices") from None
     out["draft"] = end > now
