@@ -15,7 +15,7 @@ its nodes, told by how much; at the window's start others' work there is stopped
 recently started first, until the hold is whole again.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -60,6 +60,17 @@ def preemptible(job: Job) -> bool:
 
 def owned(r: Reservation, owners: tuple[str, ...]) -> bool:
     return r.tenant in owners
+
+
+def held_on(nodes: Sequence[str], cards: int, capacity: Mapping[str, int]) -> dict[str, int]:
+    """How many of a reservation's N cards each of its nodes holds: packed in the nodes'
+    order, each as far as it has cards (``capacity``), so the owner's big jobs find them
+    together."""
+    held, left = {}, cards
+    for node in nodes:
+        held[node] = min(left, capacity.get(node, 0))
+        left -= held[node]
+    return held
 
 
 def cards_of(job: Job) -> int:

@@ -13,7 +13,7 @@ from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reasons import Cause, Reason, Wait
-from gpupool.scheduler.reservations import Reservation, node_mask, owned
+from gpupool.scheduler.reservations import Reservation, held_on, node_mask, owned
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
 from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
@@ -214,13 +214,9 @@ class Session:
             for ng in running.placement.nodes:
                 if ng.node in taken:
                     taken[ng.node].update(d.device for d in ng.devices)
-        room: dict[str, int] = {}
-        left = r.cards or 0
-        for node, row in rows.items():
-            cards = int(st.usable[row].sum())
-            kept = min(left, cards)
-            left -= kept
-            room[node] = cards - len(taken[node]) - kept
+        capacity = {node: int(st.usable[row].sum()) for node, row in rows.items()}
+        held = held_on(list(rows), r.cards or 0, capacity)
+        room = {node: capacity[node] - len(taken[node]) - held[node] for node in rows}
         self._rooms[r.id] = (key, room)
         return room
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpupool.scheduler.reservations import Holder, Reservation, displaced, iso
+from gpupool.scheduler.reservations import Holder, Reservation, displaced, held_on, iso
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import (
     AllocationNodeRow,
@@ -145,14 +145,9 @@ def _displaced(s: Session, row: ReservationRow) -> list[int]:
     others' work on the nodes its cards sit on, as many as are short then)."""
     chain = tenant_tree(s).chain  # each tenant with its ancestors
     nodes = list(row.nodes)
-    if row.cards is not None:  # the hold sits packed on its first nodes
-        counts, left, held = _cards_of(s, None), row.cards, []
-        for node in nodes:
-            if left <= 0:
-                break
-            held.append(node)
-            left -= counts.get(node, 0)
-        nodes = held
+    if row.cards is not None:  # the hold sits packed on its first nodes, as the engine has it
+        held = held_on(nodes, row.cards, _cards_of(s, None))
+        nodes = [node for node in nodes if held[node] > 0]
     live = s.execute(
         select(AllocationRow.job_id, JobRow.tenant, AllocationNodeRow.node, JobRow.started_at,
                AllocationRow.created_at, JobRow.max_runtime_s)
