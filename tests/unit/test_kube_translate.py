@@ -17,7 +17,7 @@ from gpupool.kube.grants import (
     read_grant,
 )
 from gpupool.kube.inventory import node_from_object
-from gpupool.kube.pods import jobs_from_pods, request_of
+from gpupool.kube.pods import group_pods, request_of
 from gpupool.model import SharingMode, SpecError
 from gpupool.scheduler.types import DeviceGrant, NodeGrant
 from tests.support.kube_objects import node_obj, pod_obj
@@ -260,7 +260,8 @@ def test_pods_group_into_jobs_and_bad_ones_say_why():
         pod_obj("mixed-1", gpus=2, annotations={**GANG, "gpupool.io/gang": "m"}),
         pod_obj("vip", gpus=1, priority_class="gold", priority=5000),
     ]
-    jobs, problems = jobs_from_pods(pods, CONFIG)
+    grouped = group_pods(pods, CONFIG)
+    jobs, problems = grouped.jobs, grouped.problems
     assert set(jobs) == {"team-a/solo", "team-a/gang/g", "team-a/vip"}
     assert jobs["team-a/gang/g"].pods == ["team-a/g-0", "team-a/g-1"]
     assert jobs["team-a/gang/g"].job.gang_size == 2

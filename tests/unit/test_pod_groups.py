@@ -4,7 +4,7 @@ import pytest
 
 from gpupool.kube.config import parse_config
 from gpupool.kube.pod_groups import sizes_from
-from gpupool.kube.pods import gang_of, group_pods, jobs_from_pods
+from gpupool.kube.pods import gang_of, group_pods
 from gpupool.model import SpecError
 from tests.support.kube_objects import pod_obj
 
@@ -30,7 +30,8 @@ def test_a_pod_of_a_group_takes_its_size_or_says_what_is_missing():
 
 def test_more_pods_than_min_member_are_placed_together():
     pods = [pod_obj(f"w-{i}", gpus=1, annotations=VOLCANO) for i in range(3)]
-    jobs, problems = jobs_from_pods(pods, CONFIG, {("team-a", "train"): 2})
+    grouped = group_pods(pods, CONFIG, {("team-a", "train"): 2})
+    jobs, problems = grouped.jobs, grouped.problems
     assert problems == {}
     (job,) = jobs.values()
     assert job.job.gang_size == 3 and len(job.pods) == 3

@@ -197,16 +197,6 @@ class Grouped:
     waiting: dict[str, str] = field(default_factory=dict)
 
 
-def jobs_from_pods(
-    pods: Iterable[Mapping[str, Any]],
-    config: KubeConfig,
-    groups: Mapping[tuple[str, str], int] | None = None,
-) -> tuple[dict[str, PodJob], dict[str, str]]:
-    """Group pods into jobs. Returns jobs by id and, per pod that cannot be a job, why."""
-    grouped = group_pods(pods, config, groups)
-    return grouped.jobs, grouped.problems
-
-
 def group_pods(
     pods: Iterable[Mapping[str, Any]],
     config: KubeConfig,
