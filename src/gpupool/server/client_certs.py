@@ -9,6 +9,7 @@ state every request of that connection starts with — WebSocket upgrades includ
 inherit it."""
 
 import asyncio
+from functools import lru_cache
 from typing import Any
 
 from cryptography import x509
@@ -26,8 +27,10 @@ class PeerCertProtocol(HttpToolsProtocol):
         self.app_state = {**self.app_state, TLS_PEER: der}
 
 
-def names(der: bytes) -> set[str]:
-    """The common name and DNS names a certificate gives."""
+@lru_cache(maxsize=4096)
+def names(der: bytes) -> frozenset[str]:
+    """The common name and DNS names a certificate gives (remembered: every call of an
+    agent over a connection presents the same certificate)."""
     cert = x509.load_der_x509_certificate(der)
     found = {str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)}
     try:
@@ -35,7 +38,7 @@ def names(der: bytes) -> set[str]:
         found |= set(alt.get_values_for_type(x509.DNSName))
     except x509.ExtensionNotFound:
         pass
-    return found
+    return frozenset(found)
 
 
 def agent_refusal(state: dict[str, Any], node: str | None) -> str | None:
