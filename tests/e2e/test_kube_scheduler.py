@@ -274,10 +274,17 @@ def test_manifests_written_for_hami_and_the_device_plugin_get_what_they_ask_or_a
     """Real manifests (tests/data/k8s-corpus) through the API server: HAMi's 2 x (30%, 3000
     MiB) gets two shares on a sharing node, not two whole cards; a MIG pod on a node without
     MIG waits saying why instead of being bound with no device; an unknown GPU resource is
-    refused by name in an Event."""
+    refused by name in an Event; a pod asking a device-plugin replica goes to the node of
+    replicas (the GPU operator's time-slicing node, as its docs show it), as a quarter card."""
     from tests.support.kube_objects import pod_of
 
     kube.apply(node_obj("shared", 4, labels={"gpupool.io/sharing": "share"}))
+    kube.apply(
+        yaml.safe_load((K8S_CORPUS / "nodes/01-gpu-operator-time-slicing-renamed.yaml").read_text())
+    )
+    replica = pod_obj("replica", cpu="1")
+    replica["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu.shared": "1"}
+    kube.apply(replica)
     s = start_scheduler()
     for name, file in (("hami", "01-hami-default-use.yaml"), ("mig", "05-hami-mig-example.yaml"),
                        ("vendor", "10-kubernetes-docs-vendor-gpu.yaml")):  # fmt: skip
@@ -286,6 +293,10 @@ def test_manifests_written_for_hami_and_the_device_plugin_get_what_they_ask_or_a
         pod["spec"] = {**pod["spec"], "schedulerName": "gpupool"}
         kube.apply({"apiVersion": "v1", "kind": "Pod", **pod})
     wait_for("the HAMi pod bound", lambda: bound(kube, "team-a", "hami"))
+    wait_for("the replica pod bound", lambda: bound(kube, "team-a", "replica"))
+    assert grant(kube, "team-a", "replica")["node"] == "t4-shared"
+    assert [d["compute_pct"] for d in grant(kube, "team-a", "replica")["devices"]] == [25]
+    assert grant(kube, "team-a", "hami")["node"] == "shared"
     devices = grant(kube, "team-a", "hami")["devices"]
     assert len(devices) == 2 and not any(d["exclusive"] for d in devices)
     assert {d["compute_pct"] for d in devices} == {30} and {d["mem_mib"] for d in devices} == {3000}

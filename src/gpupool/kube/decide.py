@@ -23,11 +23,13 @@ from gpupool.kube.grants import (
     signed,
 )
 from gpupool.kube.inventory import KubeNode, node_from_object
+from gpupool.kube.pod_resources import pod_resources
 from gpupool.kube.pods import (
     PodJob,
     class_values,
     container_requests,
     gang_of,
+    granted_pct,
     group_pods,
     is_terminal,
     job_for,
@@ -36,12 +38,14 @@ from gpupool.kube.pods import (
     uid_of,
 )
 from gpupool.kube.policy import Policy
+from gpupool.kube.replicas import replica_size, sharing_masks
 from gpupool.kube.selectors import constraints, hard_tainted, node_allows
 from gpupool.model import Job, Node, SpecError
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import NodeGrant, Placement
+from gpupool.sharing import SharePolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,11 @@ def _allowed_nodes(
     return out
 
 
+def _asks_replica(pod: Mapping[str, Any], memo: "Memo | None") -> bool:
+    asked = _cached(memo, ("resources", pod_key(pod)), pod, partial(_try, pod_resources, pod))
+    return not isinstance(asked, SpecError) and asked.replicas > 0
+
+
 def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     kn = nodes.get(piece.node)
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
@@ -236,6 +245,11 @@ def decide(
     node_objs = list(node_objs)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
+    size, left_out = replica_size(nodes)
+    out.node_problems.update(left_out)
+    for name in left_out:
+        del nodes[name]
+    replica_pct = 100 // size if size else None
     held: dict[str, _Held] = {}
     bound: dict[str, list[tuple[str, NodeGrant, str, Mapping[str, Any]]]] = {}
     unbound: list[Mapping[str, Any]] = []
@@ -295,7 +309,7 @@ def decide(
             memo,
             ("job", job_id, members[0][0], len(pieces)),
             first,
-            partial(_try, job_for, first, job_id, config, len(pieces)),
+            partial(_try, job_for, first, job_id, config, len(pieces), granted_pct(pieces[0])),
         )
         if isinstance(job, SpecError) or job.tenant not in tree.tenants:
             for m in members:
@@ -308,20 +322,28 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
-    grouped = group_pods(pending_pods, config, groups, _placed_gangs(ours, groups))
+    grouped = group_pods(pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct)
     jobs = grouped.jobs
     out.problems.update(grouped.problems)
     out.waiting.update(grouped.waiting)
     by_key = {pod_key(p): p for p in pending_pods}
-    allowed = _allowed_nodes(jobs, by_key, node_objs, nodes, config)
-    state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()])
+    allowed = sharing_masks(
+        jobs,
+        lambda pod: _asks_replica(by_key[pod], memo),
+        nodes,
+        _allowed_nodes(jobs, by_key, node_objs, nodes, config),
+    )
+    share = SharePolicy(max_sharers=max(SharePolicy().max_sharers, size))
+    state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()], share)
     cycle = CycleConfig(
         policy=config.policy,
         queue=QueuePolicy(classes=class_values(ours, rules.classes)),
         grace_s=config.grace_s,
     )
     pending: list[Job] = [
-        replace(pj.job, nodes=allowed[job_id]) if job_id in allowed else pj.job
+        replace(pj.job, nodes=allowed[job_id][0], nodes_why=allowed[job_id][1])
+        if job_id in allowed
+        else pj.job
         for job_id, pj in jobs.items()
     ]
     result = run_cycle(state, running, pending, tree, now, config=cycle)

@@ -22,6 +22,7 @@ DEVICES_ANNOTATION = "gpupool.io/devices"
 SHARING_LABEL = "gpupool.io/sharing"
 POOL_LABEL = "gpupool.io/pool"
 NVIDIA_GPU = "nvidia.com/gpu"
+REPLICA_RESOURCE = "nvidia.com/gpu.shared"  # the device plugin's replicas, renamed
 # GPU feature discovery's labels of the device plugin's own sharing (time-slicing, MPS)
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
@@ -44,6 +45,9 @@ class KubeNode:
 
     node: Node
     closed: str = ""
+    # replicas per card of a node whose device plugin shares its cards (time-slicing, MPS)
+    # under nvidia.com/gpu.shared; 0 for a node that does not
+    replicas: int = 0
 
 
 def _meta(obj: Mapping[str, Any], key: str) -> dict[str, str]:
@@ -98,10 +102,16 @@ def _from_annotation(raw: str, name: str, mode: SharingMode) -> tuple[Device, ..
     return devices
 
 
-def _nvidia(
+def _replicas(
     labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode
-) -> tuple[Device, ...]:
+) -> tuple[int, int]:
+    """(cards, replicas per card) of a node whose device plugin shares its cards by
+    time-slicing or MPS replicas; (0, 0) for a node that does not. Replicas are read only
+    under the renamed resource ``nvidia.com/gpu.shared`` (the device plugin's
+    ``renameByDefault``): advertised as ``nvidia.com/gpu`` they look like cards to every pod
+    that asks cards, so such a node is refused naming the fix."""
     n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
+    shared = count(allocatable.get(REPLICA_RESOURCE, 0), f"node {name}: {REPLICA_RESOURCE}")
     strategy = labels.get(STRATEGY_LABEL, "")
     replicas = labels.get(REPLICAS_LABEL, "1")
     physical = labels.get("nvidia.com/gpu.count", "")
@@ -109,20 +119,61 @@ def _nvidia(
         not strategy and replicas.isdigit() and int(replicas) > 1 and physical.isdigit()
         and n == int(physical) * int(replicas)
     )  # fmt: skip
-    if strategy in ("time-slicing", "mps") or multiplied:
+    if not shared and (strategy in ("time-slicing", "mps") or multiplied):
         # each card advertised several times (8 cards x 4 = 32): read as cards, they were 32
-        # exclusive A100s; gpupool shares cards itself, by its grants
+        # exclusive A100s, and a pod asking a card cannot say it wants a replica
         raise SpecError(
             f"node {name}: the device plugin shares its cards ({strategy or 'replicas'}, "
-            f"{REPLICAS_LABEL}={replicas}): gpupool cannot tell cards from replicas there; "
-            "turn that sharing off on gpupool's nodes (label them gpupool.io/sharing=share to "
-            "share cards)",
+            f"{REPLICAS_LABEL}={replicas}) under {NVIDIA_GPU}, where replicas and cards look "
+            f"alike; set renameByDefault: true in its sharing config (replicas become "
+            f"{REPLICA_RESOURCE}, which gpupool reads), or turn that sharing off and label the "
+            "node gpupool.io/sharing=share to let gpupool share its cards",
             field=REPLICAS_LABEL,
         )
+    if not shared:
+        return 0, 0
+    if not replicas.isdigit() or int(replicas) < 2:
+        raise SpecError(
+            f"node {name}: {REPLICA_RESOURCE}: {shared} without a replica count "
+            f"({REPLICAS_LABEL}={replicas!r})",
+            field=REPLICAS_LABEL,
+        )
+    per_card = int(replicas)
+    cards = int(physical) if physical.isdigit() else shared // per_card
+    if n or cards * per_card != shared:
+        raise SpecError(
+            f"node {name}: {REPLICA_RESOURCE}: {shared} is not {cards} cards x {per_card} "
+            f"replicas{f' (and {NVIDIA_GPU}: {n} beside it)' if n else ''}",
+            field=REPLICA_RESOURCE,
+        )
+    if per_card > 100 or 100 // (100 // per_card) != per_card:
+        raise SpecError(
+            f"node {name}: {REPLICAS_LABEL}={per_card}: gpupool counts a share of a card in "
+            "whole percents, and that many replicas do not fill a card in them (use 2-12, "
+            "14, 16, 20, 25, 33, 50 or 100)",
+            field=REPLICAS_LABEL,
+        )
+    if mode is not SharingMode.SHARE and SHARING_LABEL in labels:
+        raise SpecError(
+            f"node {name}: label {SHARING_LABEL}={mode.value} on a node whose device plugin "
+            f"shares its cards as {REPLICA_RESOURCE}",
+            field=SHARING_LABEL,
+        )
+    return cards, per_card
+
+
+def _nvidia(
+    labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode
+) -> tuple[tuple[Device, ...], int]:
+    """The node's NVIDIA cards and, for a node of device-plugin replicas, how many per card."""
+    n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
+    shared_cards, replicas = _replicas(labels, allocatable, name, mode)
+    if replicas:
+        n, mode = shared_cards, SharingMode.SHARE
     if mode is SharingMode.MIG and "nvidia.com/gpu.count" in labels:  # MIG hides whole cards
         n = count(labels["nvidia.com/gpu.count"], f"node {name}: label nvidia.com/gpu.count")
     if n == 0:
-        return ()
+        return (), 0
     product = labels.get("nvidia.com/gpu.product", "")
     raw_memory = labels.get("nvidia.com/gpu.memory")
     memory = count(raw_memory, f"node {name}: label nvidia.com/gpu.memory") if raw_memory else 0
@@ -136,7 +187,7 @@ def _nvidia(
     devices = make_devices(model, n, mode=mode, node=name)
     if memory:
         devices = tuple(replace(d, memory_mib=memory) for d in devices)
-    return devices
+    return devices, replicas
 
 
 def node_from_object(obj: Mapping[str, Any]) -> KubeNode:
@@ -148,10 +199,11 @@ def node_from_object(obj: Mapping[str, Any]) -> KubeNode:
     annotations = _meta(obj, "annotations")
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     mode = _mode(labels, name)
+    replicas = 0
     if DEVICES_ANNOTATION in annotations:
         devices = _from_annotation(annotations[DEVICES_ANNOTATION], name, mode)
     else:
-        devices = _nvidia(labels, allocatable, name, mode)
+        devices, replicas = _nvidia(labels, allocatable, name, mode)
         if not devices:
             for resource, model in VENDOR_RESOURCES.items():
                 n = count(allocatable.get(resource, 0), f"node {name}: {resource}")
@@ -166,4 +218,4 @@ def node_from_object(obj: Mapping[str, Any]) -> KubeNode:
         labels=labels,
         pool=labels.get(POOL_LABEL, "default"),
     )
-    return KubeNode(node, closed_reason(obj))
+    return KubeNode(node, closed_reason(obj), replicas)

@@ -19,7 +19,7 @@ import httpx
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.grants import GrantKey, grant_of
 from gpupool.kube.inventory import node_from_object
-from gpupool.kube.pods import is_terminal, job_for, node_of, pod_key, uid_of
+from gpupool.kube.pods import granted_pct, is_terminal, job_for, node_of, pod_key, uid_of
 from gpupool.kube.policy import Policy
 from gpupool.model import SpecError
 from gpupool.scheduler.placement_json import placement_to_json
@@ -72,7 +72,7 @@ def bound_report(
         if grant is None or grant[2].node != node_of(pod):
             return None
         job_id, policy, piece = grant
-        job = job_for(pod, job_id, config, 1)
+        job = job_for(pod, job_id, config, 1, granted_pct(piece))
     except SpecError:
         return None
     meta = pod.get("metadata") or {}

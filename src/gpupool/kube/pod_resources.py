@@ -11,7 +11,9 @@ GPU resources users already write are read with the meaning they have elsewhere:
 - ``nvidia.com/mig-<profile>`` (the device plugin's mixed strategy): MIG instances;
 - HAMi's ``nvidia.com/gpucores`` (percent of each card) and ``nvidia.com/gpumem`` (MiB of
   each card) beside ``nvidia.com/gpu``: shares of that many cards (100% and no memory cap,
-  or ``gpumem-percentage: 100``, is a whole card each).
+  or ``gpumem-percentage: 100``, is a whole card each);
+- ``nvidia.com/gpu.shared`` (the device plugin's time-slicing or MPS replicas, renamed): one
+  replica, a share of ``1/R`` of a card on a node of R replicas per card (``kube.inventory``).
 
 Anything else that would decide where a pod may run — another extended resource, HAMi's
 memory percentage below 100, or HAMi's card-selection annotations — is refused naming it:
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.kube.inventory import NVIDIA_GPU, VENDOR_RESOURCES
+from gpupool.kube.inventory import NVIDIA_GPU, REPLICA_RESOURCE, VENDOR_RESOURCES
 from gpupool.kube.quantity import count, cpu_millis, memory_mib
 from gpupool.model import SpecError
 
@@ -47,9 +49,14 @@ class PodResources:
     cores: int | None = None  # HAMi: percent of each card
     gpumem: int | None = None  # HAMi: MiB of each card
     gpumem_pct: int | None = None  # HAMi: percent of each card's memory
+    replicas: int = 0  # the device plugin's replicas (nvidia.com/gpu.shared)
 
-    def grammar(self) -> str | None:
-        """The device part in gpupool's request grammar; None when the pod asks no device."""
+    def grammar(self, replica_pct: int | None = None) -> str | None:
+        """The device part in gpupool's request grammar; None when the pod asks no device.
+        ``replica_pct``: the share of a card one device-plugin replica is on this cluster's
+        nodes (None: no node serves replicas)."""
+        if self.replicas:
+            return self._replica(replica_pct)
         if self.mig:
             if len(self.mig) > 1 or self.cards or self.cores or self.gpumem:
                 raise SpecError(
@@ -82,11 +89,35 @@ class PodResources:
             parts.append(f"gpu_mem={self.gpumem}MiB")
         return ",".join(parts)
 
+    def _replica(self, replica_pct: int | None) -> str:
+        if self.cards or self.mig or self.cores is not None or self.gpumem is not None:
+            raise SpecError(
+                f"resources: {self._said()}: a device-plugin replica ({REPLICA_RESOURCE}) "
+                "is not asked beside other devices",
+                field="resources",
+            )
+        if self.replicas > 1:
+            raise SpecError(
+                f"resources: {REPLICA_RESOURCE}: {self.replicas}: more than one replica of a "
+                "shared card is refused (the device plugin's failRequestsGreaterThanOne: "
+                "replicas of one card add no compute, and MPS refuses them); ask 1, or whole "
+                f"cards with {NVIDIA_GPU}",
+                field=REPLICA_RESOURCE,
+            )
+        if replica_pct is None:
+            raise SpecError(
+                f"resources: {REPLICA_RESOURCE}: no node gpupool reads serves device-plugin "
+                f"replicas ({REPLICA_RESOURCE} with the nvidia.com/gpu.replicas label)",
+                field=REPLICA_RESOURCE,
+            )
+        return f"gpu=1,gpu_share={replica_pct}%"
+
     def _said(self) -> str:
         out = [f"{NVIDIA_GPU}: {self.cards}"] if self.cards else []
         out += [f"{MIG_PREFIX}{p}: {n}" for p, n in self.mig.items()]
         out += [f"{GPU_CORES}: {self.cores}"] if self.cores is not None else []
         out += [f"{GPU_MEM}: {self.gpumem}"] if self.gpumem is not None else []
+        out += [f"{REPLICA_RESOURCE}: {self.replicas}"] if self.replicas else []
         return ", ".join(out) or "nothing"
 
 
@@ -105,7 +136,7 @@ def _read(name: str, value: Any, where: str) -> int | None:
         return memory_mib(value, what)
     if name in ("ephemeral-storage", SLICE) or name.startswith("hugepages-"):
         return None  # the kubelet's to account, on any node (a slice: the grant's)
-    if name in (NVIDIA_GPU, GPU_CORES, GPU_MEM, GPU_MEM_PCT, *VENDOR_RESOURCES):
+    if name in (NVIDIA_GPU, GPU_CORES, GPU_MEM, GPU_MEM_PCT, REPLICA_RESOURCE, *VENDOR_RESOURCES):
         return count(value, what)
     if name.startswith(MIG_PREFIX):  # mig-<profile>: the profile is checked with the request
         return count(value, what)
@@ -161,4 +192,5 @@ def pod_resources(pod: Mapping[str, Any]) -> PodResources:
     out.cores = effective.get(GPU_CORES)
     out.gpumem = effective.get(GPU_MEM)
     out.gpumem_pct = effective.get(GPU_MEM_PCT)
+    out.replicas = effective.get(REPLICA_RESOURCE, 0)
     return out

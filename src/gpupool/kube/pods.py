@@ -16,8 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from gpupool.kube.config import KubeConfig
+from gpupool.kube.inventory import REPLICA_RESOURCE
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.model import Job, JobKind, ResourceRequest, SpecError, Topology, parse_request
+from gpupool.scheduler.types import NodeGrant
 from gpupool.sharing.mig import models_with_profile
 
 REQUEST_ANNOTATION = "gpupool.io/request"
@@ -62,9 +64,9 @@ def created_at(pod: Mapping[str, Any]) -> float:
 
 def container_requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
     """CPU millicores, memory MiB and accelerators the pod holds (its effective request:
-    ``pod_resources``); a MIG instance or a share counts as its card."""
+    ``pod_resources``); a MIG instance, a share or a replica counts as its card."""
     r = pod_resources(pod)
-    return r.cpu, r.mem, r.cards + sum(r.mig.values())
+    return r.cpu, r.mem, r.cards + sum(r.mig.values()) + r.replicas
 
 
 def _parsed(spec: str, what: str, field: str) -> ResourceRequest:
@@ -79,14 +81,27 @@ def _parsed(spec: str, what: str, field: str) -> ResourceRequest:
     return request
 
 
-def request_of(pod: Mapping[str, Any]) -> ResourceRequest:
+def granted_pct(piece: NodeGrant) -> int | None:
+    """The share of a card a bound pod's grant gives (what one replica was when it was
+    placed); None for a grant of no device."""
+    return piece.devices[0].compute_pct if piece.devices else None
+
+
+def request_of(pod: Mapping[str, Any], replica_pct: int | None = None) -> ResourceRequest:
     """What one pod needs: the annotation in the request grammar, else its containers'
-    resources (``pod_resources``); the annotation's host CPU and memory default to theirs."""
+    resources (``pod_resources``); the annotation's host CPU and memory default to theirs.
+    ``replica_pct``: the share of a card one device-plugin replica is here (None: none)."""
     asked = pod_resources(pod)
     cpu, mem = asked.cpu, asked.mem
     spec = meta(pod, "annotations").get(REQUEST_ANNOTATION)
+    if spec is not None and asked.replicas:
+        raise SpecError(
+            f"annotation {REQUEST_ANNOTATION} beside {REPLICA_RESOURCE}: a replica is the "
+            "device plugin's to give; ask one or the other",
+            field=REQUEST_ANNOTATION,
+        )
     if spec is None:
-        devices = asked.grammar()
+        devices = asked.grammar(replica_pct)
         if devices is None:
             return ResourceRequest(gpu=0, cpu_millis=cpu, mem_mib=mem)
         return _parsed(devices, "resources", "resources").with_host(cpu, mem)
@@ -137,8 +152,15 @@ class PodJob:
     pods: list[str] = field(default_factory=list)
 
 
-def job_for(pod: Mapping[str, Any], job_id: str, config: KubeConfig, gang: int) -> Job:
-    """The job a pod (or a gang's first pod) makes; SpecError names what is wrong."""
+def job_for(
+    pod: Mapping[str, Any],
+    job_id: str,
+    config: KubeConfig,
+    gang: int,
+    replica_pct: int | None = None,
+) -> Job:
+    """The job a pod (or a gang's first pod) makes; SpecError names what is wrong.
+    ``replica_pct``: as ``request_of``."""
     key = pod_key(pod)
     namespace = key.split("/", 1)[0]
     tenant = config.namespaces.get(namespace)
@@ -162,7 +184,7 @@ def job_for(pod: Mapping[str, Any], job_id: str, config: KubeConfig, gang: int) 
     deadline = spec.get("activeDeadlineSeconds")
     return Job(
         id=job_id,
-        request=request_of(pod),
+        request=request_of(pod, replica_pct),
         tenant=tenant,
         kind=kind,
         priority_class=klass,
@@ -202,9 +224,11 @@ def group_pods(
     config: KubeConfig,
     groups: Mapping[tuple[str, str], int] | None = None,
     placed_gangs: set[str] | frozenset[str] = frozenset(),
+    replica_pct: int | None = None,
 ) -> Grouped:
     """Group pods into jobs. ``groups``: PodGroups' sizes (``gang_of``); ``placed_gangs``:
-    gangs (``NS/gang/NAME``) some of whose pods are bound already.
+    gangs (``NS/gang/NAME``) some of whose pods are bound already; ``replica_pct``: as
+    ``request_of``.
 
     Mixed roles, as Volcano's jobs have them (a CPU-only master beside GPU workers): the GPU
     pods are the gang, placed all or nothing; the CPU-only ones follow once it is placed —
@@ -217,7 +241,7 @@ def group_pods(
         try:
             gang = gang_of(pod, groups)
             if gang is None:
-                out.jobs[key] = PodJob(job_for(pod, key, config, 1), [key])
+                out.jobs[key] = PodJob(job_for(pod, key, config, 1, replica_pct), [key])
                 continue
             gid = f"{key.split('/', 1)[0]}/gang/{gang[0]}"
             if sizes.setdefault(gid, gang[1]) != gang[1]:
@@ -232,7 +256,7 @@ def group_pods(
     for gid, members in gangs.items():
         members.sort(key=pod_key)
         try:
-            _gang(gid, members, sizes[gid], config, gid in placed_gangs, out)
+            _gang(gid, members, sizes[gid], config, gid in placed_gangs, out, replica_pct)
         except SpecError as exc:
             for p in members:
                 out.problems[pod_key(p)] = str(exc)
@@ -246,15 +270,16 @@ def _gang(
     config: KubeConfig,
     placed: bool,
     out: Grouped,
+    replica_pct: int | None,
 ) -> None:
     name = gid.rsplit("/", 1)[1]
-    asks = {pod_key(p): request_of(p) for p in members}
+    asks = {pod_key(p): request_of(p, replica_pct) for p in members}
     gpu = [p for p in members if asks[pod_key(p)].gpu_count > 0]
     followers = [p for p in members if asks[pod_key(p)].gpu_count == 0] if gpu or placed else []
     if placed and not gpu:  # its GPU pods are placed: the rest go on their own
         for p in followers:
             key = pod_key(p)
-            out.jobs[key] = PodJob(job_for(p, key, config, 1), [key])
+            out.jobs[key] = PodJob(job_for(p, key, config, 1, replica_pct), [key])
         return
     if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
         size = len(members)  # a PodGroup's minMember below its pods: all placed together
@@ -263,7 +288,8 @@ def _gang(
     gang = gpu if followers else members  # mixed roles: the GPU pods are the gang
     if len({asks[pod_key(p)] for p in gang}) > 1:
         raise SpecError(f"gang {name}: its pods ask for different resources")
-    out.jobs[gid] = PodJob(job_for(gang[0], gid, config, len(gang)), [pod_key(p) for p in gang])
+    first = job_for(gang[0], gid, config, len(gang), replica_pct)
+    out.jobs[gid] = PodJob(first, [pod_key(p) for p in gang])
     for p in followers:  # the others follow it
         out.waiting[pod_key(p)] = (
             f"gang {name}: a CPU-only member, placed once its {len(gpu)} GPU pod(s) are"

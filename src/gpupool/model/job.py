@@ -51,6 +51,7 @@ class Job:
     on_preempt: str = "suspend"  # suspend: requeued keeping its place; kill: stopped
     # the only nodes it may use (a pod's node selector, affinity and tolerations); None: any
     nodes: frozenset[str] | None = None
+    nodes_why: str = ""  # why the others are not allowed, when not the default words
     one_per_node: bool = False  # its gang's workers on distinct nodes (sbatch -N)
 
     def __post_init__(self) -> None:

@@ -191,9 +191,10 @@ class Session:
                 if name in self.state.index:
                     allowed[self.state.index[name]] = True
             self._allowed[job.nodes] = allowed
+        why = job.nodes_why or NOT_ALLOWED
         if mask is None:
-            return allowed, NOT_ALLOWED
-        return mask & allowed, reason or NOT_ALLOWED
+            return allowed, why
+        return mask & allowed, reason or why
 
     def hold_room(self, r: Reservation) -> dict[str, int]:
         """For a reservation of N cards, per node of it: the cards free or its owner's there,
