@@ -56,12 +56,12 @@ def _served(kube) -> bool:
         return False
 
 
-def _group(kube, name: str, members: int) -> None:
+def _group(kube, name: str, members: int, **spec) -> None:
     body = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "team-a"},
-        "spec": {"minMember": members},
+        "spec": {"minMember": members, **spec},
     }
     kube.api.request("POST", GROUPS, body)
 
@@ -73,14 +73,16 @@ def _said(kube, pod: str) -> list[str]:
 def test_a_volcano_job_binds_as_a_gang_of_its_podgroups_min_member(volcano, start_scheduler):
     kube = volcano
     kube.apply(node_obj("n1", 8))
-    _group(kube, "train", 2)
+    _group(kube, "train", 2, minResources={"nvidia.com/gpu": "8"})
     _group(kube, "short", 3)
+    _group(kube, "other", 1, queue="research")  # a Volcano queue no setting maps
     start_scheduler()
     for i in range(2):  # as Volcano's job controller makes them: the group as an annotation
         kube.apply(pod_obj(f"train-{i}", gpus=4,
                            annotations={"scheduling.k8s.io/group-name": "train"}))  # fmt: skip
         kube.apply(pod_obj(f"short-{i}", gpus=1,
                            annotations={"scheduling.k8s.io/group-name": "short"}))  # fmt: skip
+    kube.apply(pod_obj("other-0", gpus=1, annotations={"scheduling.k8s.io/group-name": "other"}))
 
     def bound(name: str) -> str:
         return kube.pod("team-a", name)["spec"].get("nodeName") or ""
@@ -89,6 +91,11 @@ def test_a_volcano_job_binds_as_a_gang_of_its_podgroups_min_member(volcano, star
     why = wait_for("the short group's reason", lambda: _said(kube, "short-0"), 30)
     assert any("2 of 3 pods exist" in m for m in why), why
     assert not bound("short-0") and not bound("short-1")
+    queued = wait_for("the queue's refusal", lambda: _said(kube, "other-0"), 30)
+    assert any("queue 'research'" in m for m in queued) and not bound("other-0"), queued
+    warned = [e for e in kube.events("team-a", "train") if e["reason"] == "NotRead"]
+    assert [e["type"] for e in warned] == ["Warning"], warned
+    assert "minResources not read by gpupool" in warned[0]["message"]
 
 
 def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):

@@ -3,7 +3,7 @@
 import pytest
 
 from gpupool.kube.config import parse_config
-from gpupool.kube.pod_groups import sizes_from
+from gpupool.kube.pod_groups import groups_from, sizes_from
 from gpupool.kube.pods import gang_of, group_pods
 from gpupool.model import SpecError
 from tests.support.kube_objects import pod_obj
@@ -54,3 +54,40 @@ def test_mixed_roles_the_gpu_pods_are_the_gang_and_the_cpu_ones_follow_it():
     odd = [*workers, pod_obj("job-worker-2", gpus=1, annotations=VOLCANO), master]
     refused = group_pods(odd, CONFIG, {("team-a", "train"): 4})
     assert set(refused.problems.values()) == {"gang train: its pods ask for different resources"}
+
+
+QUEUED = parse_config(
+    {"namespaces": {"team-a": "a"}, "tenants": [{"name": "a"}], "queues": {"research": "a"}}
+)
+
+
+def _pg(name: str, **spec) -> dict:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "metadata": {"namespace": "team-a", "name": name, "uid": f"uid-{name}"},
+        "spec": {"minMember": 2, **spec},
+    }
+
+
+def test_a_queue_is_honoured_only_where_it_charges_the_namespaces_own_tenant():
+    items = [
+        _pg("mine", queue="research"),
+        _pg("theirs", queue="prod"),
+        _pg("plain", queue="default"),
+    ]
+    sizes, _ = groups_from(items, QUEUED)
+    assert sizes[("team-a", "mine")] == 2 and sizes[("team-a", "plain")] == 2
+    assert "queue 'prod'" in str(sizes[("team-a", "theirs")])
+    pod = pod_obj("w-0", gpus=1, annotations={"scheduling.k8s.io/group-name": "theirs"})
+    with pytest.raises(SpecError, match="map queue prod to it under queues"):
+        gang_of(pod, sizes)
+    unmapped, _ = groups_from([_pg("mine", queue="research")], CONFIG)  # no queues: setting
+    assert isinstance(unmapped[("team-a", "mine")], str)
+
+
+def test_what_gpupool_does_not_read_of_a_group_is_said_once_per_group():
+    items = [_pg("a", minResources={"nvidia.com/gpu": "8"}, minTaskMember={"worker": 2}), _pg("b")]
+    _, notes = groups_from(items, CONFIG)
+    (note,) = notes
+    assert note.involved["kind"] == "PodGroup" and note.involved["uid"] == "uid-a"
+    assert note.message.startswith("minResources, minTaskMember not read by gpupool")

@@ -41,6 +41,9 @@ class KubeConfig(_Strict):
     tenants_from: Literal["config", "server"] = "config"
     # namespace -> tenant; a pod in a namespace not listed waits with an Event saying so
     namespaces: dict[str, str] = Field(default_factory=dict)
+    # Volcano queue -> tenant: a PodGroup's spec.queue is honoured when it names its
+    # namespace's tenant here (kube.pod_groups); other queues are refused by name
+    queues: dict[str, str] = Field(default_factory=dict)
     tenants: list[TenantSpec] = Field(default_factory=list)
     priority_classes: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES))
     default_priority_class: str = "training"

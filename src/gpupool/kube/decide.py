@@ -23,6 +23,7 @@ from gpupool.kube.grants import (
     signed,
 )
 from gpupool.kube.inventory import KubeNode, node_from_object
+from gpupool.kube.pod_groups import GroupSizes
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.kube.pods import (
     PodJob,
@@ -210,9 +211,7 @@ def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
 
 
-def _placed_gangs(
-    pods: Iterable[Mapping[str, Any]], groups: Mapping[tuple[str, str], int] | None
-) -> set[str]:
+def _placed_gangs(pods: Iterable[Mapping[str, Any]], groups: GroupSizes | None) -> set[str]:
     """Gangs (``NS/gang/NAME``) some of whose pods are bound: their followers may go."""
     out = set()
     for pod in pods:
@@ -236,7 +235,7 @@ def decide(
     policy: Policy | None = None,
     *,
     key: GrantKey,
-    groups: Mapping[tuple[str, str], int] | None = None,
+    groups: GroupSizes | None = None,
 ) -> Decision:
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
     ``policy``: tenants and classes [default: the settings file's]. ``key``: signs and checks

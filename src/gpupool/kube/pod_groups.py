@@ -1,15 +1,30 @@
 """PodGroups as Volcano and the coscheduling plugin write them: a gang's size is its
 PodGroup's ``spec.minMember``, so their manifests need no gpupool annotation. Read from the
 API server every few seconds where the CRD exists (a cluster without Volcano answers 404:
-looked for again once a minute); pure parsing in ``sizes_from``."""
+looked for again once a minute); pure parsing in ``sizes_from`` and ``groups_from``.
+
+The rest of a PodGroup is honoured, refused or said not to be read, never passed over:
+
+- ``spec.queue`` (Volcano): gpupool charges the tenant its settings map the namespace to; a
+  queue is honoured when ``queues`` maps it to that same tenant (or it is ``default``), and
+  otherwise the gang is refused naming it — a queue charging another tenant would let a
+  namespace spend a quota not its own;
+- ``spec.minResources``, ``spec.minTaskMember`` (Volcano) and ``spec.scheduleTimeoutSeconds``
+  (coscheduling) are not read: gpupool places a gang's pods all together when they fit, so
+  they change only when a gang starts, not where or how it runs. A Warning Event on the
+  PodGroup says so, once.
+"""
 
 import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
+from gpupool.kube.config import KubeConfig
+from gpupool.kube.events import event_body
 
 log = logging.getLogger(__name__)
 PATHS = (
@@ -19,7 +34,63 @@ PATHS = (
 REFRESH_S = 5.0
 ABSENT_RETRY_S = 60.0
 
-GroupSizes = Mapping[tuple[str, str], int]  # (namespace, name) -> minMember
+# (namespace, name) -> minMember, or why the group is refused
+GroupSizes = Mapping[tuple[str, str], int | str]
+NOT_READ = ("minResources", "minTaskMember", "scheduleTimeoutSeconds")
+
+
+@dataclass(frozen=True)
+class GroupNote:
+    """A Warning Event to write on a PodGroup: what of it gpupool does not read."""
+
+    involved: dict[str, str]
+    message: str
+
+
+def _refusal(pg: Mapping[str, Any], config: KubeConfig) -> str:
+    meta, spec = pg.get("metadata") or {}, pg.get("spec") or {}
+    queue = spec.get("queue")
+    if not queue or queue == "default":
+        return ""
+    ns = meta.get("namespace", "")
+    tenant = config.namespaces.get(ns)
+    if config.queues.get(queue) is not None and config.queues.get(queue) == tenant:
+        return ""
+    return (
+        f"PodGroup {meta.get('name')}: queue {queue!r}: gpupool charges the tenant namespace "
+        f"{ns} maps to ({tenant or 'none'}); map queue {queue} to it under queues: in gpupool's "
+        "settings, or drop spec.queue"
+    )
+
+
+def groups_from(
+    items: Iterable[Mapping[str, Any]], config: KubeConfig
+) -> tuple[dict[tuple[str, str], int | str], list[GroupNote]]:
+    """Each PodGroup's minMember, or why it is refused; and the Warning Events for what of
+    them gpupool does not read (by the PodGroup's UID: ``PodGroups`` writes each once)."""
+    sizes: dict[tuple[str, str], int | str] = dict(sizes_from(items))
+    notes: list[GroupNote] = []
+    for pg in items:
+        meta, spec = pg.get("metadata") or {}, pg.get("spec") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if key in sizes and (refused := _refusal(pg, config)):
+            sizes[key] = refused
+        unread = [f for f in NOT_READ if spec.get(f)]
+        if unread and meta.get("uid"):
+            involved = {
+                "apiVersion": str(pg.get("apiVersion", "")),
+                "kind": "PodGroup",
+                "namespace": key[0],
+                "name": key[1],
+                "uid": str(meta["uid"]),
+            }
+            message = (
+                f"{', '.join(unread)} not read by gpupool: it places this group's pods all "
+                f"together when they fit (minMember {spec.get('minMember')}), which changes "
+                "when they start, not where or how they run"
+            )
+            notes.append(GroupNote(involved, message))
+    return sizes, notes
 
 
 def sizes_from(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
@@ -34,14 +105,17 @@ def sizes_from(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]
 
 
 class PodGroups:
-    def __init__(self, api: KubeApi):
+    def __init__(self, api: KubeApi, config: KubeConfig, identity: str = "gpupool"):
         self.api = api
-        self._sizes: dict[tuple[str, str], int] = {}
+        self.config = config
+        self.identity = identity
+        self._told: set[str] = set()  # PodGroup UIDs given their Warning Event
+        self._sizes: dict[tuple[str, str], int | str] = {}
         self._read_at = 0.0
         self._absent_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def sizes(self) -> dict[tuple[str, str], int]:
+    def sizes(self) -> dict[tuple[str, str], int | str]:
         """The PodGroups' sizes, read again when older than ``REFRESH_S``."""
         with self._lock:
             now = time.monotonic()
@@ -50,13 +124,15 @@ class PodGroups:
                 self._sizes = self._read(now)
             return self._sizes
 
-    def _read(self, now: float) -> dict[tuple[str, str], int]:
-        found: dict[tuple[str, str], int] = {}
+    def _read(self, now: float) -> dict[tuple[str, str], int | str]:
+        found: dict[tuple[str, str], int | str] = {}
         for path in PATHS:
             if self._absent_until.get(path, 0.0) > now:
                 continue
             try:
-                found.update(sizes_from(self.api.list(path).get("items") or []))
+                sizes, notes = groups_from(self.api.list(path).get("items") or [], self.config)
+                found.update(sizes)
+                self._tell(notes)
             except ApiError as exc:
                 if exc.status in (403, 404):  # no such CRD here, or not ours to read
                     self._absent_until[path] = now + ABSENT_RETRY_S
@@ -67,3 +143,14 @@ class PodGroups:
                 log.warning("podgroups %s: %s", path, exc)
                 found.update(self._sizes)
         return found
+
+    def _tell(self, notes: Iterable[GroupNote]) -> None:
+        for note in notes:
+            if note.involved["uid"] in self._told:
+                continue
+            try:
+                body = event_body(note.involved, "NotRead", note.message, "Warning", self.identity)
+                self.api.create_event(body)
+                self._told.add(note.involved["uid"])
+            except Exception as exc:  # said again at the next read
+                log.warning("podgroup %s: event not written: %s", note.involved["name"], exc)

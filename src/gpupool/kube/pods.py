@@ -116,11 +116,12 @@ def request_of(pod: Mapping[str, Any], replica_pct: int | None = None) -> Resour
 
 
 def gang_of(
-    pod: Mapping[str, Any], groups: Mapping[tuple[str, str], int] | None = None
+    pod: Mapping[str, Any], groups: Mapping[tuple[str, str], int | str] | None = None
 ) -> tuple[str, int] | None:
     """(gang name, size) when the pod belongs to a gang: its size from the
     ``gpupool.io/gang-size`` annotation, else its PodGroup's ``minMember`` (``groups``:
-    Volcano's or the coscheduling plugin's, by namespace and name)."""
+    Volcano's or the coscheduling plugin's, by namespace and name; a string says why that
+    group is refused)."""
     labels, annotations = meta(pod, "labels"), meta(pod, "annotations")
     name = next((annotations[k] for k in GANG_ANNOTATIONS if annotations.get(k)), None)
     name = name or next((labels[k] for k in GANG_LABELS if labels.get(k)), None)
@@ -129,6 +130,8 @@ def gang_of(
     raw = annotations.get(GANG_SIZE_ANNOTATION)
     if raw is None:
         size = (groups or {}).get((pod_key(pod).split("/", 1)[0], name))
+        if isinstance(size, str):
+            raise SpecError(size, field="spec.queue")
         if size is not None:
             return name, size
         raise SpecError(
@@ -222,7 +225,7 @@ class Grouped:
 def group_pods(
     pods: Iterable[Mapping[str, Any]],
     config: KubeConfig,
-    groups: Mapping[tuple[str, str], int] | None = None,
+    groups: Mapping[tuple[str, str], int | str] | None = None,
     placed_gangs: set[str] | frozenset[str] = frozenset(),
     replica_pct: int | None = None,
 ) -> Grouped:

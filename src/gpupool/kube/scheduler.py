@@ -70,7 +70,7 @@ class KubeScheduler:
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
         self.jobs = SuspendedJobs(api, config, identity, is_leader)
-        self.groups = PodGroups(api)
+        self.groups = PodGroups(api, config, identity)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
