@@ -7,6 +7,10 @@
 #   scripts/k8s-control-plane.sh scheduler RUN_DIR   start kube-scheduler (client QPS raised)
 #   scripts/k8s-control-plane.sh stop RUN_DIR     stop what start/scheduler started, by PID
 #
+# kube-apiserver runs with the alpha gates DRA needs beyond v1.34's GA core (partitionable
+# devices for MIG counters, consumable capacity for shares; gpupool.kube.dra), or
+# GPUPOOL_K8S_FEATURE_GATES.
+#
 # Binaries are cached outside the clone, keyed by version:
 #   ${GPUPOOL_K8S_CACHE:-$HOME/.cache/gpupool/k8s}/<version>/bin/{etcd,kube-apiserver,kube-scheduler}
 # A cold build (Go from the module proxy) is ~590 CPU-seconds; a warm Go build cache makes it ~12 s.
@@ -23,6 +27,7 @@ PLUGIN_SA="system:serviceaccount:gpupool-system:gpupool-device-plugin"
 
 die() { echo "k8s-control-plane: $*" >&2; exit 1; }
 
+GATES="${GPUPOOL_K8S_FEATURE_GATES:-DRAPartitionableDevices=true,DRAConsumableCapacity=true}"
 have_binaries() { [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-scheduler" ]; }
 
 build() {
@@ -157,6 +162,7 @@ KC
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --endpoint-reconciler-type=none \
     --authorization-mode=RBAC --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+    --feature-gates="$GATES" \
     > "$run/logs/kube-apiserver.log" 2>&1 &
   echo "kube-apiserver $!" >> "$run/pids"
   local admin_token
@@ -177,7 +183,7 @@ YAML
   setsid "$BIN/kube-scheduler" --config="$run/kube-scheduler.yaml" \
     --authentication-kubeconfig="$run/kubeconfig-admin" --authorization-kubeconfig="$run/kubeconfig-admin" \
     --bind-address=127.0.0.1 --secure-port="${GPUPOOL_K8S_SCHEDULER_PORT:-30259}" \
-    --cert-dir="$run/pki/scheduler" > "$run/logs/kube-scheduler.log" 2>&1 &
+    --cert-dir="$run/pki/scheduler" --feature-gates="$GATES" > "$run/logs/kube-scheduler.log" 2>&1 &
   echo "kube-scheduler $!" >> "$run/pids"
 }
 

@@ -30,6 +30,8 @@ CLUSTER = {
     "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
     "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
 }
 NAMESPACED = {
     "ServiceAccount": ("/api/v1", "serviceaccounts"),
@@ -40,6 +42,7 @@ NAMESPACED = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "DaemonSet": ("/apis/apps/v1", "daemonsets"),
     "Job": ("/apis/batch/v1", "jobs"),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims"),
 }
 
 
@@ -219,4 +222,20 @@ class ControlPlane:
         for ns in namespaces:
             self.delete_pods(ns)
             self.api.request("DELETE", f"/api/v1/namespaces/{ns}/events")
+            self._delete_claims(ns)
         self.api.request("DELETE", "/api/v1/nodes")
+        self.api.request("DELETE", CLUSTER["ResourceSlice"])
+
+    def _delete_claims(self, namespace: str) -> None:
+        """ResourceClaims, their finalizers dropped (no controller here removes them)."""
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        for claim in self.api.list(path)["items"]:
+            name = claim["metadata"]["name"]
+            if claim["metadata"].get("finalizers"):
+                self.api.request(
+                    "PATCH",
+                    f"{path}/{name}",
+                    {"metadata": {"finalizers": None}},
+                    content_type="application/merge-patch+json",
+                )
+        self.api.request("DELETE", path)

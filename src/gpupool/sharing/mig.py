@@ -221,6 +221,13 @@ def choose_start(table: MigTable | VnpuTable, occupied: int, profile: Profile) -
     return None if best is None else best[1]
 
 
+def starts_by_room(table: MigTable | VnpuTable, profile: Profile) -> list[int]:
+    """A profile's legal starts on an empty card, the one keeping the most room first (the
+    order ``choose_start`` prefers): a first-fit allocator reading placements in this order
+    (kube-scheduler's DRA allocator) leaves 0-3 for a 4g when a 3g comes first."""
+    return sorted(profile.starts, key=lambda s: (-_capacity_left(table, profile.take(0, s)), s))
+
+
 def place(table: MigTable | VnpuTable, occupied: int, profile_name: str) -> tuple[int, int]:
     """Place one instance; returns (start, new occupied mask). Raises SpecError when full."""
     profile = table.profile(profile_name)
