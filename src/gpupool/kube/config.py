@@ -55,6 +55,9 @@ class KubeConfig(_Strict):
     # suspended Jobs whose pods name gpupool (Kueue's): leave them to whoever resumes them,
     # saying so in an Event, or admit them — gpupool resumes them (kube.suspended_jobs)
     suspended_jobs: Literal["leave", "admit"] = "leave"
+    # Dynamic Resource Allocation: publish gpupool's ResourceSlices and DeviceClasses
+    # (driver gpu.gpupool.io) and allocate the ResourceClaims of the pods it schedules
+    dra: bool = False
 
     @property
     def tolerated(self) -> frozenset[str]:

@@ -13,6 +13,8 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
+from gpupool.kube.dra.claims import ClaimWrite, allocation
+from gpupool.kube.dra.pod_claims import ClaimedPods, claim_holds, with_claims
 from gpupool.kube.grants import (
     GRANT_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -57,6 +59,7 @@ class Bind:
     action: str  # allocate, borrow, preempt, reclaim, backfill, or resume (a gang half-bound)
     gang: bool = False  # one of several pods bound together: grants are written first
     uid: str = ""  # the pod's, so a pod made since under the same name is not bound
+    claim: ClaimWrite | None = None  # its ResourceClaim's allocation, written before binding
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,8 @@ MAX_CARDS = 1 << 16  # more cards than any node has
 class _Held:
     cpu: int = 0
     mem: int = 0
-    cards: int = 0
+    cards: int = 0  # how many, of the node's last cards
+    indices: set[int] = field(default_factory=set)  # which (ResourceClaims name them)
 
 
 def _nodes(
@@ -151,7 +155,9 @@ def _nodes(
 def _usable(kn: KubeNode, held: _Held | None) -> Node:
     node = kn.node
     if held is not None:
-        devices = list(node.devices)
+        devices = [
+            replace(d, healthy=False) if d.index in held.indices else d for d in node.devices
+        ]
         taken = 0
         for i in range(len(devices) - 1, -1, -1):
             if taken >= held.cards:
@@ -206,6 +212,30 @@ def _asks_replica(pod: Mapping[str, Any], memo: "Memo | None") -> bool:
     return not isinstance(asked, SpecError) and asked.replicas > 0
 
 
+def _claimed_view(
+    live: list[Mapping[str, Any]],
+    ours: list[Mapping[str, Any]],
+    claimed: ClaimedPods,
+    out: Decision,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The pods with their claims read; a pending pod whose claim cannot be placed waits or
+    is refused, saying why (a bound one keeps running as it is)."""
+    rewritten = {pod_key(p): p for p in claimed.pods}
+    dropped = set()
+    for name, why in [*claimed.problems.items(), *claimed.waiting.items()]:
+        pod = next(p for p in ours if pod_key(p) == name)
+        if not node_of(pod):
+            dropped.add(name)
+            (out.problems if name in claimed.problems else out.waiting)[name] = why
+    our_keys = {pod_key(p) for p in ours}
+    view = [
+        rewritten.get(pod_key(p), p) if pod_key(p) in our_keys else p
+        for p in live
+        if pod_key(p) not in dropped
+    ]
+    return view, [p for p in view if pod_key(p) in our_keys]
+
+
 def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     kn = nodes.get(piece.node)
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
@@ -236,10 +266,12 @@ def decide(
     *,
     key: GrantKey,
     groups: GroupSizes | None = None,
+    claims: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Decision:
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
     ``policy``: tenants and classes [default: the settings file's]. ``key``: signs and checks
-    grants. ``groups``: PodGroups' sizes (``kube.pod_groups``)."""
+    grants. ``groups``: PodGroups' sizes (``kube.pod_groups``). ``claims``: ResourceClaims by
+    ``namespace/name`` (``kube.dra``; None: DRA off)."""
     rules = policy or Policy.from_config(config)
     node_objs = list(node_objs)
     out = Decision()
@@ -255,7 +287,19 @@ def decide(
     granted_unbound: dict[str, list[tuple[str, NodeGrant, dict[str, str], str]]] = {}
     live = [p for p in pod_objs if not is_terminal(p)]
     ours = [p for p in live if (p.get("spec") or {}).get("schedulerName") == config.scheduler_name]
+    claimed = with_claims(ours, claims) if claims is not None else None
+    if claims is not None and claimed is not None:
+        live, ours = _claimed_view(live, ours, claimed, out)
+        for node_name, cards in claim_holds(claims.values(), {uid_of(p) for p in ours}).items():
+            held.setdefault(node_name, _Held()).indices |= cards
     our_ids = {id(p) for p in ours}
+    by_pod = {pod_key(p): p for p in ours}
+
+    def claim_write(pod_name: str, piece: NodeGrant) -> ClaimWrite | None:
+        ask = claimed.asks.get(pod_name) if claimed is not None else None
+        if ask is None:
+            return None
+        return ClaimWrite(ask.namespace, ask.name, allocation(ask, piece, by_pod[pod_name]))
 
     def hold(pod: Mapping[str, Any], every_card: bool = False) -> None:
         asks = _cached(memo, ("asks", pod_key(pod)), pod, partial(_try, container_requests, pod))
@@ -301,7 +345,9 @@ def decide(
     for job_id, members in bound.items():
         resumed = [m for m in granted_unbound.pop(job_id, []) if _fits(m[1], nodes)]
         for name, piece, kept, uid in resumed:
-            out.binds.append(Bind(name, piece.node, kept, "resume", True, uid))
+            out.binds.append(
+                Bind(name, piece.node, kept, "resume", True, uid, claim_write(name, piece))
+            )
         pieces = [m[1] for m in members] + [m[1] for m in resumed]
         first = members[0][3]
         job = _cached(
@@ -357,9 +403,9 @@ def decide(
             node = nodes[piece.node].node
             granted = grant_json(b.job_id, piece, node, b.placement.policy)
             uid = uid_of(by_key[pod_name])
-            out.binds.append(
-                Bind(pod_name, piece.node, signed(key, uid, granted), b.action, gang, uid)
-            )
+            signature = signed(key, uid, granted)
+            write = claim_write(pod_name, piece)
+            out.binds.append(Bind(pod_name, piece.node, signature, b.action, gang, uid, write))
     for p in result.preemptions:
         for pod_name in by_job.get(p.job_id, []):
             out.evictions.append(Evict(pod_name, f"preempted by {p.by}: {p.reason}", p.grace_s))

@@ -17,19 +17,23 @@ from typing import Any
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.decide import Bind, Decision, Evict, Memo, decide
+from gpupool.kube.dra.publish import V1, DraWriter
 from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
+from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pod_groups import PodGroups
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
 from gpupool.kube.suspended_jobs import SuspendedJobs
-from gpupool.kube.watch import Reflector
-from gpupool.model import SpecError
+from gpupool.kube.watch import Reflector, object_key
+from gpupool.model import Node, SpecError
 
 log = logging.getLogger(__name__)
 RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
 RETRY_S = (1.0, 10.0)  # a failed binding is tried again after 1 s, doubling to 10 s
+PUBLISH_S = 5.0  # DRA: nodes' ResourceSlices compared (and written if changed) this often
+CLAIMS = f"{V1}/resourceclaims"
 MAX_NOTES_PER_CYCLE = 500  # Event + condition writes per cycle; the rest wait for the next
 
 
@@ -50,6 +54,12 @@ class KubeScheduler:
         self.changed = threading.Event()
         self.nodes = Reflector(api, "/api/v1/nodes", lambda: None, on_event=self._node_event)
         self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
+        # DRA (config.dra): claims watched, slices and allocations written (kube.dra)
+        self.claims = (
+            Reflector(api, CLAIMS, lambda: None, on_event=self._node_event) if config.dra else None
+        )
+        self.dra = DraWriter(api) if config.dra else None
+        self._published_at = -PUBLISH_S
         # pod -> (node, grant annotations, when)
         self.assumed: dict[str, tuple[str, Mapping[str, str], float]] = {}
         self.pending: set[str] = set()  # our pods the watch shows unbound
@@ -77,6 +87,7 @@ class KubeScheduler:
         for name, target in (
             ("nodes", lambda: self.nodes.run(self._stop)),
             ("pods", lambda: self.pods.run(self._stop)),
+            *([("claims", lambda: claims.run(self._stop))] if (claims := self.claims) else []),
             ("loop", self._loop),
             ("jobs", lambda: self.jobs.run(self._stop)),
         ):
@@ -141,7 +152,11 @@ class KubeScheduler:
             self.changed.set()
 
     def wait_synced(self, timeout_s: float) -> bool:
-        return self.nodes.synced.wait(timeout_s) and self.pods.synced.wait(timeout_s)
+        return (
+            self.nodes.synced.wait(timeout_s)
+            and self.pods.synced.wait(timeout_s)
+            and (self.claims is None or self.claims.synced.wait(timeout_s))
+        )
 
     def _loop(self) -> None:
         while not self._stop.is_set() and not self.wait_synced(1.0):
@@ -196,6 +211,9 @@ class KubeScheduler:
     def run_cycle(self) -> Decision:
         started = time.perf_counter()
         pods = self.pod_view()
+        claims = None
+        if self.claims is not None:
+            claims = {object_key(c): c for c in self.claims.snapshot()}
         decision = decide(
             self.nodes.snapshot(),
             pods,
@@ -205,7 +223,10 @@ class KubeScheduler:
             self.policy,
             key=self.key,
             groups=self.groups.sizes(),
+            claims=claims,
         )
+        if self.dra is not None and claims is not None:
+            self._dra_housekeeping(pods, claims)
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev)
@@ -268,8 +289,32 @@ class KubeScheduler:
             self.stats["bind_errors"] += 1
             return None
 
+    def _dra_housekeeping(
+        self, pods: list[dict[str, Any]], claims: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        """Slices when nodes changed (at most every PUBLISH_S), claims of pods gone released."""
+        assert self.dra is not None
+        now = time.monotonic()
+        try:
+            if now - self._published_at >= PUBLISH_S:
+                self._published_at = now
+                self.dra.ensure_classes()
+                self.dra.publish(_readable_nodes(self.nodes.snapshot()))
+            live = {str((p.get("metadata") or {}).get("uid")) for p in pods if not is_terminal(p)}
+            self.dra.release(claims.values(), live)
+        except Exception as exc:  # the API away: tried again next cycle
+            log.warning("dra: %s", exc)
+
     def _bind_one(self, b: Bind) -> None:
         ns, name = b.pod.split("/", 1)
+        if b.claim is not None and self.dra is not None and self.claims is not None:
+            try:
+                self.dra.allocate(b.claim, self.claims.get(f"{b.claim.namespace}/{b.claim.name}"))
+            except Exception as exc:
+                self._failed(b)
+                self.stats["bind_errors"] += 1
+                log.warning("pod %s: claim %s not allocated: %s", b.pod, b.claim.name, exc)
+                return
         try:
             self.api.bind(ns, name, b.node, dict(b.annotations), b.uid)
             self.stats["binds"] += 1
@@ -340,3 +385,14 @@ class KubeScheduler:
         uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid", "")
         involved = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid}
         self.api.create_event(event_body(involved, reason, message, kind, self.identity))
+
+
+def _readable_nodes(objs: list[dict[str, Any]]) -> list[Node]:
+    """The nodes gpupool reads (a node it cannot read publishes nothing; decide says why)."""
+    out = []
+    for obj in objs:
+        try:
+            out.append(node_from_object(obj).node)
+        except SpecError:
+            continue
+    return out

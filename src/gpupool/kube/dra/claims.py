@@ -1,0 +1,207 @@
+"""ResourceClaims of pods gpupool schedules, read as gpupool requests, and the allocation
+gpupool writes back once its engine has placed the pod (pure).
+
+A pod names its claims in ``spec.resourceClaims`` (a claim by name, or one generated from a
+template, whose name the pod's ``status.resourceClaimStatuses`` gives). Of ``gpu.gpupool.io``'s
+classes (``kube.dra.classes``) one request is read per pod:
+
+- ``gpu.gpupool.io``, ``count: N``: N whole cards (``gpu=N``), or of one model with the
+  selector ``device.attributes["gpu.gpupool.io"].model == "A100-80G"``;
+- ``mig.gpupool.io`` with the selector ``...profile == "3g.40gb"``: that MIG instance;
+- ``share.gpupool.io`` with ``capacity.requests`` ``memory`` and ``compute`` (percent): a
+  share of one card (no amount: the whole of it, the slices' request policy).
+
+gpupool evaluates no other CEL: a selector it cannot read, another driver's class, several
+requests, ``allocationMode: All`` or a prioritized list (``firstAvailable``) are refused naming
+them — placing the pod without them would be a grant the claim did not ask for.
+"""
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpupool.kube.dra.classes import CLASSES
+from gpupool.kube.dra.slices import DRIVER, device_name
+from gpupool.model import SpecError
+from gpupool.model.units import parse_memory_mib
+from gpupool.scheduler.types import NodeGrant
+
+FINALIZER = "resource.kubernetes.io/delete-protection"
+_SELECTOR = re.compile(
+    r'^\s*device\.attributes\["' + re.escape(DRIVER) + r'"\]\.(\w+)\s*==\s*"([^"]*)"\s*$'
+)
+SELECTABLE = ("model", "profile", "vendor")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAsk:
+    """One pod's claim, as gpupool reads it: which claim, its request, and gpupool's spec."""
+
+    namespace: str
+    name: str
+    uid: str
+    request: str  # the claim's request name (the allocation's results name it)
+    spec: str  # in gpupool's request grammar, without host CPU and memory
+    mode: str  # whole, mig or share
+
+
+def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
+    """The names of the pod's claims; None while a template's claim is not yet made."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    made = {
+        s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+    }
+    out = []
+    for ref in spec.get("resourceClaims") or []:
+        if ref.get("resourceClaimName"):
+            out.append(str(ref["resourceClaimName"]))
+        elif made.get(ref.get("name")):
+            out.append(str(made[ref.get("name")]))
+        else:
+            return None
+    return out
+
+
+def _selected(selectors: Iterable[Mapping[str, Any]], where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for sel in selectors:
+        expression = str((sel.get("cel") or {}).get("expression", ""))
+        for part in expression.split("&&"):
+            m = _SELECTOR.match(part)
+            if m is None or m.group(1) not in SELECTABLE:
+                raise SpecError(
+                    f"{where}: selector {part.strip()!r} is not read by gpupool (it reads "
+                    f'device.attributes["{DRIVER}"].<model|profile|vendor> == "..." '
+                    "joined by &&)",
+                    field="selectors",
+                )
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
+    """The claim as a gpupool request; SpecError names what gpupool cannot honour."""
+    meta = claim.get("metadata") or {}
+    ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    where = f"ResourceClaim {ns}/{name}"
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    if len(requests) != 1:
+        raise SpecError(f"{where}: {len(requests)} device requests (gpupool reads one)")
+    (req,) = requests
+    if "firstAvailable" in req:
+        raise SpecError(
+            f"{where}: request {req.get('name')}: firstAvailable (a prioritized list) is not "
+            "placed by gpupool yet; ask one class",
+            field="firstAvailable",
+        )
+    exactly = req.get("exactly") or {}
+    klass = str(exactly.get("deviceClassName", ""))
+    if klass not in CLASSES:
+        raise SpecError(
+            f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}); leave "
+            "the pod to the scheduler of that driver",
+            field="deviceClassName",
+        )
+    if exactly.get("allocationMode", "ExactCount") != "ExactCount":
+        raise SpecError(f"{where}: allocationMode {exactly['allocationMode']} is not read")
+    count = int(exactly.get("count", 1))
+    chosen = _selected(exactly.get("selectors") or [], where)
+    mode = CLASSES[klass]
+    model = chosen.pop("model", None)
+    vendor = chosen.pop("vendor", None)
+    if mode == "mig":
+        profile = chosen.pop("profile", None)
+        if profile is None:
+            raise SpecError(f'{where}: a MIG claim names its profile (...profile == "3g.40gb")')
+        spec = f"mig={profile}:{count}"
+    else:
+        spec = f"gpu={model}:{count}" if model else f"gpu={count}"
+    if chosen:
+        raise SpecError(f"{where}: selector on {', '.join(chosen)} does not apply to {klass}")
+    if mode == "share":
+        capacity = (exactly.get("capacity") or {}).get("requests") or {}
+        extra = set(capacity) - {"memory", "compute"}
+        if extra or count != 1:
+            raise SpecError(
+                f"{where}: a share asks one card's memory and compute ({extra or count})"
+            )
+        if "compute" in capacity:
+            spec += f",gpu_share={int(str(capacity['compute']))}%"
+        if "memory" in capacity:
+            spec += f",gpu_mem={parse_memory_mib(str(capacity['memory']))}MiB"
+        if "compute" not in capacity and "memory" not in capacity:
+            spec += ",gpu_share=100%"  # the slices' default: the whole of it
+    elif exactly.get("capacity"):
+        raise SpecError(f"{where}: capacity requests are for {klass} only of share.gpupool.io")
+    if vendor:
+        spec += f",vendor={vendor}"
+    return ClaimAsk(ns, name, str(meta.get("uid", "")), str(req.get("name", "")), spec, mode)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """A claim's status to write before its pod is bound."""
+
+    namespace: str
+    name: str
+    status: dict[str, Any]
+
+
+def allocation(ask: ClaimAsk, piece: NodeGrant, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The claim's ``status`` once gpupool placed its pod: the devices of the grant, on its
+    node, reserved for the pod."""
+    results = []
+    for d in piece.devices:
+        result: dict[str, Any] = {"request": ask.request, "driver": DRIVER, "pool": piece.node}
+        if d.mig_profile is not None:
+            result["device"] = device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
+        else:
+            result["device"] = device_name("gpu", d.device)
+        if ask.mode == "share":
+            result["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ask.uid}/{d.device}"))
+            result["consumedCapacity"] = {"memory": f"{d.mem_mib}Mi", "compute": str(d.compute_pct)}
+        results.append(result)
+    meta = pod.get("metadata") or {}
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}
+    return {
+        "allocation": {
+            "devices": {"results": results},
+            "nodeSelector": {"nodeSelectorTerms": [term]},
+        },
+        "reservedFor": [{"resource": "pods", "name": meta.get("name"), "uid": meta.get("uid")}],
+    }
+
+
+def held_elsewhere(claims: Iterable[Mapping[str, Any]], ours: set[str]) -> dict[str, set[int]]:
+    """Per node, the cards of gpupool's driver that claims gpupool did not allocate hold
+    (kube-scheduler's allocator, or another that read our slices): gpupool gives them to no
+    one. ``ours``: UIDs of the claims gpupool allocated (their pods' grants hold them)."""
+    out: dict[str, set[int]] = {}
+    for claim in claims:
+        if str((claim.get("metadata") or {}).get("uid")) in ours:
+            continue
+        got = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+        for r in got.get("results") or []:
+            if r.get("driver") != DRIVER:
+                continue
+            m = re.match(r"^gpu-(\d+)", str(r.get("device", "")))
+            if m:
+                out.setdefault(str(r.get("pool")), set()).add(int(m.group(1)))
+    return out
+
+
+def stale(claims: Iterable[Mapping[str, Any]], live_pods: set[str]) -> list[Mapping[str, Any]]:
+    """Claims of gpupool's driver allocated for pods that are all gone: to deallocate (the
+    resourceclaim controller's job, which gpupool does where it runs without one)."""
+    out = []
+    for claim in claims:
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        if not results or any(r.get("driver") != DRIVER for r in results):
+            continue
+        users = [str(r.get("uid")) for r in status.get("reservedFor") or []]
+        if not any(u in live_pods for u in users):
+            out.append(claim)
+    return out

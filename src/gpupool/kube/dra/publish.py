@@ -1,0 +1,110 @@
+"""What gpupool writes as a DRA driver (the I/O beside the pure ``slices``/``claims``): its
+DeviceClasses once, each node's ResourceSlices when the node changes, each claim's allocation
+before its pod is bound, and the deallocation of claims whose pods are all gone."""
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Set
+from typing import Any
+
+from gpupool.kube.api import ApiError, KubeApi
+from gpupool.kube.dra.claims import FINALIZER, ClaimWrite, stale
+from gpupool.kube.dra.classes import device_classes
+from gpupool.kube.dra.slices import DRIVER, resource_slices
+from gpupool.model import Node
+
+log = logging.getLogger(__name__)
+V1 = "/apis/resource.k8s.io/v1"
+SLICES = f"{V1}/resourceslices"
+MERGE = "application/merge-patch+json"
+
+
+def claim_path(namespace: str, name: str) -> str:
+    return f"{V1}/namespaces/{namespace}/resourceclaims/{name}"
+
+
+class DraWriter:
+    def __init__(self, api: KubeApi):
+        self.api = api
+        self.published: dict[str, tuple[str, int]] = {}  # node -> (its slices' JSON, generation)
+        self.classes_made = False
+
+    def ensure_classes(self) -> None:
+        if self.classes_made:
+            return
+        for body in device_classes():
+            try:
+                self.api.request("POST", f"{V1}/deviceclasses", body)
+            except ApiError as exc:
+                if exc.status != 409:  # made before (by us, or an operator's own version)
+                    raise
+        self.classes_made = True
+
+    def publish(self, nodes: Iterable[Node]) -> int:
+        """Each node's pool, written when it changed (a new generation); pools of nodes gone
+        deleted. Returns how many pools were written."""
+        written, seen = 0, set()
+        for node in nodes:
+            seen.add(node.name)
+            body = json.dumps(resource_slices(node, 0), sort_keys=True)
+            old = self.published.get(node.name)
+            if old is not None and old[0] == body:
+                continue
+            generation = (old[1] if old else 0) + 1
+            self._write_pool(node, generation)
+            self.published[node.name] = (body, generation)
+            written += 1
+        for gone in set(self.published) - seen:
+            self._delete_pool(gone)
+            del self.published[gone]
+        return written
+
+    def _write_pool(self, node: Node, generation: int) -> None:
+        slices = resource_slices(node, generation)
+        for s in slices:
+            path = f"{SLICES}/{s['metadata']['name']}"
+            try:
+                self.api.request("PATCH", path, {"spec": s["spec"]}, content_type=MERGE)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                self.api.request("POST", SLICES, s)
+        self._delete_pool(node.name, keep={s["metadata"]["name"] for s in slices})
+
+    def _delete_pool(self, node: str, keep: Set[str] = frozenset()) -> None:
+        listed = self.api.list(SLICES, fieldSelector=f"spec.nodeName={node},spec.driver={DRIVER}")
+        for s in listed.get("items") or []:
+            if s["metadata"]["name"] not in keep:
+                try:
+                    self.api.request("DELETE", f"{SLICES}/{s['metadata']['name']}")
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+
+    def allocate(self, write: ClaimWrite, claim: Mapping[str, Any] | None) -> None:
+        """The claim's finalizer (it is not deleted while allocated), then its allocation."""
+        path = claim_path(write.namespace, write.name)
+        finalizers = list(((claim or {}).get("metadata") or {}).get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            body = {"metadata": {"finalizers": [*finalizers, FINALIZER]}}
+            self.api.request("PATCH", path, body, content_type=MERGE)
+        self.api.request("PATCH", f"{path}/status", {"status": write.status}, content_type=MERGE)
+
+    def release(self, claims: Iterable[Mapping[str, Any]], live_pods: set[str]) -> int:
+        """Deallocate claims of our driver whose pods are all gone; how many."""
+        done = 0
+        for claim in stale(claims, live_pods):
+            meta = claim.get("metadata") or {}
+            path = claim_path(str(meta.get("namespace")), str(meta.get("name")))
+            try:
+                body = {"status": {"allocation": None, "reservedFor": None}}
+                self.api.request("PATCH", f"{path}/status", body, content_type=MERGE)
+                kept = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+                self.api.request(
+                    "PATCH", path, {"metadata": {"finalizers": kept or None}}, content_type=MERGE
+                )
+                done += 1
+            except ApiError as exc:
+                if exc.status != 404:
+                    log.warning("claim %s: not released: %s", meta.get("name"), exc)
+        return done

@@ -1,0 +1,123 @@
+"""gpupool as the DRA allocator against a real kube-apiserver v1.34 (gates as
+scripts/k8s-control-plane.sh sets them; issue 48): it publishes its DeviceClasses and each
+node's ResourceSlices, places pods asking through ResourceClaims with its own engine, writes
+each claim's allocation (which the API server validates) and binds; a claim that cannot be
+satisfied waits saying why; a scheduler restarted allocates no card twice; a pod gone
+releases its claim."""
+
+from gpupool.kube.dra.slices import DRIVER
+from tests.support.agents import wait_for
+from tests.support.kube_objects import node_obj, pod_obj
+
+V1 = "/apis/resource.k8s.io/v1"
+CLAIMS = f"{V1}/namespaces/team-a/resourceclaims"
+ATTR = 'device.attributes["gpu.gpupool.io"]'
+
+
+def claim_pod(kube, name: str, klass: str, cel: str = "", capacity=None, count: int = 1) -> None:
+    exactly: dict = {"deviceClassName": klass, "count": count}
+    if cel:
+        exactly["selectors"] = [{"cel": {"expression": cel}}]
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    kube.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        }
+    )
+    pod = pod_obj(name, cpu="100m", memory="64Mi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    kube.apply(pod)
+
+
+def status(kube, name: str) -> dict:
+    return kube.api.request("GET", f"{CLAIMS}/{name}").get("status") or {}
+
+
+def devices(kube, name: str) -> list[str]:
+    results = ((status(kube, name).get("allocation") or {}).get("devices") or {}).get("results")
+    return sorted(r["device"] for r in results or [])
+
+
+def bound(kube, name: str) -> str:
+    return kube.pod("team-a", name)["spec"].get("nodeName") or ""
+
+
+def said(kube, name: str) -> list[str]:
+    return [e["message"] for e in kube.events("team-a", name) if e["reason"] == "FailedScheduling"]
+
+
+def test_gpupool_publishes_slices_allocates_claims_and_never_twice(kube, start_scheduler):
+    kube.apply(node_obj("whole", 2))
+    kube.apply(node_obj("migs", 1, labels={"gpupool.io/sharing": "mig"}))
+    kube.apply(node_obj("shares", 1, labels={"gpupool.io/sharing": "share"}))
+    s = start_scheduler(dra=True)
+    pools = wait_for(
+        "gpupool's slices",
+        lambda: (
+            {
+                x["spec"]["pool"]["name"]
+                for x in kube.api.list(f"{V1}/resourceslices")["items"]
+                if x["spec"]["driver"] == DRIVER
+            }
+            >= {"whole", "migs", "shares"}
+        ),
+    )
+    assert pools
+    classes = {c["metadata"]["name"] for c in kube.api.list(f"{V1}/deviceclasses")["items"]}
+    assert {"gpu.gpupool.io", "mig.gpupool.io", "share.gpupool.io"} <= classes
+
+    claim_pod(kube, "two", "gpu.gpupool.io", count=2)
+    claim_pod(kube, "mig-3g", "mig.gpupool.io", f'{ATTR}.profile == "3g.40gb"')
+    claim_pod(kube, "mig-4g", "mig.gpupool.io", f'{ATTR}.profile == "4g.40gb"')
+    claim_pod(kube, "share", "share.gpupool.io", capacity={"memory": "20Gi", "compute": "30"})
+    for name in ("two", "mig-3g", "mig-4g", "share"):
+        wait_for(f"{name} bound", lambda name=name: bound(kube, name), 30)
+    assert bound(kube, "two") == "whole" and devices(kube, "two") == ["gpu-0", "gpu-1"]
+    assert devices(kube, "mig-3g") == ["gpu-0-mig-3g-40gb-4"]
+    assert devices(kube, "mig-4g") == ["gpu-0-mig-4g-40gb-0"]
+    share = status(kube, "share")
+    (result,) = share["allocation"]["devices"]["results"]
+    assert result["consumedCapacity"] == {"memory": "20Gi", "compute": "30"}
+    assert [r["name"] for r in share["reservedFor"]] == ["share"]
+    claim = kube.api.request("GET", f"{CLAIMS}/share")
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+
+    # nothing left for these: they wait, saying why
+    claim_pod(kube, "mig-1g", "mig.gpupool.io", f'{ATTR}.profile == "1g.10gb"')
+    claim_pod(kube, "one-more", "gpu.gpupool.io")
+    for name in ("mig-1g", "one-more"):
+        assert wait_for(f"{name}'s reason", lambda name=name: said(kube, name), 30)
+        assert not bound(kube, name) and not devices(kube, name)
+
+    # a scheduler started again reads what is allocated and gives none of it twice
+    s.stop()
+    s2 = start_scheduler(dra=True)
+    claim_pod(kube, "after-restart", "gpu.gpupool.io")
+    assert wait_for("its reason", lambda: said(kube, "after-restart"), 30)
+    assert not bound(kube, "after-restart") and s2.stats["bind_errors"] == 0
+
+    # the two-card pod gone: its claim is released and a waiting pod gets the cards
+    kube.api.request("DELETE", "/api/v1/namespaces/team-a/pods/two", {"gracePeriodSeconds": 0})
+    wait_for("the claim released", lambda: not status(kube, "two").get("allocation"), 30)
+    claim = kube.api.request("GET", f"{CLAIMS}/two")
+    assert "resource.kubernetes.io/delete-protection" not in (
+        claim["metadata"].get("finalizers") or []
+    )
+    placed = wait_for(
+        "the waiting pods placed",
+        lambda: [n for n in ("one-more", "after-restart") if bound(kube, n)] or None,
+        30,
+    )
+    assert sorted(d for n in placed for d in devices(kube, n)) in (
+        ["gpu-0"],
+        ["gpu-1"],
+        ["gpu-0", "gpu-1"],
+    )
+    print(
+        "REASONS", said(kube, "mig-1g"), said(kube, "one-more"), said(kube, "after-restart"), placed
+    )

@@ -1,0 +1,139 @@
+"""ResourceClaims of gpupool's classes read as gpupool requests, placed by the same engine, and
+the allocation written from the grant (pure; issue 48)."""
+
+import json
+
+import pytest
+
+from gpupool.kube.config import parse_config
+from gpupool.kube.decide import decide
+from gpupool.kube.dra.claims import claim_ask, stale
+from gpupool.kube.grants import GrantKey
+from gpupool.model import SpecError
+from tests.support.kube_objects import node_obj, pod_obj
+
+CONFIG = parse_config(
+    {
+        "namespaces": {"team-a": "team-a"},
+        "tenants": [{"name": "team-a", "quotas": {"gpu": {"nominal": 64}}}],
+    }
+)
+KEY = GrantKey.generate()
+ATTR = 'device.attributes["gpu.gpupool.io"]'
+
+
+def claim(name: str, klass: str = "gpu.gpupool.io", count: int = 1, cel: str = "", **more) -> dict:
+    exactly: dict = {"deviceClassName": klass, "count": count, **more}
+    if cel:
+        exactly["selectors"] = [{"cel": {"expression": cel}}]
+    return {
+        "metadata": {"namespace": "team-a", "name": name, "uid": f"claim-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def claiming(name: str, claim_name: str, **kw) -> dict:
+    pod = pod_obj(name, **kw)
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("c", "spec"),
+    [
+        (claim("a", count=2), "gpu=2"),
+        (claim("b", cel=f'{ATTR}.model == "A100-80G"'), "gpu=A100-80G:1"),
+        (claim("c", "mig.gpupool.io", cel=f'{ATTR}.profile == "3g.40gb"'), "mig=3g.40gb:1"),
+        (
+            claim(
+                "d", "share.gpupool.io", capacity={"requests": {"memory": "20Gi", "compute": "30"}}
+            ),
+            "gpu=1,gpu_share=30%,gpu_mem=20480MiB",
+        ),
+        (claim("e", "share.gpupool.io"), "gpu=1,gpu_share=100%"),
+    ],
+)
+def test_claims_of_gpupools_classes_read_as_requests(c, spec):
+    assert claim_ask(c).spec == spec
+
+
+@pytest.mark.parametrize(
+    ("c", "words"),
+    [
+        (claim("x", "gpu.nvidia.com"), "is not gpupool's"),
+        (
+            claim("y", cel=f"{ATTR}.memory.compareTo(quantity('40Gi')) >= 0"),
+            "is not read by gpupool",
+        ),
+        (claim("z", allocationMode="All"), "allocationMode All"),
+        (claim("m", "mig.gpupool.io"), "names its profile"),
+    ],
+)
+def test_what_a_claim_asks_that_gpupool_cannot_read_is_refused_naming_it(c, words):
+    with pytest.raises(SpecError, match=words):
+        claim_ask(c)
+
+
+def test_a_claimed_pod_is_placed_by_the_engine_and_its_claim_allocated_from_the_grant():
+    claims = {
+        "team-a/two": claim("two", count=2),
+        "team-a/mig": claim("mig", "mig.gpupool.io", cel=f'{ATTR}.profile == "3g.40gb"'),
+    }
+    nodes = [node_obj("whole", 2), node_obj("migs", 1, labels={"gpupool.io/sharing": "mig"})]
+    pods = [claiming("p2", "two"), claiming("pm", "mig")]
+    d = decide(nodes, pods, CONFIG, 0, key=KEY, claims=claims)
+    binds = {b.pod: b for b in d.binds}
+    two = binds["team-a/p2"]
+    assert two.node == "whole" and two.claim is not None and two.claim.name == "two"
+    results = two.claim.status["allocation"]["devices"]["results"]
+    assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+    assert two.claim.status["reservedFor"] == [
+        {"resource": "pods", "name": "p2", "uid": "uid-team-a-p2"}
+    ]
+    grant = json.loads(two.annotations["gpupool.io/grant"])
+    assert len(grant["devices"]) == 2
+    (mig,) = binds["team-a/pm"].claim.status["allocation"]["devices"]["results"]
+    assert mig["device"] == "gpu-0-mig-3g-40gb-4" and mig["pool"] == "migs"
+
+
+def test_a_card_another_allocator_gave_is_given_to_no_one_else():
+    taken = claim("theirs")
+    taken["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"driver": "gpu.gpupool.io", "pool": "n1", "device": "gpu-0", "request": "gpu"}
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": "web", "uid": "uid-web"}],
+    }
+    claims = {"team-a/theirs": taken, "team-a/mine": claim("mine")}
+    d = decide([node_obj("n1", 2)], [claiming("p", "mine")], CONFIG, 0, key=KEY, claims=claims)
+    (b,) = d.binds
+    assert b.claim.status["allocation"]["devices"]["results"][0]["device"] == "gpu-1"
+    d = decide([node_obj("n1", 1)], [claiming("p", "mine")], CONFIG, 0, key=KEY, claims=claims)
+    assert not d.binds and "team-a/p" in d.waiting
+
+
+def test_claims_missing_or_unreadable_make_the_pod_wait_or_refuse_saying_so():
+    d = decide([node_obj("n1", 2)], [claiming("p", "nope")], CONFIG, 0, key=KEY, claims={})
+    assert d.waiting["team-a/p"] == "ResourceClaim nope does not exist yet"
+    claims = {"team-a/x": claim("x", "gpu.nvidia.com")}
+    d = decide([node_obj("n1", 2)], [claiming("p", "x")], CONFIG, 0, key=KEY, claims=claims)
+    assert "is not gpupool's" in d.problems["team-a/p"] and not d.binds
+    both = claiming("q", "y", gpus=1)
+    d = decide([node_obj("n1", 2)], [both], CONFIG, 0, key=KEY, claims={"team-a/y": claim("y")})
+    assert "ask one way" in d.problems["team-a/q"]
+
+
+def test_claims_of_pods_all_gone_are_to_deallocate():
+    mine = claim("mine")
+    mine["status"] = {
+        "allocation": {
+            "devices": {"results": [{"driver": "gpu.gpupool.io", "pool": "n1", "device": "gpu-0"}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}],
+    }
+    assert stale([mine], {"uid-p"}) == [] and stale([mine], set()) == [mine]
+    assert stale([claim("unallocated")], set()) == []
