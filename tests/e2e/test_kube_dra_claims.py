@@ -5,6 +5,8 @@ each claim's allocation (which the API server validates) and binds; a claim that
 satisfied waits saying why; a scheduler restarted allocates no card twice; a pod gone
 releases its claim."""
 
+import json
+
 from gpupool.kube.dra.slices import DRIVER
 from tests.support.agents import wait_for
 from tests.support.kube_objects import node_obj, pod_obj
@@ -121,3 +123,82 @@ def test_gpupool_publishes_slices_allocates_claims_and_never_twice(kube, start_s
     print(
         "REASONS", said(kube, "mig-1g"), said(kube, "one-more"), said(kube, "after-restart"), placed
     )
+
+
+def test_the_kubelet_plugin_prepares_a_claim_as_an_enforcing_cdi_device(
+    kube, start_scheduler, tmp_path
+):
+    """A gRPC client playing the kubelet: registration, then NodePrepareResources for claims
+    gpupool allocated — the CDI spec's environment shows the card's UUID, or a share's MPS
+    limits; a claim made again under the same name is refused; unprepare removes the spec."""
+    import grpc
+
+    from gpupool.devices.detect import discover
+    from gpupool.kube.api import KubeApi
+    from gpupool.kube.device_plugin import publish_devices
+    from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
+    from gpupool.kube.draplugin import dra_pb2, dra_pb2_grpc, registration_pb2
+    from gpupool.kube.draplugin import registration_pb2_grpc as reg_grpc
+
+    api = KubeApi(kube.device_plugin_kubeconfig)  # the plugin's own least-privilege identity
+    located = {}
+    for name, mode in (("whole", "whole"), ("shares", "share")):
+        kube.apply(node_obj(name, 2, labels={"gpupool.io/sharing": mode}))
+        located[name], _ = discover("simulated:2xA100-80G", name)
+        publish_devices(api, name, located[name])
+    start_scheduler(dra=True)
+    claim_pod(kube, "card", "gpu.gpupool.io")
+    claim_pod(kube, "share", "share.gpupool.io", capacity={"memory": "20Gi", "compute": "30"})
+    for name in ("card", "share"):
+        wait_for(f"{name} bound", lambda name=name: bound(kube, name), 30)
+
+    servers, stubs = [], {}
+    for name in ("whole", "shares"):
+        folder = tmp_path / name
+        plugin = ClaimPlugin(api, name, located[name], str(folder / "cdi"))
+        server, _ = serve(plugin, str(folder / "plugin"), str(folder / "registry"))
+        servers.append(server)
+        stubs[name] = grpc.insecure_channel(f"unix://{folder / 'plugin' / 'dra.sock'}")
+    try:
+        registry = grpc.insecure_channel(
+            f"unix://{tmp_path / 'whole/registry/gpu.gpupool.io-reg.sock'}"
+        )
+        info = reg_grpc.RegistrationStub(registry).GetInfo(registration_pb2.InfoRequest())
+        assert (info.type, info.name, list(info.supported_versions)) == (
+            "DRAPlugin",
+            "gpu.gpupool.io",
+            ["v1.DRAPlugin"],
+        )
+
+        def prepare(node: str, claim: str, uid: str | None = None):
+            got = kube.api.request("GET", f"{CLAIMS}/{claim}")["metadata"]
+            ask = dra_pb2.Claim(namespace="team-a", uid=uid or got["uid"], name=claim)
+            stub = dra_pb2_grpc.DRAPluginStub(stubs[node])
+            answer = stub.NodePrepareResources(dra_pb2.NodePrepareResourcesRequest(claims=[ask]))
+            return ask, answer.claims[ask.uid]
+
+        ask, card = prepare("whole", "card")
+        assert card.error == "" and len(card.devices) == 1
+        (device,) = card.devices
+        spec = json.loads((tmp_path / f"whole/cdi/gpupool-claim-{ask.uid}.json").read_text())
+        env = dict(e.split("=", 1) for e in spec["devices"][0]["containerEdits"]["env"])
+        index = int(device.device_name.removeprefix("gpu-"))
+        uuid = next(loc.device.uuid for loc in located["whole"] if loc.index == index)
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid == env["NVIDIA_VISIBLE_DEVICES"]
+        assert list(device.cdi_device_ids) == [f"gpu.gpupool.io/claim={ask.uid}"]
+
+        _, share = prepare("shares", "share")
+        spec = json.loads(next((tmp_path / "shares/cdi").glob("*.json")).read_text())
+        env = dict(e.split("=", 1) for e in spec["devices"][0]["containerEdits"]["env"])
+        assert share.error == "" and env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"
+        assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+
+        _, stale = prepare("whole", "card", uid="0000-not-its-uid")
+        assert "made again" in stale.error and not stale.devices
+
+        stub = dra_pb2_grpc.DRAPluginStub(stubs["whole"])
+        stub.NodeUnprepareResources(dra_pb2.NodeUnprepareResourcesRequest(claims=[ask]))
+        assert not list((tmp_path / "whole/cdi").glob("*.json"))
+    finally:
+        for server in servers:
+            server.stop(0)

@@ -137,3 +137,14 @@ def test_claims_of_pods_all_gone_are_to_deallocate():
     }
     assert stale([mine], {"uid-p"}) == [] and stale([mine], set()) == [mine]
     assert stale([claim("unallocated")], set()) == []
+
+
+def test_a_whole_card_claim_never_gets_a_shared_cards_device():
+    """The engine may give an idle shared card whole; a claim of gpu.gpupool.io names a device
+    the node's slices publish as whole (a shared node's device is a share's)."""
+    shared = node_obj("s1", 2, labels={"gpupool.io/sharing": "share"})
+    claims = {"team-a/c": claim("c")}
+    d = decide([shared], [claiming("p", "c")], CONFIG, 0, key=KEY, claims=claims)
+    assert not d.binds and "no whole cards for its ResourceClaim" in d.waiting["team-a/p"]
+    d = decide([shared, node_obj("w1", 1)], [claiming("p", "c")], CONFIG, 0, key=KEY, claims=claims)
+    assert [b.node for b in d.binds] == ["w1"]

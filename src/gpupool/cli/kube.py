@@ -159,3 +159,54 @@ def device_plugin(
             pass
         plugin.stop.set()
         server.stop(1)
+
+
+@kube_app.command("dra-plugin")
+@friendly
+def dra_plugin(
+    node: str = typer.Option(
+        None, help="This node's name [default: $NODE_NAME, set from the pod's spec.nodeName]."
+    ),
+    devices: str = typer.Option("auto", help="auto (NVML, npu-smi, ...) or simulated:8xA100-80G."),
+    kubeconfig: str = typer.Option(None, help="A kubeconfig [default: in-cluster]."),
+    plugin_dir: str = typer.Option(
+        "/var/lib/kubelet/plugins/gpu.gpupool.io", help="Where the plugin's socket goes."
+    ),
+    registry_dir: str = typer.Option(
+        "/var/lib/kubelet/plugins_registry", help="The kubelet's plugin registry folder."
+    ),
+    cdi_dir: str = typer.Option("/var/run/cdi", help="Where CDI specs of prepared claims go."),
+) -> None:
+    """Serve the DRA kubelet plugin of driver gpu.gpupool.io on this node until stopped: the
+    kubelet prepares each ResourceClaim allocated here through it, and gets a CDI device whose
+    environment enforces the allocated card, MIG instance or share."""
+    require("kubernetes", "gpupool kube dra-plugin")
+    require("grpc", "gpupool kube dra-plugin")
+    from gpupool.devices.detect import discover
+    from gpupool.kube.api import ApiError, KubeApi, reachable
+    from gpupool.kube.device_plugin import publish_devices
+    from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
+    from gpupool.model import SpecError
+
+    name = node or os.environ.get("NODE_NAME")
+    if not name:
+        raise SpecError("node: give --node or set NODE_NAME (the DaemonSet sets it)")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    api = KubeApi(kubeconfig)
+    located, inventory = discover(devices, name)
+    for problem in inventory.errors:
+        typer.echo(f"warning: device discovery: {problem}", err=True)
+    reachable(api)
+    try:
+        publish_devices(api, name, located)
+    except ApiError as exc:
+        raise SpecError(f"node {name}: cannot write its devices: {exc}") from None
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server, _ = serve(ClaimPlugin(api, name, located, cdi_dir), plugin_dir, registry_dir)
+    typer.echo(f"gpupool DRA plugin on {name}: {len(located)} devices, CDI specs in {cdi_dir}")
+    stop.wait()
+    server.stop(1)

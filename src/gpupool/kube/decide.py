@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.dra.claims import ClaimWrite, allocation
-from gpupool.kube.dra.pod_claims import ClaimedPods, claim_holds, with_claims
+from gpupool.kube.dra.pod_claims import ClaimedPods, claim_holds, class_masks, with_claims
 from gpupool.kube.grants import (
     GRANT_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -378,6 +378,8 @@ def decide(
         nodes,
         _allowed_nodes(jobs, by_key, node_objs, nodes, config),
     )
+    if claimed is not None:
+        allowed = class_masks(jobs, claimed.asks, nodes, allowed)
     share = SharePolicy(max_sharers=max(SharePolicy().max_sharers, size))
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()], share)
     cycle = CycleConfig(

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.kube.dra.claims import ClaimAsk, claim_ask, claim_names, held_elsewhere
+from gpupool.kube.inventory import KubeNode
 from gpupool.kube.pod_resources import pod_resources
-from gpupool.kube.pods import REQUEST_ANNOTATION, meta, pod_key
+from gpupool.kube.pods import REQUEST_ANNOTATION, PodJob, meta, pod_key
 from gpupool.model import SpecError
 
 
@@ -87,3 +88,34 @@ def claim_holds(claims: Iterable[Mapping[str, Any]], our_pod_uids: set[str]) -> 
         )
     }
     return held_elsewhere(claims, ours)
+
+
+def class_masks(
+    jobs: Mapping[str, PodJob],
+    asks: Mapping[str, ClaimAsk],
+    nodes: Mapping[str, KubeNode],
+    allowed: Mapping[str, tuple[frozenset[str] | None, str]],
+) -> dict[str, tuple[frozenset[str] | None, str]]:
+    """``allowed`` with each claimed job kept to nodes whose cards are of its class's mode:
+    the engine may give an idle shared card whole, but a claim of ``gpu.gpupool.io`` names a
+    device its node's slices publish as whole (and so on for MIG and shares)."""
+    out = dict(allowed)
+    by_mode: dict[str, frozenset[str]] = {}
+    for job_id, pj in jobs.items():
+        ask = asks.get(pj.pods[0])
+        if ask is None:
+            continue
+        if ask.mode not in by_mode:
+            by_mode[ask.mode] = frozenset(
+                name
+                for name, kn in nodes.items()
+                if any(d.mode.value == ask.mode for d in kn.node.devices)
+            )
+        mask, why = out.get(job_id, (None, ""))
+        kind = by_mode[ask.mode]
+        reason = f"no {ask.mode} cards for its ResourceClaim"
+        out[job_id] = (
+            kind if mask is None else mask & kind,
+            f"{why}, or {reason}" if why else reason,
+        )
+    return out
