@@ -16,7 +16,9 @@ CLAIMS = f"{V1}/namespaces/team-a/resourceclaims"
 ATTR = 'device.attributes["gpu.gpupool.io"]'
 
 
-def claim_pod(kube, name: str, klass: str, cel: str = "", capacity=None, count: int = 1) -> None:
+def claim_pod(
+    kube, name: str, klass: str, cel: str = "", capacity=None, count: int = 1, **pod_fields
+) -> None:
     exactly: dict = {"deviceClassName": klass, "count": count}
     if cel:
         exactly["selectors"] = [{"cel": {"expression": cel}}]
@@ -30,7 +32,7 @@ def claim_pod(kube, name: str, klass: str, cel: str = "", capacity=None, count: 
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
         }
     )
-    pod = pod_obj(name, cpu="100m", memory="64Mi")
+    pod = pod_obj(name, cpu="100m", memory="64Mi", **pod_fields)
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
     pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     kube.apply(pod)
@@ -202,3 +204,52 @@ def test_the_kubelet_plugin_prepares_a_claim_as_an_enforcing_cdi_device(
     finally:
         for server in servers:
             server.stop(0)
+
+
+def test_preemption_frees_the_victims_claim_for_the_preemptor(kube, start_scheduler):
+    kube.apply(node_obj("n1", 1))
+    start_scheduler(dra=True)
+    claim_pod(kube, "low", "gpu.gpupool.io", priority_class="dev-test")
+    wait_for("low bound", lambda: bound(kube, "low"), 30)
+    assert devices(kube, "low") == ["gpu-0"]
+    claim_pod(kube, "urgent", "gpu.gpupool.io", priority_class="online-inference")
+    wait_for("urgent bound", lambda: bound(kube, "urgent"), 60)
+    assert devices(kube, "urgent") == ["gpu-0"]
+    assert not status(kube, "low").get("allocation")  # released when its pod went
+
+
+def test_a_pod_waits_for_its_templates_claim_then_gets_it(kube, start_scheduler):
+    """A claim from a ResourceClaimTemplate is made by kube-controller-manager (played here:
+    the claim created and named in the pod's status, as it does)."""
+    kube.apply(node_obj("n1", 1))
+    start_scheduler(dra=True)
+    pod = pod_obj("tpl", cpu="100m", memory="64Mi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    kube.apply(pod)
+    why = wait_for("its reason", lambda: [e for e in kube.events("team-a", "tpl")], 30)
+    assert any("template is not made yet" in e["message"] for e in why), why
+    kube.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "tpl-gpu-x7k2p", "namespace": "team-a"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.gpupool.io"}}]
+                }
+            },
+        }
+    )
+    kube.api.request(
+        "PATCH",
+        "/api/v1/namespaces/team-a/pods/tpl/status",
+        {
+            "status": {
+                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "tpl-gpu-x7k2p"}]
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
+    wait_for("bound", lambda: bound(kube, "tpl"), 30)
+    assert devices(kube, "tpl-gpu-x7k2p") == ["gpu-0"]
