@@ -72,6 +72,14 @@ def test_gpupool_publishes_slices_allocates_claims_and_never_twice(kube, start_s
         ),
     )
     assert pools
+    # a restarted writer adopts the pools that say what it would write: none written again
+    from gpupool.kube.api import KubeApi
+    from gpupool.kube.dra.publish import DraWriter
+    from gpupool.kube.inventory import node_from_object
+
+    again = DraWriter(KubeApi(kube.gpupool_kubeconfig))
+    objs = [kube.api.request("GET", f"/api/v1/nodes/{n}") for n in ("whole", "migs", "shares")]
+    assert again.publish([node_from_object(o).node for o in objs]) == 0
     classes = {c["metadata"]["name"] for c in kube.api.list(f"{V1}/deviceclasses")["items"]}
     assert {"gpu.gpupool.io", "mig.gpupool.io", "share.gpupool.io"} <= classes
 

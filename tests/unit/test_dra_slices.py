@@ -28,7 +28,7 @@ def test_whole_cards_are_one_device_each_in_one_slice_of_the_nodes_pool():
     first = spec["devices"][0]
     assert first["attributes"]["model"] == {"string": "A100-80G"}
     assert first["attributes"]["mode"] == {"string": "whole"}
-    assert first["capacity"]["memory"] == {"value": "81920Mi"}
+    assert first["capacity"]["memory"] == {"value": "80Gi"}
 
 
 def test_an_unhealthy_card_is_not_offered():
@@ -42,7 +42,7 @@ def test_a_shared_card_is_consumed_by_capacity_whole_by_default():
     (dev,) = s["spec"]["devices"]
     assert dev["allowMultipleAllocations"] is True
     memory, compute = dev["capacity"]["memory"], dev["capacity"]["compute"]
-    assert memory["value"] == "73728Mi"  # 80 GiB less the 10% sharing headroom
+    assert memory["value"] == "72Gi"  # 80 GiB less the 10% sharing headroom
     assert memory["requestPolicy"]["default"] == memory["value"]  # no amount: all of it
     assert compute == {
         "value": "100",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.kube.dra.classes import CLASSES
-from gpupool.kube.dra.slices import DRIVER, device_name
+from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
 from gpupool.model.units import parse_memory_mib
 from gpupool.scheduler.types import NodeGrant
@@ -161,7 +161,10 @@ def allocation(ask: ClaimAsk, piece: NodeGrant, pod: Mapping[str, Any]) -> dict[
             result["device"] = device_name("gpu", d.device)
         if ask.mode == "share":
             result["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ask.uid}/{d.device}"))
-            result["consumedCapacity"] = {"memory": f"{d.mem_mib}Mi", "compute": str(d.compute_pct)}
+            result["consumedCapacity"] = {
+                "memory": quantity_mib(d.mem_mib),
+                "compute": str(d.compute_pct),
+            }
         results.append(result)
     meta = pod.get("metadata") or {}
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}

@@ -28,6 +28,7 @@ class DraWriter:
         self.api = api
         self.published: dict[str, tuple[str, int]] = {}  # node -> (its slices' JSON, generation)
         self.classes_made = False
+        self.adopted = False  # the pools already on the API server read once
 
     def ensure_classes(self) -> None:
         if self.classes_made:
@@ -43,6 +44,8 @@ class DraWriter:
     def publish(self, nodes: Iterable[Node]) -> int:
         """Each node's pool, written when it changed (a new generation); pools of nodes gone
         deleted. Returns how many pools were written."""
+        if not self.adopted:
+            self._adopt()
         written, seen = 0, set()
         for node in nodes:
             seen.add(node.name)
@@ -58,6 +61,28 @@ class DraWriter:
             self._delete_pool(gone)
             del self.published[gone]
         return written
+
+    def _adopt(self) -> None:
+        """Pools gpupool published before (a restart, another replica): kept as they are
+        where they say what it would write, so a restart rewrites no unchanged pool."""
+        listed = self.api.list(SLICES, fieldSelector=f"spec.driver={DRIVER}").get("items") or []
+        pools: dict[str, list[dict[str, Any]]] = {}
+        for s in listed:
+            pools.setdefault(str(s["spec"]["pool"]["name"]), []).append(s)
+        for node, slices in pools.items():
+            slices.sort(key=lambda s: s["metadata"]["name"])
+            generation = int(slices[0]["spec"]["pool"].get("generation", 0))
+            as_written = [
+                {
+                    "apiVersion": s.get("apiVersion", "resource.k8s.io/v1"),
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": s["metadata"]["name"]},
+                    "spec": {**s["spec"], "pool": {**s["spec"]["pool"], "generation": 0}},
+                }
+                for s in slices
+            ]
+            self.published[node] = (json.dumps(as_written, sort_keys=True), generation)
+        self.adopted = True
 
     def _write_pool(self, node: Node, generation: int) -> None:
         slices = resource_slices(node, generation)

@@ -37,6 +37,15 @@ MAX_DEVICES = 128
 MEDIA = "media"
 
 
+def quantity_mib(mib: int) -> str:
+    """MiB as the API server writes the quantity back (its canonical form: the largest binary
+    unit that divides it), so what gpupool wrote compares equal to what it reads."""
+    for unit, factor in (("Ti", 1 << 20), ("Gi", 1 << 10)):
+        if mib and mib % factor == 0:
+            return f"{mib // factor}{unit}"
+    return f"{mib}Mi"
+
+
 def device_name(*parts: object) -> str:
     """A DNS label: lower case, ``.`` and ``+`` as ``-`` (``3g.40gb+me`` -> ``3g-40gb-me``)."""
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(str(p) for p in parts).lower()).strip("-")
@@ -60,7 +69,7 @@ def _whole(d: Device) -> dict[str, Any]:
     return {
         "name": device_name("gpu", d.index),
         "attributes": _attributes(d, "whole"),
-        "capacity": {"memory": {"value": f"{d.memory_mib}Mi"}},
+        "capacity": {"memory": {"value": quantity_mib(d.memory_mib)}},
     }
 
 
@@ -72,9 +81,9 @@ def _shared(d: Device, share: SharePolicy) -> dict[str, Any]:
         "allowMultipleAllocations": True,
         "capacity": {
             "memory": {
-                "value": f"{grantable}Mi",
+                "value": quantity_mib(grantable),
                 "requestPolicy": {
-                    "default": f"{grantable}Mi",
+                    "default": quantity_mib(grantable),
                     "validRange": {"min": "1Mi", "step": "1Mi"},
                 },
             },
@@ -110,7 +119,7 @@ def _mig(d: Device, table: MigTable) -> tuple[dict[str, Any], list[dict[str, Any
                     "name": device_name("gpu", d.index, "mig", profile.name, start),
                     "attributes": attributes,
                     "capacity": {
-                        "memory": {"value": f"{profile.memory_mib}Mi"},
+                        "memory": {"value": quantity_mib(profile.memory_mib)},
                         "computeSlices": {"value": str(profile.compute_slices)},
                     },
                     "consumesCounters": [{"counterSet": _counter_set(d), "counters": used}],
