@@ -7,6 +7,12 @@ starts; pods/s is measured between the first and the last binding seen on a watc
 with the scheduler running, more pods are created from 16 threads; create→bound is the time
 from the create call to the binding seen on the watch. Both schedulers run as their own
 processes; their CPU seconds come from /proc.
+
+With ``dra``: every node's cards are published as gpupool's ResourceSlices (the same slices
+for both), each GPU pod asks through a ResourceClaim of ``gpu.gpupool.io`` made just before it,
+and each scheduler allocates the claims — kube-scheduler with its own DRA allocator, gpupool
+with its engine (``dra: true``); create→bound runs from the claim's create call. After each
+phase the claims are checked: how many are allocated, and whether any card was given twice.
 """
 
 import os
@@ -26,7 +32,10 @@ import yaml
 
 from gpupool.kube.api import KubeApi
 from gpupool.kube.control_plane import ControlPlane
+from gpupool.kube.dra.classes import device_classes
+from gpupool.kube.dra.slices import resource_slices
 from gpupool.kube.grants import GrantKey
+from gpupool.kube.inventory import node_from_object
 from gpupool.kube.watch import Reflector
 from gpupool.model import SpecError
 
@@ -57,18 +66,51 @@ def node_object(i: int) -> dict[str, Any]:
     }
 
 
-def pod_object(name: str, namespace: str, scheduler: str, cards: int) -> dict[str, Any]:
+def pod_object(
+    name: str, namespace: str, scheduler: str, cards: int, dra: bool = False
+) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
-    if cards:
+    spec: dict[str, Any] = {"schedulerName": scheduler}
+    if cards and dra:
+        resources["claims"] = [{"name": "gpu"}]
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+    elif cards:
         resources["limits"] = {"nvidia.com/gpu": str(cards)}
+    spec["containers"] = [{"name": "main", "image": "busybox", "resources": resources}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-        },
+        "spec": spec,
+    }
+
+
+def claim_object(name: str, namespace: str, cards: int) -> dict[str, Any]:
+    exactly = {"deviceClassName": "gpu.gpupool.io", "count": cards}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def claims_check(api: KubeApi, namespace: str) -> dict[str, int]:
+    """Claims allocated, and cards given to more than one claim (0 when right)."""
+    items = api.list(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")["items"]
+    given = [
+        (r["pool"], r["device"])
+        for c in items
+        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        )
+        or []
+    ]
+    allocated = sum(1 for c in items if (c.get("status") or {}).get("allocation"))
+    return {
+        "claims": len(items),
+        "allocated": allocated,
+        "cards_given_twice": len(given) - len(set(given)),
     }
 
 
@@ -120,13 +162,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def create_pods(api: KubeApi, pods: list[dict[str, Any]]) -> dict[str, float]:
-    """Create pods from 16 threads; when each create call started (monotonic)."""
+def create_pods(
+    api: KubeApi, pods: list[dict[str, Any]], claims: dict[str, dict[str, Any]] | None = None
+) -> dict[str, float]:
+    """Create pods (each after its claim, if ``claims`` has one) from 16 threads; when each
+    first create call started (monotonic)."""
     started: dict[str, float] = {}
 
     def create(pod: dict[str, Any]) -> None:
-        started[pod["metadata"]["name"]] = time.monotonic()
-        api.request("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
+        name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        started[name] = time.monotonic()
+        if claims and name in claims:
+            api.request(
+                "POST", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", claims[name]
+            )
+        api.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
 
     with ThreadPoolExecutor(CREATORS) as pool:
         list(pool.map(create, pods))
@@ -137,13 +187,12 @@ def _percentile_ms(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 1) if values else float("nan")
 
 
-def _start_gpupool(cp: ControlPlane, namespace: str, folder: Path) -> subprocess.Popen:
+def _start_gpupool(
+    cp: ControlPlane, namespace: str, folder: Path, dra: bool = False
+) -> subprocess.Popen:
     config = folder / "gpupool-kube.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {"namespaces": {namespace: "bench"}, "tenants": [{"name": "bench"}], "cycle_s": 0.2}
-        )
-    )
+    settings = {"namespaces": {namespace: "bench"}, "tenants": [{"name": "bench"}], "cycle_s": 0.2}
+    config.write_text(yaml.safe_dump({**settings, "dra": dra}))
     key = folder / "grant-key"
     key.write_text(GrantKey.generate().keys[0].decode())
     log = open(folder / "gpupool-kube.log", "w")  # noqa: SIM115 (the process keeps it)
@@ -154,22 +203,34 @@ def _start_gpupool(cp: ControlPlane, namespace: str, folder: Path) -> subprocess
     )  # fmt: skip
 
 
-def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int], folder: Path):
+def _claims_for(pods: list[dict[str, Any]], mix: list[int], dra: bool) -> dict[str, Any]:
+    if not dra:
+        return {}
+    return {
+        p["metadata"]["name"]: claim_object(p["metadata"]["name"], p["metadata"]["namespace"], c)
+        for p, c in zip(pods, mix, strict=False)
+        if c
+    }
+
+
+def _run_one(
+    cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int], folder: Path, dra: bool
+):
     api = cp.api
     ns = f"bench-{who}"
     cp.namespace(ns)
     scheduler = "default-scheduler" if who == "kube-scheduler" else "gpupool"
     watch = BindWatch(api, ns)
-    burst = [pod_object(f"b-{i:05d}", ns, scheduler, mix[i]) for i in range(pods)]
+    burst = [pod_object(f"b-{i:05d}", ns, scheduler, mix[i], dra) for i in range(pods)]
     t0 = time.monotonic()
-    create_pods(api, burst)
+    create_pods(api, burst, _claims_for(burst, mix, dra))
     created_s = time.monotonic() - t0
     start = time.monotonic()
     proc = None
     if who == "kube-scheduler":
         pid = cp.start_kube_scheduler()
     else:
-        proc = _start_gpupool(cp, ns, folder)
+        proc = _start_gpupool(cp, ns, folder, dra)
         pid = proc.pid
     watch.expect(pods)
     watch.done.wait(TIMEOUT_S)
@@ -181,12 +242,16 @@ def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int],
         "burst_all_bound_s": round(times[-1] - start, 2) if bound == pods else None,
         "burst_pods_per_s": round((bound - 1) / (times[-1] - times[0]), 1) if bound > 1 else 0.0,
     }
+    if dra:
+        out["burst_claims"] = claims_check(api, ns)
     cpu_after_burst = cpu_seconds(pid)
     cp.delete_pods(ns)
+    if dra:  # no kube-controller-manager here deallocates kube-scheduler's claims
+        cp.delete_claims(ns)
     time.sleep(2.0)  # the scheduler sees the room come back
     before = len(watch.bound_at)
-    steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i]) for i in range(steady)]
-    created = create_pods(api, steady_pods)
+    steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i], dra) for i in range(steady)]
+    created = create_pods(api, steady_pods, _claims_for(steady_pods, mix, dra))
     watch.done.clear()
     watch.expect(before + steady)
     watch.done.wait(TIMEOUT_S)
@@ -200,6 +265,8 @@ def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int],
             "cpu_s_total": round(cpu_seconds(pid), 2),
         }
     )
+    if dra:
+        out["steady_claims"] = claims_check(api, ns)
     watch.stop()
     if proc is not None:
         proc.terminate()
@@ -212,10 +279,27 @@ def _run_one(cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int],
     else:
         os.kill(pid, 15)
     cp.delete_pods(ns)
+    if dra:
+        cp.delete_claims(ns)
     return out
 
 
-def run_kubernetes_bench(nodes: int, pods: int, steady: int, seed: int = 0) -> dict[str, Any]:
+def _publish(cp: ControlPlane, nodes: int) -> float:
+    """gpupool's DeviceClasses and every node's slices; seconds taken."""
+    t0 = time.monotonic()
+    for c in device_classes():
+        cp.apply(c)
+    slices = [
+        s for i in range(nodes) for s in resource_slices(node_from_object(node_object(i)).node, 1)
+    ]
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(cp.apply, slices))
+    return time.monotonic() - t0
+
+
+def run_kubernetes_bench(
+    nodes: int, pods: int, steady: int, seed: int = 0, dra: bool = False
+) -> dict[str, Any]:
     """Both schedulers on one control plane; figures as a dict (see the module docstring)."""
     if nodes < 1 or pods < 1:
         raise SpecError("bench kubernetes: --nodes and --pods must be positive")
@@ -238,9 +322,12 @@ def run_kubernetes_bench(nodes: int, pods: int, steady: int, seed: int = 0) -> d
             "pod_mix": {f"{c} gpu": w for c, w in GPU_MIX},
             "nodes_created_per_s": round(nodes / node_s, 1),
             "kube_scheduler_client_qps": 5000,
+            "dra": dra,
         }
+        if dra:
+            result["slices_published_s"] = round(_publish(cp, nodes), 1)
         for who in ("kube-scheduler", "gpupool"):
-            result[who] = _run_one(cp, who, pods, steady, mix, folder)
+            result[who] = _run_one(cp, who, pods, steady, mix, folder, dra)
         k, g = result["kube-scheduler"], result["gpupool"]
         if k["burst_pods_per_s"]:
             result["burst_ratio_gpupool_to_kube"] = round(

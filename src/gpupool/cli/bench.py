@@ -182,17 +182,21 @@ def kubernetes(
     pods: int = typer.Option(5000, min=1, help="Pods created before each scheduler starts."),
     steady: int = typer.Option(1000, min=1, help="Pods created while it runs (latency)."),
     seed: int = typer.Option(0, help="Seed of the pods' card mix."),
+    dra: bool = typer.Option(
+        False, "--dra", help="Pods ask through ResourceClaims; each scheduler allocates them."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """gpupool's Kubernetes scheduler and the real kube-scheduler side by side on a throwaway
-    kube-apiserver + etcd (scripts/k8s-control-plane.sh): same nodes, same pods."""
+    kube-apiserver + etcd (scripts/k8s-control-plane.sh): same nodes, same pods (with --dra:
+    the same ResourceSlices, and claims each allocates)."""
     require("kubernetes", "gpupool bench kubernetes")
     from gpupool.bench.kubernetes import run_kubernetes_bench
     from gpupool.kube.control_plane import ENABLE, binaries_available
 
     if not binaries_available():
         raise SpecError(ENABLE)
-    _emit(run_kubernetes_bench(nodes, pods, steady, seed), as_json, "kubernetes benchmark")
+    _emit(run_kubernetes_bench(nodes, pods, steady, seed, dra), as_json, "kubernetes benchmark")
 
 
 def _emit(result: dict[str, Any], as_json: bool, title: str) -> None:

@@ -222,11 +222,11 @@ class ControlPlane:
         for ns in namespaces:
             self.delete_pods(ns)
             self.api.request("DELETE", f"/api/v1/namespaces/{ns}/events")
-            self._delete_claims(ns)
+            self.delete_claims(ns)
         self.api.request("DELETE", "/api/v1/nodes")
         self.api.request("DELETE", CLUSTER["ResourceSlice"])
 
-    def _delete_claims(self, namespace: str) -> None:
+    def delete_claims(self, namespace: str) -> None:
         """ResourceClaims, their finalizers dropped (no controller here removes them)."""
         path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
         for claim in self.api.list(path)["items"]:
