@@ -261,3 +261,27 @@ def test_a_pod_waits_for_its_templates_claim_then_gets_it(kube, start_scheduler)
     )
     wait_for("bound", lambda: bound(kube, "tpl"), 30)
     assert devices(kube, "tpl-gpu-x7k2p") == ["gpu-0"]
+
+
+def test_a_prioritized_list_is_allocated_by_the_option_a_node_can_give(kube, start_scheduler):
+    kube.apply(node_obj("n1", 1))  # A100s only: the H100 asked first is nowhere
+    start_scheduler(dra=True)
+    subs = [
+        {"name": name, "deviceClassName": "gpu.gpupool.io",
+         "selectors": [{"cel": {"expression": f'{ATTR}.model == "{model}"'}}]}
+        for name, model in (("h100", "H100-80G"), ("a100", "A100-80G"))
+    ]  # fmt: skip
+    kube.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "either", "namespace": "team-a"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": subs}]}},
+        }
+    )
+    pod = pod_obj("either", cpu="100m", memory="64Mi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "either"}]
+    kube.apply(pod)
+    wait_for("bound", lambda: bound(kube, "either"), 30)
+    (result,) = status(kube, "either")["allocation"]["devices"]["results"]
+    assert (result["request"], result["device"]) == ("gpu/a100", "gpu-0")

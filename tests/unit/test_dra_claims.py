@@ -148,3 +148,33 @@ def test_a_whole_card_claim_never_gets_a_shared_cards_device():
     assert not d.binds and "no whole cards for its ResourceClaim" in d.waiting["team-a/p"]
     d = decide([shared, node_obj("w1", 1)], [claiming("p", "c")], CONFIG, 0, key=KEY, claims=claims)
     assert [b.node for b in d.binds] == ["w1"]
+
+
+def prioritized(name: str, *models: str) -> dict:
+    subs = [
+        {"name": m.lower().replace("-", ""), "deviceClassName": "gpu.gpupool.io",
+         "selectors": [{"cel": {"expression": f'{ATTR}.model == "{m}"'}}]}
+        for m in models
+    ]  # fmt: skip
+    return {
+        "metadata": {"namespace": "team-a", "name": name, "uid": f"claim-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": subs}]}},
+    }
+
+
+def test_a_prioritized_list_takes_the_first_option_some_node_can_give_now():
+    claims = {"team-a/pl": prioritized("pl", "A100-80G", "T4")}
+    nodes = [node_obj("a100", 1), node_obj("t4", 1, "T4")]
+    d = decide(nodes, [claiming("p", "pl")], CONFIG, 0, key=KEY, claims=claims)
+    ((b,),) = [d.binds]
+    assert b.node == "a100"
+    assert b.claim.status["allocation"]["devices"]["results"][0]["request"] == "gpu/a10080g"
+    busy = pod_obj("busy", scheduler="default-scheduler", node="a100", gpus=1)  # holds the A100
+    d = decide(nodes, [busy, claiming("p", "pl")], CONFIG, 0, key=KEY, claims=claims)
+    (b,) = [b for b in d.binds if b.pod == "team-a/p"]
+    assert b.node == "t4"
+    assert b.claim.status["allocation"]["devices"]["results"][0]["request"] == "gpu/t4"
+    d = decide(
+        [node_obj("a100", 1)], [busy, claiming("p", "pl")], CONFIG, 0, key=KEY, claims=claims
+    )
+    assert not [b for b in d.binds if b.pod == "team-a/p"] and "team-a/p" in d.waiting

@@ -13,8 +13,8 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.dra.claims import ClaimWrite, allocation
-from gpupool.kube.dra.pod_claims import ClaimedPods, claim_holds, class_masks, with_claims
+from gpupool.kube.dra.claims import ClaimWrite, Option, allocation
+from gpupool.kube.dra.pod_claims import ClaimedPods, choose, claim_holds, with_claims
 from gpupool.kube.grants import (
     GRANT_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -295,11 +295,14 @@ def decide(
     our_ids = {id(p) for p in ours}
     by_pod = {pod_key(p): p for p in ours}
 
+    options: dict[str, Option] = {}  # claimed pods: the option they are placed by
+
     def claim_write(pod_name: str, piece: NodeGrant) -> ClaimWrite | None:
         ask = claimed.asks.get(pod_name) if claimed is not None else None
         if ask is None:
             return None
-        return ClaimWrite(ask.namespace, ask.name, allocation(ask, piece, by_pod[pod_name]))
+        status = allocation(ask, piece, by_pod[pod_name], options.get(pod_name))
+        return ClaimWrite(ask.namespace, ask.name, status)
 
     def hold(pod: Mapping[str, Any], every_card: bool = False) -> None:
         asks = _cached(memo, ("asks", pod_key(pod)), pod, partial(_try, container_requests, pod))
@@ -378,10 +381,14 @@ def decide(
         nodes,
         _allowed_nodes(jobs, by_key, node_objs, nodes, config),
     )
-    if claimed is not None:
-        allowed = class_masks(jobs, claimed.asks, nodes, allowed)
     share = SharePolicy(max_sharers=max(SharePolicy().max_sharers, size))
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()], share)
+    if claimed is not None:
+        chosen = choose(jobs, claimed.asks, nodes, allowed, state)
+        allowed = {**allowed, **{j: (c.nodes, c.why) for j, c in chosen.items()}}
+        for job_id, c in chosen.items():
+            jobs[job_id].job = replace(jobs[job_id].job, request=c.request)
+            options.update({pod: c.option for pod in jobs[job_id].pods})
     cycle = CycleConfig(
         policy=config.policy,
         queue=QueuePolicy(classes=class_values(ours, rules.classes)),

@@ -36,15 +36,37 @@ SELECTABLE = ("model", "profile", "vendor")
 
 
 @dataclass(frozen=True, slots=True)
+class Option:
+    """One way to satisfy a claim: its request (``gpu``, or ``gpu/h100`` for a subrequest of a
+    prioritized list — the name the allocation's results carry), in gpupool's request grammar
+    without host CPU and memory, and the mode of the cards it takes."""
+
+    request: str
+    spec: str
+    mode: str  # whole, mig or share
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimAsk:
-    """One pod's claim, as gpupool reads it: which claim, its request, and gpupool's spec."""
+    """One pod's claim, as gpupool reads it: which claim and the ways to satisfy it, in order
+    of preference (one, or a prioritized list's subrequests)."""
 
     namespace: str
     name: str
     uid: str
-    request: str  # the claim's request name (the allocation's results name it)
-    spec: str  # in gpupool's request grammar, without host CPU and memory
-    mode: str  # whole, mig or share
+    options: tuple[Option, ...]
+
+    @property
+    def spec(self) -> str:
+        return self.options[0].spec
+
+    @property
+    def mode(self) -> str:
+        return self.options[0].mode
+
+    @property
+    def request(self) -> str:
+        return self.options[0].request
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
@@ -82,7 +104,7 @@ def _selected(selectors: Iterable[Mapping[str, Any]], where: str) -> dict[str, s
 
 
 def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
-    """The claim as a gpupool request; SpecError names what gpupool cannot honour."""
+    """The claim as gpupool requests; SpecError names what gpupool cannot honour."""
     meta = claim.get("metadata") or {}
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     where = f"ResourceClaim {ns}/{name}"
@@ -90,13 +112,17 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
     if len(requests) != 1:
         raise SpecError(f"{where}: {len(requests)} device requests (gpupool reads one)")
     (req,) = requests
-    if "firstAvailable" in req:
-        raise SpecError(
-            f"{where}: request {req.get('name')}: firstAvailable (a prioritized list) is not "
-            "placed by gpupool yet; ask one class",
-            field="firstAvailable",
-        )
-    exactly = req.get("exactly") or {}
+    if "firstAvailable" in req:  # a prioritized list: the first that can be had, in order
+        subs = req.get("firstAvailable") or []
+        if not subs:
+            raise SpecError(f"{where}: request {req.get('name')}: an empty firstAvailable")
+        options = tuple(_option(sub, f"{req.get('name')}/{sub.get('name')}", where) for sub in subs)
+    else:
+        options = (_option(req.get("exactly") or {}, str(req.get("name", "")), where),)
+    return ClaimAsk(ns, name, str(meta.get("uid", "")), options)
+
+
+def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
     klass = str(exactly.get("deviceClassName", ""))
     if klass not in CLASSES:
         raise SpecError(
@@ -137,7 +163,7 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
         raise SpecError(f"{where}: capacity requests are for {klass} only of share.gpupool.io")
     if vendor:
         spec += f",vendor={vendor}"
-    return ClaimAsk(ns, name, str(meta.get("uid", "")), str(req.get("name", "")), spec, mode)
+    return Option(request, spec, mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,17 +175,20 @@ class ClaimWrite:
     status: dict[str, Any]
 
 
-def allocation(ask: ClaimAsk, piece: NodeGrant, pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The claim's ``status`` once gpupool placed its pod: the devices of the grant, on its
-    node, reserved for the pod."""
+def allocation(
+    ask: ClaimAsk, piece: NodeGrant, pod: Mapping[str, Any], option: Option | None = None
+) -> dict[str, Any]:
+    """The claim's ``status`` once gpupool placed its pod by ``option`` (default: the
+    first): the devices of the grant, on its node, reserved for the pod."""
+    option = option or ask.options[0]
     results = []
     for d in piece.devices:
-        result: dict[str, Any] = {"request": ask.request, "driver": DRIVER, "pool": piece.node}
+        result: dict[str, Any] = {"request": option.request, "driver": DRIVER, "pool": piece.node}
         if d.mig_profile is not None:
             result["device"] = device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
         else:
             result["device"] = device_name("gpu", d.device)
-        if ask.mode == "share":
+        if option.mode == "share":
             result["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ask.uid}/{d.device}"))
             result["consumedCapacity"] = {
                 "memory": quantity_mib(d.mem_mib),

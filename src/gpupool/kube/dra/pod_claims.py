@@ -9,11 +9,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.kube.dra.claims import ClaimAsk, claim_ask, claim_names, held_elsewhere
+import numpy as np
+
+from gpupool.kube.dra.claims import ClaimAsk, Option, claim_ask, claim_names, held_elsewhere
 from gpupool.kube.inventory import KubeNode
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.kube.pods import REQUEST_ANNOTATION, PodJob, meta, pod_key
-from gpupool.model import SpecError
+from gpupool.model import ResourceRequest, SpecError, parse_request
+from gpupool.scheduler.ask import compile_ask
+from gpupool.scheduler.filters import feasibility
+from gpupool.scheduler.state import ClusterState
 
 
 @dataclass
@@ -90,32 +95,76 @@ def claim_holds(claims: Iterable[Mapping[str, Any]], our_pod_uids: set[str]) -> 
     return held_elsewhere(claims, ours)
 
 
-def class_masks(
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """How a claimed job is placed this cycle: the option taken, its request, the nodes it may
+    use and why the others are not."""
+
+    option: Option
+    request: ResourceRequest
+    nodes: frozenset[str] | None
+    why: str
+
+
+def _node_mask(state: ClusterState, names: frozenset[str] | None) -> np.ndarray | None:
+    if names is None:
+        return None
+    mask = np.zeros(len(state.index), dtype=bool)
+    for name in names:
+        if name in state.index:
+            mask[state.index[name]] = True
+    return mask
+
+
+def choose(
     jobs: Mapping[str, PodJob],
     asks: Mapping[str, ClaimAsk],
     nodes: Mapping[str, KubeNode],
     allowed: Mapping[str, tuple[frozenset[str] | None, str]],
-) -> dict[str, tuple[frozenset[str] | None, str]]:
-    """``allowed`` with each claimed job kept to nodes whose cards are of its class's mode:
-    the engine may give an idle shared card whole, but a claim of ``gpu.gpupool.io`` names a
-    device its node's slices publish as whole (and so on for MIG and shares)."""
-    out = dict(allowed)
+    state: ClusterState,
+) -> dict[str, Choice]:
+    """Per claimed job, the option it is placed by: the first of a prioritized list that some
+    node can take now (kube-scheduler's allocator decides so too), else the first; each kept
+    to nodes whose cards are of its class's mode — the engine may give an idle shared card
+    whole, but a claim of ``gpu.gpupool.io`` names a device its node publishes as whole."""
     by_mode: dict[str, frozenset[str]] = {}
+    out: dict[str, Choice] = {}
     for job_id, pj in jobs.items():
         ask = asks.get(pj.pods[0])
         if ask is None:
             continue
-        if ask.mode not in by_mode:
-            by_mode[ask.mode] = frozenset(
-                name
-                for name, kn in nodes.items()
-                if any(d.mode.value == ask.mode for d in kn.node.devices)
-            )
-        mask, why = out.get(job_id, (None, ""))
-        kind = by_mode[ask.mode]
-        reason = f"no {ask.mode} cards for its ResourceClaim"
-        out[job_id] = (
-            kind if mask is None else mask & kind,
-            f"{why}, or {reason}" if why else reason,
-        )
+        constrained, why = allowed.get(job_id, (None, ""))
+        choices = []
+        for option in ask.options:
+            if option.mode not in by_mode:
+                by_mode[option.mode] = frozenset(
+                    name
+                    for name, kn in nodes.items()
+                    if any(d.mode.value == option.mode for d in kn.node.devices)
+                )
+            kind = by_mode[option.mode]
+            reason = f"no {option.mode} cards for its ResourceClaim"
+            names = kind if constrained is None else constrained & kind
+            try:
+                request = parse_request(option.spec).with_host(
+                    pj.job.request.cpu_millis, pj.job.request.mem_mib
+                )
+            except SpecError:
+                continue  # an option naming what no node has: the next one
+            choices.append(Choice(option, request, names, f"{why}, or {reason}" if why else reason))
+        if not choices:
+            continue  # the job's own request (the first option) says why it cannot be read
+        chosen = choices[0]
+        if len(choices) > 1:
+            for choice in choices:
+                try:
+                    fe = feasibility(
+                        state, compile_ask(state, choice.request), _node_mask(state, choice.nodes)
+                    )
+                except SpecError:
+                    continue
+                if fe.node_ok.any():
+                    chosen = choice
+                    break
+        out[job_id] = chosen
     return out
