@@ -7,8 +7,9 @@
 #   scripts/k8s-control-plane.sh scheduler RUN_DIR   start kube-scheduler (client QPS raised)
 #   scripts/k8s-control-plane.sh stop RUN_DIR     stop what start/scheduler started, by PID
 #
-# kube-apiserver runs with the alpha gates DRA needs beyond v1.34's GA core (partitionable
-# devices for MIG counters, consumable capacity for shares; gpupool.kube.dra), or
+# kube-apiserver and kube-scheduler run with the alpha gates DRA needs beyond v1.34's GA
+# core (partitionable devices for MIG counters, consumable capacity for shares, extended
+# resources served by DRA for old nvidia.com/gpu pods; gpupool.kube.dra), or
 # GPUPOOL_K8S_FEATURE_GATES.
 #
 # Binaries are cached outside the clone, keyed by version:
@@ -27,7 +28,7 @@ PLUGIN_SA="system:serviceaccount:gpupool-system:gpupool-device-plugin"
 
 die() { echo "k8s-control-plane: $*" >&2; exit 1; }
 
-GATES="${GPUPOOL_K8S_FEATURE_GATES:-DRAPartitionableDevices=true,DRAConsumableCapacity=true}"
+GATES="${GPUPOOL_K8S_FEATURE_GATES:-DRAPartitionableDevices=true,DRAConsumableCapacity=true,DRAExtendedResource=true}"
 have_binaries() { [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-scheduler" ]; }
 
 build() {

@@ -285,3 +285,46 @@ def test_a_prioritized_list_is_allocated_by_the_option_a_node_can_give(kube, sta
     wait_for("bound", lambda: bound(kube, "either"), 30)
     (result,) = status(kube, "either")["allocation"]["devices"]["results"]
     assert (result["request"], result["device"]) == ("gpu/a100", "gpu-0")
+
+
+def test_an_old_nvidia_gpu_pod_on_a_dra_only_node_gets_an_extended_resource_claim(
+    kube, start_scheduler
+):
+    """A node served by DRA alone does not advertise nvidia.com/gpu, so its kubelet admits a
+    pod asking it only through the special claim (gate DRAExtendedResource): gpupool makes
+    it as kube-scheduler does — owned by the pod, named in the pod's status — and allocates it
+    from the pod's grant."""
+    from gpupool.devices.detect import discover
+    from gpupool.kube.device_plugin import device_list
+
+    node = node_obj("dra-only", 2)
+    for key in ("capacity", "allocatable"):
+        node["status"][key] = {
+            k: v for k, v in node["status"][key].items() if k != "nvidia.com/gpu"
+        }
+    located, _ = discover("simulated:2xA100-80G", "dra-only")
+    node["metadata"]["annotations"] = {"gpupool.io/devices": device_list(located)}
+    kube.apply(node)
+    start_scheduler(dra=True)
+    kube.apply(pod_obj("legacy", gpus=1))
+    wait_for("bound", lambda: bound(kube, "legacy"), 30)
+    pod = kube.pod("team-a", "legacy")
+    extended = pod["status"]["extendedResourceClaimStatus"]
+    assert extended["requestMappings"] == [
+        {
+            "containerName": "main",
+            "resourceName": "nvidia.com/gpu",
+            "requestName": "container-0-request-2",
+        }
+    ]
+    claim = kube.api.request("GET", f"{CLAIMS}/{extended['resourceClaimName']}")
+    assert (
+        claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    )
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    grant = json.loads(pod["metadata"]["annotations"]["gpupool.io/grant"])
+    assert result["device"] == f"gpu-{grant['devices'][0]['index']}"
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["legacy"]
+    classes = {c["metadata"]["name"]: c for c in kube.api.list(f"{V1}/deviceclasses")["items"]}
+    assert classes["gpu.gpupool.io"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"

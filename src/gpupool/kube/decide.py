@@ -13,7 +13,13 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
-from gpupool.kube.dra.claims import ClaimWrite, Option, allocation
+from gpupool.kube.dra.claims import (
+    EXTENDED_RESOURCE,
+    ClaimWrite,
+    Option,
+    allocation,
+    extended_claim,
+)
 from gpupool.kube.dra.pod_claims import ClaimedPods, choose, claim_holds, with_claims
 from gpupool.kube.grants import (
     GRANT_ANNOTATION,
@@ -236,6 +242,21 @@ def _claimed_view(
     return view, [p for p in view if pod_key(p) in our_keys]
 
 
+def _extended(pod: Mapping[str, Any], piece: NodeGrant, advertised: set[str]) -> ClaimWrite | None:
+    """The extended-resource claim of a pod asking nvidia.com/gpu bound where no device plugin
+    advertises it (``claims.extended_claim``), so the kubelet admits it through DRA."""
+    if piece.node in advertised or not piece.devices:
+        return None
+    made = extended_claim(pod, piece)
+    if made is None:
+        return None
+    body, status, pod_status = made
+    meta = body["metadata"]
+    return ClaimWrite(
+        meta["namespace"], meta["name"], status, body, str(pod["metadata"]["name"]), pod_status
+    )
+
+
 def _fits(piece: NodeGrant, nodes: Mapping[str, KubeNode]) -> bool:
     kn = nodes.get(piece.node)
     return kn is not None and all(d.device < len(kn.node.devices) for d in piece.devices)
@@ -276,6 +297,12 @@ def decide(
     node_objs = list(node_objs)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
+    advertised = {  # nodes whose kubelet admits nvidia.com/gpu itself (a device plugin's)
+        str((o.get("metadata") or {}).get("name"))
+        for o in node_objs
+        if ((o.get("status") or {}).get("allocatable") or {}).get(EXTENDED_RESOURCE)
+        not in (None, "0", 0)
+    }
     size, left_out = replica_size(nodes)
     out.node_problems.update(left_out)
     for name in left_out:
@@ -298,9 +325,11 @@ def decide(
     options: dict[str, Option] = {}  # claimed pods: the option they are placed by
 
     def claim_write(pod_name: str, piece: NodeGrant) -> ClaimWrite | None:
-        ask = claimed.asks.get(pod_name) if claimed is not None else None
-        if ask is None:
+        if claimed is None:
             return None
+        ask = claimed.asks.get(pod_name)
+        if ask is None:
+            return _extended(by_pod[pod_name], piece, advertised)
         status = allocation(ask, piece, by_pod[pod_name], options.get(pod_name))
         return ClaimWrite(ask.namespace, ask.name, status)
 

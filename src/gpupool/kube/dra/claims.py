@@ -168,11 +168,15 @@ def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
 
 @dataclass(frozen=True, slots=True)
 class ClaimWrite:
-    """A claim's status to write before its pod is bound."""
+    """A claim's status to write before its pod is bound; ``create``: the claim to make first
+    (an extended-resource claim), ``pod_status``: the pod's ``extendedResourceClaimStatus``."""
 
     namespace: str
     name: str
     status: dict[str, Any]
+    create: dict[str, Any] | None = None
+    pod: str = ""
+    pod_status: dict[str, Any] | None = None
 
 
 def allocation(
@@ -237,3 +241,101 @@ def stale(claims: Iterable[Mapping[str, Any]], live_pods: set[str]) -> list[Mapp
         if not any(u in live_pods for u in users):
             out.append(claim)
     return out
+
+
+EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+EXTENDED_RESOURCE = "nvidia.com/gpu"  # gpu.gpupool.io's extendedResourceName
+
+
+def extended_claim(
+    pod: Mapping[str, Any], piece: NodeGrant
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """For a pod asking ``nvidia.com/gpu`` in its containers, bound to a node that does not
+    advertise it (a node served by DRA alone): the special claim the kubelet then prepares
+    (as kube-scheduler makes one under the gate DRAExtendedResource: owned by the pod, one
+    request ``container-<i>-request-<j>`` per container asking, <i> its index among init
+    containers and containers, <j> the resource's among its sorted requests), its status
+    from the grant's cards, and the pod's ``extendedResourceClaimStatus``. None when the pod
+    asks none in its containers or an init container asks some (not mapped)."""
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    if any(_asks_extended(c) for c in spec.get("initContainers") or []):
+        return None
+    requests, mappings = [], []
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    for i, c in enumerate(containers):
+        asked = _asks_extended(c)
+        if not asked:
+            continue
+        keys = sorted(_container_requests(c))
+        name = f"container-{i}-request-{keys.index(EXTENDED_RESOURCE)}"
+        requests.append((name, asked))
+        mappings.append(
+            {"containerName": c.get("name"), "resourceName": EXTENDED_RESOURCE, "requestName": name}
+        )
+    if not requests or sum(n for _, n in requests) != len(piece.devices):
+        return None
+    pod_name, uid = str(meta.get("name")), str(meta.get("uid"))
+    claim_name = f"{pod_name}-extended-resources-{uuid.uuid5(uuid.NAMESPACE_URL, uid).hex[:5]}"
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": claim_name,
+            "namespace": meta.get("namespace"),
+            "annotations": {EXTENDED_ANNOTATION: "true"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod_name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": n,
+                        "exactly": {
+                            "deviceClassName": DRIVER,
+                            "allocationMode": "ExactCount",
+                            "count": k,
+                        },
+                    }
+                    for n, k in requests
+                ]
+            }
+        },
+    }
+    names = iter(device_name("gpu", d.device) for d in piece.devices)
+    results = [
+        {"request": n, "driver": DRIVER, "pool": piece.node, "device": next(names)}
+        for n, k in requests
+        for _ in range(k)
+    ]
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}
+    status = {
+        "allocation": {
+            "devices": {"results": results},
+            "nodeSelector": {"nodeSelectorTerms": [term]},
+        },
+        "reservedFor": [{"resource": "pods", "name": pod_name, "uid": uid}],
+    }
+    pod_status = {"resourceClaimName": claim_name, "requestMappings": mappings}
+    return body, status, pod_status
+
+
+def _container_requests(c: Mapping[str, Any]) -> dict[str, Any]:
+    res = c.get("resources") or {}
+    return {**(res.get("limits") or {}), **(res.get("requests") or {})}
+
+
+def _asks_extended(c: Mapping[str, Any]) -> int:
+    raw = _container_requests(c).get(EXTENDED_RESOURCE)
+    try:
+        return int(str(raw)) if raw is not None else 0
+    except ValueError:
+        return 0

@@ -21,6 +21,9 @@ def device_classes() -> list[dict[str, Any]]:
             "kind": "DeviceClass",
             "metadata": {"name": name},
             "spec": {
+                # old manifests' nvidia.com/gpu served from whole cards where no device plugin
+                # advertises it (the alpha gate DRAExtendedResource; dropped without it)
+                **({"extendedResourceName": "nvidia.com/gpu"} if mode == "whole" else {}),
                 "selectors": [
                     {
                         "cel": {
@@ -30,7 +33,7 @@ def device_classes() -> list[dict[str, Any]]:
                             )
                         }
                     }
-                ]
+                ],
             },
         }
         for name, mode in CLASSES.items()

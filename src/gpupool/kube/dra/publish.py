@@ -109,11 +109,27 @@ class DraWriter:
     def allocate(self, write: ClaimWrite, claim: Mapping[str, Any] | None) -> None:
         """The claim's finalizer (it is not deleted while allocated), then its allocation."""
         path = claim_path(write.namespace, write.name)
+        if write.create is not None and claim is None:
+            try:
+                claim = self.api.request(
+                    "POST", f"{V1}/namespaces/{write.namespace}/resourceclaims", write.create
+                )
+            except ApiError as exc:
+                if exc.status != 409:  # made by an earlier try: its name is the pod's
+                    raise
+                claim = self.api.request("GET", path)
         finalizers = list(((claim or {}).get("metadata") or {}).get("finalizers") or [])
         if FINALIZER not in finalizers:
             body = {"metadata": {"finalizers": [*finalizers, FINALIZER]}}
             self.api.request("PATCH", path, body, content_type=MERGE)
         self.api.request("PATCH", f"{path}/status", {"status": write.status}, content_type=MERGE)
+        if write.pod_status is not None:  # where the kubelet finds the extended-resource claim
+            self.api.request(
+                "PATCH",
+                f"/api/v1/namespaces/{write.namespace}/pods/{write.pod}/status",
+                {"status": {"extendedResourceClaimStatus": write.pod_status}},
+                content_type=MERGE,
+            )
 
     def release(self, claims: Iterable[Mapping[str, Any]], live_pods: set[str]) -> int:
         """Deallocate claims of our driver whose pods are all gone; how many."""
