@@ -169,3 +169,27 @@ def test_tenants_and_quotas_from_the_server_decide_for_the_cluster(
     wait_for(
         "both bound", lambda: all(p["spec"].get("nodeName") for p in scheduler.pods.snapshot())
     )
+
+
+def test_a_reservation_made_on_the_server_holds_the_clusters_node(
+    sqlite_server, kube, start_scheduler
+):
+    """`gpupool reservation create` on a mirrored node: the cluster's scheduler, taking its
+    policy from the server, keeps other tenants' pods off it while the window is open."""
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler(tenants_from="server", tenants=[])
+    ledger = _ledger(sqlite_server, scheduler)
+    ledger.on_policy = scheduler.set_policy
+    ledger.sync()  # mirrors k1 on the server
+    now = time.time()
+    body = {"tenant": "team-b", "nodes": ["k1"], "start": now + 1, "end": now + 3600}
+    r = admin.post("/api/v1/reservations", json=body)
+    assert r.status_code in (200, 201), r.text
+    ledger.sync()
+    time.sleep(1.5)  # the window opens
+    kube.apply(pod_obj("other", gpus=1))
+    why = wait_for("its reason", lambda: [e["message"] for e in kube.events("team-a", "other")])
+    assert "k1 reserved by r-" in why[0] and "team-b" in why[0], why
+    assert not kube.pod("team-a", "other")["spec"].get("nodeName")

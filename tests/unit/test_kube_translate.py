@@ -458,3 +458,31 @@ def test_a_node_whose_plugin_does_not_share_reads_as_its_cards_whatever_its_repl
         {"nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none"}
     )
     assert len(node_from_object(plain).node.devices) == 8
+
+
+def test_a_reservation_from_the_server_holds_its_cluster_nodes_for_its_tenant():
+    """The server's reservations (GET /api/v1/kubernetes/policy) reach the cycle: a pod of
+    another tenant is not placed on the held node while the window is open; nodes of the
+    reservation outside this cluster are not this scheduler's to hold."""
+    from gpupool.kube.policy import Policy
+
+    answer = {
+        "tenants": [
+            {"name": "team-a", "quotas": {"gpu": [1600, None, None]}},
+            {"name": "team-b", "quotas": {"gpu": [1600, None, None]}},
+        ],
+        "priority_classes": {"training": 500},
+        "reservations": [
+            {"id": "r-1", "tenant": "team-b", "nodes": ["n1", "standalone-9"],
+             "start": 0.0, "end": 1000.0, "cards": None}
+        ],
+    }  # fmt: skip
+    rules = Policy.from_server(answer)
+    assert [r.nodes for r in rules.reservations_on(["n1", "n2"])] == [("n1",)]
+    nodes = [node_obj("n1", 2), node_obj("n2", 2)]
+    d = decide(nodes, [pod_obj("a", gpus=2)], CONFIG, 10.0, policy=rules, key=KEY)
+    assert [(b.pod, b.node) for b in d.binds] == [("team-a/a", "n2")]
+    d = decide([node_obj("n1", 2)], [pod_obj("a", gpus=2)], CONFIG, 10.0, policy=rules, key=KEY)
+    assert not d.binds and "team-a/a" in d.waiting
+    d = decide([node_obj("n1", 2)], [pod_obj("a", gpus=2)], CONFIG, 2000.0, policy=rules, key=KEY)
+    assert [b.node for b in d.binds] == ["n1"]  # the window over

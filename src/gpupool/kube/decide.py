@@ -429,7 +429,8 @@ def decide(
         else pj.job
         for job_id, pj in jobs.items()
     ]
-    result = run_cycle(state, running, pending, tree, now, config=cycle)
+    held_for = rules.reservations_on(nodes)
+    result = run_cycle(state, running, pending, tree, now, held_for, config=cycle)
     for b in result.bindings:
         pod_names = jobs[b.job_id].pods
         if b.after:

@@ -1,14 +1,17 @@
 """Tenants, quotas and priority classes the Kubernetes-mode scheduler decides with: from its
 settings file, or — with ``tenants_from: server`` — from the gpupool server, the state of
 record (``GET /api/v1/kubernetes/policy``, re-read with every report), so tenants and
-guarantees are managed in one place (``gpupool tenant ...``, ``gpupool quota ...``)."""
+guarantees are managed in one place (``gpupool tenant ...``, ``gpupool quota ...``) — and
+reservations (``gpupool reservation ...``) on the cluster's nodes, which the cycle holds as
+it does for standalone nodes."""
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpupool.kube.config import KubeConfig
 from gpupool.model import SpecError
+from gpupool.scheduler.reservations import Reservation
 from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
 
 
@@ -16,6 +19,18 @@ from gpupool.scheduler.tenants import Quota, Tenant, TenantTree
 class Policy:
     tenants: tuple[Tenant, ...]
     classes: Mapping[str, int] = field(default_factory=dict)
+    reservations: tuple[Reservation, ...] = ()
+
+    def reservations_on(self, nodes: Iterable[str]) -> list[Reservation]:
+        """The reservations as this cluster holds them: each kept to its nodes here (those of
+        other clusters and standalone nodes are not this scheduler's to hold)."""
+        here = set(nodes)
+        out = []
+        for r in self.reservations:
+            mine = tuple(n for n in r.nodes if n in here)
+            if mine:
+                out.append(replace(r, nodes=mine))
+        return out
 
     def tree(self) -> TenantTree:
         """A fresh tree: a cycle charges the one it is given."""
@@ -39,7 +54,15 @@ class Policy:
                 for t in answer["tenants"]
             )
             classes = {str(k): int(v) for k, v in answer["priority_classes"].items()}
+            reservations = tuple(
+                Reservation(
+                    str(r["id"]), str(r["tenant"]), tuple(str(n) for n in r["nodes"]),
+                    float(r["start"]), float(r["end"]),
+                    None if r.get("cards") is None else int(r["cards"]),
+                )
+                for r in answer.get("reservations") or []
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"the server's tenants are not readable ({exc})") from None
         TenantTree(tenants)  # parents and cycles checked now
-        return Policy(tenants, classes)
+        return Policy(tenants, classes, reservations)

@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints
 from gpupool.server.deps import Ctx, KubeCaller
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
 from gpupool.server.schemas import Name, NodeIn, Strict
-from gpupool.server.snapshot import queue_policy, tenant_tree
+from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
 
 router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
 Text = Annotated[str, StringConstraints(max_length=1000)]
@@ -105,7 +105,7 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
     active rental plan included) and priority classes, for a scheduler that takes its tenants
     from the server."""
     with ctx.db.read() as s:
-        tree, classes = tenant_tree(s), queue_policy(s).classes
+        tree, classes, held = tenant_tree(s), queue_policy(s).classes, reservations(s)
     return {
         "tenants": [
             {
@@ -119,6 +119,18 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
             for t in tree.tenants.values()
         ],
         "priority_classes": dict(classes),
+        # held on the cluster's nodes by its scheduler as the server holds them on its own
+        "reservations": [
+            {
+                "id": r.id,
+                "tenant": r.tenant,
+                "nodes": list(r.nodes),
+                "start": r.start,
+                "end": r.end,
+                "cards": r.cards,
+            }
+            for r in held
+        ],
     }
 
 
