@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import threading
+from typing import Any
 
 import typer
 
@@ -123,30 +124,11 @@ def device_plugin(
     kubelet restart (which removes the socket) is followed by a new registration."""
     from pathlib import Path
 
-    require("kubernetes", "gpupool kube device-plugin")
-    require("grpc", "gpupool kube device-plugin")
-    from gpupool.devices.detect import discover
-    from gpupool.kube.api import ApiError, KubeApi, reachable
-    from gpupool.kube.device_plugin import SlicePlugin, publish_devices, serve
+    from gpupool.kube.device_plugin import SlicePlugin, serve
     from gpupool.kube.grants import GrantKey
-    from gpupool.model import SpecError
 
-    name = node or os.environ.get("NODE_NAME")
-    if not name:
-        raise SpecError("node: give --node or set NODE_NAME (the DaemonSet sets it)")
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     key = GrantKey.load(grant_key)
-    api = KubeApi(kubeconfig)
-    located, inventory = discover(devices, name)
-    for problem in inventory.errors:
-        typer.echo(f"warning: device discovery: {problem}", err=True)
-    reachable(api)
-    try:
-        publish_devices(api, name, located)
-    except ApiError as exc:
-        raise SpecError(f"node {name}: cannot write its devices: {exc}") from None
+    name, api, located = _node_plugin_start("gpupool kube device-plugin", node, devices, kubeconfig)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -180,12 +162,26 @@ def dra_plugin(
     """Serve the DRA kubelet plugin of driver gpu.gpupool.io on this node until stopped: the
     kubelet prepares each ResourceClaim allocated here through it, and gets a CDI device whose
     environment enforces the allocated card, MIG instance or share."""
-    require("kubernetes", "gpupool kube dra-plugin")
-    require("grpc", "gpupool kube dra-plugin")
+    from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
+
+    name, api, located = _node_plugin_start("gpupool kube dra-plugin", node, devices, kubeconfig)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server, _ = serve(ClaimPlugin(api, name, located, cdi_dir), plugin_dir, registry_dir)
+    typer.echo(f"gpupool DRA plugin on {name}: {len(located)} devices, CDI specs in {cdi_dir}")
+    stop.wait()
+    server.stop(1)
+
+
+def _node_plugin_start(what: str, node: str | None, devices: str, kubeconfig: str | None) -> Any:
+    """What a node plugin starts with: this node's name, an API client, its devices (found,
+    and written on the Node, where the scheduler reads UUIDs and models)."""
+    require("kubernetes", what)
+    require("grpc", what)
     from gpupool.devices.detect import discover
     from gpupool.kube.api import ApiError, KubeApi, reachable
     from gpupool.kube.device_plugin import publish_devices
-    from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
     from gpupool.model import SpecError
 
     name = node or os.environ.get("NODE_NAME")
@@ -203,10 +199,4 @@ def dra_plugin(
         publish_devices(api, name, located)
     except ApiError as exc:
         raise SpecError(f"node {name}: cannot write its devices: {exc}") from None
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    server, _ = serve(ClaimPlugin(api, name, located, cdi_dir), plugin_dir, registry_dir)
-    typer.echo(f"gpupool DRA plugin on {name}: {len(located)} devices, CDI specs in {cdi_dir}")
-    stop.wait()
-    server.stop(1)
+    return name, api, located
