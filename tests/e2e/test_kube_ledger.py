@@ -193,3 +193,26 @@ def test_a_reservation_made_on_the_server_holds_the_clusters_node(
     why = wait_for("its reason", lambda: [e["message"] for e in kube.events("team-a", "other")])
     assert "k1 reserved by r-" in why[0] and "team-b" in why[0], why
     assert not kube.pod("team-a", "other")["spec"].get("nodeName")
+
+
+def test_a_pod_asking_through_a_claim_is_recorded_with_what_it_holds(server, kube, start_scheduler):
+    """DRA mode: the server's job for a pod with a ResourceClaim says the claim's request
+    (the pod's containers ask no GPU), and its cards are held on the server's node view."""
+    from tests.e2e.test_kube_dra_claims import claim_pod
+
+    admin = server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler(dra=True)
+    claim_pod(kube, "two", "gpu.gpupool.io", count=2)
+    wait_for("bound", lambda: kube.pod("team-a", "two")["spec"].get("nodeName"))
+    token = server.token("cluster-1", "kubernetes")
+    ledger = Ledger(
+        server.url, token, scheduler.config, scheduler.nodes.snapshot, scheduler.reported_pods,
+        scheduler.preempted, key=scheduler.key,
+    )  # fmt: skip
+    assert ledger.sync() == {"bound": 1, "ended": 0}
+    member = server.client(server.token("alice", "member", "team-a"))
+    (job,) = member.get("/api/v1/jobs").json()["items"]
+    assert job["name"] == "team-a/two" and job["request"].startswith("gpu=2,"), job
+    assert len(admin.get("/api/v1/nodes/k1").json()["devices_in_use"]) == 2

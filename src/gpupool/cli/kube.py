@@ -77,7 +77,7 @@ def run(
             raise SpecError("--server needs a token of role kubernetes (--token or GPUPOOL_TOKEN)")
         from_server = scheduler.set_policy if settings.tenants_from == "server" else None
         ledger = Ledger(
-            server, token, settings, scheduler.nodes.snapshot, scheduler.pods.snapshot,
+            server, token, settings, scheduler.nodes.snapshot, scheduler.reported_pods,
             scheduler.preempted, is_leader=scheduler.is_leader, on_policy=from_server, key=key,
         )  # fmt: skip
         threading.Thread(target=ledger.run, args=(stop,), daemon=True).start()

@@ -17,6 +17,7 @@ from typing import Any
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.decide import Bind, Decision, Evict, Memo, decide
+from gpupool.kube.dra.pod_claims import with_claims
 from gpupool.kube.dra.publish import V1, DraWriter
 from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
@@ -207,6 +208,20 @@ class KubeScheduler:
                     }
             out.append(pod)
         return out
+
+    def reported_pods(self) -> list[dict[str, Any]]:
+        """The watched pods as the server's ledger records them: a pod asking through a
+        ResourceClaim carries its claim's request (as the engine read it), so the job the
+        server shows says what it holds."""
+        pods = self.pods.snapshot()
+        if self.claims is None:
+            return pods
+        claims = {object_key(c): c for c in self.claims.snapshot()}
+        claimed = with_claims(
+            [p for p in pods if (p.get("spec") or {}).get("resourceClaims")], claims
+        )
+        read = {pod_key(p): p for p in claimed.pods}
+        return [dict(read.get(pod_key(p), p)) for p in pods]
 
     def run_cycle(self) -> Decision:
         started = time.perf_counter()
