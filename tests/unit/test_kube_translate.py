@@ -486,3 +486,19 @@ def test_a_reservation_from_the_server_holds_its_cluster_nodes_for_its_tenant():
     assert not d.binds and "team-a/a" in d.waiting
     d = decide([node_obj("n1", 2)], [pod_obj("a", gpus=2)], CONFIG, 2000.0, policy=rules, key=KEY)
     assert [b.node for b in d.binds] == ["n1"]  # the window over
+
+
+def test_what_a_tenants_standalone_jobs_hold_counts_against_its_guarantee_here():
+    from gpupool.kube.policy import Policy
+
+    answer = {
+        "tenants": [{"name": "team-a", "quotas": {"gpu": [300, 0, None]}}],
+        "priority_classes": {"training": 500},
+        "usage_elsewhere": {"team-a": {"gpu": 200}},  # 2 of its 3 cards, on standalone nodes
+    }
+    pods = [pod_obj(f"p{i}", gpus=1) for i in range(3)]
+    d = decide([node_obj("n1", 8)], pods, CONFIG, 0, policy=Policy.from_server(answer), key=KEY)
+    assert len(d.binds) == 1 and len(d.waiting) == 2
+    answer["usage_elsewhere"] = {}
+    d = decide([node_obj("n1", 8)], pods, CONFIG, 0, policy=Policy.from_server(answer), key=KEY)
+    assert len(d.binds) == 3

@@ -20,6 +20,9 @@ class Policy:
     tenants: tuple[Tenant, ...]
     classes: Mapping[str, int] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()
+    # per tenant, what its standalone jobs hold (engine units): charged before each cycle,
+    # so a guarantee is one across the pool and the cluster (server.usage_elsewhere)
+    usage_elsewhere: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def reservations_on(self, nodes: Iterable[str]) -> list[Reservation]:
         """The reservations as this cluster holds them: each kept to its nodes here (those of
@@ -33,8 +36,13 @@ class Policy:
         return out
 
     def tree(self) -> TenantTree:
-        """A fresh tree: a cycle charges the one it is given."""
-        return TenantTree(self.tenants)
+        """A fresh tree: a cycle charges the one it is given (with what the tenants' work
+        holds elsewhere already charged)."""
+        tree = TenantTree(self.tenants)
+        for tenant, used in self.usage_elsewhere.items():
+            if tenant in tree.tenants and used:
+                tree.charge(tenant, dict(used))
+        return tree
 
     @staticmethod
     def from_config(config: KubeConfig) -> "Policy":
@@ -62,7 +70,11 @@ class Policy:
                 )
                 for r in answer.get("reservations") or []
             )  # fmt: skip
-        except (KeyError, TypeError, ValueError) as exc:
+            elsewhere = {
+                str(t): {str(k): int(v) for k, v in used.items()}
+                for t, used in (answer.get("usage_elsewhere") or {}).items()
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SpecError(f"the server's tenants are not readable ({exc})") from None
         TenantTree(tenants)  # parents and cycles checked now
-        return Policy(tenants, classes, reservations)
+        return Policy(tenants, classes, reservations, elsewhere)

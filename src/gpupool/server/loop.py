@@ -45,6 +45,7 @@ from gpupool.server.replacements import end_replaced
 from gpupool.server.services.reconcile import ServiceReconciler
 from gpupool.server.settings import Settings
 from gpupool.server.snapshot import SnapshotBuilder
+from gpupool.server.usage_elsewhere import charge_elsewhere, kube_usage
 from gpupool.server.wake import WakeSender
 
 LOG_PRUNE_EVERY_S = 3600.0
@@ -363,6 +364,8 @@ class SchedulerLoop:
             self._seen_event = self._latest_event()
             with self.db.read() as s:
                 inputs = self.snapshots.build(s, self.over_budget)
+                # one guarantee across the pool and the clusters reporting here
+                charge_elsewhere(inputs.tenants, kube_usage(s))
             config = CycleConfig(
                 policy=self.settings.policy,
                 queue=inputs.queue,

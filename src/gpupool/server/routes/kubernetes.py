@@ -11,6 +11,7 @@ from gpupool.server.deps import Ctx, KubeCaller
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
 from gpupool.server.schemas import Name, NodeIn, Strict
 from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
+from gpupool.server.usage_elsewhere import standalone_usage
 
 router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
 Text = Annotated[str, StringConstraints(max_length=1000)]
@@ -106,6 +107,7 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
     from the server."""
     with ctx.db.read() as s:
         tree, classes, held = tenant_tree(s), queue_policy(s).classes, reservations(s)
+        elsewhere = standalone_usage(s)
     return {
         "tenants": [
             {
@@ -119,6 +121,8 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
             for t in tree.tenants.values()
         ],
         "priority_classes": dict(classes),
+        # what each tenant's standalone jobs hold: one guarantee across both (usage_elsewhere)
+        "usage_elsewhere": elsewhere,
         # held on the cluster's nodes by its scheduler as the server holds them on its own
         "reservations": [
             {

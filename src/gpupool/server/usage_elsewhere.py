@@ -1,0 +1,52 @@
+"""One guarantee per tenant across standalone nodes and Kubernetes clusters reporting to one
+server: what a tenant's work holds on the side a scheduler does not place.
+
+The server's scheduler charges each tenant, besides its own jobs, what the pods mirrored from
+clusters hold (``kube_usage``); a cluster's scheduler gets, with its policy, what standalone
+jobs hold (``standalone_usage``) and charges that. Each still places, preempts and reclaims
+only its own work; a tenant over its guarantee on one side is borrowing on both."""
+
+from collections.abc import Mapping
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpupool.scheduler.placement_json import placement_from_json
+from gpupool.scheduler.session import MIG_PERCENT
+from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
+from gpupool.server.db.tables import AllocationRow, DeviceRow
+from gpupool.server.kube_mirror import KUBERNETES_ACTION
+
+
+def _usage(s: Session, mirrored: bool) -> dict[str, Usage]:
+    a = AllocationRow.__table__.c
+    kind = a.action == KUBERNETES_ACTION if mirrored else a.action != KUBERNETES_ACTION
+    rows = s.execute(select(a.job_id, a.tenant, a.placement).where(a.state == "active", kind)).all()
+    if not rows:
+        return {}
+    devices = s.execute(select(DeviceRow.node, DeviceRow.index, DeviceRow.model)).all()
+    models = {(str(node), int(index)): str(model) for node, index, model in devices}
+    out: dict[str, Usage] = {}
+    for job_id, tenant, placement in rows:
+        used = usage_of(placement_from_json(str(job_id), placement), MIG_PERCENT, models)
+        mine = out.setdefault(tenant, {})
+        for key, amount in used.items():
+            mine[key] = mine.get(key, 0) + amount
+    return out
+
+
+def kube_usage(s: Session) -> dict[str, Usage]:
+    """Per tenant, what its pods in Kubernetes clusters hold (the mirrored allocations)."""
+    return _usage(s, mirrored=True)
+
+
+def standalone_usage(s: Session) -> dict[str, Usage]:
+    """Per tenant, what its jobs on the server's own nodes hold."""
+    return _usage(s, mirrored=False)
+
+
+def charge_elsewhere(tree: TenantTree, usage: Mapping[str, Usage]) -> None:
+    """Charge each known tenant what its work holds where this scheduler does not place."""
+    for tenant, used in usage.items():
+        if tenant in tree.tenants and used:
+            tree.charge(tenant, dict(used))
