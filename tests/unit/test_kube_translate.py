@@ -502,3 +502,45 @@ def test_what_a_tenants_standalone_jobs_hold_counts_against_its_guarantee_here()
     answer["usage_elsewhere"] = {}
     d = decide([node_obj("n1", 8)], pods, CONFIG, 0, policy=Policy.from_server(answer), key=KEY)
     assert len(d.binds) == 3
+
+
+def _owned(pod: dict) -> dict:
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "rs",
+            "uid": "rs-1",
+            "controller": True,
+        }
+    ]
+    pod["metadata"]["creationTimestamp"] = "1970-01-01T00:00:00Z"
+    return pod
+
+
+def test_defragmentation_moves_a_pod_its_controller_makes_again_never_a_bare_one():
+    """Two 4-card nodes, a 2-card pod on each; a 4-card pod within its guarantee waits. With
+    moves allowed, the pod a ReplicaSet owns is evicted (its controller makes it again, and it
+    lands beside the other) so the waiting pod gets a node whole; a bare pod is never moved."""
+    config = parse_config(
+        {**CONFIG.model_dump(), "defrag_moves_per_hour": 10, "defrag_after_s": 60}
+    )
+    nodes = [node_obj("n1", 4), node_obj("n2", 4)]
+    running = []
+    for i, node in enumerate(nodes):  # one on each node: fragmented
+        (b,) = decide([node], [_owned(pod_obj(f"r{i}", gpus=2))], config, 0, key=KEY).binds
+        running.append(_bound(_owned(pod_obj(f"r{i}", gpus=2)), b.node, b.annotations))
+    big = _owned(pod_obj("big", gpus=4))
+    d = decide(nodes, [*running, big], config, 1000.0, key=KEY, defrag_moves=10)
+    assert d.moves == 1 and len(d.evictions) == 1 and d.evictions[0].event == "Defragmented"
+    assert "team-a/big" in d.waiting and not d.binds
+    bare = [
+        _bound(pod_obj(p["metadata"]["name"], gpus=2), p["spec"]["nodeName"], dict(annotations))
+        for p in running
+        if (annotations := p["metadata"]["annotations"])
+    ]
+    d = decide(nodes, [*bare, big], config, 1000.0, key=KEY, defrag_moves=10)
+    assert d.moves == 0 and not d.evictions
+    assert "no defragmentation move" in d.waiting["team-a/big"], d.waiting
+    d = decide(nodes, [*running, big], config, 1000.0, key=KEY, defrag_moves=0)
+    assert d.moves == 0 and not d.evictions  # the hour's moves spent

@@ -127,8 +127,9 @@ def device_plugin(
     from gpupool.kube.device_plugin import SlicePlugin, serve
     from gpupool.kube.grants import GrantKey
 
+    name = _node_name("gpupool kube device-plugin", node)
     key = GrantKey.load(grant_key)
-    name, api, located = _node_plugin_start("gpupool kube device-plugin", node, devices, kubeconfig)
+    api, located = _node_plugin_start(name, devices, kubeconfig)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -164,7 +165,8 @@ def dra_plugin(
     environment enforces the allocated card, MIG instance or share."""
     from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
 
-    name, api, located = _node_plugin_start("gpupool kube dra-plugin", node, devices, kubeconfig)
+    name = _node_name("gpupool kube dra-plugin", node)
+    api, located = _node_plugin_start(name, devices, kubeconfig)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -174,14 +176,11 @@ def dra_plugin(
     server.stop(1)
 
 
-def _node_plugin_start(what: str, node: str | None, devices: str, kubeconfig: str | None) -> Any:
-    """What a node plugin starts with: this node's name, an API client, its devices (found,
-    and written on the Node, where the scheduler reads UUIDs and models)."""
+def _node_name(what: str, node: str | None) -> str:
+    """This node's name (``--node`` or $NODE_NAME), once the extras a node plugin needs are
+    known to be installed; logging set up."""
     require("kubernetes", what)
     require("grpc", what)
-    from gpupool.devices.detect import discover
-    from gpupool.kube.api import ApiError, KubeApi, reachable
-    from gpupool.kube.device_plugin import publish_devices
     from gpupool.model import SpecError
 
     name = node or os.environ.get("NODE_NAME")
@@ -190,6 +189,17 @@ def _node_plugin_start(what: str, node: str | None, devices: str, kubeconfig: st
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    return name
+
+
+def _node_plugin_start(name: str, devices: str, kubeconfig: str | None) -> Any:
+    """What a node plugin starts with: an API client and this node's devices (found, and
+    written on the Node, where the scheduler reads UUIDs and models)."""
+    from gpupool.devices.detect import discover
+    from gpupool.kube.api import ApiError, KubeApi, reachable
+    from gpupool.kube.device_plugin import publish_devices
+    from gpupool.model import SpecError
+
     api = KubeApi(kubeconfig)
     located, inventory = discover(devices, name)
     for problem in inventory.errors:
@@ -199,4 +209,4 @@ def _node_plugin_start(what: str, node: str | None, devices: str, kubeconfig: st
         publish_devices(api, name, located)
     except ApiError as exc:
         raise SpecError(f"node {name}: cannot write its devices: {exc}") from None
-    return name, api, located
+    return api, located

@@ -58,6 +58,11 @@ class KubeConfig(_Strict):
     # Dynamic Resource Allocation: publish gpupool's ResourceSlices and DeviceClasses
     # (driver gpu.gpupool.io) and allocate the ResourceClaims of the pods it schedules
     dra: bool = False
+    # defragmentation: pods a controller makes again may be evicted so that a waiting pod
+    # within its guarantee gets room on one node (the engine's gain-over-cost rule); at most
+    # this many moves an hour (0: off), for pods that waited defrag_after_s
+    defrag_moves_per_hour: Annotated[int, Field(ge=0, le=10000)] = 0
+    defrag_after_s: Annotated[float, Field(ge=0)] = 300.0
 
     @property
     def tolerated(self) -> frozenset[str]:

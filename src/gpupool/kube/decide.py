@@ -52,6 +52,7 @@ from gpupool.kube.selectors import constraints, hard_tainted, node_allows
 from gpupool.model import Job, Node, SpecError
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
+from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import NodeGrant, Placement
 from gpupool.sharing import SharePolicy
@@ -83,6 +84,7 @@ class Decision:
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
     node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
+    moves: int = 0  # defragmentation moves decided (counted against the hour)
 
 
 T = TypeVar("T")
@@ -288,11 +290,13 @@ def decide(
     key: GrantKey,
     groups: GroupSizes | None = None,
     claims: Mapping[str, Mapping[str, Any]] | None = None,
+    defrag_moves: int = 0,
 ) -> Decision:
     """``memo``: translations from earlier cycles (the scheduler keeps one; tests need not).
     ``policy``: tenants and classes [default: the settings file's]. ``key``: signs and checks
     grants. ``groups``: PodGroups' sizes (``kube.pod_groups``). ``claims``: ResourceClaims by
-    ``namespace/name`` (``kube.dra``; None: DRA off)."""
+    ``namespace/name`` (``kube.dra``; None: DRA off). ``defrag_moves``: how many pods
+    defragmentation may still move this hour (the scheduler counts them)."""
     rules = policy or Policy.from_config(config)
     node_objs = list(node_objs)
     out = Decision()
@@ -422,6 +426,9 @@ def decide(
         policy=config.policy,
         queue=QueuePolicy(classes=class_values(ours, rules.classes)),
         grace_s=config.grace_s,
+        defrag_moves=defrag_moves,
+        defrag_hourly=config.defrag_moves_per_hour,
+        defrag_after_s=config.defrag_after_s,
     )
     pending: list[Job] = [
         replace(pj.job, nodes=allowed[job_id][0], nodes_why=allowed[job_id][1])
@@ -432,6 +439,8 @@ def decide(
     held_for = rules.reservations_on(nodes)
     result = run_cycle(state, running, pending, tree, now, held_for, config=cycle)
     for b in result.bindings:
+        if b.job_id not in jobs:
+            continue  # a pod moved by defragmentation: its controller's new pod queues
         pod_names = jobs[b.job_id].pods
         if b.after:
             for pod_name in pod_names:
@@ -446,8 +455,15 @@ def decide(
             write = claim_write(pod_name, piece)
             out.binds.append(Bind(pod_name, piece.node, signature, b.action, gang, uid, write))
     for p in result.preemptions:
+        moved = p.cause is Cause.DEFRAGMENT
+        out.moves += moved
         for pod_name in by_job.get(p.job_id, []):
-            out.evictions.append(Evict(pod_name, f"preempted by {p.by}: {p.reason}", p.grace_s))
+            if moved:  # its controller makes it again; it queues and lands elsewhere
+                why = f"moved to make room on one node for {p.by}: {p.reason}"
+                out.evictions.append(Evict(pod_name, why, p.grace_s, "Defragmented"))
+            else:
+                why = f"preempted by {p.by}: {p.reason}"
+                out.evictions.append(Evict(pod_name, why, p.grace_s))
     for job_id, reason in result.pending.items():
         for pod_name in jobs[job_id].pods if job_id in jobs else []:
             out.waiting.setdefault(pod_name, str(reason))

@@ -147,6 +147,12 @@ def gang_of(
     return name, int(raw)
 
 
+def _recreated(pod: Mapping[str, Any]) -> bool:
+    """Whether a controller (a ReplicaSet, Job, StatefulSet, ...) makes the pod again."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("controller") for o in owners)
+
+
 @dataclass
 class PodJob:
     """One job made of pods: a single pod, or a gang's pods in name order (worker order)."""
@@ -195,7 +201,10 @@ def job_for(
         gang_size=gang,
         max_runtime_s=int(deadline) if isinstance(deadline, int) and deadline > 0 else None,
         submit_time=created_at(pod),
-        on_preempt="kill",  # a pod is deleted; its controller makes a new one
+        # a pod stopped is deleted; one a controller makes again (and no inference replica,
+        # which would break a service) may be moved by defragmentation: "suspend" tells the
+        # engine so (a bare pod stopped is gone for good, so it is never moved)
+        on_preempt="suspend" if _recreated(pod) and kind is not JobKind.INFERENCE else "kill",
     )
 
 

@@ -10,6 +10,7 @@ them twice. Why a pod waits goes to an Event and the PodScheduled condition, onc
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -61,6 +62,7 @@ class KubeScheduler:
         )
         self.dra = DraWriter(api) if config.dra else None
         self._published_at = -PUBLISH_S
+        self._moves: deque[float] = deque()  # when each defragmentation move was made
         # pod -> (node, grant annotations, when)
         self.assumed: dict[str, tuple[str, Mapping[str, str], float]] = {}
         self.pending: set[str] = set()  # our pods the watch shows unbound
@@ -209,6 +211,13 @@ class KubeScheduler:
             out.append(pod)
         return out
 
+    def _defrag_budget(self) -> int:
+        """Moves defragmentation may still make this hour (``defrag_moves_per_hour``)."""
+        now = time.monotonic()
+        while self._moves and self._moves[0] <= now - 3600:
+            self._moves.popleft()
+        return max(0, self.config.defrag_moves_per_hour - len(self._moves))
+
     def reported_pods(self) -> list[dict[str, Any]]:
         """The watched pods as the server's ledger records them: a pod asking through a
         ResourceClaim carries its claim's request (as the engine read it), so the job the
@@ -239,7 +248,9 @@ class KubeScheduler:
             key=self.key,
             groups=self.groups.sizes(),
             claims=claims,
+            defrag_moves=self._defrag_budget(),
         )
+        self._moves.extend([time.monotonic()] * decision.moves)
         if self.dra is not None and claims is not None:
             self._dra_housekeeping(pods, claims)
         self._bind(decision.binds)
