@@ -178,3 +178,47 @@ def test_a_prioritized_list_takes_the_first_option_some_node_can_give_now():
         [node_obj("a100", 1)], [busy, claiming("p", "pl")], CONFIG, 0, key=KEY, claims=claims
     )
     assert not [b for b in d.binds if b.pod == "team-a/p"] and "team-a/p" in d.waiting
+
+
+def _allocated(c: dict, node: str, device: str, *users: tuple[str, str]) -> dict:
+    c["status"] = {
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.gpupool.io", "pool": node, "device": device}
+        ]}},
+        "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in users],
+    }  # fmt: skip
+    return c
+
+
+def test_pods_sharing_one_claim_join_it_on_its_node_holding_no_card_of_their_own():
+    """One claim named by two pods (a shared ResourceClaim): the first allocates it, the
+    second waits until it is allocated, then goes to its node and is added to reservedFor —
+    no second card is taken for it."""
+    nodes = [node_obj("n1", 1), node_obj("n2", 1)]
+    pods = [claiming("a", "shared"), claiming("b", "shared")]
+    d = decide(nodes, pods, CONFIG, 0, key=KEY, claims={"team-a/shared": claim("shared")})
+    (b,) = d.binds
+    assert b.pod == "team-a/a" and b.claim.status["allocation"]
+    assert d.waiting["team-a/b"] == "ResourceClaim shared is being allocated for pod team-a/a"
+    node = b.node
+    device = b.claim.status["allocation"]["devices"]["results"][0]["device"]
+    allocated = _allocated(claim("shared"), node, device, ("a", "uid-team-a-a"))
+    first = claiming("a", "shared", node=node)
+    first["metadata"]["annotations"].update(b.annotations)
+    d = decide(nodes, [first, claiming("b", "shared")], CONFIG, 0, key=KEY,
+               claims={"team-a/shared": allocated})  # fmt: skip
+    (j,) = d.binds
+    assert (j.pod, j.node) == ("team-a/b", node) and j.claim.join
+    assert j.claim.status == {
+        "reservedFor": [{"resource": "pods", "name": "b", "uid": "uid-team-a-b"}]
+    }
+    assert json.loads(j.annotations["gpupool.io/grant"])["devices"] == []  # no card of its own
+
+
+def test_a_claim_whose_first_pod_is_gone_still_holds_its_card_for_those_that_joined():
+    nodes = [node_obj("n1", 1)]
+    held = _allocated(claim("shared"), "n1", "gpu-0", ("gone", "uid-gone"), ("b", "uid-team-a-b"))
+    joined = claiming("b", "shared", node="n1")
+    other = {"team-a/shared": held, "team-a/mine": claim("mine")}
+    d = decide(nodes, [joined, claiming("c", "mine")], CONFIG, 0, key=KEY, claims=other)
+    assert not [x for x in d.binds if x.pod == "team-a/c"] and "team-a/c" in d.waiting

@@ -20,7 +20,13 @@ from gpupool.kube.dra.claims import (
     allocation,
     extended_claim,
 )
-from gpupool.kube.dra.pod_claims import ClaimedPods, choose, claim_holds, with_claims
+from gpupool.kube.dra.pod_claims import (
+    ClaimedPods,
+    choose,
+    claim_holds,
+    joined_masks,
+    with_claims,
+)
 from gpupool.kube.grants import (
     GRANT_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -332,6 +338,11 @@ def decide(
         if claimed is None:
             return None
         ask = claimed.asks.get(pod_name)
+        join = claimed.joins.get(pod_name)
+        if join is not None:
+            meta = by_pod[pod_name].get("metadata") or {}
+            user = {"resource": "pods", "name": meta.get("name"), "uid": meta.get("uid")}
+            return ClaimWrite(join.namespace, join.name, {"reservedFor": [user]}, join=True)
         if ask is None:
             return _extended(by_pod[pod_name], piece, advertised)
         status = allocation(ask, piece, by_pod[pod_name], options.get(pod_name))
@@ -419,6 +430,7 @@ def decide(
     if claimed is not None:
         chosen = choose(jobs, claimed.asks, nodes, allowed, state)
         allowed = {**allowed, **{j: (c.nodes, c.why) for j, c in chosen.items()}}
+        allowed.update(joined_masks(jobs, claimed.joins, allowed))
         for job_id, c in chosen.items():
             jobs[job_id].job = replace(jobs[job_id].job, request=c.request)
             options.update({pod: c.option for pod in jobs[job_id].pods})

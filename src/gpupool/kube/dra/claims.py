@@ -177,6 +177,7 @@ class ClaimWrite:
     create: dict[str, Any] | None = None
     pod: str = ""
     pod_status: dict[str, Any] | None = None
+    join: bool = False  # the claim is allocated: only add the pod (status) to its reservedFor
 
 
 def allocation(

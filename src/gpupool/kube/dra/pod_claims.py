@@ -14,23 +14,35 @@ import numpy as np
 from gpupool.kube.dra.claims import ClaimAsk, Option, claim_ask, claim_names, held_elsewhere
 from gpupool.kube.inventory import KubeNode
 from gpupool.kube.pod_resources import pod_resources
-from gpupool.kube.pods import REQUEST_ANNOTATION, PodJob, meta, pod_key
+from gpupool.kube.pods import REQUEST_ANNOTATION, PodJob, meta, node_of, pod_key, uid_of
 from gpupool.model import ResourceRequest, SpecError, parse_request
 from gpupool.scheduler.ask import compile_ask
 from gpupool.scheduler.filters import feasibility
 from gpupool.scheduler.state import ClusterState
 
 
+@dataclass(frozen=True, slots=True)
+class Join:
+    """A pod sharing a claim already allocated (for another pod, or by someone): it goes to
+    the claim's node, takes no device of its own, and is added to the claim's reservedFor."""
+
+    namespace: str
+    name: str
+    node: str
+
+
 @dataclass
 class ClaimedPods:
     pods: list[Mapping[str, Any]] = field(default_factory=list)  # as the engine reads them
     asks: dict[str, ClaimAsk] = field(default_factory=dict)  # pod -> its gpupool claim
+    joins: dict[str, Join] = field(default_factory=dict)  # pod -> the shared claim it joins
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what cannot be honoured
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> what it waits for
 
 
-def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> ClaimAsk | str:
-    """The pod's claim, or what it waits for; SpecError for what gpupool cannot honour."""
+def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> ClaimAsk | Join | str:
+    """The pod's claim to allocate, the allocated claim it shares, or what it waits for;
+    SpecError for what gpupool cannot honour."""
     ns = pod_key(pod).split("/", 1)[0]
     names = claim_names(pod)
     if names is None:
@@ -42,27 +54,32 @@ def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> Cla
     if len(asks) != 1:
         raise SpecError(f"{len(asks)} ResourceClaims of gpupool's classes (one per pod is read)")
     (ask,) = asks
-    claim = claims[f"{ns}/{ask.name}"]
-    users = [str(r.get("uid")) for r in (claim.get("status") or {}).get("reservedFor") or []]
-    if users and users != [str((pod.get("metadata") or {}).get("uid"))]:
-        raise SpecError(
-            f"ResourceClaim {ask.name} is reserved for another pod: a claim shared by several "
-            "pods is not placed by gpupool yet"
-        )
     if REQUEST_ANNOTATION in meta(pod, "annotations"):
         raise SpecError(f"annotation {REQUEST_ANNOTATION} beside a ResourceClaim: ask one way")
     asked = pod_resources(pod)
     if asked.cards or asked.mig or asked.replicas or asked.cores is not None:
         raise SpecError("device resources in containers beside a ResourceClaim: ask one way")
-    return ask
+    status = claims[f"{ns}/{ask.name}"].get("status") or {}
+    users = [str(r.get("uid")) for r in status.get("reservedFor") or []]
+    if not status.get("allocation") or (users and users[0] == uid_of(pod)):
+        return ask  # to allocate, or allocated for this very pod (a restart)
+    results = ((status["allocation"].get("devices") or {}).get("results")) or []
+    pools = {str(r.get("pool")) for r in results}
+    if len(pools) != 1:
+        raise SpecError(f"ResourceClaim {ask.name}: allocated on {len(pools)} nodes (one is read)")
+    return Join(ns, ask.name, pools.pop())
 
 
 def with_claims(
     pods: Iterable[Mapping[str, Any]], claims: Mapping[str, Mapping[str, Any]]
 ) -> ClaimedPods:
-    """Our pending pods, those with claims given their claim's request."""
+    """Our pods, those with claims given their claim's request (or the shared claim they
+    join). Of pending pods naming one claim not yet allocated, the first allocates it and the
+    others wait for it (then join)."""
     out = ClaimedPods()
-    for pod in pods:
+    allocating: dict[tuple[str, str], str] = {}  # claim -> the pod allocating it
+    ordered = sorted(pods, key=lambda p: (not node_of(p), pod_key(p)))  # bound pods first
+    for pod in ordered:
         if not (pod.get("spec") or {}).get("resourceClaims"):
             out.pods.append(pod)
             continue
@@ -75,6 +92,14 @@ def with_claims(
         if isinstance(got, str):
             out.waiting[key] = got
             continue
+        if isinstance(got, Join):
+            out.pods.append(pod)  # its containers ask no device: it holds the claim's
+            out.joins[key] = got
+            continue
+        first = allocating.setdefault((got.namespace, got.name), key)
+        if first != key and not node_of(pod):
+            out.waiting[key] = f"ResourceClaim {got.name} is being allocated for pod {first}"
+            continue
         notes = {**meta(pod, "annotations"), REQUEST_ANNOTATION: got.spec}
         out.pods.append({**pod, "metadata": {**(pod.get("metadata") or {}), "annotations": notes}})
         out.asks[key] = got
@@ -82,16 +107,15 @@ def with_claims(
 
 
 def claim_holds(claims: Iterable[Mapping[str, Any]], our_pod_uids: set[str]) -> dict[str, set[int]]:
-    """Per node, cards that claims of our driver not reserved for our pods hold."""
+    """Per node, the cards claims of our driver hold that no grant of ours does: a claim is
+    ours while the pod it was allocated for (first in its reservedFor) is one of our live
+    pods, whose grant holds its cards; pods that joined it later hold none of their own."""
     claims = list(claims)
-    ours = {
-        str((c.get("metadata") or {}).get("uid"))
-        for c in claims
-        if any(
-            str(r.get("uid")) in our_pod_uids
-            for r in (c.get("status") or {}).get("reservedFor") or []
-        )
-    }
+    ours = set()
+    for c in claims:
+        users = (c.get("status") or {}).get("reservedFor") or []
+        if users and str(users[0].get("uid")) in our_pod_uids:
+            ours.add(str((c.get("metadata") or {}).get("uid")))
     return held_elsewhere(claims, ours)
 
 
@@ -167,4 +191,23 @@ def choose(
                     chosen = choice
                     break
         out[job_id] = chosen
+    return out
+
+
+def joined_masks(
+    jobs: Mapping[str, PodJob],
+    joins: Mapping[str, Join],
+    allowed: Mapping[str, tuple[frozenset[str] | None, str]],
+) -> dict[str, tuple[frozenset[str] | None, str]]:
+    """Each job of a pod joining a shared claim kept to the claim's node."""
+    out: dict[str, tuple[frozenset[str] | None, str]] = {}
+    for job_id, pj in jobs.items():
+        join = joins.get(pj.pods[0])
+        if join is None:
+            continue
+        constrained, why = allowed.get(job_id, (None, ""))
+        node = frozenset({join.node})
+        reason = f"its shared ResourceClaim {join.name} is allocated on {join.node}"
+        mask = node if constrained is None else constrained & node
+        out[job_id] = (mask, f"{why}, or {reason}" if why else reason)
     return out

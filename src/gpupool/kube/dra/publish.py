@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 V1 = "/apis/resource.k8s.io/v1"
 SLICES = f"{V1}/resourceslices"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 def claim_path(namespace: str, name: str) -> str:
@@ -107,8 +108,18 @@ class DraWriter:
                         raise
 
     def allocate(self, write: ClaimWrite, claim: Mapping[str, Any] | None) -> None:
-        """The claim's finalizer (it is not deleted while allocated), then its allocation."""
+        """The claim's finalizer (it is not deleted while allocated), then its allocation; for
+        a pod joining a shared claim, the pod appended to its reservedFor (a JSON patch, so
+        two pods joining at once both stay)."""
         path = claim_path(write.namespace, write.name)
+        if write.join:
+            (user,) = write.status["reservedFor"]
+            reserved = ((claim or {}).get("status") or {}).get("reservedFor") or []
+            if any(r.get("uid") == user["uid"] for r in reserved):
+                return
+            add = [{"op": "add", "path": "/status/reservedFor/-", "value": user}]
+            self.api.request("PATCH", f"{path}/status", add, content_type=JSON_PATCH)
+            return
         if write.create is not None and claim is None:
             try:
                 claim = self.api.request(
