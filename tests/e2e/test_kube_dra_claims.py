@@ -328,3 +328,21 @@ def test_an_old_nvidia_gpu_pod_on_a_dra_only_node_gets_an_extended_resource_clai
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["legacy"]
     classes = {c["metadata"]["name"]: c for c in kube.api.list(f"{V1}/deviceclasses")["items"]}
     assert classes["gpu.gpupool.io"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
+def test_two_pods_sharing_a_claim_run_on_its_node_with_one_card(kube, start_scheduler):
+    kube.apply(node_obj("n1", 1))
+    kube.apply(node_obj("n2", 1))
+    start_scheduler(dra=True)
+    claim_pod(kube, "shared", "gpu.gpupool.io")  # the claim, and a pod "shared" naming it
+    other = pod_obj("sidecar", cpu="100m", memory="64Mi")
+    other["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+    kube.apply(other)
+    for name in ("shared", "sidecar"):
+        wait_for(f"{name} bound", lambda name=name: bound(kube, name), 30)
+    assert bound(kube, "shared") == bound(kube, "sidecar")
+    users = [r["name"] for r in status(kube, "shared")["reservedFor"]]
+    assert sorted(users) == ["shared", "sidecar"] and len(devices(kube, "shared")) == 1
+    claim_pod(kube, "third", "gpu.gpupool.io")  # the other node's card is still free
+    wait_for("third bound", lambda: bound(kube, "third"), 30)
+    assert bound(kube, "third") != bound(kube, "shared")
