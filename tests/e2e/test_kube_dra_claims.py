@@ -328,6 +328,26 @@ def test_an_old_nvidia_gpu_pod_on_a_dra_only_node_gets_an_extended_resource_clai
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["legacy"]
     classes = {c["metadata"]["name"]: c for c in kube.api.list(f"{V1}/deviceclasses")["items"]}
     assert classes["gpu.gpupool.io"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    spec = classes["mig-3g-40gb.gpupool.io"]["spec"]
+    assert spec["extendedResourceName"] == "nvidia.com/mig-3g.40gb"
+
+    # an old MIG manifest (the device plugin's mixed strategy) on a DRA-only MIG node
+    mig = node_obj("dra-mig", 1, labels={"gpupool.io/sharing": "mig"})
+    for key in ("capacity", "allocatable"):
+        mig["status"][key] = {k: v for k, v in mig["status"][key].items() if k != "nvidia.com/gpu"}
+    located, _ = discover("simulated:1xA100-80G", "dra-mig")
+    mig["metadata"]["annotations"] = {"gpupool.io/devices": device_list(located)}
+    kube.apply(mig)
+    old = pod_obj("old-mig", cpu="100m", memory="64Mi")
+    old["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-3g.40gb": "1"}
+    kube.apply(old)
+    wait_for("the MIG pod bound", lambda: bound(kube, "old-mig"), 30)
+    extended = kube.pod("team-a", "old-mig")["status"]["extendedResourceClaimStatus"]
+    claim = kube.api.request("GET", f"{CLAIMS}/{extended['resourceClaimName']}")
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["deviceClassName"] == "mig-3g-40gb.gpupool.io"
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["device"].startswith("gpu-0-mig-3g-40gb-")
 
 
 def test_two_pods_sharing_a_claim_run_on_its_node_with_one_card(kube, start_scheduler):

@@ -51,6 +51,7 @@ def claiming(name: str, claim_name: str, **kw) -> dict:
             "gpu=1,gpu_share=30%,gpu_mem=20480MiB",
         ),
         (claim("e", "share.gpupool.io"), "gpu=1,gpu_share=100%"),
+        (claim("f", "mig-3g-40gb.gpupool.io"), "mig=3g.40gb:1"),  # a profile's own class
     ],
 )
 def test_claims_of_gpupools_classes_read_as_requests(c, spec):
@@ -222,3 +223,26 @@ def test_a_claim_whose_first_pod_is_gone_still_holds_its_card_for_those_that_joi
     other = {"team-a/shared": held, "team-a/mine": claim("mine")}
     d = decide(nodes, [joined, claiming("c", "mine")], CONFIG, 0, key=KEY, claims=other)
     assert not [x for x in d.binds if x.pod == "team-a/c"] and "team-a/c" in d.waiting
+
+
+def test_an_old_mig_pod_on_a_dra_only_node_gets_its_instance_through_the_profiles_class():
+    """nvidia.com/mig-3g.40gb (the device plugin's mixed strategy), on a MIG node whose kubelet
+    advertises no such resource: the extended-resource claim asks the profile's class and is
+    allocated the grant's instance; on a node whose device plugin advertises it, none."""
+    node = node_obj("m1", 1, labels={"gpupool.io/sharing": "mig"})
+    node["status"]["allocatable"] = {"cpu": "64", "memory": "512Gi"}
+    pod = pod_obj("mig", cpu="1")
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-3g.40gb": "1"}
+    node["metadata"]["annotations"] = {"gpupool.io/devices": json.dumps(
+        [{"index": 0, "model": "A100-80G", "memory_mib": 81920, "uuid": "GPU-0"}])}  # fmt: skip
+    d = decide([node], [pod], CONFIG, 0, key=KEY, claims={})
+    (b,) = d.binds
+    assert b.claim is not None and b.claim.create is not None
+    (request,) = b.claim.create["spec"]["devices"]["requests"]
+    assert request["exactly"]["deviceClassName"] == "mig-3g-40gb.gpupool.io"
+    (result,) = b.claim.status["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-0-mig-3g-40gb-4" and result["request"] == request["name"]
+    assert b.claim.pod_status["requestMappings"][0]["resourceName"] == "nvidia.com/mig-3g.40gb"
+    node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = "2"  # a device plugin serves it
+    d = decide([node], [pod], CONFIG, 0, key=KEY, claims={})
+    assert [b.claim for b in d.binds] == [None]

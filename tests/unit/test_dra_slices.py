@@ -88,6 +88,13 @@ def test_a_node_with_nothing_to_give_publishes_an_empty_pool():
 
 def test_the_device_classes_select_by_the_mode_the_slices_publish():
     classes = {c["metadata"]["name"]: c for c in device_classes()}
-    assert set(classes) == {"gpu.gpupool.io", "mig.gpupool.io", "share.gpupool.io"}
+    assert {"gpu.gpupool.io", "mig.gpupool.io", "share.gpupool.io"} <= set(classes)
     expr = classes["mig.gpupool.io"]["spec"]["selectors"][0]["cel"]["expression"]
     assert 'device.attributes["gpu.gpupool.io"].mode == "mig"' in expr
+    # old manifests' resource names, each served by one class
+    served = {c["spec"].get("extendedResourceName"): n for n, c in classes.items()}
+    assert served["nvidia.com/gpu"] == "gpu.gpupool.io"
+    assert served["nvidia.com/mig-3g.40gb"] == "mig-3g-40gb.gpupool.io"
+    three = classes["mig-3g-40gb.gpupool.io"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert three.endswith('.profile == "3g.40gb"')
+    assert not any("+" in (r or "") for r in served)  # no resource name has a "+"

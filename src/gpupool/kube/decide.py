@@ -14,7 +14,6 @@ from typing import Any, TypeVar, cast
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.dra.claims import (
-    EXTENDED_RESOURCE,
     ClaimWrite,
     Option,
     allocation,
@@ -250,12 +249,15 @@ def _claimed_view(
     return view, [p for p in view if pod_key(p) in our_keys]
 
 
-def _extended(pod: Mapping[str, Any], piece: NodeGrant, advertised: set[str]) -> ClaimWrite | None:
-    """The extended-resource claim of a pod asking nvidia.com/gpu bound where no device plugin
-    advertises it (``claims.extended_claim``), so the kubelet admits it through DRA."""
-    if piece.node in advertised or not piece.devices:
+def _extended(
+    pod: Mapping[str, Any], piece: NodeGrant, advertised: Mapping[str, set[str]]
+) -> ClaimWrite | None:
+    """The extended-resource claim of a pod asking nvidia.com/gpu or MIG instances bound
+    where no device plugin advertises them (``claims.extended_claim``), so the kubelet admits
+    it through DRA."""
+    if not piece.devices:
         return None
-    made = extended_claim(pod, piece)
+    made = extended_claim(pod, piece, advertised.get(piece.node, set()))
     if made is None:
         return None
     body, status, pod_status = made
@@ -307,11 +309,13 @@ def decide(
     node_objs = list(node_objs)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
-    advertised = {  # nodes whose kubelet admits nvidia.com/gpu itself (a device plugin's)
-        str((o.get("metadata") or {}).get("name"))
+    advertised = {  # per node, what its kubelet admits itself (a device plugin's resources)
+        str((o.get("metadata") or {}).get("name")): {
+            r
+            for r, v in ((o.get("status") or {}).get("allocatable") or {}).items()
+            if v not in (None, "0", 0)
+        }
         for o in node_objs
-        if ((o.get("status") or {}).get("allocatable") or {}).get(EXTENDED_RESOURCE)
-        not in (None, "0", 0)
     }
     size, left_out = replica_size(nodes)
     out.node_problems.update(left_out)

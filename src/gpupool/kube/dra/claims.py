@@ -18,11 +18,11 @@ them — placing the pod without them would be a grant the claim did not ask for
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
-from gpupool.kube.dra.classes import CLASSES
+from gpupool.kube.dra.classes import CLASSES, EXTENDED, MIG_CLASSES
 from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
 from gpupool.model.units import parse_memory_mib
@@ -124,7 +124,7 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
 
 def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
     klass = str(exactly.get("deviceClassName", ""))
-    if klass not in CLASSES:
+    if klass not in CLASSES and klass not in MIG_CLASSES:
         raise SpecError(
             f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}); leave "
             "the pod to the scheduler of that driver",
@@ -134,7 +134,9 @@ def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
         raise SpecError(f"{where}: allocationMode {exactly['allocationMode']} is not read")
     count = int(exactly.get("count", 1))
     chosen = _selected(exactly.get("selectors") or [], where)
-    mode = CLASSES[klass]
+    if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
+        chosen.setdefault("profile", MIG_CLASSES[klass])
+    mode = CLASSES.get(klass, "mig")
     model = chosen.pop("model", None)
     vendor = chosen.pop("vendor", None)
     if mode == "mig":
@@ -248,35 +250,65 @@ EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 EXTENDED_RESOURCE = "nvidia.com/gpu"  # gpu.gpupool.io's extendedResourceName
 
 
+def _taken_for(resource: str, count: int, devices: list[Any]) -> list[str] | None:
+    """Device names of ``count`` of the grant's devices that serve ``resource`` (taken out of
+    ``devices``); None when the grant has not that many."""
+    profile = resource.removeprefix("nvidia.com/mig-") if resource != EXTENDED_RESOURCE else None
+    out: list[str] = []
+    for d in list(devices):
+        if len(out) == count:
+            break
+        if d.mig_profile == profile:
+            devices.remove(d)
+            out.append(
+                device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
+                if profile
+                else device_name("gpu", d.device)
+            )
+    return out if len(out) == count else None
+
+
 def extended_claim(
-    pod: Mapping[str, Any], piece: NodeGrant
+    pod: Mapping[str, Any], piece: NodeGrant, advertised: Set[str]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
-    """For a pod asking ``nvidia.com/gpu`` in its containers, bound to a node that does not
-    advertise it (a node served by DRA alone): the special claim the kubelet then prepares
-    (as kube-scheduler makes one under the gate DRAExtendedResource: owned by the pod, one
-    request ``container-<i>-request-<j>`` per container asking, <i> its index among init
-    containers and containers, <j> the resource's among its sorted requests), its status
-    from the grant's cards, and the pod's ``extendedResourceClaimStatus``. None when the pod
-    asks none in its containers or an init container asks some (not mapped)."""
+    """For a pod asking ``nvidia.com/gpu`` or ``nvidia.com/mig-<profile>`` in its containers,
+    bound to a node that does not advertise it (a node served by DRA alone; ``advertised``:
+    what it does): the special claim the kubelet then prepares (as kube-scheduler makes one
+    under the gate DRAExtendedResource: owned by the pod, one request
+    ``container-<i>-request-<j>`` per container and resource, <i> its index among init
+    containers and containers, <j> the resource's among its sorted requests, of the class
+    whose extendedResourceName it is), its status from the grant's devices, and the pod's
+    ``extendedResourceClaimStatus``. None when nothing is to map, an init container asks
+    some (not mapped), or the grant does not hold what the requests say."""
     spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-    if any(_asks_extended(c) for c in spec.get("initContainers") or []):
+    mapped = {r: k for r, k in EXTENDED.items() if r not in advertised}
+    if any(_asked(c, mapped) for c in spec.get("initContainers") or []):
         return None
     requests, mappings = [], []
     containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
     for i, c in enumerate(containers):
-        asked = _asks_extended(c)
-        if not asked:
-            continue
         keys = sorted(_container_requests(c))
-        name = f"container-{i}-request-{keys.index(EXTENDED_RESOURCE)}"
-        requests.append((name, asked))
-        mappings.append(
-            {"containerName": c.get("name"), "resourceName": EXTENDED_RESOURCE, "requestName": name}
-        )
-    if not requests or sum(n for _, n in requests) != len(piece.devices):
+        for resource, count in sorted(_asked(c, mapped).items()):
+            name = f"container-{i}-request-{keys.index(resource)}"
+            requests.append((name, resource, count))
+            mappings.append(
+                {"containerName": c.get("name"), "resourceName": resource, "requestName": name}
+            )
+    if not requests:
         return None
+    left = list(piece.devices)
+    results = []
+    for name, resource, count in requests:
+        taken = _taken_for(resource, count, left)
+        if taken is None:
+            return None
+        results += [
+            {"request": name, "driver": DRIVER, "pool": piece.node, "device": d} for d in taken
+        ]
     pod_name, uid = str(meta.get("name")), str(meta.get("uid"))
     claim_name = f"{pod_name}-extended-resources-{uuid.uuid5(uuid.NAMESPACE_URL, uid).hex[:5]}"
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid,
+             "controller": True, "blockOwnerDeletion": True}  # fmt: skip
     body = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -284,39 +316,18 @@ def extended_claim(
             "name": claim_name,
             "namespace": meta.get("namespace"),
             "annotations": {EXTENDED_ANNOTATION: "true"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod_name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner],
         },
         "spec": {
             "devices": {
                 "requests": [
-                    {
-                        "name": n,
-                        "exactly": {
-                            "deviceClassName": DRIVER,
-                            "allocationMode": "ExactCount",
-                            "count": k,
-                        },
-                    }
-                    for n, k in requests
+                    {"name": n, "exactly": {"deviceClassName": mapped[r],
+                                            "allocationMode": "ExactCount", "count": k}}
+                    for n, r, k in requests
                 ]
             }
         },
-    }
-    names = iter(device_name("gpu", d.device) for d in piece.devices)
-    results = [
-        {"request": n, "driver": DRIVER, "pool": piece.node, "device": next(names)}
-        for n, k in requests
-        for _ in range(k)
-    ]
+    }  # fmt: skip
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}
     status = {
         "allocation": {
@@ -329,14 +340,20 @@ def extended_claim(
     return body, status, pod_status
 
 
+def _asked(c: Mapping[str, Any], mapped: Mapping[str, str]) -> dict[str, int]:
+    """The mapped extended resources a container asks, and how many."""
+    out: dict[str, int] = {}
+    for resource, raw in _container_requests(c).items():
+        if resource in mapped:
+            try:
+                n = int(str(raw))
+            except ValueError:
+                continue
+            if n > 0:
+                out[resource] = n
+    return out
+
+
 def _container_requests(c: Mapping[str, Any]) -> dict[str, Any]:
     res = c.get("resources") or {}
     return {**(res.get("limits") or {}), **(res.get("requests") or {})}
-
-
-def _asks_extended(c: Mapping[str, Any]) -> int:
-    raw = _container_requests(c).get(EXTENDED_RESOURCE)
-    try:
-        return int(str(raw)) if raw is not None else 0
-    except ValueError:
-        return 0
