@@ -366,3 +366,85 @@ def test_two_pods_sharing_a_claim_run_on_its_node_with_one_card(kube, start_sche
     claim_pod(kube, "third", "gpu.gpupool.io")  # the other node's card is still free
     wait_for("third bound", lambda: bound(kube, "third"), 30)
     assert bound(kube, "third") != bound(kube, "shared")
+
+
+def test_the_kubelet_plugin_makes_a_mig_claims_instance_at_prepare_time(
+    kube, start_scheduler, tmp_path
+):
+    """Dynamic MIG in Kubernetes mode: a MIG-mode card with no instance; gpupool allocates a
+    3g and a 4g claim (placements that leave each other room), and the plugin makes each
+    instance when the kubelet prepares its claim; a claim whose instance would overlap one a
+    prepared claim uses is refused, not made by destroying it."""
+    import grpc
+
+    from gpupool.devices.detect import discover
+    from gpupool.kube.api import KubeApi
+    from gpupool.kube.device_plugin import publish_devices
+    from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
+    from gpupool.kube.draplugin import dra_pb2, dra_pb2_grpc
+
+    spec = tmp_path / "node.yaml"
+    spec.write_text("devices:\n  - {model: A100-80G, count: 1, mode: mig}\n")
+    api = KubeApi(kube.device_plugin_kubeconfig)
+    kube.apply(node_obj("m1", 1, labels={"gpupool.io/sharing": "mig"}))
+    located, _ = discover(str(spec), "m1")
+    publish_devices(api, "m1", located)
+    start_scheduler(dra=True)
+    claim_pod(kube, "three", "mig.gpupool.io", f'{ATTR}.profile == "3g.40gb"')
+    claim_pod(kube, "four", "mig.gpupool.io", f'{ATTR}.profile == "4g.40gb"')
+    for name in ("three", "four"):
+        wait_for(f"{name} bound", lambda name=name: bound(kube, name), 30)
+    plugin = ClaimPlugin(api, "m1", located, str(tmp_path / "cdi"))
+    server, _ = serve(plugin, str(tmp_path / "plugin"), str(tmp_path / "registry"))
+    try:
+        stub = dra_pb2_grpc.DRAPluginStub(
+            grpc.insecure_channel(f"unix://{tmp_path}/plugin/dra.sock")
+        )
+
+        def prepare(name: str):
+            uid = kube.api.request("GET", f"{CLAIMS}/{name}")["metadata"]["uid"]
+            ask = dra_pb2.Claim(namespace="team-a", uid=uid, name=name)
+            answer = stub.NodePrepareResources(dra_pb2.NodePrepareResourcesRequest(claims=[ask]))
+            return uid, answer.claims[uid]
+
+        made = {}
+        for name in ("three", "four"):
+            uid, answer = prepare(name)
+            assert answer.error == "", answer.error
+            cdi = json.loads((tmp_path / f"cdi/gpupool-claim-{uid}.json").read_text())
+            env = dict(e.split("=", 1) for e in cdi["devices"][0]["containerEdits"]["env"])
+            made[name] = env["CUDA_VISIBLE_DEVICES"]
+        assert made["three"].startswith("MIG-") and "3g.40gb-4" in made["three"]
+        assert made["four"].startswith("MIG-") and "4g.40gb-0" in made["four"]
+        layout = {(m.profile, m.start) for m in located[0].backend._devices[0].mig}
+        assert layout == {("3g.40gb", 4), ("4g.40gb", 0)}
+        # a claim allocated over the 4g's slices (as a stale allocation would be): refused
+        kube.apply(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "clash", "namespace": "team-a"},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "mig.gpupool.io"}}
+                        ]
+                    }
+                },
+            }
+        )
+        result = {
+            "request": "gpu",
+            "driver": "gpu.gpupool.io",
+            "pool": "m1",
+            "device": "gpu-0-mig-7g-80gb-0",
+        }
+        kube.api.request(
+            "PATCH", f"{CLAIMS}/clash/status",
+            {"status": {"allocation": {"devices": {"results": [result]}}}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        _, clash = prepare("clash")
+        assert "overlaps instances in use" in clash.error, clash.error
+    finally:
+        server.stop(0)

@@ -5,11 +5,17 @@ allocator that read gpupool's slices), and returns a CDI device whose environmen
 what was allocated — the card's UUID visible, a MIG instance's UUID, and for a share the MPS
 / HAMi-core limits of its consumed memory and compute: the enforcement DRA itself does not
 give (its consumable capacity is accounting only). The CDI spec is a file in ``cdi_dir``,
-removed when the kubelet unprepares the claim."""
+removed when the kubelet unprepares the claim.
+
+A MIG claim's instance is made at prepare time if the card does not have it yet (dynamic
+MIG, as the node agent does it standalone: ``agent.mig_layout``): idle instances in the way
+are destroyed, never one a prepared claim uses — the MIG layout follows the claims gpupool
+allocates, so no layout is fixed in advance."""
 
 import json
 import logging
 import re
+import threading
 from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
@@ -17,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from gpupool.agent.mig_layout import MigLayoutError, ensure_instances
 from gpupool.devices.detect import Located
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.dra.slices import DRIVER, device_name
@@ -69,6 +76,16 @@ def claim_grants(
     return out
 
 
+def _mig_uuids(grants: list[Grant], local: Mapping[int, LocalDevice]) -> set[str]:
+    return {
+        uuid
+        for g in grants
+        if g.mig_profile is not None
+        for p, s, uuid in local[g.device].mig
+        if (p, s) == (g.mig_profile, g.mig_start)
+    }
+
+
 def cdi_spec(claim_uid: str, env: Mapping[str, str]) -> dict[str, Any]:
     """A CDI spec (v0.6.0) of one device, the claim, whose edits set ``env``."""
     return {
@@ -98,6 +115,25 @@ class ClaimPlugin(dra_pb2_grpc.DRAPluginServicer):
         self.models = {loc.index: loc.device.model for loc in located}
         self.cdi_dir = Path(cdi_dir)
         self.hami_core = hami_core
+        self.located = {loc.index: loc for loc in located}
+        self.lock = threading.Lock()  # prepares change the cards' MIG layout one at a time
+        # claim UID -> the MIG instances it was prepared with (never destroyed while it is)
+        self.in_use: dict[str, set[str]] = self._prepared_before()
+
+    def _prepared_before(self) -> dict[str, set[str]]:
+        """The MIG instances of claims prepared before a restart (their CDI specs)."""
+        out: dict[str, set[str]] = {}
+        for spec in self.cdi_dir.glob("gpupool-claim-*.json"):
+            try:
+                body = json.loads(spec.read_text())
+                env = dict(e.split("=", 1) for e in body["devices"][0]["containerEdits"]["env"])
+            except (OSError, ValueError, KeyError, IndexError):
+                continue
+            uid = spec.name.removeprefix("gpupool-claim-").removesuffix(".json")
+            out[uid] = {
+                u for u in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if u.startswith("MIG-")
+            }
+        return out
 
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_dir / f"gpupool-claim-{uid}.json"
@@ -111,8 +147,13 @@ class ClaimPlugin(dra_pb2_grpc.DRAPluginServicer):
             found = claim_grants(got, self.node, self.models)
             if not found:
                 raise SpecError(f"claim {claim.name}: no device of {DRIVER} on {self.node}")
-            env = slice_env([g for _, _, g in found], self.local, self.hami_core)
-        except (ApiError, SpecError) as exc:
+            grants = [g for _, _, g in found]
+            with self.lock:
+                busy = set().union(*(v for k, v in self.in_use.items() if k != claim.uid))
+                ensure_instances(grants, self.local, self.located, busy)
+                env = slice_env(grants, self.local, self.hami_core)
+                self.in_use[claim.uid] = _mig_uuids(grants, self.local)
+        except (ApiError, SpecError, MigLayoutError) as exc:
             return dra_pb2.NodePrepareResourceResponse(error=str(exc))
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
         target = self._spec_path(claim.uid)
@@ -142,6 +183,8 @@ class ClaimPlugin(dra_pb2_grpc.DRAPluginServicer):
         for c in request.claims:
             try:
                 self._spec_path(c.uid).unlink(missing_ok=True)
+                with self.lock:
+                    self.in_use.pop(c.uid, None)
                 out[c.uid] = dra_pb2.NodeUnprepareResourceResponse()
             except OSError as exc:
                 out[c.uid] = dra_pb2.NodeUnprepareResourceResponse(error=str(exc))
