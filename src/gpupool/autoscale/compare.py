@@ -13,7 +13,7 @@ import numpy as np
 
 from gpupool.autoscale import forecast
 from gpupool.autoscale.kpa import Kpa
-from gpupool.autoscale.load import ticks_from_windows
+from gpupool.autoscale.load import bursty_ticks, ticks_from_windows
 from gpupool.autoscale.predictive import Predictive
 from gpupool.autoscale.reactive import Reactive
 from gpupool.autoscale.replay import Policy, replay
@@ -44,10 +44,26 @@ def at_equal_cost(front: list[Point], replica_hours: float) -> Point | None:
     return next((p for p in front if p["replica_hours"] >= replica_hours), None)
 
 
+def interpolated(front: list[Point], replica_hours: float, key: str) -> float | None:
+    """``key`` (minutes) of ``front`` at exactly ``replica_hours``, linear between the two
+    front points around it (the cheapest-point-above rule favours the front by up to a step);
+    None outside the front."""
+    xs = [p["replica_hours"] for p in front]
+    if not xs or replica_hours < xs[0] or replica_hours > xs[-1]:
+        return None
+    return round(float(np.interp(replica_hours, xs, [p[key] for p in front])), 1)
+
+
 class Comparison:
     """One trace, one scenario: the load per tick and the judged span."""
 
-    def __init__(self, window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario):
+    def __init__(
+        self,
+        window_rates: np.ndarray,
+        window_s: int,
+        scenario: AutoscaleScenario,
+        window_cv2: np.ndarray | None = None,
+    ):
         self.scenario = scenario
         self.model = scenario.service_model()
         tick = scenario.tick_s
@@ -66,7 +82,12 @@ class Comparison:
         need = s.peak_share_of_pool * scenario.pool.cards / s.gpus_per_replica
         self.scale = need * s.replica_rps / peak
         self.window_rates = np.asarray(window_rates) * self.scale
-        self.rates = ticks_from_windows(self.window_rates, window_s, tick)
+        if scenario.arrivals == "bursty":
+            if window_cv2 is None:
+                raise SpecError("arrivals: bursty needs the trace's inter-arrival CVs")
+            self.rates = bursty_ticks(self.window_rates, window_cv2, window_s, tick, scenario.seed)
+        else:
+            self.rates = ticks_from_windows(self.window_rates, window_s, tick)
         self.window_ticks = window_s // tick
         self.start = learn_w * self.window_ticks
         self.end = min(len(self.rates), (learn_w + judge_w) * self.window_ticks)
@@ -124,9 +145,15 @@ class Comparison:
         return float(np.mean(future <= up[judged[::6]] + 1e-9))
 
 
-def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario) -> dict[str, Any]:
-    """The comparison's JSON: both policies at equal cost, their curves, the other predictors."""
-    c = Comparison(window_rates, window_s, scenario)
+def compare(
+    window_rates: np.ndarray,
+    window_s: int,
+    scenario: AutoscaleScenario,
+    window_cv2: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The comparison's JSON: both policies at equal cost, their curves, the other predictors.
+    ``window_cv2``: each window's squared inter-arrival CV (needed for bursty arrivals)."""
+    c = Comparison(window_rates, window_s, scenario, window_cv2)
     reactive_front = pareto(c.reactive_points())
     default = scenario.predictive.headroom
     curves: dict[str, list[Point]] = {"reactive": reactive_front}
@@ -151,6 +178,13 @@ def compare(window_rates: np.ndarray, window_s: int, scenario: AutoscaleScenario
         "predictive": predictive,
         "reactive": reactive,
         "underprovisioned_ratio": _ratio(predictive, reactive),
+        "arrivals": scenario.arrivals,
+        "seed": scenario.seed,
+        # the reactive front at exactly the predictive point's replica-hours (interpolated)
+        "reactive_interpolated": {
+            key: interpolated(reactive_front, predictive["replica_hours"], key)
+            for key in ("underprovisioned_min", "slo_violating_min")
+        },
         "forecast_coverage": coverage,
         "quantile": scenario.predictive.quantile,
         "predictors": others,

@@ -10,6 +10,26 @@ def ticks_from_windows(window_rates: np.ndarray, window_s: int, tick_s: int) -> 
     return np.repeat(np.asarray(window_rates, dtype=float), window_s // tick_s)
 
 
+def bursty_ticks(
+    window_rates: np.ndarray, window_cv2: np.ndarray, window_s: int, tick_s: int, seed: int
+) -> np.ndarray:
+    """Requests per second per tick drawn from each window's rate and burstiness: a renewal
+    process of rate r and inter-arrival CV c has, over t seconds, counts of mean r*t and
+    variance about r*t*c^2; each tick's count is drawn from the Gamma of those two moments
+    (``window_cv2``: c^2 per window; 0 keeps the tick at the mean, the smooth load)."""
+    if window_s % tick_s:
+        raise ValueError(f"tick {tick_s} s does not divide the {window_s}-s window")
+    per = window_s // tick_s
+    mean = np.repeat(np.asarray(window_rates, dtype=float), per) * tick_s
+    cv2 = np.repeat(np.asarray(window_cv2, dtype=float), per)
+    drawn = mean.copy()
+    bursty = (mean > 0) & (cv2 > 0)
+    rng = np.random.default_rng(seed)
+    drawn[bursty] = rng.gamma(mean[bursty] / cv2[bursty], cv2[bursty])
+    out: np.ndarray = drawn / tick_s
+    return out
+
+
 def trailing_mean(rates: np.ndarray, ticks: int) -> np.ndarray:
     """Mean over the last ``ticks`` ticks up to and including each tick (fewer at the start)."""
     ticks = max(1, ticks)

@@ -34,6 +34,8 @@ class ServiceModel:
     gpus_per_replica: float = 1.0
     restart_cost_s: float = 0.0
     timeout_s: float = 60.0
+    slo_wait_s: float = 2.0  # a request waiting longer than this missed its SLO
+    slo_fraction: float = 0.01  # a minute with more such requests (or dropped) violates
 
     @property
     def lead_s(self) -> float:
@@ -50,6 +52,7 @@ class Policy(Protocol):
 @dataclass(frozen=True)
 class Outcome:
     underprovisioned_min: float
+    slo_violating_min: float
     unserved_requests: float
     wait_p95_s: float
     replica_hours: float
@@ -60,6 +63,7 @@ class Outcome:
     def summary(self) -> dict[str, float]:
         return {
             "underprovisioned_min": round(self.underprovisioned_min, 1),
+            "slo_violating_min": round(self.slo_violating_min, 1),
             "unserved_requests": round(self.unserved_requests),
             "wait_p95_s": round(self.wait_p95_s, 2),
             "replica_hours": round(self.replica_hours, 1),
@@ -74,6 +78,19 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     order = np.argsort(values)
     cum = np.cumsum(weights[order])
     return float(values[order][np.searchsorted(cum, q * cum[-1])])
+
+
+def slo_violating_minutes(
+    arrivals: np.ndarray, harmed: np.ndarray, tick_s: int, fraction: float
+) -> float:
+    """Minutes in which more than ``fraction`` of the requests that arrived were dropped or
+    waited past the SLO (what users feel, where under-provisioned minutes count capacity:
+    a short tick with an empty queue harms nobody, a tick after one may harm many)."""
+    per = max(1, 60 // tick_s)
+    whole = len(arrivals) // per * per
+    came = arrivals[:whole].reshape(-1, per).sum(axis=1)
+    hurt = harmed[:whole].reshape(-1, per).sum(axis=1)
+    return float(np.count_nonzero(hurt > fraction * np.maximum(came, 1e-9)) * per * tick_s / 60)
 
 
 def replay(
@@ -94,6 +111,7 @@ def replay(
     held = np.zeros(n)
     waits = np.zeros(n)
     arrivals = np.zeros(n)
+    harmed = np.zeros(n)  # requests dropped, or waiting past the SLO, per tick
     short = 0
     unserved = 0.0
     scale_ups = 0
@@ -107,11 +125,12 @@ def replay(
         backlog += (demand - serve) * tick_s
         backlog = max(0.0, backlog)
         limit = serve * model.timeout_s
-        if backlog > limit:
-            unserved += backlog - limit
-            backlog = limit
+        dropped = max(0.0, backlog - limit)
+        unserved += dropped
+        backlog = min(backlog, limit)
         arrivals[k] = demand * tick_s
         waits[k] = backlog / serve if serve > 0 else model.timeout_s
+        harmed[k] = dropped + (arrivals[k] - dropped if waits[k] > model.slo_wait_s else 0.0)
         want = policy.desired(i, ready, len(starting))
         want = min(model.max_replicas, max(model.min_replicas, want))
         have = ready + len(starting)
@@ -129,6 +148,7 @@ def replay(
     training_s = model.pool_gpus * n * tick_s - gpu_s.sum() - lost_s
     return Outcome(
         underprovisioned_min=short * tick_s / 60,
+        slo_violating_min=slo_violating_minutes(arrivals, harmed, tick_s, model.slo_fraction),
         unserved_requests=unserved,
         wait_p95_s=_weighted_quantile(waits, arrivals, 0.95),
         replica_hours=float(held.sum() * tick_s / 3600),

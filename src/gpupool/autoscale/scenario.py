@@ -5,6 +5,7 @@ comparison depends on is stated there. Validation errors name the field.
 """
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -64,6 +65,10 @@ class PredictiveSpec(BaseModel):
 class AutoscaleScenario(BaseModel):
     name: str = "autoscale"
     tick_s: int = Field(10, gt=0, le=600)
+    # smooth: each 600-s window's mean rate held over its ticks; bursty: each tick's count
+    # drawn from the window's rate and inter-arrival CV (load.bursty_ticks), with this seed
+    arrivals: Literal["smooth", "bursty"] = "smooth"
+    seed: int = Field(0, ge=0)
     learn_days: int = Field(7, gt=0)
     judge_days: int = Field(7, gt=0)
     pool: Pool = Field(default_factory=Pool)
@@ -98,3 +103,12 @@ def load_scenario(path: Path) -> AutoscaleScenario:
         return AutoscaleScenario.model_validate(data)
     except ValidationError as e:
         raise from_validation(e, str(path), "scenario") from None
+
+
+def scenario_with(scenario: AutoscaleScenario, changes: dict[str, object]) -> AutoscaleScenario:
+    """The scenario with ``changes`` (command-line options), validated; SpecError names a bad
+    value."""
+    try:
+        return AutoscaleScenario.model_validate({**scenario.model_dump(), **changes})
+    except ValidationError as e:
+        raise from_validation(e, "option") from None

@@ -33,12 +33,13 @@ def _count(n: float) -> str:
 
 def _row(name: str, point: dict | None) -> list[str]:
     if point is None:
-        return [name, "-", "-", "-", "-", "-", "-"]
+        return [name, "-", "-", "-", "-", "-", "-", "-"]
     return [
         name,
         f"{point['headroom']:.2f}",
         f"{point['replica_hours']:,.0f}",
         f"{point['underprovisioned_min']:,.0f}",
+        f"{point['slo_violating_min']:,.0f}",
         _count(point["unserved_requests"]),
         f"{point['wait_p95_s']:.1f}",
         f"{point['training_gpu_hours']:,.0f}",
@@ -56,13 +57,19 @@ def autoscale_command(
         None, help="Scenario YAML (default: examples/autoscale-scenario.yaml's values)."
     ),
     strict: bool = typer.Option(False, help="Reject the trace on any bad row."),
+    arrivals: str = typer.Option(
+        None,
+        help="smooth (each window's mean rate) or bursty (each 10-s tick drawn from the "
+        "window's rate and inter-arrival CV) [default: the scenario's, smooth].",
+    ),
+    seed: int = typer.Option(None, min=0, help="Seed of the bursty draws [default: 0]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Learn days 1-7 of a request-rate trace, replay days 8-14 with a Knative-KPA-like
     reactive autoscaler and the predictive one, each swept over its headroom, and compare them
     at equal replica-hours (the reactive front point costing the same or more)."""
     from gpupool.autoscale.compare import compare
-    from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario
+    from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario, scenario_with
     from gpupool.sim.traces.servegen import load_rates
 
     folder = _trace_dir(trace, model)
@@ -75,7 +82,10 @@ def autoscale_command(
         err_console.print(f"[yellow]skipped[/] {line}")
     if len(skipped) > 5:
         err_console.print(f"[yellow]skipped[/] {len(skipped) - 5} more rows")
-    result = compare(rates.total, rates.window_s, chosen)
+    if arrivals is not None or seed is not None:  # validated as the scenario file's would be
+        given = {"arrivals": arrivals, "seed": seed}
+        chosen = scenario_with(chosen, {k: v for k, v in given.items() if v is not None})
+    result = compare(rates.total, rates.window_s, chosen, rates.burst_cv2)
     result["trace"] = {"folder": str(folder), "clients": len(rates.clients)}
     result["skipped_rows"] = len(skipped)
     if as_json:
@@ -86,11 +96,13 @@ def autoscale_command(
         "headroom",
         "replica h",
         "short min",
+        "SLO min",
         "unserved",
         "p95 s",
         "train GPU-h",
         title=f"{result['judged_days']:g} judged days, lead {result['lead_s']:.0f} s",
-        caption="short min: minutes with ready capacity below demand; p95 s: request wait; "
+        caption="short min: minutes with ready capacity below demand; SLO min: minutes with "
+        "over 1% of requests dropped or waiting over 2 s; p95 s: request wait; "
         "reactive: the Knative-KPA-like front point at the same or more replica-hours",
     )
     table.add_row(*_row("predictive", result["predictive"]))

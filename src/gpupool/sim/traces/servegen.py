@@ -12,7 +12,7 @@ a two-client excerpt for its tests.
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,22 +26,42 @@ ENV = "GPUPOOL_SERVEGEN_DIR"
 
 @dataclass(frozen=True)
 class RateTrace:
-    """Requests per second per window, per client (zero where a client sent nothing)."""
+    """Requests per second per window, per client (zero where a client sent nothing), and
+    each window's inter-arrival CV per client (0 where the row gives none)."""
 
     window_s: int
     clients: dict[str, np.ndarray]
+    cvs: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def total(self) -> np.ndarray:
         return np.sum(list(self.clients.values()), axis=0)
 
     @property
+    def burst_cv2(self) -> np.ndarray:
+        """Per window, the squared CV the summed load's arrival counts have: independent
+        clients add their count variances (rate x CV^2 per second), so the total's is
+        ``sum(rate_i * cv_i^2) / sum(rate_i)`` — a squared CV kept when the load is scaled
+        by adding clients alike."""
+        total = self.total
+        weighted = np.sum(
+            [
+                r * np.square(self.cvs.get(name, np.zeros_like(r)))
+                for name, r in self.clients.items()
+            ],
+            axis=0,
+        )
+        out: np.ndarray = np.divide(weighted, total, out=np.zeros_like(total), where=total > 0)
+        return out
+
+    @property
     def windows(self) -> int:
         return len(next(iter(self.clients.values())))
 
 
-def _rates(path: Path) -> tuple[dict[int, float], list[RowError]]:
-    rates: dict[int, float] = {}
+def _rates(path: Path) -> tuple[dict[int, tuple[float, float]], list[RowError]]:
+    """Per window, (rate, inter-arrival CV) of one client's file."""
+    rates: dict[int, tuple[float, float]] = {}
     errors: list[RowError] = []
     try:
         with path.open(newline="") as f:
@@ -61,7 +81,15 @@ def _rates(path: Path) -> tuple[dict[int, float], list[RowError]]:
                         RowError(line, f"timestamp {t:g} is not on a {WINDOW_S}-s window")
                     )
                     continue
-                rates[int(t) // WINDOW_S] = rate
+                try:
+                    cv = float(row[2]) if len(row) > 2 and row[2] else 0.0
+                except ValueError:
+                    errors.append(RowError(line, "cv must be a number"))
+                    continue
+                if not math.isfinite(cv) or cv < 0:
+                    errors.append(RowError(line, "a negative or non-finite cv"))
+                    continue
+                rates[int(t) // WINDOW_S] = (rate, cv)
     except UnicodeDecodeError:
         raise SpecError(f"{path.name}: not a text CSV file") from None
     return rates, errors
@@ -76,7 +104,7 @@ def load_rates(folder: Path, strict: bool = False) -> tuple[RateTrace, list[str]
             f"data/language/m-large of alibaba/ServeGen; {ENV} names data/language)",
             field="trace",
         )
-    per_client: dict[str, dict[int, float]] = {}
+    per_client: dict[str, dict[int, tuple[float, float]]] = {}
     skipped: list[str] = []
     for path in files:
         rates, errors = _rates(path)
@@ -87,10 +115,10 @@ def load_rates(folder: Path, strict: bool = False) -> tuple[RateTrace, list[str]
     length = 1 + max((max(r) for r in per_client.values() if r), default=-1)
     if length == 0:
         raise SpecError(f"trace: no usable row in {folder}", field="trace")
-    clients = {}
+    clients, cvs = {}, {}
     for name, rates in per_client.items():
-        series = np.zeros(length)
-        for window, rate in rates.items():
-            series[window] = rate
-        clients[name] = series
-    return RateTrace(WINDOW_S, clients), skipped
+        series, cv = np.zeros(length), np.zeros(length)
+        for window, (rate, c) in rates.items():
+            series[window], cv[window] = rate, c
+        clients[name], cvs[name] = series, cv
+    return RateTrace(WINDOW_S, clients, cvs), skipped
