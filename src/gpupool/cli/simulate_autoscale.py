@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from gpupool.cli.errors import err_console, friendly
 from gpupool.extras import MissingExtra, have
@@ -92,14 +92,14 @@ def autoscale_command(
         typer.echo(json.dumps(result))
         return
     table = Table(
-        "policy",
-        "headroom",
-        "replica h",
-        "short min",
-        "SLO min",
-        "unserved",
-        "p95 s",
-        "train GPU-h",
+        Column("policy", no_wrap=True),
+        Column("head-\nroom", justify="right"),
+        Column("replica\nh", justify="right"),
+        Column("short\nmin", justify="right"),
+        Column("SLO\nmin", justify="right"),
+        Column("un-\nserved", justify="right"),
+        Column("p95\ns", justify="right"),
+        Column("train\nGPU-h", justify="right"),
         title=f"{result['judged_days']:g} judged days, lead {result['lead_s']:.0f} s",
         caption="short min: minutes with ready capacity below demand; SLO min: minutes with "
         "over 1% of requests dropped or waiting over 2 s; p95 s: request wait; "
