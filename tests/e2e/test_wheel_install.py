@@ -59,9 +59,10 @@ def test_the_wheel_installs_lean_and_says_its_version(venv):
     head = _run("git", "-C", str(ROOT), "rev-parse", "HEAD").stdout.strip()
     tagged = _run("git", "-C", str(ROOT), "describe", "--tags", "--exact-match").returncode == 0
     assert tagged or f"+g{head[:7]}" in version, (version, head)  # the commit it was built from
-    kube = _run(str(venv / "bin" / "gpupool"), "kube", "device-plugin", "--node", "n1")
-    assert kube.returncode == 2 and "Traceback" not in kube.stderr
-    assert "pip install 'gpupool[kube]'" in kube.stderr, kube.stderr
+    for plugin in ("device-plugin", "dra-plugin"):
+        kube = _run(str(venv / "bin" / "gpupool"), "kube", plugin, "--node", "n1")
+        assert kube.returncode == 2 and "Traceback" not in kube.stderr, kube.stderr
+        assert "pip install 'gpupool[kube]'" in kube.stderr, kube.stderr
 
 
 def test_server_and_agent_from_the_wheel_over_https_joined_by_pin(venv, tmp_path):

@@ -124,10 +124,10 @@ def device_plugin(
     kubelet restart (which removes the socket) is followed by a new registration."""
     from pathlib import Path
 
+    name = _node_name("gpupool kube device-plugin", node)  # first: says what is missing
     from gpupool.kube.device_plugin import SlicePlugin, serve
     from gpupool.kube.grants import GrantKey
 
-    name = _node_name("gpupool kube device-plugin", node)
     key = GrantKey.load(grant_key)
     api, located = _node_plugin_start(name, devices, kubeconfig)
     stop = threading.Event()
@@ -163,9 +163,9 @@ def dra_plugin(
     """Serve the DRA kubelet plugin of driver gpu.gpupool.io on this node until stopped: the
     kubelet prepares each ResourceClaim allocated here through it, and gets a CDI device whose
     environment enforces the allocated card, MIG instance or share."""
+    name = _node_name("gpupool kube dra-plugin", node)  # first: says what is missing
     from gpupool.kube.dra.kubelet_plugin import ClaimPlugin, serve
 
-    name = _node_name("gpupool kube dra-plugin", node)
     api, located = _node_plugin_start(name, devices, kubeconfig)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
