@@ -115,11 +115,15 @@ def test_gpupool_publishes_slices_allocates_claims_and_never_twice(kube, start_s
 
     # the two-card pod gone: its claim is released and a waiting pod gets the cards
     kube.api.request("DELETE", "/api/v1/namespaces/team-a/pods/two", {"gracePeriodSeconds": 0})
-    wait_for("the claim released", lambda: not status(kube, "two").get("allocation"), 30)
-    claim = kube.api.request("GET", f"{CLAIMS}/two")
-    assert "resource.kubernetes.io/delete-protection" not in (
-        claim["metadata"].get("finalizers") or []
-    )
+
+    def released() -> bool:  # its allocation gone, then its finalizer (two writes)
+        claim = kube.api.request("GET", f"{CLAIMS}/two")
+        protected = "resource.kubernetes.io/delete-protection" in (
+            claim["metadata"].get("finalizers") or []
+        )
+        return not (claim.get("status") or {}).get("allocation") and not protected
+
+    wait_for("the claim released", released, 30)
     placed = wait_for(
         "the waiting pods placed",
         lambda: [n for n in ("one-more", "after-restart") if bound(kube, n)] or None,
