@@ -120,7 +120,7 @@ class ApiClient:
     def server_version(self) -> str | None:
         """The server's release, from the version header of its health check."""
         try:
-            resp = self.http.get("/healthz", timeout=5)
+            resp = self.http.get("/healthz", timeout=10)  # a busy server still answers
         except httpx.HTTPError:
             return None
         return resp.headers.get("gpupool-version")
