@@ -246,3 +246,18 @@ def test_an_old_mig_pod_on_a_dra_only_node_gets_its_instance_through_the_profile
     node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = "2"  # a device plugin serves it
     d = decide([node], [pod], CONFIG, 0, key=KEY, claims={})
     assert [b.claim for b in d.binds] == [None]
+
+
+def test_the_nodes_gpupool_publishes_leave_out_those_of_device_plugin_replicas():
+    """NVIDIA's device plugin hands out a replica node's cards: gpupool's slices must not
+    offer them too (they were published as shared cards of gpu.gpupool.io)."""
+    replicas = node_obj("rep", 2, labels={"nvidia.com/gpu.replicas": "4"})
+    replicas["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    replicas["status"]["allocatable"] = {
+        "cpu": "64",
+        "memory": "512Gi",
+        "nvidia.com/gpu.shared": "8",
+    }
+    d = decide([replicas, node_obj("whole", 2)], [], CONFIG, 0, key=KEY, claims={})
+    assert [n.name for n in d.nodes] == ["whole"]
+    assert decide([node_obj("whole", 2)], [], CONFIG, 0, key=KEY).nodes == []  # DRA off

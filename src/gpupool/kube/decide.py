@@ -90,6 +90,9 @@ class Decision:
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
     node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
     moves: int = 0  # defragmentation moves decided (counted against the hour)
+    # DRA: the nodes whose cards gpupool gives (its slices'): not those of device-plugin
+    # replicas, whose cards NVIDIA's plugin hands out
+    nodes: list[Node] = field(default_factory=list)
 
 
 T = TypeVar("T")
@@ -234,19 +237,31 @@ def _claimed_view(
     """The pods with their claims read; a pending pod whose claim cannot be placed waits or
     is refused, saying why (a bound one keeps running as it is)."""
     rewritten = {pod_key(p): p for p in claimed.pods}
+    by_key = {pod_key(p): p for p in ours}
     dropped = set()
     for name, why in [*claimed.problems.items(), *claimed.waiting.items()]:
-        pod = next(p for p in ours if pod_key(p) == name)
-        if not node_of(pod):
+        if not node_of(by_key[name]):
             dropped.add(name)
             (out.problems if name in claimed.problems else out.waiting)[name] = why
-    our_keys = {pod_key(p) for p in ours}
+    our_keys = by_key.keys()
     view = [
         rewritten.get(pod_key(p), p) if pod_key(p) in our_keys else p
         for p in live
         if pod_key(p) not in dropped
     ]
     return view, [p for p in view if pod_key(p) in our_keys]
+
+
+def _advertised(node_objs: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Per node, the resources its kubelet admits itself (a device plugin's)."""
+    return {
+        str((o.get("metadata") or {}).get("name")): {
+            r
+            for r, v in ((o.get("status") or {}).get("allocatable") or {}).items()
+            if v not in (None, "0", 0)
+        }
+        for o in node_objs
+    }
 
 
 def _extended(
@@ -309,14 +324,6 @@ def decide(
     node_objs = list(node_objs)
     out = Decision()
     nodes = _nodes(node_objs, config, out, memo)
-    advertised = {  # per node, what its kubelet admits itself (a device plugin's resources)
-        str((o.get("metadata") or {}).get("name")): {
-            r
-            for r, v in ((o.get("status") or {}).get("allocatable") or {}).items()
-            if v not in (None, "0", 0)
-        }
-        for o in node_objs
-    }
     size, left_out = replica_size(nodes)
     out.node_problems.update(left_out)
     for name in left_out:
@@ -328,11 +335,15 @@ def decide(
     granted_unbound: dict[str, list[tuple[str, NodeGrant, dict[str, str], str]]] = {}
     live = [p for p in pod_objs if not is_terminal(p)]
     ours = [p for p in live if (p.get("spec") or {}).get("schedulerName") == config.scheduler_name]
-    claimed = with_claims(ours, claims) if claims is not None else None
-    if claims is not None and claimed is not None:
+    claimed: ClaimedPods | None = None
+    advertised: dict[str, set[str]] = {}  # DRA: per node, the resources its kubelet admits
+    if claims is not None:
+        claimed = with_claims(ours, claims)
         live, ours = _claimed_view(live, ours, claimed, out)
         for node_name, cards in claim_holds(claims.values(), {uid_of(p) for p in ours}).items():
             held.setdefault(node_name, _Held()).indices |= cards
+        advertised = _advertised(node_objs)
+        out.nodes = [kn.node for kn in nodes.values() if not kn.replicas]
     our_ids = {id(p) for p in ours}
     by_pod = {pod_key(p): p for p in ours}
 

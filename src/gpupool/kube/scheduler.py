@@ -22,7 +22,6 @@ from gpupool.kube.dra.pod_claims import with_claims
 from gpupool.kube.dra.publish import V1, DraWriter
 from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
-from gpupool.kube.inventory import node_from_object
 from gpupool.kube.pod_groups import PodGroups
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
@@ -54,11 +53,13 @@ class KubeScheduler:
         self.identity = identity
         self.is_leader = is_leader
         self.changed = threading.Event()
-        self.nodes = Reflector(api, "/api/v1/nodes", lambda: None, on_event=self._node_event)
+        self.nodes = Reflector(api, "/api/v1/nodes", lambda: None, on_event=self._wake_if_waiting)
         self.pods = Reflector(api, "/api/v1/pods", lambda: None, on_event=self._pod_event)
         # DRA (config.dra): claims watched, slices and allocations written (kube.dra)
         self.claims = (
-            Reflector(api, CLAIMS, lambda: None, on_event=self._node_event) if config.dra else None
+            Reflector(api, CLAIMS, lambda: None, on_event=self._wake_if_waiting)
+            if config.dra
+            else None
         )
         self.dra = DraWriter(api) if config.dra else None
         self._published_at = -PUBLISH_S
@@ -143,7 +144,8 @@ class KubeScheduler:
         except SpecError:
             return False
 
-    def _node_event(self, kind: str, node: dict[str, Any]) -> None:
+    def _wake_if_waiting(self, kind: str, obj: dict[str, Any]) -> None:
+        """A node or claim changed: it can change a decision only while pods wait."""
         if self.pending:  # kubelets' status updates need no cycle while nothing waits
             self.changed.set()
 
@@ -252,7 +254,7 @@ class KubeScheduler:
         )
         self._moves.extend([time.monotonic()] * decision.moves)
         if self.dra is not None and claims is not None:
-            self._dra_housekeeping(pods, claims)
+            self._dra_housekeeping(pods, claims, decision.nodes)
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev)
@@ -316,7 +318,10 @@ class KubeScheduler:
             return None
 
     def _dra_housekeeping(
-        self, pods: list[dict[str, Any]], claims: Mapping[str, Mapping[str, Any]]
+        self,
+        pods: list[dict[str, Any]],
+        claims: Mapping[str, Mapping[str, Any]],
+        nodes: list[Node],
     ) -> None:
         """Slices when nodes changed (at most every PUBLISH_S), claims of pods gone released."""
         assert self.dra is not None
@@ -325,7 +330,7 @@ class KubeScheduler:
             if now - self._published_at >= PUBLISH_S:
                 self._published_at = now
                 self.dra.ensure_classes()
-                self.dra.publish(_readable_nodes(self.nodes.snapshot()))
+                self.dra.publish(nodes)
             live = {str((p.get("metadata") or {}).get("uid")) for p in pods if not is_terminal(p)}
             self.dra.release(claims.values(), live)
         except Exception as exc:  # the API away: tried again next cycle
@@ -411,14 +416,3 @@ class KubeScheduler:
         uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid", "")
         involved = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid}
         self.api.create_event(event_body(involved, reason, message, kind, self.identity))
-
-
-def _readable_nodes(objs: list[dict[str, Any]]) -> list[Node]:
-    """The nodes gpupool reads (a node it cannot read publishes nothing; decide says why)."""
-    out = []
-    for obj in objs:
-        try:
-            out.append(node_from_object(obj).node)
-        except SpecError:
-            continue
-    return out

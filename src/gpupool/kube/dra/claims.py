@@ -26,7 +26,7 @@ from gpupool.kube.dra.classes import CLASSES, EXTENDED, MIG_CLASSES
 from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
 from gpupool.model.units import parse_memory_mib
-from gpupool.scheduler.types import NodeGrant
+from gpupool.scheduler.types import DeviceGrant, NodeGrant
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 _SELECTOR = re.compile(
@@ -190,11 +190,12 @@ def allocation(
     option = option or ask.options[0]
     results = []
     for d in piece.devices:
-        result: dict[str, Any] = {"request": option.request, "driver": DRIVER, "pool": piece.node}
-        if d.mig_profile is not None:
-            result["device"] = device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
-        else:
-            result["device"] = device_name("gpu", d.device)
+        result: dict[str, Any] = {
+            "request": option.request,
+            "driver": DRIVER,
+            "pool": piece.node,
+            "device": granted_device(d),
+        }
         if option.mode == "share":
             result["shareID"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ask.uid}/{d.device}"))
             result["consumedCapacity"] = {
@@ -203,13 +204,27 @@ def allocation(
             }
         results.append(result)
     meta = pod.get("metadata") or {}
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}
+    return _allocated(results, piece.node, meta.get("name"), meta.get("uid"))
+
+
+def granted_device(d: DeviceGrant) -> str:
+    """The device of gpupool's slices a grant's device is: a card, or a MIG placement."""
+    if d.mig_profile is not None:
+        return device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
+    return device_name("gpu", d.device)
+
+
+def _allocated(
+    results: list[dict[str, Any]], node: str, pod: object, uid: object
+) -> dict[str, Any]:
+    """A claim's status: allocated ``results`` on ``node``, reserved for the pod."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     return {
         "allocation": {
             "devices": {"results": results},
             "nodeSelector": {"nodeSelectorTerms": [term]},
         },
-        "reservedFor": [{"resource": "pods", "name": meta.get("name"), "uid": meta.get("uid")}],
+        "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}],
     }
 
 
@@ -260,11 +275,7 @@ def _taken_for(resource: str, count: int, devices: list[Any]) -> list[str] | Non
             break
         if d.mig_profile == profile:
             devices.remove(d)
-            out.append(
-                device_name("gpu", d.device, "mig", d.mig_profile, d.mig_start)
-                if profile
-                else device_name("gpu", d.device)
-            )
+            out.append(granted_device(d))
     return out if len(out) == count else None
 
 
@@ -328,14 +339,7 @@ def extended_claim(
             }
         },
     }  # fmt: skip
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [piece.node]}]}
-    status = {
-        "allocation": {
-            "devices": {"results": results},
-            "nodeSelector": {"nodeSelectorTerms": [term]},
-        },
-        "reservedFor": [{"resource": "pods", "name": pod_name, "uid": uid}],
-    }
+    status = _allocated(results, piece.node, pod_name, uid)
     pod_status = {"resourceClaimName": claim_name, "requestMappings": mappings}
     return body, status, pod_status
 

@@ -169,12 +169,15 @@ def choose(
             kind = by_mode[option.mode]
             reason = f"no {option.mode} cards for its ResourceClaim"
             names = kind if constrained is None else constrained & kind
-            try:
-                request = parse_request(option.spec).with_host(
-                    pj.job.request.cpu_millis, pj.job.request.mem_mib
-                )
-            except SpecError:
-                continue  # an option naming what no node has: the next one
+            if len(ask.options) == 1:  # the job was made from it (the request annotation)
+                request = pj.job.request
+            else:
+                try:
+                    request = parse_request(option.spec).with_host(
+                        pj.job.request.cpu_millis, pj.job.request.mem_mib
+                    )
+                except SpecError:
+                    continue  # an option naming what no node has: the next one
             choices.append(Choice(option, request, names, f"{why}, or {reason}" if why else reason))
         if not choices:
             continue  # the job's own request (the first option) says why it cannot be read
