@@ -54,7 +54,7 @@ def _refusal(pg: Mapping[str, Any], config: KubeConfig) -> str:
         return ""
     ns = meta.get("namespace", "")
     tenant = config.namespaces.get(ns)
-    if config.queues.get(queue) is not None and config.queues.get(queue) == tenant:
+    if tenant is not None and config.queues.get(queue) == tenant:
         return ""
     return (
         f"PodGroup {meta.get('name')}: queue {queue!r}: gpupool charges the tenant namespace "

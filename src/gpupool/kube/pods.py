@@ -17,6 +17,7 @@ from typing import Any
 
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.inventory import REPLICA_RESOURCE
+from gpupool.kube.pod_groups import GroupSizes
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.model import Job, JobKind, ResourceRequest, SpecError, Topology, parse_request
 from gpupool.scheduler.types import NodeGrant
@@ -115,9 +116,7 @@ def request_of(pod: Mapping[str, Any], replica_pct: int | None = None) -> Resour
     return request.with_host(request.cpu_millis or cpu, request.mem_mib or mem)
 
 
-def gang_of(
-    pod: Mapping[str, Any], groups: Mapping[tuple[str, str], int | str] | None = None
-) -> tuple[str, int] | None:
+def gang_of(pod: Mapping[str, Any], groups: GroupSizes | None = None) -> tuple[str, int] | None:
     """(gang name, size) when the pod belongs to a gang: its size from the
     ``gpupool.io/gang-size`` annotation, else its PodGroup's ``minMember`` (``groups``:
     Volcano's or the coscheduling plugin's, by namespace and name; a string says why that
@@ -234,7 +233,7 @@ class Grouped:
 def group_pods(
     pods: Iterable[Mapping[str, Any]],
     config: KubeConfig,
-    groups: Mapping[tuple[str, str], int | str] | None = None,
+    groups: GroupSizes | None = None,
     placed_gangs: set[str] | frozenset[str] = frozenset(),
     replica_pct: int | None = None,
 ) -> Grouped:

@@ -24,11 +24,15 @@ def _usage(s: Session, mirrored: bool) -> dict[str, Usage]:
     rows = s.execute(select(a.job_id, a.tenant, a.placement).where(a.state == "active", kind)).all()
     if not rows:
         return {}
-    devices = s.execute(select(DeviceRow.node, DeviceRow.index, DeviceRow.model)).all()
+    placed = [(tenant, placement_from_json(str(job_id), raw)) for job_id, tenant, raw in rows]
+    nodes = {name for _, placement in placed for name in placement.node_names}
+    devices = s.execute(  # the models of the nodes they are on, not of the whole fleet
+        select(DeviceRow.node, DeviceRow.index, DeviceRow.model).where(DeviceRow.node.in_(nodes))
+    ).all()
     models = {(str(node), int(index)): str(model) for node, index, model in devices}
     out: dict[str, Usage] = {}
-    for job_id, tenant, placement in rows:
-        used = usage_of(placement_from_json(str(job_id), placement), MIG_PERCENT, models)
+    for tenant, placement in placed:
+        used = usage_of(placement, MIG_PERCENT, models)
         mine = out.setdefault(tenant, {})
         for key, amount in used.items():
             mine[key] = mine.get(key, 0) + amount
