@@ -17,11 +17,8 @@ def bursty_ticks(
     process of rate r and inter-arrival CV c has, over t seconds, counts of mean r*t and
     variance about r*t*c^2; each tick's count is drawn from the Gamma of those two moments
     (``window_cv2``: c^2 per window; 0 keeps the tick at the mean, the smooth load)."""
-    if window_s % tick_s:
-        raise ValueError(f"tick {tick_s} s does not divide the {window_s}-s window")
-    per = window_s // tick_s
-    mean = np.repeat(np.asarray(window_rates, dtype=float), per) * tick_s
-    cv2 = np.repeat(np.asarray(window_cv2, dtype=float), per)
+    mean = ticks_from_windows(window_rates, window_s, tick_s) * tick_s
+    cv2 = ticks_from_windows(window_cv2, window_s, tick_s)
     drawn = mean.copy()
     bursty = (mean > 0) & (cv2 > 0)
     rng = np.random.default_rng(seed)
