@@ -117,7 +117,7 @@ def _quick() -> AutoscaleScenario:
 def test_compare_on_the_excerpt_matches_at_equal_cost():
     trace, _ = load_rates(EXCERPT)
     result = compare(trace.total, trace.window_s, _quick())
-    assert result["judged_days"] == 7 and result["lead_s"] == 480
+    assert result["judged_days"] == 7 and result["lead_s"] == 90  # the product's 30 + 60 s
     pred, react = result["predictive"], result["reactive"]
     assert pred["headroom"] == 1.0
     assert react["replica_hours"] >= pred["replica_hours"]

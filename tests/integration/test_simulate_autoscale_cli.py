@@ -38,6 +38,7 @@ def test_the_cli_compares_on_the_excerpt(tmp_path):
             "headroom",
         }
     assert result["reactive"]["replica_hours"] >= result["predictive"]["replica_hours"]
+    _harvest_holds_together(result["harvest"])
     table = gpupool(
         "simulate",
         "autoscale",
@@ -49,7 +50,35 @@ def test_the_cli_compares_on_the_excerpt(tmp_path):
     )
     assert table.returncode == 0, table.stderr
     assert "reactive" in table.stdout and "predictive" in table.stdout
+    assert "Harvest@99" in table.stdout and "gpupool-warm" in table.stdout
     assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+
+def _harvest_holds_together(h: dict) -> None:
+    """Harvest@99's report: every contender, the ceiling above them all, the warm path's
+    fast vacate losing less work per stop than the anchors' preemptions."""
+    c = h["contenders"]
+    assert set(c) == {
+        "kpa-480s",
+        "kpa-90s",
+        "constant-90s",
+        "seasonal-90s",
+        "gpupool-warm",
+        "clairvoyant",
+    }
+    ceiling = c["clairvoyant"]["harvest_at_99"]
+    assert ceiling is not None
+    assert all(r["harvest_at_99"] is None or r["harvest_at_99"] <= ceiling for r in c.values())
+    assert c["kpa-480s"]["cold_lead_s"] == 480 and c["kpa-90s"]["cold_lead_s"] == 90
+    warm, kpa = c["gpupool-warm"], c["kpa-90s"]
+    assert warm["replicas"] == "pack" and kpa["replicas"] == "spread"
+    for fixed in (warm["learned"]["judged"], kpa["learned"]["judged"]):
+        assert fixed["harvest_gang_gpu_hours_week"] <= fixed["harvest_gpu_hours_week"]
+    per_stop = [r["learned"]["judged"] for r in (warm, kpa)]
+    assert per_stop[0]["lost_gpu_hours_week"] / max(per_stop[0]["scale_ups"], 1) < (
+        per_stop[1]["lost_gpu_hours_week"] / max(per_stop[1]["scale_ups"], 1)
+    )
+    assert warm["learned"]["judged"]["parked_engines"] > 0
 
 
 def test_a_missing_trace_or_a_bad_scenario_is_one_clear_line(tmp_path):
@@ -97,3 +126,12 @@ def test_the_full_two_weeks_compare_at_equal_cost(model, tmp_path):
     assert (
         result["forecast_coverage"]["seasonal-quantile"] > result["forecast_coverage"]["constant"]
     )
+    h = result["harvest"]
+    _harvest_holds_together(h)
+    # the warm path beats the best anchor on both counts (issue 49's goals, a third of the gap
+    # and half the minutes, are measured at 10-s ticks in docs/simulation.md; at these 60-s
+    # ticks the 20-s warm lead rounds up to a whole minute and the gain shrinks)
+    said = {k: h[k] for k in h if k != "contenders"}
+    assert h["gap_closed"] is not None and h["gap_closed"] > 0, said
+    ours = h["contenders"]["gpupool-warm"]["slo_violating_min_at_budget"]
+    assert ours is not None and ours < h["best_anchor_slo_at_budget"], said

@@ -7,11 +7,13 @@ reactive point compared is the cheapest front point whose replica-hours are the 
 The trace is scaled so that the learning days' peak needs ``peak_share_of_pool`` of the pool.
 """
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gpupool.autoscale import forecast
+from gpupool.autoscale.harvest_at import HarvestBench, Mechanisms, Span, contenders, harvest_report
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.load import bursty_ticks, ticks_from_windows
 from gpupool.autoscale.predictive import Predictive
@@ -144,6 +146,27 @@ class Comparison:
         future = np.array([self.rates[t + 1 : t + self.lead + 2].max() for t in judged[::6]])
         return float(np.mean(future <= up[judged[::6]] + 1e-9))
 
+    def harvest(self) -> dict[str, Any]:
+        """Harvest@99 and SLO minutes at a budget: anchors, the warm path, the ceiling."""
+        s, h = self.scenario, self.scenario.harvest
+        day = DAY_S // s.tick_s
+        bench = HarvestBench(
+            self.rates,
+            s.tick_s,
+            Span(day, self.start),
+            Span(self.start, self.end),
+            s.pool.servers,
+            s.pool.cards_per_server,
+            h.gang,
+            h.restart_s,
+            h.slo_target,
+        )
+        slow = replace(self.model, grace_s=h.slow_grace_s, load_s=h.slow_load_s)
+        m = Mechanisms(slow, self.model, h.warm_lead_s, self.model.restart_cost_s, h.vacate_lost_s)
+        return harvest_report(
+            bench, contenders(self.rates, s.tick_s, self.start, s.reactive.stable_s, m)
+        )
+
 
 def compare(
     window_rates: np.ndarray,
@@ -189,6 +212,7 @@ def compare(
         "quantile": scenario.predictive.quantile,
         "predictors": others,
         "curves": curves,
+        "harvest": c.harvest(),
     }
 
 

@@ -156,3 +156,13 @@ def arima(
     per_tick_now = np.repeat(window_rates, window_ticks)
     per_tick_next = np.repeat(nxt, window_ticks)
     return Forecast(np.maximum(per_tick_now, per_tick_next))
+
+
+def clairvoyant(rates: np.ndarray, horizon: int) -> Forecast:
+    """The real peak over the next ``horizon`` ticks (the future: a ceiling, never a policy);
+    the last ticks, whose future runs past the trace, see what is left of it."""
+    peak = _future_max(rates, horizon)
+    tail = np.maximum.accumulate(np.asarray(rates, dtype=float)[::-1])[::-1]
+    gone = ~np.isfinite(peak)
+    peak[gone] = tail[np.minimum(np.nonzero(gone)[0] + 1, len(rates) - 1)]
+    return Forecast(peak)

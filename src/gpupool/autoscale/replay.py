@@ -3,7 +3,11 @@
 Time moves in ticks (10 s by default). After serving tick ``i`` with the replicas ready then,
 the policy sees the load up to tick ``i`` and sets desired replicas; a new replica serves from
 tick ``i + 1 + lead`` where ``lead`` covers the preemption grace that frees a card from training
-plus the model's load time. Scale-in cancels starting replicas first, then drains ready ones.
+plus the model's load time (the cold path). A service with ``warm`` parked engines (asleep on
+cards training uses, weights in host memory) wakes one for each replica up to ``warm`` after
+``warm_lead_s`` instead (the vacate's short grace plus the wake): the warm path. Scale-in
+cancels the starting replica that would serve last first, then drains ready ones; a drained
+warm replica parks again.
 
 Queueing model (stated, not hidden): a fluid FIFO queue in front of the replicas. Each tick
 ``rate * tick_s`` requests arrive and ``ready * replica_rps * tick_s`` can be served; the rest
@@ -13,7 +17,7 @@ the queue is empty (``replica_rps`` is the rate a replica holds within its laten
 queueing inside a replica is already in it).
 """
 
-from collections import deque
+from bisect import insort
 from dataclasses import dataclass
 from math import ceil
 from typing import Protocol
@@ -36,6 +40,8 @@ class ServiceModel:
     timeout_s: float = 60.0
     slo_wait_s: float = 2.0  # a request waiting longer than this missed its SLO
     slo_fraction: float = 0.01  # a minute with more such requests (or dropped) violates
+    warm: int = 0  # parked engines: the first ``warm`` replicas start on the warm path
+    warm_lead_s: float = 0.0  # from "scale up" to serving for a parked engine
 
     @property
     def lead_s(self) -> float:
@@ -58,7 +64,8 @@ class Outcome:
     replica_hours: float
     training_gpu_hours: float
     scale_ups: int
-    replicas: np.ndarray
+    replicas: np.ndarray  # held per tick: ready and starting
+    ready: np.ndarray  # serving per tick
 
     def summary(self) -> dict[str, float]:
         return {
@@ -103,12 +110,14 @@ def replay(
 ) -> Outcome:
     """Serve ticks ``start .. end-1`` of ``rates`` (req/s per tick) with ``policy``."""
     lead = ceil(model.lead_s / tick_s)
+    warm_lead = ceil(model.warm_lead_s / tick_s)
     mu = model.replica_rps
     ready = min(model.max_replicas, max(model.min_replicas, ceil(rates[start] / mu)))
-    starting: deque[int] = deque()
+    starting: list[int] = []  # the tick each starting replica serves from, sorted
     backlog = 0.0
     n = end - start
     held = np.zeros(n)
+    serving = np.zeros(n)
     waits = np.zeros(n)
     arrivals = np.zeros(n)
     harmed = np.zeros(n)  # requests dropped, or waiting past the SLO, per tick
@@ -116,10 +125,14 @@ def replay(
     unserved = 0.0
     scale_ups = 0
     for k, i in enumerate(range(start, end)):
-        while starting and starting[0] <= i:
-            starting.popleft()
-            ready += 1
+        served_from = 0
+        while served_from < len(starting) and starting[served_from] <= i:
+            served_from += 1
+        if served_from:
+            del starting[:served_from]
+            ready += served_from
         demand = rates[i]
+        serving[k] = ready
         serve = ready * mu
         short += serve < demand
         backlog += (demand - serve) * tick_s
@@ -134,8 +147,8 @@ def replay(
         want = policy.desired(i, ready, len(starting))
         want = min(model.max_replicas, max(model.min_replicas, want))
         have = ready + len(starting)
-        for _ in range(want - have):
-            starting.append(i + 1 + lead)
+        for rank in range(have, want):
+            insort(starting, i + 1 + (warm_lead if rank < model.warm else lead))
             scale_ups += 1
         for _ in range(have - want):
             if starting:
@@ -155,4 +168,5 @@ def replay(
         training_gpu_hours=float(training_s / 3600),
         scale_ups=scale_ups,
         replicas=held,
+        ready=serving,
     )

@@ -32,8 +32,9 @@ class ServiceSpec(BaseModel):
     min_replicas: int = Field(1, ge=0)
     max_replicas: int = Field(40, gt=0)
     peak_share_of_pool: float = Field(0.5, gt=0, le=1, description="trace scaled to this")
-    load_s: float = Field(180, ge=0, description="model load: card to serving")
-    grace_s: float = Field(300, ge=0, description="preemption grace to free a training card")
+    # the product's defaults: `service create --startup 60`, the server's `grace_s` 30
+    load_s: float = Field(60, ge=0, description="model load: card to serving")
+    grace_s: float = Field(30, ge=0, description="preemption grace to free a training card")
     restart_cost_s: float = Field(600, ge=0, description="training work lost per card taken")
     timeout_s: float = Field(60, gt=0, description="the balancer drops requests queued longer")
 
@@ -62,6 +63,20 @@ class PredictiveSpec(BaseModel):
     headroom_step: float = Field(0.025, gt=0)
 
 
+class HarvestSpec(BaseModel):
+    """Harvest@99's mechanisms: the anchors' leads and losses and gpupool's warm path."""
+
+    slo_target: float = Field(0.01, gt=0, lt=1, description="of minutes that may violate")
+    slow_grace_s: float = Field(300, ge=0, description="the former simulator's grace")
+    slow_load_s: float = Field(180, ge=0, description="the former simulator's load")
+    # decision to serving when a parked engine wakes: the vacate's grace (5 s), the wake
+    # (vLLM sleep level 1: 0.1-6 s published, 0.6B-235B) and the control loop's turns
+    warm_lead_s: float = Field(20, ge=0)
+    vacate_lost_s: float = Field(5, ge=0, description="work lost by a job saving on the signal")
+    restart_s: float = Field(60, ge=0, description="a training job's restart, per card")
+    gang: int = Field(4, gt=0, description="cards per training job for the gang harvest")
+
+
 class AutoscaleScenario(BaseModel):
     name: str = "autoscale"
     tick_s: int = Field(10, gt=0, le=600)
@@ -75,6 +90,7 @@ class AutoscaleScenario(BaseModel):
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     reactive: ReactiveSpec = Field(default_factory=ReactiveSpec)
     predictive: PredictiveSpec = Field(default_factory=PredictiveSpec)
+    harvest: HarvestSpec = Field(default_factory=HarvestSpec)
 
     def service_model(self) -> ServiceModel:
         s = self.service

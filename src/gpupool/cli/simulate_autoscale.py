@@ -67,7 +67,11 @@ def autoscale_command(
 ) -> None:
     """Learn days 1-7 of a request-rate trace, replay days 8-14 with a Knative-KPA-like
     reactive autoscaler and the predictive one, each swept over its headroom, and compare them
-    at equal replica-hours (the reactive front point costing the same or more)."""
+    at equal replica-hours (the reactive front point costing the same or more). Then
+    Harvest@99: the training GPU-hours a week left beside the service with at most 1% of
+    minutes violating its SLO, for the anchors (KPA at 480 s and 90 s leads, constant and
+    seasonal forecasts), gpupool's warm path (parked engines, fast vacate) and a clairvoyant
+    ceiling."""
     from gpupool.autoscale.compare import compare
     from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario, scenario_with
     from gpupool.sim.traces.servegen import load_rates
@@ -114,6 +118,67 @@ def autoscale_command(
     ratio = result["underprovisioned_ratio"]
     if ratio is not None:
         typer.echo(f"predictive has {ratio:.2f}x the reactive short minutes at equal cost")
+    console = Console()
+    console.print(harvest_table(result["harvest"]))
+    for line in harvest_verdict(result["harvest"]):
+        console.print(line)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def harvest_table(h: dict) -> Table:
+    """Harvest@99 per contender, at 80 columns."""
+    table = Table(
+        Column("contender", no_wrap=True),
+        Column("lead\ns", justify="right"),
+        Column("H@99\nGPU-h", justify="right"),
+        Column("gang\nGPU-h", justify="right"),
+        Column("SLO min\nbudget", justify="right"),
+        Column("fixed\nGPU-h", justify="right"),
+        Column("fixed\nSLO min", justify="right"),
+        title=f"Harvest@{100 - 100 * h['slo_target_minutes_fraction']:g} (a week)",
+        caption=f"H@99: training GPU-h a week (net of lost work) at the best setting with at "
+        f"most {100 * h['slo_target_minutes_fraction']:g}% SLO-violating minutes; gang: in "
+        f"{h['gang_cards']}-card jobs; budget: SLO min at {h['budget_replica_hours']:,.0f} "
+        "replica-h; fixed: the setting chosen on days 2-7, judged",
+    )
+    for name, r in h["contenders"].items():
+        lead = f"{r['cold_lead_s']:.0f}"
+        if r["warm_lead_s"] is not None:
+            lead = f"{r['warm_lead_s']:.0f}/{lead}"
+        fixed = r["learned"]["judged"]
+        table.add_row(
+            name,
+            lead,
+            _num(r["harvest_at_99"]),
+            _num(r["harvest_gang_at_99"]),
+            _num(r["slo_violating_min_at_budget"]),
+            _num(fixed["harvest_gpu_hours_week"]),
+            _num(fixed["slo_violating_min"]),
+        )
+    return table
+
+
+def harvest_verdict(h: dict) -> list[str]:
+    """The two goals of issue 49, said plainly."""
+    lines = []
+    if h["gap_closed"] is None:
+        lines.append("Harvest@99: no anchor meets the SLO target, so no gap to close")
+    else:
+        lines.append(
+            f"Harvest@99: gpupool-warm closes {100 * h['gap_closed']:.0f}% of the gap from "
+            f"{h['best_anchor']} to the clairvoyant ceiling (goal: a third)"
+        )
+    ours = h["contenders"]["gpupool-warm"]["slo_violating_min_at_budget"]
+    best = h["best_anchor_slo_at_budget"]
+    if ours is not None and best:
+        lines.append(
+            f"SLO-violating minutes at the budget: {ours:,.0f} against the best anchor's "
+            f"{best:,.0f} ({ours / best:.2f}x; goal: at most 0.5x)"
+        )
+    return lines
 
 
 def register(app: typer.Typer) -> None:
