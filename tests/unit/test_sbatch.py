@@ -21,7 +21,7 @@ SITE = Site(
     | {"plgrid-gpu-a100": "A100", "gpu-v100-preempt": "V100"}
 )
 FIELDS = ("request", "nodes", "time_s", "name", "array", "output", "error", "tenant",
-          "tasks_per_node")  # fmt: skip
+          "tasks_per_node", "checkpoint")  # fmt: skip
 
 
 def _options(name: str, expected: dict):
@@ -71,7 +71,9 @@ def test_slurm_sizes_are_powers_of_1024_and_a_bare_number_is_mib(text, mib):
         ("#SBATCH --partition=nowhere", "this site maps no partition 'nowhere'"),
         ("#SBATCH --gres=gpu:rtx2080:1", "GPU type 'rtx2080' is no model gpupool knows"),
         ("#SBATCH --dependency=singleton", "--dependency=singleton is not supported"),
-        ("#SBATCH --signal=B:USR1@120", "--signal is not supported"),
+        ("#SBATCH --signal=R:USR1@120", "R: (only when a reservation ends) has no meaning"),
+        ("#SBATCH --signal=KILL", "'KILL' cannot be trapped to save work"),
+        ("#SBATCH --time=1 --signal=USR1@60", "@60 is not before the 60-s time limit"),
         ("#SBATCH --frobnicate", "unknown sbatch option --frobnicate"),
         ("#SBATCH --pa=gpu", "--pa is ambiguous"),
         ("#SBATCH -Z", "unknown sbatch option -Z"),
@@ -84,6 +86,17 @@ def test_what_gpupool_cannot_honour_is_refused_naming_it(lines, words):
         translate(script_options("#!/bin/sh\n" + lines + "\ntrue\n", "s.sh"), SITE)
     assert words in str(refused.value)
     assert "s.sh: line 2" in str(refused.value)
+
+
+def test_a_signal_without_a_time_limit_is_still_sent_on_a_stop_and_its_time_said_moot():
+    text = "#!/bin/sh\n#SBATCH --gres=gpu:1 --signal=SIGUSR2@90\ntrue\n"
+    job = translate(script_options(text, "s.sh"), SITE)
+    assert job.checkpoint == {"signal": "USR2", "shell_only": False, "before_limit_s": None}
+    assert any("@90 has no effect without --time" in w for w in job.warnings)
+    implicit = "#!/bin/sh\n#SBATCH --time=10 --signal=10\ntrue\n"  # Slurm's 60 s by default
+    job = translate(script_options(implicit, "s.sh"), SITE)
+    assert job.checkpoint == {"signal": "USR1", "shell_only": False, "before_limit_s": 60}
+    assert not job.warnings
 
 
 def test_getopt_spellings_and_comments_are_read_as_sbatch_reads_them():

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from gpupool.agent import cgroups
+from gpupool.agent import cgroups, stop_signal
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.backoff import backoff_s, within_lease
@@ -465,6 +465,7 @@ class Agent(ChannelLink):
             outputs=asdict(ready.outputs) if ready.outputs else None,
             port=ready.port,
             disk_mib=ready.disk_mib,
+            checkpoint=order.checkpoint,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -500,8 +501,7 @@ class Agent(ChannelLink):
         if rec.stop_sent_at is None:
             rec.stop_reason = rec.stop_reason or reason
             rec.stop_sent_at = time.time()
-            proc.signal_group(rec.pid, proc.TERM)
-            cgroups.kill(rec.cgroups, proc.TERM, spare=rec.pid)
+            stop_signal.send_stop(rec)
             self.store.save(rec)
 
     def _enforce_limits(self, desired: dict[int, OrderOut]) -> None:
@@ -510,7 +510,10 @@ class Agent(ChannelLink):
         for rec in self.records.values():
             if rec.max_runtime_s and now - rec.started_at > rec.max_runtime_s:
                 self._begin_stop(rec, f"max runtime {rec.max_runtime_s} s exceeded")
-            if rec.stop_sent_at and not rec.killed and now - rec.stop_sent_at > self.config.grace_s:
+            elif rec.stop_sent_at is None and stop_signal.warn_if_due(rec, now):
+                self.store.save(rec)
+            grace = stop_signal.grace_s(rec, self.config.grace_s)
+            if rec.stop_sent_at and not rec.killed and now - rec.stop_sent_at > grace:
                 proc.signal_group(rec.pid, proc.KILL)
                 cgroups.kill(rec.cgroups)  # also what left the process group
                 rec.killed = True

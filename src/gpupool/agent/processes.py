@@ -115,6 +115,27 @@ def launch(folder: Path, spec: LaunchSpec) -> subprocess.Popen:
         )
 
 
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (the shim's: the workload's command)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(p) for p in text.split()]
+    except (OSError, ValueError):
+        pass
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            out.append(int(entry.name))
+    return out
+
+
 def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

@@ -3,8 +3,9 @@ record how it ended, so an agent that restarted meanwhile still learns it.
 
 The shim runs as the agent's user, the leader of the workload's process group: it joins the
 workload's cgroups, then starts the command as the tenant's user (no supplementary groups,
-umask 077) in the workload's own directory. It ignores SIGTERM / SIGINT itself so it outlives
-the command and writes ``FOLDER/exit``; SIGKILL ends both (no file: the agent knows it killed
+umask 077) in the workload's own directory. It ignores the stop signals itself (SIGTERM, or
+a job's checkpoint signal, sent to the whole group) so it outlives the command and writes
+``FOLDER/exit``; SIGKILL ends both (no file: the agent knows it killed
 it). While the command runs, the shim watches the node's lease (``gpupool.agent.lease``): once
 it has run out, the shim stops the command on its own — TERM, then KILL after
 ``fence_kill_s`` — and writes ``FOLDER/fenced``, so the workload is gone before the server
@@ -28,16 +29,20 @@ from gpupool.agent.processes import (
     write_note,
 )
 from gpupool.agent.sandbox import Sandbox, become, enter
+from gpupool.model.checkpoint import SIGNALS, signal_number
 
 CANNOT_START = 127
+# what the agent may stop a workload with (SIGTERM, or the signal a job saves on): the shim
+# outlives them to write the exit, and gives its command their default actions back
+STOP_SIGNALS = tuple(signal_number(name) for name in SIGNALS)
 
 
 def _default_signals() -> None:
     """In the command (after fork, before exec): obey SIGTERM / SIGINT again, and the OOM
     killer too (the shim keeps the agent's protection; the job does not); no user
     namespaces from here on."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
     oom.as_workload()
     no_userns.deny()
 
@@ -172,8 +177,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m gpupool.agent.shim FOLDER", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in STOP_SIGNALS:  # a job's checkpoint signal is sent to its whole group too
+        signal.signal(sig, signal.SIG_IGN)
     folder = Path(argv[0])
     write_note(folder, EXIT, str(run(folder)))
     return 0

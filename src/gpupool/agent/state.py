@@ -39,6 +39,8 @@ class Record:
     outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
     port: int | None = None  # a service replica's port (gpupool.agent.replica_ports)
     disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)
+    checkpoint: dict | None = None  # it saves on a signal (gpupool.model.checkpoint's JSON)
+    warned: bool = False  # its signal was sent before its time limit
 
 
 class StateLocked(SpecError):

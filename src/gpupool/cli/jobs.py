@@ -23,6 +23,7 @@ from gpupool.cli.output import FORMAT_HELP, SafeTable, emit, pick_columns, show,
 from gpupool.client import ApiClient
 from gpupool.model import SpecError, parse_request
 from gpupool.model.batch import Script, parse_array, parse_dependency, parse_time
+from gpupool.model.checkpoint import signal_name
 
 job_app = typer.Typer(help="Submit, list, inspect, control and cancel jobs.")
 LIVE = ("pending", "admitted", "running")
@@ -92,6 +93,14 @@ def job_submit(
         False, "--wait", "-W", help="Follow it to its end; exit with its exit code"
     ),
     key: str = typer.Option(None, help="Idempotency key: resubmitting it returns the same job"),
+    checkpoint_signal: str = typer.Option(
+        None,
+        help="It saves its work on this signal (USR1...): stopped early, it gets it instead "
+        "of SIGTERM, and SIGKILL after --checkpoint-grace",
+    ),
+    checkpoint_grace: int = typer.Option(
+        None, min=1, help="Seconds it needs to save [default: the server's, 5]"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Submit a job: gpupool job submit --tenant algo --gpu 2 -- python train.py, or a script
@@ -113,6 +122,12 @@ def job_submit(
                 given[field] = value
         argv = script.command
     body = _body(given, argv, max_runtime, key)
+    if checkpoint_grace is not None and checkpoint_signal is None:
+        raise SpecError("--checkpoint-grace: give --checkpoint-signal too", field="checkpoint")
+    if checkpoint_signal is not None:
+        body["checkpoint"] = {"signal": signal_name(checkpoint_signal, "--checkpoint-signal")}
+        if checkpoint_grace is not None:
+            body["checkpoint"]["grace_s"] = checkpoint_grace
     with ApiClient.from_env() as api:
         job = api.post("/api/v1/jobs", body)
         if as_json and not wait:
@@ -323,6 +338,11 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
     for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
         t.add_row(k, str(job.get("shape") or job[k]) if k == "request" else str(job[k]))
     t.add_row("reason", job["reason"])
+    if job.get("checkpoint"):
+        c = job["checkpoint"]
+        t.add_row("checkpoint", f"saves on SIG{c['signal']} within {c['grace_s']} s")
+    if job.get("lost_gpu_s"):
+        t.add_row("work lost", f"{job['lost_gpu_s'] / 3600:.2f} GPU-h to preemptions")
     if job.get("wait_code"):
         t.add_row("waits for", job["wait_code"])
     if job["array_job"] is not None:

@@ -117,6 +117,7 @@ def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, s
         "error": job.error,
         "chdir": os.path.normpath(os.path.join(here, job.chdir)) if job.chdir else None,
         "submit_dir": here,
+        "checkpoint": job.checkpoint,
     }
     return {k: v for k, v in out.items() if v is not None}
 

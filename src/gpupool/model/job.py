@@ -53,6 +53,8 @@ class Job:
     nodes: frozenset[str] | None = None
     nodes_why: str = ""  # why the others are not allowed, when not the default words
     one_per_node: bool = False  # its gang's workers on distinct nodes (sbatch -N)
+    # it saves its work on a signal within this many seconds (None: it does not say so)
+    checkpoint_grace_s: int | None = None
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -6,7 +6,7 @@ server renames or drops fails there, by name, instead of as a ``KeyError`` deep 
 Fields a newer server added have defaults that read as an older server meant; fields this
 agent does not know are ignored (a newer server)."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -67,6 +67,9 @@ class OrderOut(AllocationOut):
     # None: a server older than this field, which says only the job's state
     started_here: bool | None = None
     ended_here: bool = False  # this node's part ended well; the gang's others still run
+    # it saves on a signal (gpupool.model.checkpoint's JSON): stopped with that signal and
+    # its grace, not SIGTERM and the agent's; None from older servers and for other jobs
+    checkpoint: dict[str, Any] | None = None
 
 
 class OrdersOut(BaseModel):

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpupool.model.batch import check_output_path, parse_array, parse_dependency, parse_time
+from gpupool.model.checkpoint import parse_sbatch_signal
 from gpupool.model.devices import CATALOG, canonical_model
 from gpupool.model.errors import SpecError
 from gpupool.model.sbatch_options import NO_EFFECT, REFUSED, Option
@@ -56,6 +57,7 @@ class SbatchJob:
     export: str = "ALL"
     env: dict[str, str] = field(default_factory=dict)  # SLURM_* known at submission
     warnings: list[str] = field(default_factory=list)
+    checkpoint: dict[str, object] | None = None  # --signal: what it saves on (model.checkpoint)
 
 
 def memory_mib(text: str, where: str) -> int:
@@ -337,3 +339,33 @@ def _scalars(p: _Plan, job: SbatchJob) -> None:
     export = p.get("export")
     if export is not None:
         job.export = export
+    _signal(p, job)
+
+
+def _signal(p: _Plan, job: SbatchJob) -> None:
+    """``--signal``: the job saves on that signal — sent when it is stopped early (then
+    SIGKILL after the server's checkpoint grace) and ``@time`` before its time limit."""
+    text = p.get("signal")
+    if text is None:
+        return
+    try:
+        job.checkpoint = parse_sbatch_signal(text)
+    except SpecError as exc:
+        raise SpecError(f"{p.where('signal')}: {exc}", field="signal") from None
+    before = int(str(job.checkpoint["before_limit_s"]))
+    if job.time_s is not None and before < job.time_s:
+        return
+    job.checkpoint["before_limit_s"] = None
+    if "@" not in text:
+        return  # Slurm's implicit 60 s: nothing asked of a job without a longer time limit
+    if job.time_s is None:
+        job.warnings.append(
+            f"{p.where('signal')}: --signal=...@{before} has no effect without --time (no "
+            "time limit to signal before); the signal is still sent when it is stopped early"
+        )
+        return
+    raise SpecError(
+        f"{p.where('signal')}: --signal={text}: @{before} is not before the {job.time_s}-s "
+        "time limit",
+        field="signal",
+    )

@@ -27,6 +27,7 @@ HONOURED = {
     "account": Takes.VALUE, "qos": Takes.VALUE, "partition": Takes.VALUE,
     "constraint": Takes.VALUE, "wait": Takes.NONE, "wait-all-nodes": Takes.VALUE,
     "requeue": Takes.NONE, "export": Takes.VALUE, "wrap": Takes.VALUE, "parsable": Takes.NONE,
+    "signal": Takes.VALUE,
 }  # fmt: skip
 # accepted with a warning: they change neither where nor how the job runs here
 NO_EFFECT = {
@@ -38,8 +39,6 @@ NO_EFFECT = {
 NO_EFFECT_TAKES = {"verbose": Takes.NONE, "quiet": Takes.NONE}
 REFUSED = {
     "exclusive": "gpupool shares nodes: ask for the cards, CPUs and memory the job needs",
-    "signal": "gpupool sends no signal before the time limit (SIGTERM, then SIGKILL after "
-    "the grace, at the limit)",
     "nodelist": "gpupool places jobs itself; name no hosts",
     "exclude": "gpupool places jobs itself; name no hosts",
     "begin": "no deferred start", "deadline": "no deadline",

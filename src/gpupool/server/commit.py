@@ -20,6 +20,7 @@ from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
 from gpupool.server.replacements import create_copies
+from gpupool.server.work_lost import preemption_cost
 
 ACTOR = "scheduler"
 
@@ -32,6 +33,7 @@ class LostLeadership(Exception):
 class CommitSummary:
     admitted: list[tuple[int, float]] = field(default_factory=list)  # (job id, waited s)
     preempted: int = 0
+    lost_gpu_s: dict[str, float] = field(default_factory=dict)  # by tenant: preemptions' cost
     skipped: int = 0
     generation: int = 0
 
@@ -87,6 +89,9 @@ def commit_cycle(
             reason = f"stopped for {p.by}: {p.reason}"
         else:
             reason = f"preempted by job {p.by}: {p.reason}"
+        lost = preemption_cost(session, job, alloc, now)
+        job.lost_gpu_s = (job.lost_gpu_s or 0.0) + lost
+        out.lost_gpu_s[job.tenant] = out.lost_gpu_s.get(job.tenant, 0.0) + lost
         move(session, job, "preempted", now, reason, ACTOR)
         release(session, alloc, now, reason)
         if p.action == "kill":

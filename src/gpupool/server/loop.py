@@ -409,6 +409,8 @@ class SchedulerLoop:
             self.metrics.queue_wait.labels(tenant).observe(max(0.0, waited))
             self.metrics.admissions.labels(tenant).inc()
         self.metrics.preemptions.inc(summary.preempted)
+        for tenant, lost in summary.lost_gpu_s.items():
+            self.metrics.preemption_lost.labels(tenant).inc(lost)
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         self.cycles += 1
         if summary.admitted or summary.preempted:

@@ -67,6 +67,13 @@ class Metrics:
             "gpupool_admissions", "Jobs admitted.", ["tenant"], registry=self.registry
         )
         self.preemptions = Counter("gpupool_preemptions", "Jobs preempted.", registry=self.registry)
+        self.preemption_lost = Counter(
+            "gpupool_preemption_lost_gpu_seconds",
+            "Card-seconds of work preemptions cost jobs: the grace of a job that saves on a "
+            "signal, all it ran for any other.",
+            ["tenant"],
+            registry=self.registry,
+        )
         self.duty_last_ok = Gauge(
             "gpupool_duty_last_success_timestamp_seconds",
             "When each control-plane duty (scheduling, liveness, alerts, ...) last succeeded.",

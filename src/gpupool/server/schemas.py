@@ -10,9 +10,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
+from gpupool.model.checkpoint import signal_name
+from gpupool.model.errors import SpecError
 from gpupool.model.job import CLASS_OF_KIND
 from gpupool.model.labels import ADDRESS_LABEL, check_address
 from gpupool.model.protocol import AllocationOut
@@ -312,6 +315,27 @@ class DependencyIn(Strict):
     job: int = Field(gt=0, lt=2**62)
 
 
+class CheckpointIn(Strict):
+    """The job saves its work on ``signal`` (USR1, SIGUSR1 or its number): sent instead of
+    SIGTERM when it must stop early, SIGKILL ``grace_s`` later (default the server's
+    ``checkpoint_grace_s``, at most its ``checkpoint_grace_max_s``)."""
+
+    signal: str = Field(max_length=20, examples=["USR1"])
+    grace_s: int | None = Field(None, ge=1, le=3600)
+    shell_only: bool = Field(False, description="signal the batch shell only (Slurm's B:)")
+    before_limit_s: int | None = Field(
+        None, ge=1, le=65535, description="also sent this long before the time limit"
+    )
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, v: str) -> str:
+        try:
+            return signal_name(v)
+        except SpecError as e:
+            raise ValueError(str(e).removeprefix("checkpoint.signal: ")) from None
+
+
 class JobIn(Strict):
     request: str = Field(min_length=1, max_length=500, examples=["gpu=A100-80G:1,cpu=4"])
     tenant: Name | None = None  # defaults to the caller's tenant
@@ -326,6 +350,11 @@ class JobIn(Strict):
     )
     max_runtime_s: int | None = Field(None, gt=0, le=366 * 86400)
     on_preempt: Literal["suspend", "kill"] = "suspend"
+    checkpoint: CheckpointIn | None = Field(
+        None,
+        description="It saves its work on a signal: stopped early, it gets that signal and "
+        "a short grace instead of SIGTERM and the agent's grace (the seconds-fast vacate)",
+    )
     on_lost: Literal["requeue", "fail", "keep-running"] = Field(
         "requeue",
         description="When its node is lost: requeue (the default; the node's agent stops the "
@@ -414,6 +443,8 @@ class JobOut(BaseModel):
     max_runtime_s: int | None
     on_preempt: str
     on_lost: str
+    checkpoint: dict[str, Any] | None = None  # what it saves on (signal, grace_s, ...)
+    lost_gpu_s: float = 0.0  # card-seconds of work its preemptions cost it
     command: list[str]
     image: str | None
     state: str

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     cycle_interval_s: float = Field(2.0, gt=0, le=300)  # at least this often
     cycle_min_gap_s: float = Field(0.05, ge=0, le=10)  # at most this often
     grace_s: int = Field(30, ge=0)
+    # a job that saves on a signal (its ``checkpoint``) is killed this long after it, when it
+    # declares no grace of its own; and may declare at most the second (a long grace would
+    # hold a card a service needs: the vacate is to take seconds)
+    checkpoint_grace_s: int = Field(5, ge=1, le=3600)
+    checkpoint_grace_max_s: int = Field(30, ge=1, le=3600)
     # live allocations are metered in closed intervals ending on these boundaries (UTC), so
     # a billing month closes while jobs run
     metering_interval_s: int = Field(3600, ge=1, le=86400)

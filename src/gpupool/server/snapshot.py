@@ -72,6 +72,7 @@ _JOB_FIELDS = (
     "submit_time",
     "on_preempt",
     "one_per_node",
+    "checkpoint",
 )
 JOB_COLUMNS = tuple(JobRow.__table__.c[name] for name in _JOB_FIELDS)
 
@@ -90,6 +91,7 @@ def _job(row, request: ResourceRequest) -> Job:
         submit_time=row.submit_time,
         on_preempt=row.on_preempt,
         one_per_node=bool(row.one_per_node),
+        checkpoint_grace_s=row.checkpoint["grace_s"] if row.checkpoint else None,
     )
 
 

@@ -9,11 +9,13 @@ from sqlalchemy.orm import Session
 
 from gpupool.model import SpecError
 from gpupool.model.batch import ArraySpec, parse_array
+from gpupool.model.checkpoint import Checkpoint
 from gpupool.server.auth import Principal
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow
 from gpupool.server.errors import ApiError
 from gpupool.server.schemas import JobIn
+from gpupool.server.settings import Settings
 
 JOB_INSERT = JobRow.__table__.insert()
 
@@ -39,6 +41,31 @@ def held_command(body: JobIn) -> list[str]:
             "command",
         )
     return list(body.command)
+
+
+def checkpoint_of(body: JobIn, settings: Settings) -> dict[str, Any] | None:
+    """The job's checkpoint with its grace resolved (the server's default, at most its
+    maximum); ApiError 422 naming the field that cannot be honoured."""
+    c = body.checkpoint
+    if c is None:
+        return None
+    grace = settings.checkpoint_grace_s if c.grace_s is None else c.grace_s
+    if grace > settings.checkpoint_grace_max_s:
+        raise ApiError(
+            422,
+            f"checkpoint.grace_s: {grace} s is over this server's checkpoint_grace_max_s "
+            f"({settings.checkpoint_grace_max_s} s): a vacate is to take seconds",
+            "checkpoint.grace_s",
+        )
+    before = c.before_limit_s
+    if before is not None and (body.max_runtime_s is None or before >= body.max_runtime_s):
+        raise ApiError(
+            422,
+            "checkpoint.before_limit_s: needs a max_runtime_s longer than it (no time limit "
+            "to signal before)",
+            "checkpoint.before_limit_s",
+        )
+    return Checkpoint(c.signal, grace, c.shell_only, before).as_json()
 
 
 def array_spec(text: str | None) -> ArraySpec | None:

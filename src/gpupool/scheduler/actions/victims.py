@@ -1,12 +1,13 @@
 """Victim search shared by preempt and reclaim: the jobs running before this cycle that the
-``preemptable`` plugin lets give way, the fewest, lowest-priority, most recently started of
-them whose release lets the job fit (within its tenant's guarantee), and none at all when it
-still would not fit. Searches are bounded per cycle and a failed ask is remembered until
-capacity is released."""
+``preemptable`` plugin lets give way, the fewest, lowest-priority, least work lost of them
+(a job that saves on a signal loses its grace; any other all it ran) whose release lets the
+job fit (within its tenant's guarantee), and none at all when it still would not fit.
+Searches are bounded per cycle and a failed ask is remembered until capacity is released."""
 
 from collections.abc import Callable
 
 from gpupool.model import Job
+from gpupool.model.checkpoint import work_lost_s
 from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.session import RunningJob, Session, estimate_usage
 from gpupool.scheduler.state import ClusterState
@@ -126,7 +127,11 @@ def choose_victims(
     """Release candidates in preference order on a trial snapshot until ``job`` fits (and,
     with ``within_guarantee``, fits its tenant's guarantee); then put back every victim that
     is not needed. Returns (victims, placement) or None."""
-    order = sorted(candidates, key=lambda r: (cy.q.base_priority(r.job), -r.start_time, r.job.id))
+
+    def cost(r: RunningJob) -> tuple[int, float, float, str]:
+        return cy.q.base_priority(r.job), lost_if_stopped(r, cy.now), -r.start_time, r.job.id
+
+    order = sorted(candidates, key=cost)
     trial = cy.state.clone()
     freed: dict[str, int] = {}
     chosen: list[RunningJob] = []
@@ -158,6 +163,14 @@ def choose_victims(
             chosen.remove(victim)
             placement = again
     return chosen, placement
+
+
+def lost_if_stopped(r: RunningJob, now: float) -> float:
+    """Card-seconds of work stopping ``r`` now costs: its checkpoint grace when it saves on a
+    signal, else all it ran. Among victims of one priority, the least is taken first (the
+    youngest, as before, where none saves on a signal and all hold alike)."""
+    cards = r.placement.card_percent / 100
+    return work_lost_s(cards * max(0.0, now - r.start_time), cards, r.job.checkpoint_grace_s)
 
 
 def _fits(

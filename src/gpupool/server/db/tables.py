@@ -188,6 +188,10 @@ class JobRow(Base):
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     on_preempt: Mapped[str] = mapped_column(String(10), default="suspend")
     on_lost: Mapped[str] = mapped_column(String(20), default="requeue")
+    # saves its work on a signal (gpupool.model.checkpoint.Checkpoint's JSON); None: it does not
+    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # card-seconds of work its preemptions cost it (gpupool.model.checkpoint.work_lost_s)
+    lost_gpu_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     command: Mapped[list[Any]] = mapped_column(default=list)
     image: Mapped[str | None] = mapped_column(String(500), nullable=True)
     env: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -50,6 +50,7 @@ from gpupool.server.submission import (
     add_array_tasks,
     array_spec,
     check_dependencies,
+    checkpoint_of,
     held_command,
 )
 
@@ -191,12 +192,14 @@ async def submit(
         deps = sorted({d.job for d in body.dependency})
         await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
     command = held_command(body)
+    checkpoint = checkpoint_of(body, ctx.settings)
     now = time.time()
     fields = {
         **body.model_dump(
             exclude={"tenant", "request", "idempotency_key", "hold", "array", "allocation"}
         ),
         "command": command,
+        "checkpoint": checkpoint,
         "held": body.hold,
         "array_job": None,
         "array_index": array.indices[0] if array else None,

@@ -1,0 +1,25 @@
+"""The work a preemption costs a job, metered as it is preempted (issue 49): card-seconds,
+from what its allocation ran and whether it saves on a signal (``model.checkpoint``)."""
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpupool.model.checkpoint import work_lost_s
+from gpupool.scheduler.placement_json import placement_from_json
+from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow
+
+
+def preemption_cost(session: Session, job: JobRow, alloc: AllocationRow, now: float) -> float:
+    """Card-seconds lost by stopping ``job``'s ``alloc`` now: nothing before it started, the
+    grace it saves in when it saves on a signal, else all it ran (gpupool knows of no other
+    checkpoint of it)."""
+    started = session.execute(
+        select(func.min(AllocationNodeRow.started_at)).where(
+            AllocationNodeRow.allocation_id == alloc.id
+        )
+    ).scalar_one_or_none()
+    if started is None:
+        return 0.0
+    cards = placement_from_json(str(job.id), alloc.placement).card_percent / 100
+    grace = int(job.checkpoint["grace_s"]) if job.checkpoint else None
+    return work_lost_s(cards * max(0.0, now - started), cards, grace)
