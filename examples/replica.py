@@ -2,7 +2,10 @@
 $PORT and answers what gpupool reads — GET /health (503 until READY_AFTER seconds after start,
 then 200), GET /metrics in the Prometheus text format (gpupool_replica_requests_total,
 gpupool_replica_requests_in_flight) — and POST /infer {"tokens": N}, which takes 0.1 s + N ms
-(a stand-in for a model). POST /crash kills it at once (to see a replica replaced). It
+(a stand-in for a model). POST /crash kills it at once (to see a replica replaced). Parking,
+as vLLM's sleep mode answers it: POST /sleep?level=1 puts it to sleep (weights to host memory
+in vLLM; here health and requests answer 503), POST /wake_up wakes it (WAKE_S seconds, 0.2 by
+default: vLLM publishes 0.1-6 s), GET /is_sleeping says which. It
 listens on every address of its network namespace (its tenant's, walled from other tenants:
 the node publishes $PORT into it), as model servers do; --env HOST=... changes that.
 
@@ -21,6 +24,8 @@ started = time.time()
 ready_after = float(os.environ.get("READY_AFTER", "0.5"))
 lock = threading.Lock()
 stats = {"total": 0, "inflight": 0}
+wake_s = float(os.environ.get("WAKE_S", "0.2"))
+asleep = threading.Event()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -39,7 +44,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/health":
-            self.send(200 if time.time() - started >= ready_after else 503, "ok")
+            awake = time.time() - started >= ready_after and not asleep.is_set()
+            self.send(200 if awake else 503, "ok" if awake else "not ready")
+        elif self.path == "/is_sleeping":
+            self.send(200, json.dumps({"is_sleeping": asleep.is_set()}), "application/json")
         elif self.path == "/metrics":
             with lock:
                 total, inflight = stats["total"], stats["inflight"]
@@ -57,6 +65,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if self.path == "/crash":
             os._exit(3)
+        if self.path.split("?")[0] == "/sleep":
+            asleep.set()
+            return self.send(200, "asleep")
+        if self.path == "/wake_up":
+            time.sleep(wake_s if asleep.is_set() else 0)
+            asleep.clear()
+            return self.send(200, "awake")
+        if asleep.is_set():
+            return self.send(503, "asleep")
         with lock:
             stats["inflight"] += 1
         time.sleep(min(2.0, 0.1 + 0.001 * body.get("tokens", 0)))

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from gpupool.agent import cgroups, stop_signal
+from gpupool.agent import cgroups, replica_sleep, shutdown, stop_signal
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.backoff import backoff_s, within_lease
@@ -102,6 +102,9 @@ class Agent(ChannelLink):
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
+        self.sleeping: set[int] = set()  # devices whose parked engine is to confirm its sleep
+        # its own replicas' park/wake endpoints on 127.0.0.1 (never through a proxy)
+        self.replica_client = httpx.Client(trust_env=False)
         self.restore_epoch: str | None = None  # the database's, as the last orders said
         self.finished: set[int] = set()  # allocations ended here, still in the last orders
         self._last_answer: OrdersOut | None = None  # the newest orders acted on
@@ -207,41 +210,15 @@ class Agent(ChannelLink):
                 if self.launcher.networks is not None:
                     self.launcher.networks.remove_all()
             self.api.close()
+            self.replica_client.close()
             self.store.unlock()
 
     def stop_all(self) -> None:
-        """Stop every workload (embedded agents, on the way out); the next start reports
-        them ``lost``, so their jobs are requeued rather than failed."""
-        for rec in self.records.values():
-            rec.shutdown = True
-            self.store.save(rec)
-            proc.signal_group(rec.pid, proc.TERM)
-        deadline = time.monotonic() + self.config.grace_s
-        while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
-            time.sleep(0.05)
-        for rec in self.records.values():
-            if self._running(rec):
-                proc.signal_group(rec.pid, proc.KILL)
-        # reap what was killed: a TERM that came while a shim was still starting its command
-        # is lost, and a killed shim must not linger as a zombie of this process
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(self._running(r) for r in self.records.values()):
-            time.sleep(0.02)
+        """Stop every workload (embedded agents, on the way out): ``agent.shutdown``."""
+        shutdown.stop_all(self.records, self.store, self._running, self.config.grace_s)
 
     def remove_stopped_workdirs(self) -> None:
-        """The working folders of the workloads ``stop_all`` stopped: their records stay (the
-        next start reports them lost, so their jobs are requeued and start from the top), the
-        folders did after Ctrl-C, empty ``alloc-N-...`` folders no start removed."""
-        for rec in self.records.values():
-            if not rec.workdir or self._running(rec):
-                continue
-            try:
-                self.launcher.cleanup(rec.workdir, [], [])
-            except (OSError, LaunchError) as exc:
-                log.warning("agent %s: folder of allocation %s: %s", self.name, rec.alloc_id, exc)
-                continue
-            rec.workdir = ""
-            self.store.save(rec)
+        shutdown.remove_workdirs(self.records, self.store, self._running, self.launcher.cleanup)
 
     # -- talking to the server ------------------------------------------------------------
     def heartbeat(self) -> None:
@@ -361,6 +338,13 @@ class Agent(ChannelLink):
                 rec.released = True
                 self._begin_stop(rec, "allocation released by the server")
         self._last_answer = answer
+        self.sleeping, changed, cannot = replica_sleep.follow(
+            self.replica_client, self.records, desired
+        )
+        for rec in changed:
+            self.store.save(rec)
+        for rec in cannot:
+            self._begin_stop(rec, "parked, but it has no POST /sleep (park protocol)")
         self._enforce_limits(desired)
         self._harvest()
         self.launcher.refresh_ports()
@@ -415,6 +399,8 @@ class Agent(ChannelLink):
             return
         if any(a in self.records for a in order.after):
             return  # the victims it preempted still run here: wait for them to stop
+        if self.sleeping & {g.device for g in self._grants(order)}:
+            return  # a parked replica's engine there has not yet freed the card
         if order.ended_here:
             return  # this node's part of the gang ended well; the others still run
         started_here = order.started_here  # None: an older server, the job's state only

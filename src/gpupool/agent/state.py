@@ -41,6 +41,7 @@ class Record:
     disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)
     checkpoint: dict | None = None  # it saves on a signal (gpupool.model.checkpoint's JSON)
     warned: bool = False  # its signal was sent before its time limit
+    asleep: bool = False  # a parked replica whose engine confirmed its sleep
 
 
 class StateLocked(SpecError):

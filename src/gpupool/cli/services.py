@@ -19,7 +19,7 @@ service_app = typer.Typer(
 )
 TENANT = typer.Option(None, help="The service's tenant [default: yours]")
 COLUMNS = ["name", "tenant", "request", "ready", "desired", "min", "max", "metric", "policy"]
-REPLICA_COLUMNS = ["job_id", "state", "node", "endpoint", "ready", "draining"]
+REPLICA_COLUMNS = ["job_id", "state", "node", "endpoint", "ready", "draining", "parked"]
 
 
 def _path(name: str, tail: str = "", tenant: str | None = None) -> str:
@@ -51,6 +51,9 @@ def create(
     scale_down_delay: float = typer.Option(0, help="Seconds scale-in waits for lower load"),
     startup: float = typer.Option(60, help="Seconds from start to ready, for prediction"),
     policy: str = typer.Option("reactive", help="reactive, or predictive (after a day)"),
+    warm: int = typer.Option(
+        0, min=0, help="Engines kept: replicas past the need park and wake in seconds"
+    ),
     health_path: str = typer.Option("/health", help="The replicas' readiness path"),
     image: str = typer.Option(None, help="An OCI image instead of (or with) a command"),
     env: list[str] = typer.Option([], help="NAME=VALUE for the replicas (repeatable)"),
@@ -65,7 +68,7 @@ def create(
         "min_replicas": min_replicas, "max_replicas": max_replicas,
         "metric": metric, "target": target, "utilisation": utilisation, "stable_s": stable,
         "scale_down_delay_s": scale_down_delay, "startup_s": startup, "policy": policy,
-        "health_path": health_path, "tenant": tenant,
+        "health_path": health_path, "tenant": tenant, "warm": warm,
     }  # fmt: skip
     with ApiClient.from_env() as api:
         svc = api.post("/api/v1/services", {k: v for k, v in body.items() if v is not None})

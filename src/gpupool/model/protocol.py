@@ -70,6 +70,9 @@ class OrderOut(AllocationOut):
     # it saves on a signal (gpupool.model.checkpoint's JSON): stopped with that signal and
     # its grace, not SIGTERM and the agent's; None from older servers and for other jobs
     checkpoint: dict[str, Any] | None = None
+    # a service replica to keep asleep (parked: its card lent to training); False again: wake
+    # it once the allocations in ``after`` (those vacated from its card) have stopped here
+    parked: bool = False
 
 
 class OrdersOut(BaseModel):

@@ -1,6 +1,7 @@
 """One scheduling cycle: a short list of actions over a session, as Volcano does.
 
-enqueue -> allocate (within guarantee) -> borrow (idle capacity, DRF between borrowers)
+park and wake (a service's replicas: cards lent or taken back) -> enqueue -> allocate
+(within guarantee) -> borrow (idle capacity, DRF between borrowers)
 -> preempt (lower priority, same tenant) -> reclaim (owners take back lent capacity)
 -> defragment (room on one node for a guarantee) -> backfill (jobs that end before the
 starving head job can start) -> reserve (others' work leaves a reservation whose window
@@ -18,6 +19,7 @@ from gpupool.scheduler.actions.allocate import allocate
 from gpupool.scheduler.actions.backfill import backfill
 from gpupool.scheduler.actions.borrow import borrow
 from gpupool.scheduler.actions.defragment import defragment
+from gpupool.scheduler.actions.park import ParkAsk, park_and_wake
 from gpupool.scheduler.actions.preempt import preempt
 from gpupool.scheduler.actions.reclaim import reclaim
 from gpupool.scheduler.actions.reserve import reserve
@@ -61,12 +63,14 @@ def run_cycle(
     config: CycleConfig | None = None,
     placer: Placer | None = None,
     plugins: Plugins | None = None,
+    parks: Sequence[ParkAsk] = (),
 ) -> CycleResult:
     """Decide one cycle. ``tenants`` must carry no usage yet: running jobs are charged here.
     ``plugins``: policy hooks other than gpupool's defaults (``scheduler/plugins.py``)."""
     config = config or CycleConfig()
     placer = placer or Placer(config.policy)
     cy = Session(state, running, tenants, reservations, now, config, placer, plugins)
+    park_and_wake(cy, parks)  # a service's replicas first: a wake is seconds from serving
     queue = enqueue(cy, pending)
     placer.observe(queue, state)
     blocked, to_borrow, behind = allocate(cy, queue)

@@ -82,11 +82,25 @@ class Replacement:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Regrant:
+    """A running replica's placement changed (issue 49): parked (its devices lent) or woken
+    (its card back once ``after`` — the jobs vacated from it — have stopped)."""
+
+    job_id: str
+    placement: Placement
+    wake: bool
+    after: tuple[str, ...] = ()
+    borrowed: bool = False
+
+
 @dataclass
 class CycleResult:
     bindings: list[Binding] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
+    regrants: list[Regrant] = field(default_factory=list)
+    unwoken: dict[str, str] = field(default_factory=dict)  # replica job -> why not woken now
     pending: dict[str, Reason] = field(default_factory=dict)  # job id -> why it waits
     # pending heads whose earliest start backfill computed: if running jobs end at their
     # declared time limits, they can start by then (squeue's expected start time)

@@ -19,6 +19,7 @@ from gpupool.scheduler.reasons import Cause
 from gpupool.server.db.rows_changed import rows_changed
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobEventRow, JobRow, Meta
 from gpupool.server.lifecycle import active_allocation, move, release
+from gpupool.server.regrants import apply_regrants
 from gpupool.server.replacements import create_copies
 from gpupool.server.work_lost import preemption_cost
 
@@ -52,7 +53,14 @@ def commit_cycle(
         for jid, reason in result.pending.items()
         if (old := old_reasons.get(jid)) is not None and old != (str(reason), reason.code.value)
     ]
-    if not (result.bindings or result.preemptions or result.replacements or changed):
+    if not (
+        result.bindings
+        or result.preemptions
+        or result.replacements
+        or result.regrants
+        or result.unwoken
+        or changed
+    ):
         return CommitSummary()
     fenced = rows_changed(
         session,
@@ -102,6 +110,7 @@ def commit_cycle(
             jobs[job.id] = SimpleNamespace(id=job.id, state="pending", tenant=job.tenant,
                                            queued_at=now)  # fmt: skip
         out.preempted += 1
+    apply_regrants(session, result, allocation_of, generation, now)
     admit = [
         b for b in result.bindings if (job := jobs.get(int(b.job_id))) and job.state == "pending"
     ]

@@ -76,7 +76,8 @@ class SchedulerLoop:
         self.leadership = Leadership(db)
         self.snapshots = SnapshotBuilder()
         self.capacity = PoolCapacity()  # which waiting jobs can never run
-        self.services = ServiceReconciler(db, settings)  # replicas: health, endpoints, scale
+        # replicas: health, endpoints, scale; parks and wakes wake the scheduler
+        self.services = ServiceReconciler(db, settings, self.wake)
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
@@ -386,6 +387,7 @@ class SchedulerLoop:
                 inputs.reservations,
                 config,
                 Placer(self.settings.policy),
+                parks=inputs.parks,
             )
             with_expected_starts(result)
             self.mark_never(result, inputs.pending)

@@ -24,7 +24,7 @@ from gpupool.server.deps import ServerContext
 from gpupool.server.errors import not_found
 from gpupool.server.lifecycle import live_on
 from gpupool.server.routes.views import allocation_out
-from gpupool.server.services.replicas import replica_jobs
+from gpupool.server.services.replicas import parked_replicas, replica_jobs
 
 
 async def watch_orders(
@@ -66,6 +66,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
         ).all()
         jobs = [j.id for _, j, *_ in rows] + [j.replaces for _, j, *_ in rows if j.replaces]
         replicas = replica_jobs(s, jobs)
+        asleep = parked_replicas(s, jobs)
         out = [
             OrderOut(
                 **allocation_out(a).model_dump(),
@@ -84,6 +85,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 array_job=j.array_job,
                 array_index=j.array_index,
                 replica=j.id in replicas or (j.replaces or 0) in replicas,
+                parked=j.id in asleep,
                 checkpoint=j.checkpoint,
                 started_here=started is not None,
                 ended_here=ended is not None,

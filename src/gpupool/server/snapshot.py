@@ -7,17 +7,19 @@ cycle's cost follows what changed, not the size of the cluster.
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, or_, select
+from sqlalchemy import Connection, Row, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, JobKind, Node, ResourceRequest, SpecError, parse_request
 from gpupool.scheduler import ClusterState
+from gpupool.scheduler.actions.park import ParkAsk
 from gpupool.scheduler.cycle import RunningJob
 from gpupool.scheduler.gates import HOLDING, Gated, gate
+from gpupool.scheduler.parking import parked, woken
 from gpupool.scheduler.placement_json import placement_from_json
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reservations import Reservation
@@ -32,6 +34,7 @@ from gpupool.server.db.tables import (
     PriorityClassRow,
     QuotaRow,
     ReservationRow,
+    ServiceReplicaRow,
     TenantRow,
 )
 from gpupool.server.kube_mirror import KUBERNETES_ACTION
@@ -58,6 +61,7 @@ class CycleInputs:
     gated: dict[str, str]  # pending jobs held, waiting for dependencies or an array's limit
     replacing: frozenset[str] = frozenset()  # replicas whose copy starts (make-before-break)
     copies: frozenset[int] = frozenset()  # live jobs that are a replica's copy
+    parks: list[ParkAsk] = field(default_factory=list)  # replicas to park or wake
 
 
 _JOB_FIELDS = (
@@ -114,6 +118,7 @@ class SnapshotBuilder:
         self.base: ClusterState | None = None
         self.live: dict[int, RunningJob] = {}  # allocation id -> its job, applied to base
         self.copies: dict[int, int] = {}  # allocation id -> its job, a replica's copy
+        self.generations: dict[int, int] = {}  # allocation id -> the generation read
         self.closed: set[str] = set()  # nodes that take no new work
         self._node_cache: dict[str, tuple[tuple, Node]] = {}  # name -> (its rows, its Node)
 
@@ -151,14 +156,20 @@ class SnapshotBuilder:
         # snapshot cost with thousands of live allocations
         conn = session.connection()
         allocs, jobs = AllocationRow.__table__.c, JobRow.__table__.c
-        current = dict(
-            conn.execute(
-                select(allocs.id, allocs.job_id).where(
-                    allocs.state == "active", allocs.action != KUBERNETES_ACTION
-                )
-            ).all()
-        )
-        gone = [a for a in self.live if a not in current]
+        held = conn.execute(
+            select(allocs.id, allocs.job_id, allocs.generation).where(
+                allocs.state == "active", allocs.action != KUBERNETES_ACTION
+            )
+        ).all()
+        current = {a: job for a, job, _ in held}
+        generations = {a: g for a, _, g in held}
+        # a replica parked or woken kept its allocation with another placement (and a newer
+        # generation): read again
+        gone = [
+            a
+            for a in self.live
+            if a not in current or generations[a] != self.generations.get(a, generations[a])
+        ]
         # a closed node's capacity is sized to what it holds: a release there must rebuild it
         reopen = any(set(self.live[a].placement.node_names) & self.closed for a in gone)
         if version != self.nodes_version or self.base is None or reopen:
@@ -171,6 +182,7 @@ class SnapshotBuilder:
         for alloc_id in gone:
             state.release(self.live.pop(alloc_id).job.id)
             self.copies.pop(alloc_id, None)
+        self.generations = generations
         new = [a for a in current if a not in self.live]
         for start in range(0, len(new), 500):
             chunk = new[start : start + 500]
@@ -228,6 +240,7 @@ class SnapshotBuilder:
             gated=gated,
             replacing=replacing(session, copies),
             copies=copies,
+            parks=park_asks(conn, self.live, current),
         )
 
 
@@ -339,3 +352,32 @@ def reservations(session: Session) -> list[Reservation]:
         Reservation(f"r-{r.id}", r.tenant, tuple(r.nodes), r.start, r.end, r.cards)
         for r in session.execute(select(ReservationRow)).scalars()
     ]
+
+
+def park_asks(
+    conn: Connection, live: Mapping[int, RunningJob], current: Mapping[int, int]
+) -> list[ParkAsk]:
+    """The service replicas to park (asked, not yet done) or wake (parked, a wake asked)."""
+    rep = ServiceReplicaRow.__table__.c
+    rows = conn.execute(
+        select(rep.job_id, rep.parked, rep.park_at, rep.wake_at, rep.card).where(
+            or_(
+                and_(rep.park_at.is_not(None), rep.parked.is_(False)),
+                and_(rep.parked.is_(True), rep.wake_at.is_not(None)),
+            )
+        )
+    ).all()
+    if not rows:
+        return []
+    by_job = {job: live[a] for a, job in current.items() if a in live}
+    asks = []
+    for row in rows:
+        r = by_job.get(row.job_id)
+        if r is None or len(r.placement.nodes) != 1:
+            continue
+        if row.parked:
+            if row.card:
+                asks.append(ParkAsk(r.job.id, woken(r.placement, row.card), True))
+        elif r.placement.devices:
+            asks.append(ParkAsk(r.job.id, parked(r.placement), False))
+    return asks

@@ -494,6 +494,8 @@ class ServiceRow(Base):
     failures_in_row: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_failure: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # engines it keeps (awake or parked): replicas past its need park instead of stopping
+    warm: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class ServiceReplicaRow(Base):
@@ -511,6 +513,13 @@ class ServiceReplicaRow(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
     checked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # warm parking (issue 49): asleep with its weights in host memory, its card lent to
+    # training (its allocation holds no device meanwhile; ``card``: the devices it had)
+    parked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    park_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # a park asked
+    wake_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # a wake asked
+    card: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    woke_in_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # last wake to ready
 
 
 class ServiceSampleRow(Base):

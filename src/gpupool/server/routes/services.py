@@ -43,7 +43,8 @@ def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) 
     mine = read_replicas(s, [svc.id]) if read is None else read
     replicas = [
         ReplicaOut(job_id=r.job_id, state=r.state, node=r.node, endpoint=r.endpoint,
-                   ready=r.ready, draining=r.draining_since is not None)
+                   ready=r.ready, draining=r.draining_since is not None, parked=r.parked,
+                   woke_in_s=r.woke_in_s)
         for r in sorted(mine, key=lambda r: r.job_id)
     ]  # fmt: skip
     return ServiceOut(
@@ -52,7 +53,7 @@ def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) 
         max_replicas=svc.max_replicas, metric=svc.metric, target=svc.target,
         utilisation=svc.utilisation, stable_s=svc.stable_s,
         scale_down_delay_s=svc.scale_down_delay_s, startup_s=svc.startup_s, policy=svc.policy,
-        health_path=svc.health_path, pinned=svc.pinned, desired=svc.desired,
+        health_path=svc.health_path, warm=svc.warm, pinned=svc.pinned, desired=svc.desired,
         ready=sum(1 for r in replicas if r.ready), status=svc.status, replicas=replicas,
         created_by=svc.created_by, created_at=svc.created_at,
     )  # fmt: skip

@@ -16,6 +16,7 @@ preempts and meters them like any job of the tenant.
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 from gpupool.autoscale.reading import Reading
 from gpupool.autoscale.scale_plan import plan_scale, shrinks
 from gpupool.autoscale.scaler import ScalerState, decide, new_state
+from gpupool.autoscale.warm_plan import plan_warm
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
@@ -76,9 +78,12 @@ def adopt_copy(s: Session, row: ServiceReplicaRow, r: Replica) -> Replica | None
 
 
 class ServiceReconciler:
-    def __init__(self, db: Database, settings: Settings):
+    def __init__(
+        self, db: Database, settings: Settings, wake_scheduler: Callable[[], None] = lambda: None
+    ):
         self.db = db
         self.settings = settings
+        self.wake_scheduler = wake_scheduler  # parks and wakes are the next cycle's
         self.states: dict[int, ScalerState] = {}
         self._at = float("-inf")
         self._sampled: dict[int, float] = {}
@@ -103,12 +108,12 @@ class ServiceReconciler:
             self.states.clear()
             return
         by_id = {svc.id: svc for svc in services}
-        targets = {
+        targets = {  # a parked replica sleeps: nothing to read until it is woken
             r.job_id: Target(
                 by_id[r.service_id].tenant, r.endpoint, by_id[r.service_id].health_path
             )
             for r in replicas
-            if r.state == "running" and r.endpoint is not None
+            if r.state == "running" and r.endpoint is not None and not _asleep(r)
         }
         wait = min(PROBE_WAIT_S, 3 * self.settings.service_probe_timeout_s)
         readings = self.probes.round(targets, wait)
@@ -169,11 +174,20 @@ class ServiceReconciler:
                 continue
             reading: Reading | None = readings.get(r.job_id)
             row.endpoint = r.endpoint
+            if _asleep(r):  # parked, or parking: out of the endpoints, its health not read
+                row.ready = r.ready = False
+                live.append(r)
+                continue
             if reading is not None:
                 row.checked_at = now
                 if reading.ready:
                     row.ready, row.failures = row.draining_since is None, 0
                     row.ready_at = row.ready_at or now
+                    if row.wake_at is not None and not row.parked:  # woken: how long it took
+                        row.woke_in_s, row.wake_at = now - row.wake_at, None
+                        r.wake_at, r.woke_in_s = None, row.woke_in_s
+                        log.info("service %s: replica %s woke in %.2f s", svc.name, r.job_id,
+                                 row.woke_in_s)  # fmt: skip
                     svc.failures_in_row, svc.retry_at, svc.last_failure = 0, None, ""
                 else:
                     row.failures += 1
@@ -197,6 +211,8 @@ class ServiceReconciler:
             return False
         if r.ready_at is not None:
             return r.failures >= self.settings.service_failures
+        if r.wake_at is not None:
+            return False  # a wake has its own limit (autoscale.warm_plan)
         started = r.started_at
         return started is not None and now - started > self._patience(svc)
 
@@ -279,6 +295,9 @@ class ServiceReconciler:
         want: int, now: float,
     ) -> None:  # fmt: skip
         """Apply the scaling step the pure decider (``autoscale.scale_plan``) chose."""
+        if svc.warm or any(r.parked or r.park_at or r.wake_at for r in live):
+            self._scale_warm(s, svc, live, readings, want, now)
+            return
         have = sum(1 for r in live if r.draining_since is None)
         decision = plan_scale(
             live,
@@ -300,3 +319,51 @@ class ServiceReconciler:
             by_job[job_id].draining_since = now  # no longer serving in this pass's sample
         for job_id, why in decision.stop:
             stop_replica(s, job_id, now, why)
+
+    def _scale_warm(
+        self, s: Session, svc: ServiceRow, live: list[Replica], readings: dict[int, Reading],
+        want: int, now: float,
+    ) -> None:  # fmt: skip
+        """Apply the step ``autoscale.warm_plan`` chose for a service that keeps engines."""
+        serving = [r for r in live if r.draining_since is None and not _asleep(r)]
+        decision = plan_warm(
+            live,
+            {job: reading.in_flight for job, reading in readings.items()},
+            want,
+            now,
+            service=svc.name,
+            warm=svc.warm,
+            drain_s=self.settings.service_drain_s,
+            wake_timeout_s=max(30.0, svc.startup_s),
+            backing_off=svc.retry_at is not None and svc.retry_at > now,
+            may_scale_in=len(serving) <= want
+            or self._may_scale_in(s, svc, len(serving), want, now),
+        )
+        for _ in range(decision.add):
+            add_replica(s, svc, now)
+        rows = {r.job_id: s.get(ServiceReplicaRow, r.job_id) for r in live}
+        for job_id in decision.drain:
+            row = rows[job_id]
+            assert row is not None  # read from these rows in this transaction
+            row.draining_since, row.ready = now, False
+        for job_id in decision.park:  # the scheduler lends its card at its next cycle
+            row = rows[job_id]
+            assert row is not None
+            row.draining_since, row.park_at, row.ready = None, now, False
+        for job_id in decision.unpark:
+            row = rows[job_id]
+            assert row is not None
+            row.park_at = None
+        for job_id in decision.wake:  # the scheduler takes its card back, the agent wakes it
+            row = rows[job_id]
+            assert row is not None
+            row.wake_at, row.ready, row.ready_at, row.failures = now, False, None, 0
+        for job_id, why in decision.stop:
+            stop_replica(s, job_id, now, why)
+        if decision.park or decision.wake:
+            self.wake_scheduler()
+
+
+def _asleep(r: Replica) -> bool:
+    """Parked or parking, with no wake asked."""
+    return (r.parked or r.park_at is not None) and r.wake_at is None

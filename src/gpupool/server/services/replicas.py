@@ -81,6 +81,14 @@ class Replica:
     ready_at: float | None
     started_at: float | None
     reason: str = ""
+    parked: bool = False  # asleep, its allocation holding no device
+    park_at: float | None = None  # a park asked, not yet done by the scheduler
+    wake_at: float | None = None  # a wake asked (kept until it is ready again)
+    woke_in_s: float | None = None
+
+    @property
+    def waking(self) -> bool:
+        return self.wake_at is not None
 
     @property
     def endpoint(self) -> str | None:
@@ -115,7 +123,8 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         host = (labels.get(node) or {}).get(ADDRESS_LABEL, node) if node else None
         out.append(
             Replica(r.job_id, r.service_id, state, ports.get(r.job_id, r.port), node, host,
-                    r.ready, r.draining_since, r.failures, r.ready_at, started, reason)
+                    r.ready, r.draining_since, r.failures, r.ready_at, started, reason,
+                    r.parked, r.park_at, r.wake_at, r.woke_in_s)
         )  # fmt: skip
     return out
 
@@ -146,6 +155,19 @@ def replica_utilisation(s: Session, job_ids: list[int], now: float) -> dict[int,
         if utils:
             out[job_id] = sum(utils) / len(utils)
     return out
+
+
+def parked_replicas(s: Session, job_ids: list[int]) -> set[int]:
+    """Those of these jobs that are parked replicas (their engines are to sleep)."""
+    if not job_ids:
+        return set()
+    return set(
+        s.execute(
+            select(ServiceReplicaRow.job_id).where(
+                ServiceReplicaRow.job_id.in_(job_ids), ServiceReplicaRow.parked.is_(True)
+            )
+        ).scalars()
+    )
 
 
 def replica_jobs(s: Session, job_ids: list[int]) -> set[int]:

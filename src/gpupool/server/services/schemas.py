@@ -37,6 +37,13 @@ class ServiceIn(Strict):
     startup_s: float = Field(60, gt=0, le=3600, description="a replica's start to ready")
     policy: Literal["reactive", "predictive"] = "reactive"
     health_path: HealthPath = "/health"
+    warm: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="engines kept: replicas past the need park (asleep, weights in host "
+        "memory, their cards lent to training) instead of stopping, and wake in seconds",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> "ServiceIn":
@@ -44,6 +51,8 @@ class ServiceIn(Strict):
             raise ValueError(
                 f"min_replicas: {self.min_replicas} is above max_replicas {self.max_replicas}"
             )
+        if self.warm > self.max_replicas:
+            raise ValueError(f"warm: {self.warm} is above max_replicas {self.max_replicas}")
         return self
 
 
@@ -63,6 +72,8 @@ class ReplicaOut(Strict):
     endpoint: str | None
     ready: bool
     draining: bool
+    parked: bool = False  # asleep, its card lent to training
+    woke_in_s: float | None = None  # its last wake: decided to ready, seconds
 
 
 class ServiceOut(Strict):
@@ -82,6 +93,7 @@ class ServiceOut(Strict):
     startup_s: float
     policy: str
     health_path: str
+    warm: int = 0
     pinned: int | None
     desired: int
     ready: int
