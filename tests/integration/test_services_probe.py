@@ -93,3 +93,44 @@ def test_a_replica_that_is_gone_is_not_ready():
         port = s.getsockname()[1]
     reading = probe(f"127.0.0.1:{port}", "/health", timeout=0.5)
     assert not reading.ready and reading.error.startswith("health: ConnectError")
+
+
+class Sleepy(BaseHTTPRequestHandler):
+    """As vLLM in sleep mode: its health answers 200 while it sleeps; /is_sleeping says so."""
+
+    protocol_version = "HTTP/1.1"
+    asleep = True
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = b"ok"
+        if self.path == "/is_sleeping":
+            body = b'{"is_sleeping": true}' if self.asleep else b'{"is_sleeping": false}'
+        elif self.path == "/metrics":
+            body = b"vllm:num_requests_running 0\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_sleeping_engine_whose_health_answers_is_not_ready():
+    from gpupool.server.services.probe_pool import ProbePool, Target
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sleepy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"127.0.0.1:{server.server_address[1]}"
+    pool = ProbePool(1.0, 4)
+    try:
+        asleep = pool.round({1: Target("t", endpoint, "/health", sleepy=True)}, 3.0)[1]
+        assert not asleep.ready and asleep.error == "asleep (is_sleeping)"
+        plain = pool.round({2: Target("t", endpoint, "/health")}, 3.0)[2]
+        assert plain.ready  # a service that parks nothing is taken at its health's word
+        Sleepy.asleep = False
+        assert pool.round({3: Target("t", endpoint, "/health", sleepy=True)}, 3.0)[3].ready
+    finally:
+        Sleepy.asleep = True
+        pool.close()
+        server.shutdown()

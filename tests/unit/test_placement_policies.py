@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from gpupool.model import Job, SharingMode, job
+from gpupool.model import Job, JobKind, SharingMode, job
 from gpupool.scheduler import ClusterState, Placement, Placer, Unplaceable, schedule
 from gpupool.scheduler.fragmentation import FragmentationModel, ShapeMix
 from gpupool.sharing import PoolSharing, SharePolicy
@@ -51,6 +51,15 @@ def test_best_fit_takes_the_fullest_node_that_fits(three_nodes):
 
 def test_spread_takes_the_emptiest_node(three_nodes):
     assert _place(three_nodes, "spread", "gpu=1").node_names == ("n2",)
+
+
+def test_a_packed_service_replica_takes_the_fullest_node_under_auto(three_nodes):
+    """Online inference spreads under ``auto``; a service placed ``pack`` gives its replicas
+    ``best-fit`` (few servers busy: training keeps whole ones for its gangs)."""
+    fields = {"kind": JobKind.INFERENCE, "priority_class": "online-inference"}
+    spread = Placer("auto").place(three_nodes, job("r1", "gpu=1", **fields))
+    packed = Placer("auto").place(three_nodes, job("r2", "gpu=1", policy="best-fit", **fields))
+    assert spread.node_names == ("n2",) and packed.node_names == ("n1",)
 
 
 def test_whole_cards_go_to_the_first_free_indexes():

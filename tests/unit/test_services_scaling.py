@@ -36,6 +36,36 @@ def test_metrics_text_is_read_and_garbage_is_named():
     assert bad.ready and bad.error.startswith("metrics: not the Prometheus text format")
 
 
+# a vLLM OpenAI server's /metrics, in the shape vLLM's production metrics take (vLLM docs,
+# "Production Metrics": labels engine, model_name, finished_reason)
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-0.6B"} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-0.6B"} 2.0
+# HELP vllm:request_success_total Count of successfully processed requests.
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="Qwen/Qwen3-0.6B"} 40.0
+vllm:request_success_total{engine="0",finished_reason="length",model_name="Qwen/Qwen3-0.6B"} 2.0
+# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="Qwen/Qwen3-0.6B"} 30.0
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="Qwen/Qwen3-0.6B"} 42.0
+vllm:e2e_request_latency_seconds_count{engine="0",model_name="Qwen/Qwen3-0.6B"} 42.0
+vllm:e2e_request_latency_seconds_sum{engine="0",model_name="Qwen/Qwen3-0.6B"} 31.5
+"""
+
+
+def test_a_vllm_server_is_read_by_its_own_metric_names_where_ours_are_absent():
+    reading = parse_metrics(VLLM_METRICS)
+    assert (reading.requests_total, reading.in_flight, reading.error) == (42, 5, "")
+    assert reading.buckets == {1.0: 30, float("inf"): 42}
+    both = parse_metrics(METRICS + VLLM_METRICS)  # ours win where a replica has both
+    assert (both.requests_total, both.in_flight) == (120, 3)
+
+
 def test_load_per_metric_from_successive_readings():
     rps = new_state("rps", 10, 0.7, 60, 0)
     assert rps.load("rps", 10, {1: Reading(True, requests_total=100)}, 0.0) is None

@@ -54,6 +54,9 @@ def create(
     warm: int = typer.Option(
         0, min=0, help="Engines kept: replicas past the need park and wake in seconds"
     ),
+    placement: str = typer.Option(
+        "spread", help="spread (a replica per node first) or pack (few nodes)"
+    ),
     health_path: str = typer.Option("/health", help="The replicas' readiness path"),
     image: str = typer.Option(None, help="An OCI image instead of (or with) a command"),
     env: list[str] = typer.Option([], help="NAME=VALUE for the replicas (repeatable)"),
@@ -68,7 +71,7 @@ def create(
         "min_replicas": min_replicas, "max_replicas": max_replicas,
         "metric": metric, "target": target, "utilisation": utilisation, "stable_s": stable,
         "scale_down_delay_s": scale_down_delay, "startup_s": startup, "policy": policy,
-        "health_path": health_path, "tenant": tenant, "warm": warm,
+        "health_path": health_path, "tenant": tenant, "warm": warm, "placement": placement,
     }  # fmt: skip
     with ApiClient.from_env() as api:
         svc = api.post("/api/v1/services", {k: v for k, v in body.items() if v is not None})

@@ -55,6 +55,7 @@ class Job:
     one_per_node: bool = False  # its gang's workers on distinct nodes (sbatch -N)
     # it saves its work on a signal within this many seconds (None: it does not say so)
     checkpoint_grace_s: int | None = None
+    policy: str | None = None  # its placement policy under the server's auto (None: by kind)
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -98,6 +98,8 @@ class Placer:
             name = AUTO_BY_KIND[job.kind]
             if job.priority_class == "online-inference":
                 name = "spread"
+            if job.policy in self._policies:
+                name = job.policy
             return self._policies[name]
         return self._policies[self.policy]
 

@@ -18,7 +18,7 @@ ACTOR = "scheduler"
 COPIED = (
     "tenant", "name", "request", "kind", "priority_class", "priority", "gang_size",
     "max_runtime_s", "on_preempt", "on_lost", "command", "image", "env", "submitted_by",
-    "output", "error", "chdir", "submit_dir", "checkpoint",
+    "output", "error", "chdir", "submit_dir", "checkpoint", "policy",
 )  # fmt: skip
 
 

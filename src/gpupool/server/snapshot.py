@@ -77,6 +77,7 @@ _JOB_FIELDS = (
     "on_preempt",
     "one_per_node",
     "checkpoint",
+    "policy",
 )
 JOB_COLUMNS = tuple(JobRow.__table__.c[name] for name in _JOB_FIELDS)
 
@@ -96,6 +97,7 @@ def _job(row, request: ResourceRequest) -> Job:
         on_preempt=row.on_preempt,
         one_per_node=bool(row.one_per_node),
         checkpoint_grace_s=row.checkpoint["grace_s"] if row.checkpoint else None,
+        policy=row.policy,
     )
 
 

@@ -188,6 +188,8 @@ class JobRow(Base):
     max_runtime_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     on_preempt: Mapped[str] = mapped_column(String(10), default="suspend")
     on_lost: Mapped[str] = mapped_column(String(20), default="requeue")
+    # its placement policy when the server's is auto (a service's packed replicas: best-fit)
+    policy: Mapped[str | None] = mapped_column(String(20), nullable=True)
     # saves its work on a signal (gpupool.model.checkpoint.Checkpoint's JSON); None: it does not
     checkpoint: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # card-seconds of work its preemptions cost it (gpupool.model.checkpoint.work_lost_s)
@@ -496,6 +498,8 @@ class ServiceRow(Base):
     last_failure: Mapped[str] = mapped_column(Text, default="", server_default="")
     # engines it keeps (awake or parked): replicas past its need park instead of stopping
     warm: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # spread (a replica per node first) or pack (few nodes: training keeps whole servers)
+    placement: Mapped[str] = mapped_column(String(10), default="spread", server_default="spread")
 
 
 class ServiceReplicaRow(Base):

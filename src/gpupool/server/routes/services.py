@@ -53,7 +53,8 @@ def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) 
         max_replicas=svc.max_replicas, metric=svc.metric, target=svc.target,
         utilisation=svc.utilisation, stable_s=svc.stable_s,
         scale_down_delay_s=svc.scale_down_delay_s, startup_s=svc.startup_s, policy=svc.policy,
-        health_path=svc.health_path, warm=svc.warm, pinned=svc.pinned, desired=svc.desired,
+        health_path=svc.health_path, warm=svc.warm, placement=svc.placement,
+        pinned=svc.pinned, desired=svc.desired,
         ready=sum(1 for r in replicas if r.ready), status=svc.status, replicas=replicas,
         created_by=svc.created_by, created_at=svc.created_at,
     )  # fmt: skip

@@ -8,6 +8,7 @@ them (the replicas do not push): the same request that tells readiness tells loa
 replica needs no token. A reading that cannot be parsed is reported, never raised.
 """
 
+import json
 import time
 
 import httpx
@@ -19,23 +20,38 @@ MAX_BODY = 1 << 20
 REQUESTS = "gpupool_replica_requests"
 IN_FLIGHT = "gpupool_replica_requests_in_flight"
 DURATION = "gpupool_replica_request_duration_seconds"
+# a vLLM server's own metrics (its OpenAI server's /metrics): finished requests, requests
+# running and waiting (in flight), end-to-end latency
+VLLM = {
+    "requests": "vllm:request_success_total",
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "duration": "vllm:e2e_request_latency_seconds_bucket",
+}
+VLLM_IN_FLIGHT = (VLLM["running"], VLLM["waiting"])
 
 
 def parse_metrics(text: str) -> Reading:
-    """The replica's counters from its /metrics text; ``error`` names what was wrong."""
-    reading = Reading(ready=True)
+    """The replica's counters from its /metrics text; ``error`` names what was wrong. A vLLM
+    server's own names are read where gpupool's are absent (``VLLM``)."""
+    reading, vllm = Reading(ready=True), Reading(ready=True)
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == f"{REQUESTS}_total":
-                    reading.requests_total = (reading.requests_total or 0.0) + sample.value
-                elif sample.name == IN_FLIGHT:
-                    reading.in_flight = (reading.in_flight or 0.0) + sample.value
-                elif sample.name == f"{DURATION}_bucket":
+                name = sample.name
+                into = vllm if name in VLLM.values() else reading
+                if name in (f"{REQUESTS}_total", VLLM["requests"]):
+                    into.requests_total = (into.requests_total or 0.0) + sample.value
+                elif name in (IN_FLIGHT, *VLLM_IN_FLIGHT):
+                    into.in_flight = (into.in_flight or 0.0) + sample.value
+                elif name in (f"{DURATION}_bucket", VLLM["duration"]):
                     le = float(sample.labels.get("le", "inf"))
-                    reading.buckets[le] = reading.buckets.get(le, 0.0) + sample.value
+                    into.buckets[le] = into.buckets.get(le, 0.0) + sample.value
     except (ValueError, TypeError, IndexError) as exc:
         reading.error = f"metrics: not the Prometheus text format ({exc})"[:300]
+    if reading.requests_total is None and reading.in_flight is None and not reading.buckets:
+        reading.requests_total, reading.in_flight = vllm.requests_total, vllm.in_flight
+        reading.buckets = vllm.buckets
     return reading
 
 
@@ -51,6 +67,20 @@ def _get(client: httpx.Client, url: str, deadline: float) -> tuple[int, str]:
             if time.monotonic() > deadline:
                 raise ValueError("answer too slow")
         return response.status_code, body.decode("utf-8", "replace")
+
+
+def awake(endpoint: str, timeout: float, reading: Reading) -> Reading:
+    """``reading``, unless the replica says it sleeps (``GET /is_sleeping``: vLLM answers its
+    health while asleep, and its completions with 503): then not ready. A replica without
+    that endpoint is taken at its health's word."""
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+            deadline = time.monotonic() + 2 * timeout
+            status, text = _get(client, f"http://{endpoint}/is_sleeping", deadline)
+        asleep = 200 <= status < 300 and json.loads(text).get("is_sleeping") is True
+    except (httpx.HTTPError, ValueError, OSError, AttributeError):
+        return reading
+    return Reading(ready=False, error="asleep (is_sleeping)") if asleep else reading
 
 
 def probe(endpoint: str, health_path: str, timeout: float) -> Reading:

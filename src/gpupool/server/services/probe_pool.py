@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gpupool.autoscale.reading import Reading
-from gpupool.server.services.probe import probe
+from gpupool.server.services.probe import awake, probe
 
 THREADS = 64
 
@@ -26,6 +26,7 @@ class Target:
     tenant: str
     endpoint: str  # host:port
     health_path: str
+    sleepy: bool = False  # a service that parks replicas: asleep is not ready (is_sleeping)
 
 
 Prober = Callable[[str, str, float], Reading]
@@ -78,7 +79,10 @@ class ProbePool:
 
     def _check(self, target: Target) -> Reading:
         try:
-            return self.prober(target.endpoint, target.health_path, self.timeout)
+            reading = self.prober(target.endpoint, target.health_path, self.timeout)
+            if target.sleepy and reading.ready:
+                reading = awake(target.endpoint, self.timeout, reading)
+            return reading
         except Exception as exc:  # a bug in one check is that replica's failed check
             return Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
 

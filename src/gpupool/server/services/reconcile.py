@@ -110,7 +110,10 @@ class ServiceReconciler:
         by_id = {svc.id: svc for svc in services}
         targets = {  # a parked replica sleeps: nothing to read until it is woken
             r.job_id: Target(
-                by_id[r.service_id].tenant, r.endpoint, by_id[r.service_id].health_path
+                by_id[r.service_id].tenant,
+                r.endpoint,
+                by_id[r.service_id].health_path,
+                sleepy=by_id[r.service_id].warm > 0,
             )
             for r in replicas
             if r.state == "running" and r.endpoint is not None and not _asleep(r)

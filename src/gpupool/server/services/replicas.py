@@ -1,8 +1,9 @@
 """A service's replicas in the state of record: each is a job of the service's tenant at the
 online-inference priority (placed by the ``spread`` policy: the emptiest node first, so
-replicas land on different nodes). Its port is chosen by the agent that runs it — free on
-that node, published into the tenant's network namespace — and reported with its start
-(``allocations.port``): the server never derives one."""
+replicas land on different nodes; a service with ``placement: pack`` by ``best-fit``: the
+fullest node first, so training keeps whole servers for its gangs). Its port is chosen by
+the agent that runs it — free on that node, published into the tenant's network namespace —
+and reported with its start (``allocations.port``): the server never derives one."""
 
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ def add_replica(s: Session, svc: ServiceRow, now: float) -> int:
         gang_size=1,
         on_preempt="kill",
         on_lost="requeue",
+        policy="best-fit" if svc.placement == "pack" else None,
         command=list(svc.command),
         image=svc.image,
         env={**svc.env, "GPUPOOL_SERVICE": svc.name},

@@ -45,6 +45,12 @@ class ServiceIn(Strict):
         "memory, their cards lent to training) instead of stopping, and wake in seconds",
     )
 
+    placement: Literal["spread", "pack"] = Field(
+        "spread",
+        description="spread: a replica per node first (failures hit fewer); pack: few nodes, "
+        "so training keeps whole servers for its multi-card jobs",
+    )
+
     @model_validator(mode="after")
     def _bounds(self) -> "ServiceIn":
         if self.min_replicas > self.max_replicas:
@@ -94,6 +100,7 @@ class ServiceOut(Strict):
     policy: str
     health_path: str
     warm: int = 0
+    placement: str = "spread"
     pinned: int | None
     desired: int
     ready: int

@@ -1,4 +1,5 @@
-"""warm-parked service replicas: how many engines a service keeps, and each replica's park
+"""warm-parked service replicas: how many engines a service keeps, and each replica's park;
+where a service's replicas go (spread or packed), as a job's placement policy
 
 Revision ID: 0023
 Revises: 0022
@@ -17,6 +18,11 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("services") as batch:
         batch.add_column(sa.Column("warm", sa.Integer(), nullable=False, server_default="0"))
+        batch.add_column(
+            sa.Column("placement", sa.String(10), nullable=False, server_default="spread")
+        )
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("policy", sa.String(20), nullable=True))
     with op.batch_alter_table("service_replicas") as batch:
         batch.add_column(
             sa.Column("parked", sa.Boolean(), nullable=False, server_default=sa.false())
@@ -31,5 +37,8 @@ def downgrade() -> None:
     with op.batch_alter_table("service_replicas") as batch:
         for name in ("woke_in_s", "card", "wake_at", "park_at", "parked"):
             batch.drop_column(name)
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("policy")
     with op.batch_alter_table("services") as batch:
+        batch.drop_column("placement")
         batch.drop_column("warm")
