@@ -338,6 +338,9 @@ class Agent(ChannelLink):
                 rec.released = True
                 self._begin_stop(rec, "allocation released by the server")
         self._last_answer = answer
+        self._enforce_limits(desired)
+        self._harvest()
+        # after the harvest: a wake waits for the jobs vacated from its card to have ended
         self.sleeping, changed, cannot = replica_sleep.follow(
             self.replica_client, self.records, desired
         )
@@ -345,8 +348,6 @@ class Agent(ChannelLink):
             self.store.save(rec)
         for rec in cannot:
             self._begin_stop(rec, "parked, but it has no POST /sleep (park protocol)")
-        self._enforce_limits(desired)
-        self._harvest()
         self.launcher.refresh_ports()
         if answer.modes:
             self._switch_modes(dict(answer.modes))

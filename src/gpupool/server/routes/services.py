@@ -44,7 +44,7 @@ def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) 
     replicas = [
         ReplicaOut(job_id=r.job_id, state=r.state, node=r.node, endpoint=r.endpoint,
                    ready=r.ready, draining=r.draining_since is not None, parked=r.parked,
-                   woke_in_s=r.woke_in_s)
+                   parked_on=r.parked_on, woke_in_s=r.woke_in_s)
         for r in sorted(mine, key=lambda r: r.job_id)
     ]  # fmt: skip
     return ServiceOut(

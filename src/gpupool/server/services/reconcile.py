@@ -240,7 +240,7 @@ class ServiceReconciler:
         state = self.states.get(svc.id)
         if state is None or state.settings != key:
             state = self.states[svc.id] = new_state(*key)
-        serving = [r for r in live if r.draining_since is None]
+        serving = [r for r in live if r.draining_since is None and not _asleep(r)]
         ready = sum(1 for r in serving if r.ready)
         mine = {r.job_id: readings[r.job_id] for r in serving if r.job_id in readings}
         load = state.load(svc.metric, svc.target, mine, now)
@@ -258,6 +258,12 @@ class ServiceReconciler:
         if svc.retry_at is not None and svc.retry_at > now:
             status += (f"; {svc.failures_in_row} replica(s) failed in a row, the next starts in "
                        f"{svc.retry_at - now:.0f} s (last: {svc.last_failure})")  # fmt: skip
+        asleep = sum(1 for r in live if _asleep(r))
+        if asleep:
+            status += f"; {asleep} parked (warm {svc.warm})"
+        waking = [r for r in live if r.wake_at is not None]
+        if waking and waking[0].reason.startswith("waking: "):
+            status += f"; {waking[0].reason}"  # why the card is not taken back yet
         waiting = [r for r in serving if r.state == "pending"]
         if waiting:  # why the pool does not give them cards (quota, room, a budget)
             status += f"; {len(waiting)} waiting: {waiting[0].reason}"

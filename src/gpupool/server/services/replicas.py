@@ -87,6 +87,7 @@ class Replica:
     park_at: float | None = None  # a park asked, not yet done by the scheduler
     wake_at: float | None = None  # a wake asked (kept until it is ready again)
     woke_in_s: float | None = None
+    parked_on: list[int] | None = None  # the devices it wakes on, while parked
 
     @property
     def waking(self) -> bool:
@@ -126,7 +127,8 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         out.append(
             Replica(r.job_id, r.service_id, state, ports.get(r.job_id, r.port), node, host,
                     r.ready, r.draining_since, r.failures, r.ready_at, started, reason,
-                    r.parked, r.park_at, r.wake_at, r.woke_in_s)
+                    r.parked, r.park_at, r.wake_at, r.woke_in_s,
+                    [d["device"] for d in r.card] if r.parked and r.card else None)
         )  # fmt: skip
     return out
 

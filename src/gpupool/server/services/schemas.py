@@ -79,6 +79,7 @@ class ReplicaOut(Strict):
     ready: bool
     draining: bool
     parked: bool = False  # asleep, its card lent to training
+    parked_on: list[int] | None = None  # while parked: the cards (on its node) it wakes on
     woke_in_s: float | None = None  # its last wake: decided to ready, seconds
 
 
