@@ -1,4 +1,4 @@
-/* Services: each elastic inference service with its replicas (ready, draining, where), and
+/* Services: each elastic inference service with its replicas (ready, draining, parked, where), and
    its load over the last 24 h against the forecast made for it and the capacity ready. */
 'use strict';
 (() => {
@@ -28,7 +28,7 @@
       { key: 'state', label: 'col.state', render: (r) => GP.stateBadge(r.state) },
       { key: 'node', label: 'col.node' },
       { key: 'endpoint', label: 'col.endpoint' },
-      { key: 'ready', label: 'col.serving', render: (r) => r.draining ? t('services.draining') : r.ready ? t('services.serving') : t('services.not_ready') },
+      { key: 'ready', label: 'col.serving', render: (r) => r.parked ? t('services.parked', { cards: (r.parked_on || []).join(',') }) : r.draining ? t('services.draining') : r.ready ? t('services.serving') : t('services.not_ready') },
     ], svc.replicas, 'services.no_replicas');
   }
 
