@@ -156,3 +156,47 @@ def test_the_signal_comes_before_the_time_limit_to_the_batch_shell_alone(tmp_pat
             log = _log(admin, job)
             assert "shell got USR1" in log and "child signalled" not in log, log
             assert ended["state"] == "succeeded" and ended["finished_at"] - ended["started_at"] < 6
+
+
+STAMPS = (  # saves nothing on a signal, but says when it saved: touches its checkpoint file
+    "import os, pathlib, time\n"
+    "stamp = pathlib.Path(os.environ['GPUPOOL_CHECKPOINT_FILE'])\n"
+    "print('training', flush=True)\n"
+    "while True:\n"
+    "    stamp.touch(); time.sleep(0.3)\n"
+)
+
+
+def test_the_job_that_saved_last_goes_first_and_loses_only_what_followed(tmp_path):
+    config = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
+    with live_server(config, run_scheduler=True) as srv:
+        admin = srv.admin()
+        ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
+        for tenant in ("algo", "beta"):
+            ok(admin.post("/api/v1/tenants", json={"name": tenant, "parent": "org"}), 201)
+        for tenant, cards in (("algo", 2), ("beta", 0)):
+            quota = {"resource": "gpu", "nominal": cards}
+            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
+        token = srv.token("agent-n1", "agent", node="n1")
+        agent = make_agent(srv.url, token, "n1", tmp_path / "agent", devices="simulated:2xA100-80G")
+        with agent_thread(agent):
+            wait_for_cards(admin)
+            saving = _job(admin, "stamps", STAMPS, None)
+            wait_for("it runs", in_state(admin, saving, "running"), 30)
+            time.sleep(2.0)  # the older one, by 2 s
+            plain = _job(admin, "plain", None, None)
+            wait_for("plain runs", in_state(admin, plain, "running"), 30)
+            time.sleep(1.0)
+            body = {"request": "gpu=1", "tenant": "algo", "command": ["sleep", "600"]}
+            own = int(ok(admin.post("/api/v1/jobs", json=body), 201)["id"])
+            wait_for("algo's job runs", in_state(admin, own, "running"), 30)
+            taken = ok(admin.get(f"/api/v1/jobs/{saving}"))
+            assert taken["state"] != "running"  # older, but it had just saved
+            assert 0 < taken["lost_gpu_s"] < 1.5, taken  # what followed its last stamp
+            assert ok(admin.get(f"/api/v1/jobs/{plain}"))["state"] == "running"
+            alloc = ok(admin.get(f"/api/v1/jobs/{plain}"))["allocation"]
+            stale = {"generation": alloc["generation"] + 1, "at": time.time()}
+            r = srv.client(token).post(
+                f"/api/v1/allocations/{alloc['id']}/checkpointed", json=stale
+            )
+            assert r.status_code == 409 and "stale" in r.text

@@ -11,6 +11,7 @@ self-fenced through the node's lease (``gpupool.agent.lease``): they stop on the
 agent has not been heard by the server for the lease time.
 """
 
+import contextlib
 import logging
 import random
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from gpupool.agent import cgroups, replica_sleep, shutdown, stop_signal
+from gpupool.agent import cgroups, checkpoint_stamp, replica_sleep, shutdown, stop_signal
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.backoff import backoff_s, within_lease
@@ -348,6 +349,11 @@ class Agent(ChannelLink):
             self.store.save(rec)
         for rec in cannot:
             self._begin_stop(rec, "parked, but it has no POST /sleep (park protocol)")
+        for rec, at in checkpoint_stamp.fresh(self.records):
+            rec.checkpointed_at = at  # once: a server that cannot take it is not asked again
+            self.store.save(rec)
+            with contextlib.suppress(AgentApiError):  # the next checkpoint tells it again
+                self.api.checkpointed(rec.alloc_id, rec.generation, at)
         self.launcher.refresh_ports()
         if answer.modes:
             self._switch_modes(dict(answer.modes))

@@ -185,6 +185,18 @@ class AgentApi:
             raise
         return True
 
+    def checkpointed(self, alloc_id: int, generation: int, at: float) -> bool:
+        """Pass on that a job saved a checkpoint; False when the server cannot take it (stale,
+        gone, or a server older than this route)."""
+        body = {"generation": generation, "at": at}
+        try:
+            self._call("POST", f"/allocations/{alloc_id}/checkpointed", body)
+        except AgentApiError as exc:
+            if exc.status in (404, 405, 409, 422):
+                return False
+            raise
+        return True
+
     def logs(self, alloc_id: int, stream: str, text: str) -> None:
         try:
             self._call("POST", f"/allocations/{alloc_id}/logs", {"stream": stream, "text": text})

@@ -42,6 +42,7 @@ class Record:
     checkpoint: dict | None = None  # it saves on a signal (gpupool.model.checkpoint's JSON)
     warned: bool = False  # its signal was sent before its time limit
     asleep: bool = False  # a parked replica whose engine confirmed its sleep
+    checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
 
 
 class StateLocked(SpecError):

@@ -19,7 +19,7 @@ from collections.abc import Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpupool.agent import cgroups, no_userns
+from gpupool.agent import cgroups, checkpoint_stamp, no_userns
 from gpupool.agent.container import (
     CONTAINER_ENV_FILE,
     client_env,
@@ -401,7 +401,7 @@ class _Mps:
 
 def dir_env(order: OrderOut, workdir: str) -> dict[str, str]:
     """Where the job came from and its own work folder (sbatch's SLURM_SUBMIT_DIR)."""
-    env = {"GPUPOOL_WORK_DIR": workdir}
+    env = {"GPUPOOL_WORK_DIR": workdir, **checkpoint_stamp.env(workdir)}
     if order.submit_dir:
         env["GPUPOOL_SUBMIT_DIR"] = order.submit_dir
     return env

@@ -68,6 +68,7 @@ class RunningJob:
     placement: Placement
     start_time: float
     borrowed: bool = False  # admitted above its tenant's guarantee: reclaimable
+    checkpointed_at: float | None = None  # its job's last checkpoint its agent passed on
 
     @property
     def expected_end(self) -> float:

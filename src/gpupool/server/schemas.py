@@ -487,6 +487,14 @@ class LogChunkIn(Strict):
     text: str = Field(max_length=1_000_000)
 
 
+class CheckpointedIn(Strict):
+    """An agent passes on that an allocation's job saved a checkpoint at ``at`` (the node's
+    clock; the server takes no later than its own now)."""
+
+    generation: int = Field(ge=0, le=2**62)
+    at: float = Field(ge=0, le=1e11)
+
+
 class JobStatusIn(Strict):
     """An agent's report on one allocation; ``generation`` must be the allocation's current.
     ``lost``: the workload was stopped for a reason that is not the job's (its agent shut

@@ -208,7 +208,17 @@ class SnapshotBuilder:
                 )
                 if row.replaces is not None:
                     self.copies[row.allocation_id] = row.id
-        running = [self.live[a] for a in current]
+        saved = dict(  # checkpoints change without a new generation: read each cycle
+            conn.execute(
+                select(allocs.id, allocs.checkpointed_at).where(
+                    allocs.state == "active", allocs.checkpointed_at.is_not(None)
+                )
+            ).all()
+        )
+        running = [
+            replace(self.live[a], checkpointed_at=saved[a]) if a in saved else self.live[a]
+            for a in current
+        ]
         copies = frozenset(self.copies.values())
         allocation_of = {str(job_id): a for a, job_id in current.items()}
         pending: list[Job] = []

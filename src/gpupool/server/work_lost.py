@@ -10,9 +10,9 @@ from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow
 
 
 def preemption_cost(session: Session, job: JobRow, alloc: AllocationRow, now: float) -> float:
-    """Card-seconds lost by stopping ``job``'s ``alloc`` now: nothing before it started, the
-    grace it saves in when it saves on a signal, else all it ran (gpupool knows of no other
-    checkpoint of it)."""
+    """Card-seconds lost by stopping ``job``'s ``alloc`` now: nothing before it started;
+    what it ran since its last checkpoint its agent passed on (else since it started), at
+    most the grace it saves in when it saves on a signal."""
     started = session.execute(
         select(func.min(AllocationNodeRow.started_at)).where(
             AllocationNodeRow.allocation_id == alloc.id
@@ -20,6 +20,7 @@ def preemption_cost(session: Session, job: JobRow, alloc: AllocationRow, now: fl
     ).scalar_one_or_none()
     if started is None:
         return 0.0
+    started = max(started, alloc.checkpointed_at or started)
     cards = placement_from_json(str(job.id), alloc.placement).card_percent / 100
     grace = int(job.checkpoint["grace_s"]) if job.checkpoint else None
     return work_lost_s(cards * max(0.0, now - started), cards, grace)

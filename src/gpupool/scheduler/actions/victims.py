@@ -166,11 +166,13 @@ def choose_victims(
 
 
 def lost_if_stopped(r: RunningJob, now: float) -> float:
-    """Card-seconds of work stopping ``r`` now costs: its checkpoint grace when it saves on a
-    signal, else all it ran. Among victims of one priority, the least is taken first (the
-    youngest, as before, where none saves on a signal and all hold alike)."""
+    """Card-seconds of work stopping ``r`` now costs: what it ran since its last checkpoint
+    (its agent passes them on), or since it started; at most its checkpoint grace when it
+    saves on a signal. Among victims of one priority, the least is taken first (the
+    youngest, as before, where none says anything and all hold alike)."""
     cards = r.placement.card_percent / 100
-    return work_lost_s(cards * max(0.0, now - r.start_time), cards, r.job.checkpoint_grace_s)
+    since = max(r.start_time, r.checkpointed_at or r.start_time)
+    return work_lost_s(cards * max(0.0, now - since), cards, r.job.checkpoint_grace_s)
 
 
 def _fits(

@@ -269,6 +269,8 @@ class AllocationRow(Base):
     idle_pct_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # a service replica's port, chosen and published by its agent (its running report)
     port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # when its job last said it saved a checkpoint (its agent read $GPUPOOL_CHECKPOINT_FILE)
+    checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class AllocationNodeRow(Base):

@@ -22,7 +22,7 @@ from gpupool.server.errors import ApiError, forbidden, not_found
 from gpupool.server.lifecycle import finish, meter_to_reported_end, move
 from gpupool.server.liveness import after_lost
 from gpupool.server.routes.views import allocation_out, page, scoped
-from gpupool.server.schemas import JobStatusIn, LogChunkIn, Page
+from gpupool.server.schemas import CheckpointedIn, JobStatusIn, LogChunkIn, Page
 
 router = APIRouter(prefix="/api/v1", tags=["allocations"])
 
@@ -90,6 +90,23 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
     if body.state != "running":
         ctx.loop.wake()
     return out
+
+
+@router.post("/allocations/{alloc_id}/checkpointed", status_code=204)
+def report_checkpoint(alloc_id: Id, body: CheckpointedIn, ctx: Ctx, who: Caller) -> None:
+    """The job saved a checkpoint: a preemption now loses only what it did since (victims
+    lose least work first). 409 for a stale generation or an ended allocation."""
+    now = time.time()
+    with ctx.db.write() as s:
+        alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
+        if alloc is None:
+            raise not_found(f"allocation {alloc_id}")
+        _agent_may(who, alloc)
+        if alloc.state != "active" or alloc.generation != body.generation:
+            raise ApiError(409, f"stale: allocation {alloc_id} is not live at generation "
+                           f"{body.generation}", "generation")  # fmt: skip
+        at = max(alloc.created_at, min(body.at, now))
+        alloc.checkpointed_at = max(alloc.checkpointed_at or 0.0, at)
 
 
 def _apply_report(

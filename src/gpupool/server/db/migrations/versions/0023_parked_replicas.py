@@ -1,5 +1,6 @@
 """warm-parked service replicas: how many engines a service keeps, and each replica's park;
-where a service's replicas go (spread or packed), as a job's placement policy
+where a service's replicas go (spread or packed), as a job's placement policy; when a
+running allocation's job last said it saved a checkpoint
 
 Revision ID: 0023
 Revises: 0022
@@ -23,6 +24,8 @@ def upgrade() -> None:
         )
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("policy", sa.String(20), nullable=True))
+    with op.batch_alter_table("allocations") as batch:
+        batch.add_column(sa.Column("checkpointed_at", sa.Float(), nullable=True))
     with op.batch_alter_table("service_replicas") as batch:
         batch.add_column(
             sa.Column("parked", sa.Boolean(), nullable=False, server_default=sa.false())
@@ -34,6 +37,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("allocations") as batch:
+        batch.drop_column("checkpointed_at")
     with op.batch_alter_table("service_replicas") as batch:
         for name in ("woke_in_s", "card", "wake_at", "park_at", "parked"):
             batch.drop_column(name)
