@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from gpupool.autoscale import forecast
-from gpupool.autoscale.compare import at_equal_cost, compare, pareto
+from gpupool.autoscale.compare import at_equal_cost, compare
+from gpupool.autoscale.fronts import pareto
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.load import ticks_from_windows
 from gpupool.autoscale.reactive import Reactive

@@ -42,6 +42,16 @@ def _job(client, name: str, code: str | None, checkpoint: dict | None) -> int:
     return int(ok(client.post("/api/v1/jobs", json=body), 201)["id"])
 
 
+def _cohort(admin, algo_cards: int) -> None:
+    """Tenants algo (``algo_cards`` guaranteed) and beta (none) under one root: beta borrows
+    algo's idle cards, and algo takes them back."""
+    ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
+    for tenant, cards in (("algo", algo_cards), ("beta", 0)):
+        ok(admin.post("/api/v1/tenants", json={"name": tenant, "parent": "org"}), 201)
+        quota = {"resource": "gpu", "nominal": cards}
+        ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
+
+
 def _log(admin, job_id: int) -> str:
     chunks = ok(admin.get(f"/api/v1/jobs/{job_id}/logs"))["chunks"]
     return "".join(c["text"] for c in chunks)
@@ -51,12 +61,7 @@ def test_savers_are_vacated_in_their_grace_and_the_least_work_lost_goes_first(tm
     config = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
     with live_server(config, run_scheduler=True) as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
-        for tenant in ("algo", "beta"):  # one cohort: beta borrows algo's idle cards
-            ok(admin.post("/api/v1/tenants", json={"name": tenant, "parent": "org"}), 201)
-        for tenant, cards in (("algo", 4), ("beta", 0)):
-            quota = {"resource": "gpu", "nominal": cards}
-            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
+        _cohort(admin, algo_cards=4)
         token = srv.token("agent-n1", "agent", node="n1")
         agent = make_agent(
             srv.url, token, "n1", tmp_path / "agent", devices="simulated:4xA100-80G", grace_s=20
@@ -171,12 +176,7 @@ def test_the_job_that_saved_last_goes_first_and_loses_only_what_followed(tmp_pat
     config = Settings(data_dir=tmp_path, log_json=False, cycle_interval_s=0.2)
     with live_server(config, run_scheduler=True) as srv:
         admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "org"}), 201)
-        for tenant in ("algo", "beta"):
-            ok(admin.post("/api/v1/tenants", json={"name": tenant, "parent": "org"}), 201)
-        for tenant, cards in (("algo", 2), ("beta", 0)):
-            quota = {"resource": "gpu", "nominal": cards}
-            ok(admin.put(f"/api/v1/tenants/{tenant}/quotas/gpu", json=quota))
+        _cohort(admin, algo_cards=2)
         token = srv.token("agent-n1", "agent", node="n1")
         agent = make_agent(srv.url, token, "n1", tmp_path / "agent", devices="simulated:2xA100-80G")
         with agent_thread(agent):

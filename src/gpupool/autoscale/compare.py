@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.autoscale import forecast
+from gpupool.autoscale.fronts import Point, pareto, steps
 from gpupool.autoscale.harvest_at import HarvestBench, Mechanisms, Span, contenders, harvest_report
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.load import bursty_ticks, ticks_from_windows
@@ -24,21 +25,6 @@ from gpupool.extras import have
 from gpupool.model import SpecError
 
 DAY_S = 86_400
-Point = dict[str, Any]  # one policy setting and its replay's summary (JSON)
-
-
-def _steps(start: float, stop: float, step: float) -> list[float]:
-    count = round((stop - start) / step) + 1
-    return [round(start + k * step, 6) for k in range(max(count, 1))]
-
-
-def pareto(points: list[Point]) -> list[Point]:
-    """Points no other point beats on both replica-hours and under-provisioned minutes."""
-    front: list[Point] = []
-    for p in sorted(points, key=lambda p: (p["replica_hours"], p["underprovisioned_min"])):
-        if not front or p["underprovisioned_min"] < front[-1]["underprovisioned_min"]:
-            front.append(p)
-    return front
 
 
 def at_equal_cost(front: list[Point], replica_hours: float) -> Point | None:
@@ -103,7 +89,7 @@ class Comparison:
         r = self.scenario.reactive
         points = []
         for delay in r.scale_down_delays_s:
-            for u in _steps(r.utilisation_from, r.utilisation_to, r.utilisation_step):
+            for u in steps(r.utilisation_from, r.utilisation_to, r.utilisation_step):
                 kpa = Kpa(self.model.replica_rps, u, r.stable_s, r.panic_threshold, delay)
                 policy = Reactive(self.rates, self.scenario.tick_s, kpa)
                 headroom = round(1 / u, 4)
@@ -135,7 +121,7 @@ class Comparison:
 
     def predictive_points(self, up: np.ndarray) -> list[Point]:
         p = self.scenario.predictive
-        headrooms = sorted({*_steps(p.headroom_from, p.headroom_to, p.headroom_step), p.headroom})
+        headrooms = sorted({*steps(p.headroom_from, p.headroom_to, p.headroom_step), p.headroom})
         return [
             self._point(Predictive(up, self.model.replica_rps, h), headroom=h) for h in headrooms
         ]

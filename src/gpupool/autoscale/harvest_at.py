@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.autoscale import forecast
+from gpupool.autoscale.fronts import Point, pareto, steps
 from gpupool.autoscale.harvest import Training, harvest
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.predictive import Predictive
@@ -26,7 +27,6 @@ from gpupool.autoscale.reactive import Reactive
 from gpupool.autoscale.replay import Policy, ServiceModel, replay
 
 DAY_S = 86_400
-Point = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -139,19 +139,11 @@ def slo_at_budget(front: list[Point], replica_hours: float) -> float | None:
     """SLO-violating minutes along the (replica-hours, minutes) front at ``replica_hours``,
     linear between the two points around it. Past its most expensive point, that point's
     minutes (an upper bound: more replicas held could only help); None below its cheapest."""
-    best: list[Point] = []
-    for p in sorted(front, key=lambda p: (p["replica_hours"], p["slo_violating_min"])):
-        if not best or p["slo_violating_min"] < best[-1]["slo_violating_min"]:
-            best.append(p)
+    best = pareto(front, "slo_violating_min")
     xs = [p["replica_hours"] for p in best]
     if not xs or replica_hours < xs[0]:
         return None
     return round(float(np.interp(replica_hours, xs, [p["slo_violating_min"] for p in best])), 1)
-
-
-def steps(start: float, stop: float, step: float) -> list[float]:
-    count = round((stop - start) / step) + 1
-    return [round(start + k * step, 6) for k in range(max(count, 1))]
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ class WarmDecision:
     held: bool = False
 
 
-def _asleep(r: WarmView) -> bool:
+def asleep(r: WarmView) -> bool:
     """Parked or parking, with no wake asked: not serving."""
     return (r.parked or r.park_at is not None) and r.wake_at is None
 
@@ -67,7 +67,7 @@ def plan_warm(
     stopped = {j for j, _ in stop}
     live = [r for r in replicas if r.job_id not in stopped]
     engines = len(live)
-    serving = [r for r in live if r.draining_since is None and not _asleep(r)]
+    serving = [r for r in live if r.draining_since is None and not asleep(r)]
     need = desired - len(serving)
     unpark: list[int] = []
     wake: list[int] = []

@@ -114,11 +114,11 @@ def autoscale_command(
     for name, pair in result["predictors"].items():
         if name != "seasonal-quantile":
             table.add_row(*_row(name, pair["predictive"]))
-    Console().print(table)
+    console = Console()
+    console.print(table)
     ratio = result["underprovisioned_ratio"]
     if ratio is not None:
         typer.echo(f"predictive has {ratio:.2f}x the reactive short minutes at equal cost")
-    console = Console()
     console.print(harvest_table(result["harvest"]))
     for line in harvest_verdict(result["harvest"]):
         console.print(line)

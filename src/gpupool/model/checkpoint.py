@@ -101,10 +101,11 @@ def parse_sbatch_signal(value: str) -> dict[str, Any]:
     }
 
 
-def work_lost_s(card_seconds_run: float, cards: float, grace_s: int | None) -> float:
-    """Card-seconds of work a stop costs a job: a job that saves on its signal loses the
-    grace it spends saving; any other, all it ran since it started (gpupool knows of no
-    checkpoint it made)."""
-    if grace_s is not None:
-        return min(card_seconds_run, cards * grace_s)
-    return card_seconds_run
+def work_lost_s(
+    cards: float, started: float, checkpointed: float | None, now: float, grace_s: int | None
+) -> float:
+    """Card-seconds of work stopping a job at ``now`` costs: what it ran since its last
+    checkpoint its agent passed on (else since it started), at most the grace it spends
+    saving when it saves on its signal."""
+    run = cards * max(0.0, now - max(started, checkpointed or started))
+    return run if grace_s is None else min(run, cards * grace_s)

@@ -7,7 +7,8 @@ mid-interval is billed as it was, then as it is)."""
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from gpupool.scheduler.placement_json import placement_to_json
+from gpupool.scheduler.parking import card_of
+from gpupool.scheduler.placement_json import placement_from_json, placement_to_json
 from gpupool.scheduler.session import CycleResult
 from gpupool.server.db.tables import AllocationRow, JobRow, ServiceReplicaRow, UsageRow
 from gpupool.server.lifecycle import metered_from, unmetered_rows
@@ -40,7 +41,7 @@ def apply_regrants(
             row.parked, row.card = False, None
         else:
             row.parked, row.park_at = True, None
-            row.card = [d for n in before["nodes"] for d in n["devices"]]
+            row.card = card_of(placement_from_json(g.job_id, before))
         done += 1
     for job_id, why in result.unwoken.items():
         session.execute(

@@ -20,7 +20,6 @@ def preemption_cost(session: Session, job: JobRow, alloc: AllocationRow, now: fl
     ).scalar_one_or_none()
     if started is None:
         return 0.0
-    started = max(started, alloc.checkpointed_at or started)
     cards = placement_from_json(str(job.id), alloc.placement).card_percent / 100
     grace = int(job.checkpoint["grace_s"]) if job.checkpoint else None
-    return work_lost_s(cards * max(0.0, now - started), cards, grace)
+    return work_lost_s(cards, started, alloc.checkpointed_at, now, grace)

@@ -171,8 +171,7 @@ def lost_if_stopped(r: RunningJob, now: float) -> float:
     saves on a signal. Among victims of one priority, the least is taken first (the
     youngest, as before, where none says anything and all hold alike)."""
     cards = r.placement.card_percent / 100
-    since = max(r.start_time, r.checkpointed_at or r.start_time)
-    return work_lost_s(cards * max(0.0, now - since), cards, r.job.checkpoint_grace_s)
+    return work_lost_s(cards, r.start_time, r.checkpointed_at, now, r.job.checkpoint_grace_s)
 
 
 def _fits(

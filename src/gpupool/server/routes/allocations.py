@@ -5,6 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from gpupool.model.protocol import AllocationOut
 from gpupool.server.admission import refuse
@@ -63,6 +64,15 @@ def _agent_may(who: Principal, alloc: AllocationRow) -> None:
     raise forbidden(f"{who.user} may not act for allocation {alloc.id}")
 
 
+def _locked(s: Session, alloc_id: int, who: Principal) -> AllocationRow:
+    """The allocation, locked for this write, when ``who`` may act for it."""
+    alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
+    if alloc is None:
+        raise not_found(f"allocation {alloc_id}")
+    _agent_may(who, alloc)
+    return alloc
+
+
 @router.post("/allocations/{alloc_id}/status", response_model=AllocationOut)
 def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
     """An agent reports that an allocation's job started or ended. The ``generation`` must be
@@ -70,10 +80,7 @@ def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> All
     late end of a released allocation's workload still corrects its meter)."""
     now = time.time()
     with ctx.db.write() as s:
-        alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
-        if alloc is None:
-            raise not_found(f"allocation {alloc_id}")
-        _agent_may(who, alloc)
+        alloc = _locked(s, alloc_id, who)
         live = alloc.state == "active" and alloc.generation == body.generation
         if live:
             out = _apply_report(s, alloc, body, who, now)
@@ -98,10 +105,7 @@ def report_checkpoint(alloc_id: Id, body: CheckpointedIn, ctx: Ctx, who: Caller)
     lose least work first). 409 for a stale generation or an ended allocation."""
     now = time.time()
     with ctx.db.write() as s:
-        alloc = s.get(AllocationRow, alloc_id, with_for_update=True)
-        if alloc is None:
-            raise not_found(f"allocation {alloc_id}")
-        _agent_may(who, alloc)
+        alloc = _locked(s, alloc_id, who)
         if alloc.state != "active" or alloc.generation != body.generation:
             raise ApiError(409, f"stale: allocation {alloc_id} is not live at generation "
                            f"{body.generation}", "generation")  # fmt: skip

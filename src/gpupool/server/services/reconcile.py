@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from gpupool.autoscale.reading import Reading
 from gpupool.autoscale.scale_plan import plan_scale, shrinks
 from gpupool.autoscale.scaler import ScalerState, decide, new_state
-from gpupool.autoscale.warm_plan import plan_warm
+from gpupool.autoscale.warm_plan import asleep, plan_warm
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
@@ -116,7 +116,7 @@ class ServiceReconciler:
                 sleepy=by_id[r.service_id].warm > 0,
             )
             for r in replicas
-            if r.state == "running" and r.endpoint is not None and not _asleep(r)
+            if r.state == "running" and r.endpoint is not None and not asleep(r)
         }
         wait = min(PROBE_WAIT_S, 3 * self.settings.service_probe_timeout_s)
         readings = self.probes.round(targets, wait)
@@ -177,7 +177,7 @@ class ServiceReconciler:
                 continue
             reading: Reading | None = readings.get(r.job_id)
             row.endpoint = r.endpoint
-            if _asleep(r):  # parked, or parking: out of the endpoints, its health not read
+            if asleep(r):  # parked, or parking: out of the endpoints, its health not read
                 row.ready = r.ready = False
                 live.append(r)
                 continue
@@ -240,7 +240,7 @@ class ServiceReconciler:
         state = self.states.get(svc.id)
         if state is None or state.settings != key:
             state = self.states[svc.id] = new_state(*key)
-        serving = [r for r in live if r.draining_since is None and not _asleep(r)]
+        serving = [r for r in live if r.draining_since is None and not asleep(r)]
         ready = sum(1 for r in serving if r.ready)
         mine = {r.job_id: readings[r.job_id] for r in serving if r.job_id in readings}
         load = state.load(svc.metric, svc.target, mine, now)
@@ -258,9 +258,9 @@ class ServiceReconciler:
         if svc.retry_at is not None and svc.retry_at > now:
             status += (f"; {svc.failures_in_row} replica(s) failed in a row, the next starts in "
                        f"{svc.retry_at - now:.0f} s (last: {svc.last_failure})")  # fmt: skip
-        asleep = sum(1 for r in live if _asleep(r))
-        if asleep:
-            status += f"; {asleep} parked (warm {svc.warm})"
+        parked = sum(1 for r in live if asleep(r))
+        if parked:
+            status += f"; {parked} parked (warm {svc.warm})"
         waking = [r for r in live if r.wake_at is not None]
         if waking and waking[0].reason.startswith("waking: "):
             status += f"; {waking[0].reason}"  # why the card is not taken back yet
@@ -334,7 +334,7 @@ class ServiceReconciler:
         want: int, now: float,
     ) -> None:  # fmt: skip
         """Apply the step ``autoscale.warm_plan`` chose for a service that keeps engines."""
-        serving = [r for r in live if r.draining_since is None and not _asleep(r)]
+        serving = [r for r in live if r.draining_since is None and not asleep(r)]
         decision = plan_warm(
             live,
             {job: reading.in_flight for job, reading in readings.items()},
@@ -371,8 +371,3 @@ class ServiceReconciler:
             stop_replica(s, job_id, now, why)
         if decision.park or decision.wake:
             self.wake_scheduler()
-
-
-def _asleep(r: Replica) -> bool:
-    """Parked or parking, with no wake asked."""
-    return (r.parked or r.park_at is not None) and r.wake_at is None

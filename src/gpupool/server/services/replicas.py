@@ -90,10 +90,6 @@ class Replica:
     parked_on: list[int] | None = None  # the devices it wakes on, while parked
 
     @property
-    def waking(self) -> bool:
-        return self.wake_at is not None
-
-    @property
     def endpoint(self) -> str | None:
         return host_port(self.host, self.port) if self.host and self.port else None
 
