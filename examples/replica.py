@@ -1,13 +1,15 @@
-"""A minimal inference replica for gpupool services (stdlib only, any Python 3): it listens on
-$PORT and answers what gpupool reads — GET /health (503 until READY_AFTER seconds after start,
-then 200), GET /metrics in the Prometheus text format (gpupool_replica_requests_total,
-gpupool_replica_requests_in_flight) — and POST /infer {"tokens": N}, which takes 0.1 s + N ms
-(a stand-in for a model). POST /crash kills it at once (to see a replica replaced). Parking,
-as vLLM's sleep mode answers it: POST /sleep?level=1 puts it to sleep (weights to host memory
-in vLLM; here health and requests answer 503), POST /wake_up wakes it (WAKE_S seconds, 0.2 by
-default: vLLM publishes 0.1-6 s), GET /is_sleeping says which. It
-listens on every address of its network namespace (its tenant's, walled from other tenants:
-the node publishes $PORT into it), as model servers do; --env HOST=... changes that.
+"""A minimal inference replica for gpupool services (stdlib only, any Python 3). Its clients'
+port, $PORT (published by its node), serves POST /infer {"tokens": N}, which takes 0.1 s + N ms
+(a stand-in for a model), and GET /health. What gpupool reads and asks is on its control port,
+$GPUPOOL_CONTROL_PORT, which only its node's agent reaches (never published): GET /health (503
+until READY_AFTER seconds after start, then 200), GET /metrics in the Prometheus text format
+(gpupool_replica_requests_total, gpupool_replica_requests_in_flight), and parking as vLLM's
+sleep mode answers it: POST /sleep?level=1 puts it to sleep (weights to host memory in vLLM;
+here health and requests answer 503), POST /wake_up wakes it (WAKE_S seconds, 0.2 by default:
+vLLM publishes 0.1-6 s), GET /is_sleeping says which; POST /crash kills it at once (to see a
+replica replaced). Without $GPUPOOL_CONTROL_PORT (an agent older than control ports) all of it
+is on $PORT. It listens on every address of its network namespace (its tenant's, walled from
+other tenants), as model servers do; --env HOST=... changes that.
 
     gpupool service create chat --tenant inference --request gpu=1 \
         --metric concurrency --target 2 -- python3 -c "$(cat examples/replica.py)"
@@ -42,8 +44,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    control = True  # the platform's endpoints too (one port, or the control port)
+
     def do_GET(self):
-        if self.path == "/health":
+        if self.path != "/health" and not self.control:
+            self.send(404, "no such page")
+        elif self.path == "/health":
             awake = time.time() - started >= ready_after and not asleep.is_set()
             self.send(200 if awake else 503, "ok" if awake else "not ready")
         elif self.path == "/is_sleeping":
@@ -63,6 +69,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path.split("?")[0] in ("/crash", "/sleep", "/wake_up") and not self.control:
+            return self.send(404, "no such page")
         if self.path == "/crash":
             os._exit(3)
         if self.path.split("?")[0] == "/sleep":
@@ -84,5 +92,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, json.dumps(answer), "application/json")
 
 
+class Clients(Handler):
+    control = False  # the published port: what the replica serves, nothing of the platform's
+
+
 host = os.environ.get("HOST", "0.0.0.0")
-http.server.ThreadingHTTPServer((host, port), Handler).serve_forever()
+control_port = os.environ.get("GPUPOOL_CONTROL_PORT")
+if control_port:
+    control = http.server.ThreadingHTTPServer((host, int(control_port)), Handler)
+    threading.Thread(target=control.serve_forever, daemon=True).start()
+http.server.ThreadingHTTPServer((host, port), Clients if control_port else Handler).serve_forever()

@@ -29,6 +29,7 @@ from gpupool.server.db.tables import JobRow
 from gpupool.server.settings import Settings
 from tests.support.agents import (
     agent_thread,
+    control_address,
     in_state,
     make_agent,
     no_namespace_outlives_its_test,  # noqa: F401 - used through pytestmark
@@ -53,7 +54,8 @@ def _nft():
 
 
 PY = "/usr/bin/python3"  # the system's: tenant users cannot run the test's venv under /root
-RANGE = (29100 + os.getpid() % 200 * 4, 29103 + os.getpid() % 200 * 4)  # four ports
+# eight ports: a replica holds two (its clients' and its control port)
+RANGE = (29100 + os.getpid() % 200 * 8, 29107 + os.getpid() % 200 * 8)
 
 # alpha on the host network (a job spanning both nodes): every port of the range it can get,
 # answering health checks and a huge request counter, and printing every connection it takes
@@ -159,8 +161,9 @@ def test_a_tenant_squatting_the_replica_ports_on_the_host_takes_no_replica_of_an
                 time.sleep(3)  # ten passes of the reconciler reading whatever answers
                 shown = ok(admin.get("/api/v1/services/chat", params={"tenant": "beta"}))
                 # the replica dies; its replacement gets a port of the range again
+                where = control_address(agents, first["job_id"])
                 with pytest.raises(httpx.HTTPError):
-                    httpx.post(f"http://{first['endpoint']}/crash", timeout=3, trust_env=False)
+                    httpx.post(f"http://{where}/crash", timeout=3, trust_env=False)
                 second = wait_for(
                     "a replacement",
                     lambda: (

@@ -20,6 +20,7 @@ import httpx
 from gpupool.server.settings import Settings
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
     agent_thread,
+    control_address,
     in_state,
     make_agent,
     no_workload_outlives_its_test,
@@ -109,13 +110,12 @@ def test_a_service_scales_with_real_load_replaces_a_dead_replica_and_gives_cards
             ok(admin.post("/api/v1/tenants", json={"name": team, "parent": "org"}), 201)
             quota = {"resource": "gpu", "nominal": cards}
             ok(admin.put(f"/api/v1/tenants/{team}/quotas/gpu", json=quota))
-        agents = []
-        for name in ("n1", "n2"):
-            token = srv.token(f"agent-{name}", "agent", node=name)
-            agents.append(agent_thread(make_agent(
-                srv.url, token, name, tmp_path / name, labels={"gpupool.io/address": "127.0.0.1"}
-            )))  # fmt: skip
-        with agents[0], agents[1]:
+        made = [
+            make_agent(srv.url, srv.token(f"agent-{name}", "agent", node=name), name,
+                       tmp_path / name, labels={"gpupool.io/address": "127.0.0.1"})
+            for name in ("n1", "n2")
+        ]  # fmt: skip
+        with agent_thread(made[0]), agent_thread(made[1]):
             for name in ("n1", "n2"):
                 wait_for(name, lambda n=name: admin.get(f"/api/v1/nodes/{n}").status_code == 200)
             body = {
@@ -162,9 +162,9 @@ def test_a_service_scales_with_real_load_replaces_a_dead_replica_and_gives_cards
                         states = {ok(admin.get(f"/api/v1/jobs/{j}"))["state"] for j in training}
                         assert "running" not in states
                         crashed = serving[0]
+                        where = control_address(made, crashed["job_id"])
                         with contextlib.suppress(httpx.HTTPError):  # it dies while answering
-                            httpx.post(f"http://{crashed['endpoint']}/crash", timeout=2,
-                                       trust_env=False)  # fmt: skip
+                            httpx.post(f"http://{where}/crash", timeout=2, trust_env=False)
                     elif crashed is not None and len(serving) == 4:
                         ids = {r["job_id"] for r in serving}
                         replaced = ids if crashed["job_id"] not in ids else None

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import select
 
+from gpupool.replicas.probe import probe
+from gpupool.replicas.probe_pool import ProbePool, Target
 from gpupool.server.db.tables import JobRow, ServiceRow
-from gpupool.server.services.probe import probe
-from gpupool.server.services.probe_pool import ProbePool, Target
 from gpupool.server.settings import Settings
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
     agent_thread,

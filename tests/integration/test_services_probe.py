@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpupool.server.services.probe import probe
+from gpupool.replicas.probe import probe
 
 
 class Hostile(BaseHTTPRequestHandler):
@@ -117,7 +117,7 @@ class Sleepy(BaseHTTPRequestHandler):
 
 
 def test_a_sleeping_engine_whose_health_answers_is_not_ready():
-    from gpupool.server.services.probe_pool import ProbePool, Target
+    from gpupool.replicas.probe_pool import ProbePool, Target
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sleepy)
     threading.Thread(target=server.serve_forever, daemon=True).start()

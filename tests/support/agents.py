@@ -17,6 +17,7 @@ import pytest
 
 from gpupool.agent import Agent, AgentConfig
 from gpupool.agent import processes as proc
+from gpupool.agent.replica_watch import control_of
 from gpupool.agent.state import Store
 from gpupool.agent.workloads import IsolationConfig
 
@@ -69,6 +70,16 @@ def two_teams_and_a_node(
         with agent_thread(agent):
             wait_for("registration", lambda: admin.get("/api/v1/nodes/n1").status_code == 200)
             yield srv
+
+
+def control_address(agents: list[Agent], job_id: int) -> str:
+    """Where a replica's control endpoints answer (its agent alone reaches them: the tests,
+    as that agent's process or root, stand in for it)."""
+    for agent in agents:
+        for rec in list(agent.records.values()):
+            if rec.job_id == job_id and control_of(rec):
+                return str(control_of(rec))
+    raise AssertionError(f"no agent runs a replica of job {job_id}")
 
 
 def make_agent(url: str, token: str, name: str, state_dir: Path, **extra) -> Agent:

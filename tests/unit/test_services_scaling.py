@@ -10,8 +10,8 @@ import pytest
 from gpupool.autoscale.reading import Reading
 from gpupool.autoscale.scale_plan import plan_scale, shrinks
 from gpupool.autoscale.scaler import decide, new_state
+from gpupool.replicas.probe import parse_metrics
 from gpupool.server.services.predict import coverage, live_forecast, per_minute
-from gpupool.server.services.probe import parse_metrics
 
 METRICS = """\
 # TYPE gpupool_replica_requests counter

@@ -24,7 +24,14 @@ from typing import Any
 
 import httpx
 
-from gpupool.agent import cgroups, checkpoint_stamp, replica_sleep, shutdown, stop_signal
+from gpupool.agent import (
+    cgroups,
+    checkpoint_stamp,
+    replica_sleep,
+    replica_watch,
+    shutdown,
+    stop_signal,
+)
 from gpupool.agent import processes as proc
 from gpupool.agent.api import AgentApi, AgentApiError
 from gpupool.agent.backoff import backoff_s, within_lease
@@ -48,6 +55,7 @@ from gpupool.agent.workloads import Launcher, LaunchError
 from gpupool.client.tls import trust
 from gpupool.devices import GpuProcess, Located, discover
 from gpupool.devices.detect import by_backend
+from gpupool.model.labels import REPLICA_CONTROL_LABEL
 from gpupool.model.protocol import OrderOut, OrdersOut
 from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
@@ -104,8 +112,9 @@ class Agent(ChannelLink):
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
         self.sleeping: set[int] = set()  # devices whose parked engine is to confirm its sleep
-        # its own replicas' park/wake endpoints on 127.0.0.1 (never through a proxy)
+        # its own replicas' park/wake endpoints on their control ports (never through a proxy)
         self.replica_client = httpx.Client(trust_env=False)
+        self.watch = replica_watch.ReplicaWatch(self.api.readings)
         self.restore_epoch: str | None = None  # the database's, as the last orders said
         self.finished: set[int] = set()  # allocations ended here, still in the last orders
         self._last_answer: OrdersOut | None = None  # the newest orders acted on
@@ -130,7 +139,7 @@ class Agent(ChannelLink):
             self.located,
             cpu_millis=self.config.cpu_millis,
             memory_mib=self.memory_mib,
-            labels={**self.config.labels, **self.launcher.labels()},
+            labels={**self.config.labels, **self.launcher.labels(), REPLICA_CONTROL_LABEL: "agent"},
             pool=self.config.pool,
             errors=self.errors,
             share=self.config.share,
@@ -169,6 +178,10 @@ class Agent(ChannelLink):
                             target=poller.run, args=(stop,), daemon=True, name=f"orders-{self.name}"
                         )
                         polling.start()
+                        threading.Thread(
+                            target=self.watch.run, args=(stop,), daemon=True,
+                            name=f"replicas-{self.name}",
+                        ).start()  # fmt: skip
                         if self.channel is not None:
                             threading.Thread(
                                 target=self.channel.run, args=(stop,), daemon=True,
@@ -342,13 +355,15 @@ class Agent(ChannelLink):
         self._enforce_limits(desired)
         self._harvest()
         # after the harvest: a wake waits for the jobs vacated from its card to have ended
-        self.sleeping, changed, cannot = replica_sleep.follow(
-            self.replica_client, self.records, desired
+        self.sleeping, changed, cannot, faults = replica_sleep.follow(
+            self.replica_client, self.records, desired, self.watch.seen()
         )
         for rec in changed:
             self.store.save(rec)
         for rec in cannot:
-            self._begin_stop(rec, "parked, but it has no POST /sleep (park protocol)")
+            self._begin_stop(rec, rec.stop_reason)
+        for alloc_id, what in faults:
+            self.watch.fault(alloc_id, what)
         for rec, at in checkpoint_stamp.fresh(self.records):
             rec.checkpointed_at = at  # once: a server that cannot take it is not asked again
             self.store.save(rec)
@@ -363,6 +378,7 @@ class Agent(ChannelLink):
         for alloc_id, order in desired.items():
             if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
+        self.watch.watch(replica_watch.targets(self.records, desired))
         self._upload_round()
 
     def _upload_round(self) -> None:
@@ -457,6 +473,7 @@ class Agent(ChannelLink):
             mem_mib=ready.mem_mib,
             outputs=asdict(ready.outputs) if ready.outputs else None,
             port=ready.port,
+            control=ready.control,
             disk_mib=ready.disk_mib,
             checkpoint=order.checkpoint,
         )

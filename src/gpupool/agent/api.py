@@ -197,6 +197,15 @@ class AgentApi:
             raise
         return True
 
+    def readings(self, readings: list[dict[str, Any]]) -> None:
+        """What the agent found looking at its replicas (``replica_watch``). A server older
+        than this route (404, 405) probes them itself."""
+        try:
+            self._call("POST", f"/nodes/{self.node}/readings", {"readings": readings})
+        except AgentApiError as exc:
+            if exc.status not in (404, 405):
+                raise
+
     def logs(self, alloc_id: int, stream: str, text: str) -> None:
         try:
             self._call("POST", f"/allocations/{alloc_id}/logs", {"stream": stream, "text": text})

@@ -67,6 +67,7 @@ def container_argv(
     pids_max: int = 4096,
     gpus: str | None = None,
     publish: int | None = None,
+    control: int | None = None,
 ) -> list[str]:
     check_image(image)
     argv = [runtime, "run", "--rm", "--name", f"gpupool-alloc-{alloc_id}"]
@@ -82,4 +83,6 @@ def container_argv(
         argv += ["--gpus", f"device={gpus}"]
     if publish is not None:  # a service replica: its port on the node's addresses
         argv += ["--publish", f"{publish}:{publish}"]
+    if control is not None:  # its control endpoints: the host's loopback only (the agent)
+        argv += ["--publish", f"127.0.0.1:{control}:{control}"]
     return [*argv, "--", image, *command]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from gpupool.agent.firewall import Firewall, FirewallError, Published
 from gpupool.agent.host_registry import locked_json
-from gpupool.agent.replica_ports import NoPortError, ReplicaPorts
+from gpupool.agent.replica_ports import CONTROL, SERVE, NoPortError, ReplicaPorts
 
 SUBNET = "10.231"
 REGISTRY = Path("/run/gpupool/netns.json")
@@ -110,22 +110,26 @@ class TenantNetworks:
             a, b = _octets(int(known[self.name(tenant)]))
         return f"{SUBNET}.{a}.{b + 2}"
 
-    def publish(self, tenant: str, alloc_id: int) -> tuple[str, int]:
+    def publish(self, tenant: str, alloc_id: int) -> tuple[str, int, str]:
         """A port for the allocation's service replica, forwarded from every address of the
-        node into the tenant's namespace; returns the namespace's file and the port."""
+        node into the tenant's namespace, and its control port, never forwarded (only root
+        on the host reaches into the namespace: the agent); returns the namespace's file,
+        the port and where the agent reaches the control endpoints (``address:port``)."""
         if not self.walled:
             raise NetnsError(
                 "a service replica's port is published into its tenant's namespace by "
                 "nftables, which is not installed on this node (apt-get install nftables)"
             )
         path = self.ensure(tenant)
+        address = self.address(tenant)
         try:
-            port = self.ports.claim(alloc_id, self.address(tenant))
+            port = self.ports.claim(alloc_id, address)
+            control = self.ports.claim(alloc_id, address, CONTROL)
             self.refresh()
         except (NoPortError, FirewallError) as exc:
             self.ports.release(alloc_id)
             raise NetnsError(str(exc)) from None
-        return path, port
+        return path, port, f"{address}:{control}"
 
     def refresh(self, *, when_due: bool = False) -> None:
         """Apply the table again if the ports it publishes changed; ``when_due``: only once a
@@ -133,7 +137,9 @@ class TenantNetworks:
         if not self.walled or (when_due and time.time() < self._due):
             return
         held = self.ports.held()
-        want = frozenset(Published(h.port, h.address) for h in held if h.address is not None)
+        want = frozenset(
+            Published(h.port, h.address) for h in held if h.address is not None and h.kind == SERVE
+        )
         ends = [h.released_at + self.ports.quarantine_s for h in held if h.released_at]
         self._due = min(ends, default=float("inf"))
         if want != self._applied:

@@ -32,12 +32,16 @@ class NoPortError(Exception):
     """Every port of the range is held, quarantined or in use on the host."""
 
 
+SERVE, CONTROL = "serve", "control"
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     port: int
     alloc_id: int
     address: str | None  # the namespace address it is published to; None: host network
     released_at: float | None
+    kind: str = SERVE  # CONTROL: the replica's platform endpoints, never published
 
 
 def default_registry() -> Path:
@@ -79,12 +83,19 @@ class ReplicaPorts:
                     del known[key]
             yield known
 
-    def claim(self, alloc_id: int, address: str | None) -> int:
-        """The allocation's port: the one it holds already (an agent that restarted), else a
-        free one of the range, recorded before it is returned."""
+    def claim(self, alloc_id: int, address: str | None, kind: str = SERVE) -> int:
+        """The allocation's port of ``kind``: the one it holds already (an agent that
+        restarted), else a free one of the range, recorded before it is returned. A replica
+        has two: SERVE, published for its clients, and CONTROL, where the agent alone asks
+        for its health, load, sleep and wake (in its tenant's walled namespace: nobody but
+        root on the host reaches it)."""
         with self._locked() as known:
             for key, entry in known.items():
-                if self._mine(entry, alloc_id) and entry.get("released_at") is None:
+                if (
+                    self._mine(entry, alloc_id)
+                    and entry.get("released_at") is None
+                    and entry.get("kind", SERVE) == kind
+                ):
                     return int(key)
             span = self.high - self.low + 1
             start = random.randrange(span)
@@ -99,7 +110,7 @@ class ReplicaPorts:
                         continue
                     known[str(port)] = {
                         "scope": self.scope, "alloc": alloc_id, "address": address,
-                        "released_at": None,
+                        "released_at": None, "kind": kind,
                     }  # fmt: skip
                     return port
         raise NoPortError(
@@ -107,20 +118,23 @@ class ReplicaPorts:
         )
 
     def release(self, alloc_id: int) -> bool:
-        """Quarantine the allocation's port; whether it held one."""
+        """Quarantine the allocation's ports; whether it held one."""
+        held = False
         with self._locked() as known:
             for entry in known.values():
                 if self._mine(entry, alloc_id) and entry.get("released_at") is None:
                     entry["released_at"] = time.time()
-                    return True
-        return False
+                    held = True
+        return held
 
     def held(self) -> list[Held]:
         """This agent's ports, live and in quarantine (whose rules it keeps)."""
         now = time.time()
         with self._locked() as known:
             return [
-                Held(int(p), e["alloc"], e.get("address"), e.get("released_at"))
+                Held(
+                    int(p), e["alloc"], e.get("address"), e.get("released_at"), e.get("kind", SERVE)
+                )
                 for p, e in sorted(known.items())
                 if e.get("scope") == self.scope
                 and (e.get("released_at") is None or now - e["released_at"] < self.quarantine_s)

@@ -38,10 +38,13 @@ class Record:
     mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
     outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
     port: int | None = None  # a service replica's port (gpupool.agent.replica_ports)
+    control: str | None = None  # where its agent reaches its control endpoints (host:port)
     disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)
     checkpoint: dict | None = None  # it saves on a signal (gpupool.model.checkpoint's JSON)
     warned: bool = False  # its signal was sent before its time limit
     asleep: bool = False  # a parked replica whose engine confirmed its sleep
+    sleep_changed_at: float = 0.0  # when the agent last put it to sleep or woke it
+    wake_faults: int = 0  # times its engine was found awake while parked
     checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
 
 

@@ -34,7 +34,7 @@ from gpupool.agent.mps import MpsDaemons
 from gpupool.agent.netns import NetnsError, TenantNetworks
 from gpupool.agent.node import allocatable_memory_mib, disk_budget_mib, pid_budget
 from gpupool.agent.processes import LaunchSpec
-from gpupool.agent.replica_ports import DEFAULT_RANGE, NoPortError, ReplicaPorts
+from gpupool.agent.replica_ports import CONTROL, DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
 from gpupool.agent.slurm_env import install_tools, node_env
 from gpupool.model import SpecError
@@ -81,6 +81,7 @@ class Prepared:
     outputs: OutputPlan | None = None  # the job's --output / --error, written at its end
     port: int | None = None  # a service replica's port, chosen here
     disk_mib: int = 0  # its working folder's limit (0: none)
+    control: str | None = None  # where the agent asks a replica for health, load, sleep
 
 
 def describe(isolation: Isolation, hierarchy: cgroups.Hierarchy, mps: MpsDaemons) -> str:
@@ -245,19 +246,24 @@ class Launcher:
         made: list[str] = []
         files: dict[str, str] = {}
         port: int | None = None
+        control: str | None = None
         try:
             made = (
                 [str(p) for p in self.cgroups.create(order.id, cpu, mem, order.tenant, pids)]
                 if not image
                 else []
             )
-            box, port = (
-                (None, self._host_port(order)) if image else self._sandbox(order, workdir, mem)
+            box, port, control = (
+                (None, *self._host_ports(order)) if image else self._sandbox(order, workdir, mem)
             )
             mps = self._mps(slice_vars)
             job_env = {**order.env, **slice_vars, **mps.env, **gang_env(order, self.node)}
-            if port is not None:  # the agent's word, over anything the job's env said
-                job_env |= {"PORT": str(port), "GPUPOOL_REPLICA_PORT": str(port)}
+            if port is not None and control is not None:  # the agent's word, over the job's
+                job_env |= {
+                    "PORT": str(port),
+                    "GPUPOOL_REPLICA_PORT": str(port),
+                    "GPUPOOL_CONTROL_PORT": control.rsplit(":", 1)[1],
+                }
             if image:
                 assert runtime is not None
                 env_path = str(folder.resolve() / CONTAINER_ENV_FILE)
@@ -265,6 +271,7 @@ class Launcher:
                     runtime, order.id, image, command, env_path,
                     identity=who, cpu_millis=cpu, mem_mib=mem, pids_max=pids,
                     gpus=job_env.get("NVIDIA_VISIBLE_DEVICES"), publish=port,
+                    control=int(control.rsplit(":", 1)[1]) if control else None,
                 )  # fmt: skip
                 files[CONTAINER_ENV_FILE] = env_file(job_env)
                 # the client talks to its daemon as the agent: nothing of the job's reaches it
@@ -295,22 +302,23 @@ class Launcher:
             chdir=None if image else order.chdir or order.submit_dir,
             chdir_required=bool(order.chdir) and not image,
         )
-        return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port, disk)
+        return Prepared(spec, workdir, made, mps.gpus, mem, outputs, port, disk, control)
 
     def _sandbox(
         self, order: OrderOut, workdir: str, mem_mib: int
-    ) -> tuple[Sandbox | None, int | None]:
-        """Namespaces for a tenant-users workload (root) and a service replica's port. A
+    ) -> tuple[Sandbox | None, int | None, str | None]:
+        """Namespaces for a tenant-users workload (root) and a service replica's ports. A
         workload joins its tenant's network namespace unless its job spans nodes (its peers
         reach it on the node's own address); a replica too, its port published into it from
-        the node's addresses. A private /tmp and /dev/shm of at most its memory limit."""
+        the node's addresses, its control port not (the agent reaches it there as root).
+        A private /tmp and /dev/shm of at most its memory limit."""
         if self.isolation is not Isolation.TENANT_USERS:
-            return None, self._host_port(order)
+            return None, *self._host_ports(order)
         single_node = len({n.node for n in order.nodes}) == 1
         replica = order.replica  # the server's word, not the job's env
-        netns, port = None, None
+        netns, port, control = None, None, None
         if replica and self.networks is not None:
-            netns, port = self.networks.publish(order.tenant, order.id)
+            netns, port, control = self.networks.publish(order.tenant, order.id)
         elif replica:
             raise NetnsError("a service replica needs its tenant's network namespace here "
                              "(the agent runs with --no-tenant-network)")  # fmt: skip
@@ -319,12 +327,16 @@ class Launcher:
         box = Sandbox(
             netns=netns, private_tmp=self.config.private_tmp, tmp_mib=mem_mib, keep=[workdir]
         )
-        return box, port
+        return box, port, control
 
-    def _host_port(self, order: OrderOut) -> int | None:
+    def _host_ports(self, order: OrderOut) -> tuple[int | None, str | None]:
         """A replica on the host's network (no tenant users, or an image job whose runtime
-        publishes it): a port nothing on the host uses, held for it alone."""
-        return self.ports.claim(order.id, None) if order.replica else None
+        publishes it): two ports nothing on the host uses, held for it alone; its control
+        port answers on the host's loopback (an image's runtime publishes it there only)."""
+        if not order.replica:
+            return None, None
+        port = self.ports.claim(order.id, None)
+        return port, f"127.0.0.1:{self.ports.claim(order.id, None, CONTROL)}"
 
     def _workdir(self, alloc_id: int, who: Identity | None) -> str:
         path = tempfile.mkdtemp(prefix=f"alloc-{alloc_id}-", dir=self.work_root)

@@ -11,3 +11,5 @@ class Reading:
     buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
     error: str = ""
     gpu_util: float | None = None  # % of its cards, from the agents (not the replica)
+    asleep: bool | None = None  # what its GET /is_sleeping said (None: not asked, no answer)
+    at: float | None = None  # when the look began (epoch seconds; None: the reader's now)

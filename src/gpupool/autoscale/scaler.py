@@ -53,10 +53,11 @@ class ScalerState:
                 if r.requests_total is None:
                     continue
                 before = self.counters.get(job)
-                self.counters[job] = (now, r.requests_total)
-                if before is not None and now > before[0]:
+                at = now if r.at is None else r.at  # when it was read, where it says
+                self.counters[job] = (at, r.requests_total)
+                if before is not None and at > before[0]:
                     grew = r.requests_total - before[1]
-                    rate += (grew if grew >= 0 else r.requests_total) / (now - before[0])
+                    rate += (grew if grew >= 0 else r.requests_total) / (at - before[0])
                     measured = True
             self._forget(ready)
             return rate if measured else None

@@ -8,6 +8,9 @@ from gpupool.model.errors import SpecError
 # where a node's workloads are reached over the network (service replicas' endpoints); a node
 # without it is reached by its name
 ADDRESS_LABEL = "gpupool.io/address"
+# set by agents that look at their service replicas on the replicas' control ports and send
+# what they find (``agent.replica_watch``); the server probes replicas on other nodes itself
+REPLICA_CONTROL_LABEL = "gpupool.io/replica-control"
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 

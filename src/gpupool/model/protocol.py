@@ -42,6 +42,14 @@ class AllocationOut(BaseModel):
     release_reason: str
 
 
+class ReplicaProbeOut(BaseModel):
+    """How the agent looks at a service replica on its control port: the health path its
+    service declared, and whether the service parks replicas (asleep is then not ready)."""
+
+    health_path: str = "/health"
+    sleepy: bool = False
+
+
 class OrderOut(AllocationOut):
     """An allocation as its node's agent must run it: with the job's command and settings."""
 
@@ -62,6 +70,7 @@ class OrderOut(AllocationOut):
     # a service replica (or a defragmentation copy of one): the agent chooses its port,
     # publishes it on the node's addresses and reports it with ``running``
     replica: bool = False
+    probe: ReplicaProbeOut | None = None  # a replica: what its agent reads (None: older server)
     # this node's part was reported started (a gang's other parts may start later): an agent
     # without a record of a part that started lost it; one that did not start starts it now.
     # None: a server older than this field, which says only the job's state

@@ -85,6 +85,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 array_job=j.array_job,
                 array_index=j.array_index,
                 replica=j.id in replicas or (j.replaces or 0) in replicas,
+                probe=replicas.get(j.id) or replicas.get(j.replaces or 0),
                 parked=j.id in asleep,
                 checkpoint=j.checkpoint,
                 started_here=started is not None,

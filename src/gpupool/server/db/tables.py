@@ -526,6 +526,9 @@ class ServiceReplicaRow(Base):
     wake_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # a wake asked
     card: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     woke_in_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # last wake to ready
+    # its agent's last look at it on its control port (services.readings), and when
+    reading: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    read_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ServiceSampleRow(Base):

@@ -37,6 +37,7 @@ from gpupool.server.schemas import (
     NodePatch,
     Page,
 )
+from gpupool.server.services.readings import ReadingsIn, record_readings
 from gpupool.server.settings import Settings
 
 log = logging.getLogger("gpupool.nodes")
@@ -243,6 +244,20 @@ async def heartbeat(name: str, body: HeartbeatIn, ctx: Ctx, who: Caller) -> Agen
     if health_changed:
         ctx.loop.wake()
     return agent_node_out(ctx, out)
+
+
+@router.post("/nodes/{name}/readings", status_code=204)
+async def replica_readings(name: str, body: ReadingsIn, ctx: Ctx, who: Caller) -> None:
+    """What the node's agent found looking at its service replicas on their control ports
+    (only it reaches them): health, load, sleep, and faults it handled. Readings of
+    allocations not live on this node are dropped."""
+    agent_for(who, name)
+    now = time.time()
+
+    def write(b: Batch) -> int:
+        return record_readings(b.session, name, body.readings, now)
+
+    await ctx.writes.run(write, wake=False)
 
 
 @router.get("/nodes/{name}/allocations", response_model=list[AllocationOut])

@@ -1,9 +1,10 @@
 """The leader's service reconciler, beside the scheduler loop: health-check the replicas,
 publish the ready ones, replace failed ones, scale each service and drain what it scales in.
 
-Every ``service_interval_s``: read the services and their replicas, probe the running
-replicas over HTTP outside any transaction (``probe_pool``: one tenant's slow replicas delay
-only its own checks), then write what changed in one transaction. A replica is ready from its
+Every ``service_interval_s``: read the services and their replicas with what their nodes'
+agents last found looking at them on their control ports (``services.readings``; replicas on
+nodes whose agents are too old to look are probed here over HTTP outside any transaction,
+``replicas.probe_pool``), then write what changed in one transaction. A replica is ready from its
 first 2xx health answer; a ready replica that fails ``service_failures`` checks in a row, or
 one not ready within twice its start-up time (at least start-up + 30 s), is stopped and
 replaced. Replacements of replicas that keep failing back off: doubling from
@@ -27,12 +28,12 @@ from gpupool.autoscale.reading import Reading
 from gpupool.autoscale.scale_plan import plan_scale, shrinks
 from gpupool.autoscale.scaler import ScalerState, decide, new_state
 from gpupool.autoscale.warm_plan import asleep, plan_warm
+from gpupool.replicas.probe_pool import ProbePool, Target
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
-from gpupool.server.services.probe_pool import ProbePool, Target
 from gpupool.server.services.replicas import (
     Replica,
     add_replica,
@@ -45,6 +46,7 @@ from gpupool.server.settings import Settings
 log = logging.getLogger("gpupool.services")
 SAMPLE_S = 60.0
 PROBE_WAIT_S = 1.0  # longest a pass waits for its checks (the rest come with a later pass)
+STALE_MIN_S = 10.0  # no reading from a replica's agent for this long: a failed check
 FAILED_ENDS = ("failed", "succeeded")  # a server that exits, or never started, failed
 KEEP_SAMPLES_S = 15 * 86_400  # two weeks of history for the forecaster, and a day more
 PRUNE_EVERY_S = 3600.0
@@ -77,6 +79,28 @@ def adopt_copy(s: Session, row: ServiceReplicaRow, r: Replica) -> Replica | None
                    None, found.started_at)  # fmt: skip
 
 
+def agents_readings(replicas: list[Replica], now: float, stale_s: float) -> dict[int, Reading]:
+    """The readings agents sent since the last pass took one, for the running replicas
+    their nodes' agents look at (``services.readings``); a replica whose agent has sent
+    none for ``stale_s`` is read as failing (its node may be cut off: the replica may be
+    unreachable too)."""
+    out: dict[int, Reading] = {}
+    for r in replicas:
+        if r.legacy or r.state != "running" or asleep(r):
+            continue
+        if r.read is not None and (r.checked_at is None or (r.read.at or 0) > r.checked_at):
+            out[r.job_id] = r.read
+            continue
+        last = (r.read.at or 0.0) if r.read is not None else 0.0
+        since = max(last, r.started_at or 0.0, r.wake_at or 0.0)
+        if since and now - since > stale_s:
+            where = f" on {r.node}" if r.node else ""
+            out[r.job_id] = Reading(
+                ready=False, error=f"no reading from its agent{where} for {now - since:.0f} s"
+            )
+    return out
+
+
 class ServiceReconciler:
     def __init__(
         self, db: Database, settings: Settings, wake_scheduler: Callable[[], None] = lambda: None
@@ -89,9 +113,11 @@ class ServiceReconciler:
         self._sampled: dict[int, float] = {}
         self._forecasts: dict[int, tuple[float, tuple[float | None, str]]] = {}
         self._pruned = float("-inf")
+        # replicas on nodes whose agents do not look at them (older agents): probed here
         self.probes = ProbePool(
             settings.service_probe_timeout_s, settings.service_probes_per_tenant
         )
+        self.stale_s = max(STALE_MIN_S, 3 * settings.service_interval_s)
 
     def step(self, now: float | None = None, *, force: bool = False) -> None:
         """One pass, at most once a ``service_interval_s`` unless forced."""
@@ -116,10 +142,11 @@ class ServiceReconciler:
                 sleepy=by_id[r.service_id].warm > 0,
             )
             for r in replicas
-            if r.state == "running" and r.endpoint is not None and not asleep(r)
+            if r.legacy and r.state == "running" and r.endpoint is not None and not asleep(r)
         }
         wait = min(PROBE_WAIT_S, 3 * self.settings.service_probe_timeout_s)
-        readings = self.probes.round(targets, wait)
+        readings = self.probes.round(targets, wait) if targets else {}
+        readings |= agents_readings(replicas, now, self.stale_s)
         by_util = [svc.id for svc in services if svc.metric == "gpu_util"]
         if by_util:
             with self.db.read() as s:
@@ -182,7 +209,7 @@ class ServiceReconciler:
                 live.append(r)
                 continue
             if reading is not None:
-                row.checked_at = now
+                row.checked_at = now if reading.at is None else reading.at
                 if reading.ready:
                     row.ready, row.failures = row.draining_since is None, 0
                     row.ready_at = row.ready_at or now

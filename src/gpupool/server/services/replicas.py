@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpupool.model.labels import ADDRESS_LABEL, host_port
+from gpupool.autoscale.reading import Reading
+from gpupool.model.labels import ADDRESS_LABEL, REPLICA_CONTROL_LABEL, host_port
+from gpupool.model.protocol import ReplicaProbeOut
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -23,6 +25,7 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.pool_view import telemetry_util
+from gpupool.server.services.readings import reading_of
 
 PRIORITY_CLASS = "online-inference"
 
@@ -88,6 +91,9 @@ class Replica:
     wake_at: float | None = None  # a wake asked (kept until it is ready again)
     woke_in_s: float | None = None
     parked_on: list[int] | None = None  # the devices it wakes on, while parked
+    checked_at: float | None = None  # the time of the last reading the reconciler took
+    read: Reading | None = None  # its agent's last look at it (services.readings)
+    legacy: bool = False  # its node's agent does not look at replicas: the server probes
 
     @property
     def endpoint(self) -> str | None:
@@ -119,12 +125,15 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
     out = []
     for r, state, started, reason in rows:
         node = nodes.get(r.job_id)
-        host = (labels.get(node) or {}).get(ADDRESS_LABEL, node) if node else None
+        known = (labels.get(node) or {}) if node else {}
+        host = known.get(ADDRESS_LABEL, node) if node else None
         out.append(
             Replica(r.job_id, r.service_id, state, ports.get(r.job_id, r.port), node, host,
                     r.ready, r.draining_since, r.failures, r.ready_at, started, reason,
                     r.parked, r.park_at, r.wake_at, r.woke_in_s,
-                    [d["device"] for d in r.card] if r.parked and r.card else None)
+                    [d["device"] for d in r.card] if r.parked and r.card else None,
+                    r.checked_at, reading_of(r.reading, r.read_at),
+                    node is not None and REPLICA_CONTROL_LABEL not in known)
         )  # fmt: skip
     return out
 
@@ -170,12 +179,13 @@ def parked_replicas(s: Session, job_ids: list[int]) -> set[int]:
     )
 
 
-def replica_jobs(s: Session, job_ids: list[int]) -> set[int]:
-    """Those of these jobs that are service replicas."""
+def replica_jobs(s: Session, job_ids: list[int]) -> dict[int, ReplicaProbeOut]:
+    """Those of these jobs that are service replicas, with how their agent looks at them."""
     if not job_ids:
-        return set()
-    return set(
-        s.execute(
-            select(ServiceReplicaRow.job_id).where(ServiceReplicaRow.job_id.in_(job_ids))
-        ).scalars()
-    )
+        return {}
+    rows = s.execute(
+        select(ServiceReplicaRow.job_id, ServiceRow.health_path, ServiceRow.warm)
+        .join(ServiceRow, ServiceRow.id == ServiceReplicaRow.service_id)
+        .where(ServiceReplicaRow.job_id.in_(job_ids))
+    ).all()
+    return {job: ReplicaProbeOut(health_path=path, sleepy=warm > 0) for job, path, warm in rows}

@@ -1,11 +1,12 @@
-"""Health checks and load readings of replicas, over HTTP from the leader.
+"""Health checks and load readings of replicas, over HTTP on their control port.
 
 Every replica answers ``GET <health_path>`` with 2xx when it can serve, and exposes its load
 in the Prometheus text format at ``GET /metrics``: the counter
 ``gpupool_replica_requests_total``, the gauge ``gpupool_replica_requests_in_flight`` and, for a
-latency target, the histogram ``gpupool_replica_request_duration_seconds``. The leader reads
-them (the replicas do not push): the same request that tells readiness tells load, and a
-replica needs no token. A reading that cannot be parsed is reported, never raised.
+latency target, the histogram ``gpupool_replica_request_duration_seconds``. Its node's agent
+reads them on ``$GPUPOOL_CONTROL_PORT``, which only it reaches (the replicas do not push): the
+same request that tells readiness tells load, and a replica needs no token. A reading that
+cannot be parsed is reported, never raised.
 """
 
 import json
@@ -69,18 +70,30 @@ def _get(client: httpx.Client, url: str, deadline: float) -> tuple[int, str]:
         return response.status_code, body.decode("utf-8", "replace")
 
 
-def awake(endpoint: str, timeout: float, reading: Reading) -> Reading:
-    """``reading``, unless the replica says it sleeps (``GET /is_sleeping``: vLLM answers its
-    health while asleep, and its completions with 503): then not ready. A replica without
-    that endpoint is taken at its health's word."""
+def sleeping(endpoint: str, timeout: float) -> bool | None:
+    """What the replica's ``GET /is_sleeping`` says (vLLM's sleep mode: ``{"is_sleeping":
+    true}``); None when it has no such endpoint or its answer cannot be read."""
     try:
         with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
             deadline = time.monotonic() + 2 * timeout
             status, text = _get(client, f"http://{endpoint}/is_sleeping", deadline)
-        asleep = 200 <= status < 300 and json.loads(text).get("is_sleeping") is True
+        if not 200 <= status < 300:
+            return None
+        said = json.loads(text).get("is_sleeping")
     except (httpx.HTTPError, ValueError, OSError, AttributeError):
-        return reading
-    return Reading(ready=False, error="asleep (is_sleeping)") if asleep else reading
+        return None
+    return said if isinstance(said, bool) else None
+
+
+def awake(endpoint: str, timeout: float, reading: Reading) -> Reading:
+    """``reading``, unless the replica says it sleeps (vLLM answers its health while asleep,
+    and its completions with 503): then not ready. A replica without ``GET /is_sleeping``
+    is taken at its health's word."""
+    asleep = sleeping(endpoint, timeout)
+    if asleep:
+        return Reading(ready=False, error="asleep (is_sleeping)", asleep=True)
+    reading.asleep = asleep
+    return reading
 
 
 def probe(endpoint: str, health_path: str, timeout: float) -> Reading:

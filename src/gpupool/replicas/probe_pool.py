@@ -9,6 +9,7 @@ queued or under way is not checked again until it ends.
 """
 
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gpupool.autoscale.reading import Reading
-from gpupool.server.services.probe import awake, probe
+from gpupool.replicas.probe import awake, probe, sleeping
 
 THREADS = 64
 
@@ -27,17 +28,20 @@ class Target:
     endpoint: str  # host:port
     health_path: str
     sleepy: bool = False  # a service that parks replicas: asleep is not ready (is_sleeping)
+    parked: bool = False  # meant to sleep: only whether it does is read (GET /is_sleeping)
 
 
 Prober = Callable[[str, str, float], Reading]
 
 
 class ProbePool:
-    def __init__(self, timeout: float, per_tenant: int, prober: Prober = probe):
+    def __init__(
+        self, timeout: float, per_tenant: int, prober: Prober = probe, threads: int = THREADS
+    ):
         self.timeout = timeout
         self.per_tenant = per_tenant
         self.prober = prober
-        self._executor = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="probe")
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="probe")
         self._lock = threading.RLock()
         self._queued: dict[str, deque[tuple[int, Target]]] = defaultdict(deque)
         self._running: dict[str, int] = defaultdict(int)
@@ -78,13 +82,18 @@ class ProbePool:
                 future.add_done_callback(partial(self._finished, tenant))
 
     def _check(self, target: Target) -> Reading:
+        at = time.time()
         try:
-            reading = self.prober(target.endpoint, target.health_path, self.timeout)
-            if target.sleepy and reading.ready:
-                reading = awake(target.endpoint, self.timeout, reading)
-            return reading
+            if target.parked:
+                reading = Reading(ready=False, asleep=sleeping(target.endpoint, self.timeout))
+            else:
+                reading = self.prober(target.endpoint, target.health_path, self.timeout)
+                if target.sleepy:
+                    reading = awake(target.endpoint, self.timeout, reading)
         except Exception as exc:  # a bug in one check is that replica's failed check
-            return Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
+            reading = Reading(ready=False, error=f"health: {type(exc).__name__}: {exc}"[:300])
+        reading.at = at
+        return reading
 
     def _finished(self, tenant: str, _done: Future[Reading]) -> None:
         with self._lock:

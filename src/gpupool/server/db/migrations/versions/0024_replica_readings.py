@@ -1,0 +1,27 @@
+"""service replicas read by their agents on their control ports: each replica's last reading
+and when it was taken
+
+Revision ID: 0024
+Revises: 0023
+Create Date: 2026-12-07 06:00:00
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0024"
+down_revision = "0023"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("service_replicas") as batch:
+        batch.add_column(sa.Column("reading", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("read_at", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("service_replicas") as batch:
+        batch.drop_column("read_at")
+        batch.drop_column("reading")
