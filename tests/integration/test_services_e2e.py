@@ -8,9 +8,7 @@ training jobs take the freed cards again."""
 
 import contextlib
 import csv
-import itertools
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -26,6 +24,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
     no_workload_outlives_its_test,
     wait_for,
 )
+from tests.support.balancer import Balancer
 from tests.support.cluster import ok, submit
 from tests.support.live import live_server
 from tests.support.paths import DATA
@@ -43,59 +42,6 @@ def arrivals() -> list[tuple[float, int]]:
         ((t - times[0]).total_seconds() / SPEEDUP, int(r["GeneratedTokens"]))
         for t, r in zip(times, rows, strict=True)
     ]
-
-
-class Balancer:
-    """Round-robin over the service's ready endpoints (refreshed every 0.3 s); a request
-    that fails on one replica is retried on another, so none is lost while one is ready."""
-
-    def __init__(self, client: httpx.Client, service: str):
-        self.client, self.service = client, service
-        self.endpoints: list[str] = []
-        self.served: dict[str, int] = {}
-        self.lost = 0
-        self.retried = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._turn = itertools.count()
-        self._refresher = threading.Thread(target=self._refresh, daemon=True)
-
-    def __enter__(self) -> "Balancer":
-        self._refresher.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._refresher.join(timeout=5)
-
-    def _refresh(self) -> None:
-        while not self._stop.is_set():
-            got = self.client.get(f"/api/v1/services/{self.service}/endpoints")
-            if got.status_code == 200:
-                self.endpoints = [e["endpoint"] for e in got.json()]
-            self._stop.wait(0.3)
-
-    def send(self, tokens: int) -> None:
-        for _ in range(20):
-            endpoints = list(self.endpoints)
-            if not endpoints:
-                time.sleep(0.1)
-                continue
-            endpoint = endpoints[next(self._turn) % len(endpoints)]
-            try:
-                answer = httpx.post(f"http://{endpoint}/infer", json={"tokens": tokens},
-                                    timeout=5, trust_env=False)  # fmt: skip
-                answer.raise_for_status()
-            except httpx.HTTPError:
-                with self._lock:
-                    self.retried += 1
-                time.sleep(0.05)
-                continue
-            with self._lock:
-                self.served[endpoint] = self.served.get(endpoint, 0) + 1
-            return
-        with self._lock:
-            self.lost += 1
 
 
 def test_a_service_scales_with_real_load_replaces_a_dead_replica_and_gives_cards_back(

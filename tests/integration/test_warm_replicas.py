@@ -16,7 +16,6 @@ import time
 import httpx
 
 from gpupool.server.settings import Settings
-from tests.integration.test_services_e2e import Balancer
 from tests.support.agents import (  # noqa: F401 (the fixture kills leftover workloads)
     agent_thread,
     in_state,
@@ -25,6 +24,7 @@ from tests.support.agents import (  # noqa: F401 (the fixture kills leftover wor
     wait_for,
     wait_for_cards,
 )
+from tests.support.balancer import Balancer
 from tests.support.cluster import ok
 from tests.support.live import live_server
 from tests.support.replica import REPLICA
