@@ -39,13 +39,10 @@ from gpupool.agent.card_modes import CardModes
 from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.config import AgentConfig
-from gpupool.agent.disk import folder_usage, over_disk
-from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
+from gpupool.agent.harvest import Harvest, chores
 from gpupool.agent.lease import expired, read_lease, write_lease
-from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
 from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
-from gpupool.agent.outcome import outcome
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
@@ -62,14 +59,13 @@ from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
 STALE_ANSWERS_BEFORE_RESET = 30  # consecutive older answers (~30 s) before trusting them
-DISK_CHECK_S = 2.0  # how often working folders are measured against --disk-max
 ERROR_PAUSE_S = 1.0  # after an unexpected error in one round, before the next
 DEFAULT_HEARTBEAT_S = 5.0  # with a server that advises no interval (older servers)
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.2, 60.0  # what advice is followed within
 HEARTBEAT_RETRY_S = 2.0  # after a heartbeat that failed, at most this long to the next
 
 
-class Agent(ChannelLink):
+class Agent(ChannelLink, Harvest):
     def __init__(
         self,
         config: AgentConfig,
@@ -108,6 +104,8 @@ class Agent(ChannelLink):
         self.heartbeat_s = config.heartbeat_s or DEFAULT_HEARTBEAT_S
         self.fence_kill_s = 3.0
         self._disk_checked = 0.0
+        self.chores = chores()  # what it does on a job's behalf, off its loop (agent.harvest)
+        self._written: dict[int, str] = {}
         self.records: dict[int, Record] = {}
         self.children: dict[int, subprocess.Popen] = {}  # reaped by us while we are the parent
         self.seen_generation = -1
@@ -130,6 +128,7 @@ class Agent(ChannelLink):
         self.poller: OrdersPoller | None = None
         self.pace = TelemetryPace()
         self._lease_lock = threading.Lock()  # the channel's thread renews it too
+        self._round_at: float | None = None  # its beats say how long a round has run
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -187,9 +186,12 @@ class Agent(ChannelLink):
                                 target=self.channel.run, args=(stop,), daemon=True,
                                 name=f"channel-{self.name}",
                             ).start()  # fmt: skip
+                    self._round_at = time.monotonic()
                     if self._beat_now.is_set() or time.monotonic() >= self._next_heartbeat:
                         self.heartbeat()
+                    self._round_at = None
                     answer = poller.next(self.config.sync_s)
+                    self._round_at = time.monotonic()
                     if stop.is_set():
                         break
                     if answer is None and self._stale_answer is not None:
@@ -202,7 +204,9 @@ class Agent(ChannelLink):
                     if answer is not None:
                         self.apply(answer)
                     failures = 0
+                    self._round_at = None
                 except AgentApiError as exc:
+                    self._round_at = None  # waiting for the server is not falling behind
                     if stop.is_set():  # shutting down: the server may be gone already
                         break
                     log.warning("agent %s: %s", self.name, exc)
@@ -212,6 +216,7 @@ class Agent(ChannelLink):
                     wait = backoff_s(self.config.sync_s, failures, rng)
                     stop.wait(within_lease(wait, self._lease_left()))
                 except Exception:  # a bug must not take the node down: log it, go on
+                    self._round_at = None
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)
         finally:
@@ -476,6 +481,7 @@ class Agent(ChannelLink):
             control=ready.control,
             disk_mib=ready.disk_mib,
             checkpoint=order.checkpoint,
+            tenant=order.tenant,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -541,20 +547,6 @@ class Agent(ChannelLink):
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
             self._begin_stop(rec, violation.reason)
 
-    def _enforce_disk(self, now: float) -> None:
-        """Every ``DISK_CHECK_S``: stop a workload whose working folder is over the limit."""
-        if now - self._disk_checked < DISK_CHECK_S:
-            return
-        self._disk_checked = now
-        for rec in list(self.records.values()):
-            limit = self.config.isolation.disk_max_mib if rec.disk_mib is None else rec.disk_mib
-            if rec.stop_sent_at is not None or not rec.workdir or limit <= 0:
-                continue
-            reason = over_disk(folder_usage(rec.workdir), limit)
-            if reason:
-                log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, reason)
-                self._begin_stop(rec, reason)
-
     def _gpu_processes(self) -> list[GpuProcess]:
         out: list[GpuProcess] = []
         for backend, _ in by_backend(self.located):
@@ -563,58 +555,6 @@ class Agent(ChannelLink):
             except Exception as exc:  # no per-process data this round
                 log.debug("processes: %s", exc)
         return out
-
-    def _harvest(self) -> None:
-        """Report workloads that ended and forget them once the server knows."""
-        for alloc_id, rec in list(self.records.items()):
-            if self._running(rec):
-                continue
-            self.children.pop(alloc_id, None)
-            self._write_outputs(rec)
-            try:
-                self._upload_logs(rec)
-            except Exception as exc:  # the end is reported even when its log cannot be sent
-                log.warning("agent %s: logs of allocation %s: %s", self.name, alloc_id, exc)
-            # a workload that stopped itself at its lease is reported even when the server
-            # has released it meanwhile (its node was cut off): the real end corrects the
-            # meter, which billed it to the lease's end
-            fenced = proc.note(self.store.dir(alloc_id), proc.FENCED)
-            if not rec.released or fenced:
-                state, code, reason = outcome(rec, self.store.dir(rec.alloc_id), self.name)
-                ended = proc.ended_at(self.store.dir(alloc_id))
-                self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
-                                ended_at=ended, node=self.name)  # fmt: skip
-            del self.records[alloc_id]
-            self.finished.add(alloc_id)
-            replica = alloc_id if rec.port is not None else None
-            try:  # a leftover folder or cgroup is not worth a failed round
-                self.launcher.cleanup(
-                    rec.workdir, rec.cgroups, rec.mps, self._mps_in_use(), replica
-                )
-            except (OSError, LaunchError) as exc:
-                log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
-            self.store.remove(alloc_id)
-
-    def _write_outputs(self, rec: Record) -> None:
-        """The job's --output / --error, written as its user; why not goes into its log."""
-        if not rec.outputs or rec.released:
-            return
-        folder = self.store.dir(rec.alloc_id)
-        try:
-            why = write_outputs(OutputPlan(**rec.outputs), folder)
-        except OSError as exc:
-            why = str(exc)
-        if why:
-            with (folder / "stderr").open("a") as err:
-                err.write(f"{NOT_WRITTEN}{why}\n")
-
-    def _upload_logs(self, only: Record | None = None) -> None:
-        """Send what the workloads printed since the last round (``log_shipping``)."""
-        records = [only] if only else list(self.records.values())
-        for rec in records:
-            shipped = ship(self.api, self.store, rec, self.config.log_max_bytes, only is not None)
-            if shipped and rec.alloc_id in self.records:
-                self.store.save(rec)
 
     def _publish_load(self) -> None:
         """Simulated devices show telemetry that follows what runs on them."""

@@ -3,7 +3,9 @@
 
 While the channel is up, a bare beat every heartbeat interval renews the node's lease (the
 agent renews it from the time it sent the beat, once the server answers that it recorded it),
-telemetry travels as a beat about once a minute, and the server pushes new orders the moment
+telemetry travels as a beat about once a minute, a beat says how long the agent's loop has
+been busy in one round when that is past ``LAG_SAID_S`` (the server stops placing work on a
+node whose agent is far behind), and the server pushes new orders the moment
 they change — no HTTP request at all while nothing happens. When it goes down, the agent
 heartbeats and long-polls over HTTP at once, and this thread connects again with backoff. A
 server that refuses the upgrade (403: channels off; 404: older than channels) is not asked
@@ -24,6 +26,7 @@ from websockets.sync.client import ClientConnection, connect
 from gpupool.agent.backoff import backoff_s
 from gpupool.model.protocol import OrdersOut, OrdersUnreadable, read_orders
 
+LAG_SAID_S = 2.0  # a round of the agent's loop longer than this is said on its beats
 REFUSED_BEAT_RETRY_S = 2.0  # a refused beat is sent again this soon, not an interval later
 log = logging.getLogger("gpupool.agent.channel")
 # the websockets library's own logger: its reader thread reports a peer that closed while
@@ -50,6 +53,7 @@ class AgentChannel:
         on_orders: Callable[[OrdersOut], None],
         on_down: Callable[[], None],
         tls: ssl.SSLContext | None = None,
+        lag: Callable[[], float] = lambda: 0.0,
     ):
         """``interval``: the heartbeat interval now (the server's advice may change it);
         ``on_ok(frame, sent)``: a beat sent at ``sent`` (monotonic) was recorded;
@@ -61,6 +65,8 @@ class AgentChannel:
         self._tls = tls
         self.interval = interval
         self.on_ok, self.on_orders, self.on_down = on_ok, on_orders, on_down
+        self.lag = lag  # how long the agent's loop has been in its current round
+        self._lag_said = False
         self.up = threading.Event()
         self.down = threading.Event()  # the opposite of ``up``, to wait on
         self.down.set()
@@ -140,6 +146,10 @@ class AgentChannel:
             frame: dict[str, Any] = {"beat": self._seq}
             if devices is not None:
                 frame["devices"] = devices
+            lag = self.lag()  # said while behind, and once more (0) when caught up
+            if lag >= LAG_SAID_S or self._lag_said:
+                frame["lag"] = round(lag, 1) if lag >= LAG_SAID_S else 0
+                self._lag_said = lag >= LAG_SAID_S
             self._sent[self._seq] = (time.monotonic(), devices is not None)
             if len(self._sent) > 64:  # answers that never came
                 del self._sent[min(self._sent)]

@@ -3,6 +3,7 @@ agent. A mixin of ``Agent``, kept apart so the agent's module stays about its wo
 
 import ssl
 import threading
+import time
 from typing import Any
 
 from gpupool.agent.channel import AgentChannel
@@ -22,6 +23,7 @@ class ChannelLink:
     pace: TelemetryPace
     _beat_now: threading.Event
     _lease_lock: threading.Lock
+    _round_at: float | None  # when the loop's current round began (monotonic); None: waiting
 
     def _renew(self, node: dict[str, Any], sent: float) -> None: ...
     def _renew_lease(self, sent: float) -> None: ...
@@ -36,7 +38,13 @@ class ChannelLink:
             poller.deliver,
             self._channel_down,
             tls=self.api.verify if isinstance(self.api.verify, ssl.SSLContext) else None,
+            lag=self._loop_lag,
         )
+
+    def _loop_lag(self) -> float:
+        """How long the agent's loop has been in its current round (0 while it waits)."""
+        started = self._round_at
+        return 0.0 if started is None else time.monotonic() - started
 
     def _by_channel(self, devices: list[dict[str, Any]], now: float) -> bool:
         """While the channel is up its beats renew the lease: telemetry goes on it only when

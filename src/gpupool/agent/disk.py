@@ -4,6 +4,7 @@ symbolic links and without leaving its filesystem, and giving up counting — as
 number of entries (a job making millions of empty files is itself filling the host)."""
 
 import os
+import time
 from dataclasses import dataclass
 
 
@@ -12,9 +13,11 @@ class Usage:
     bytes: int
     entries: int
     complete: bool  # False: stopped at max_entries
+    timed_out: bool = False  # stopped at its deadline: no verdict
 
 
-def folder_usage(path: str, max_entries: int = 200_000) -> Usage:
+def folder_usage(path: str, max_entries: int = 200_000, deadline: float | None = None) -> Usage:
+    """``deadline`` (monotonic): a walk still going then stops, with no verdict."""
     total = entries = 0
     try:
         device = os.lstat(path).st_dev
@@ -29,6 +32,8 @@ def folder_usage(path: str, max_entries: int = 200_000) -> Usage:
                     entries += 1
                     if entries > max_entries:
                         return Usage(total, entries, False)
+                    if deadline is not None and entries % 1000 == 0 and time.monotonic() > deadline:
+                        return Usage(total, entries, True, timed_out=True)
                     try:
                         info = entry.stat(follow_symlinks=False)
                     except OSError:
@@ -43,7 +48,7 @@ def folder_usage(path: str, max_entries: int = 200_000) -> Usage:
 
 def over_disk(usage: Usage, limit_mib: int) -> str | None:
     """The reason a workload is stopped, or None while it is within its limit."""
-    if limit_mib <= 0:
+    if limit_mib <= 0 or usage.timed_out:
         return None
     if not usage.complete:
         return f"disk: its working folder holds more than {usage.entries - 1} files and folders"

@@ -9,18 +9,25 @@ job ran in its work folder, and nothing is written there: the log says so.
 """
 
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpupool.model.batch import check_output_path, expand_output
 from gpupool.model.protocol import OrderOut
 
-# $1 the job's directory, $2 the file, $3 new or add; stdin: what to write
+# $1 the job's directory, $2 the file, $3 new or add; stdin: what to write. The file is
+# opened read-write first (which never waits, not even on a FIFO without a reader) and written
+# only if that is a regular file — through the descriptor's own link, so it cannot be swapped
+# for another kind in between. /dev/null (Slurm scripts' "discard it") takes nothing.
 WRITER = """
+[ "$2" = /dev/null ] && exit 0
 cd -- "$1" 2>/dev/null || {
   echo "the job's directory $1 is not on this node or not its user's" >&2; exit 3; }
 mkdir -p -- "$(dirname -- "$2")" || exit 3
-if [ "$3" = new ]; then cat > "$2"; else cat >> "$2"; fi
+exec 3<>"$2" || exit 3
+[ -f /proc/self/fd/3 ] || { echo "$2 is not a regular file" >&2; exit 4; }
+if [ "$3" = new ]; then cat > /proc/self/fd/3; else cat >> /proc/self/fd/3; fi
 """
 SHELL_PATH = "/usr/local/bin:/usr/bin:/bin"
 NOT_WRITTEN = "gpupool: --output not written: "  # its stderr says so, with why
@@ -72,9 +79,14 @@ def plan_for(order: OrderOut, node: str, uid: int | None, gid: int | None) -> Ou
     return OutputPlan(directory, expand(order.output), expand(order.error), uid, gid)
 
 
-def write_outputs(plan: OutputPlan, folder: Path, timeout: float = 60) -> str:
-    """Write the capture files in ``folder`` as ``plan`` says; returns "" or why not."""
+def write_outputs(plan: OutputPlan, folder: Path, timeout: float = 30) -> str:
+    """Write the capture files in ``folder`` as ``plan`` says, all within ``timeout``
+    seconds; returns "" or why not."""
+    deadline = time.monotonic() + timeout
     for path, stream, mode in plan.writes():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"{path}: not written within {timeout:.0f} s"
         try:
             with (folder / stream).open("rb") as source:
                 done = subprocess.run(
@@ -87,7 +99,7 @@ def write_outputs(plan: OutputPlan, folder: Path, timeout: float = 60) -> str:
                     env={"PATH": SHELL_PATH, "LANG": "C.UTF-8"},
                     capture_output=True,
                     text=True,
-                    timeout=timeout,
+                    timeout=left,
                 )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{path}: cannot write it: {exc}"

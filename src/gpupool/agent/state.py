@@ -46,6 +46,7 @@ class Record:
     sleep_changed_at: float = 0.0  # when the agent last put it to sleep or woke it
     wake_faults: int = 0  # times its engine was found awake while parked
     checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
+    tenant: str = ""  # whose (its chores queue with its tenant's: agent.harvest)
 
 
 class StateLocked(SpecError):

@@ -380,8 +380,7 @@ class Launcher:
                 cgroups.kill(made)
                 cgroups.remove(made)
                 cgroups.remove_parents(made)  # its tenant's folder, once empty
-            if workdir and Path(workdir).parent == self.work_root:
-                shutil.rmtree(workdir, ignore_errors=True)
+            self.remove_workdir(workdir)
             for uuid in mps:
                 if uuid not in in_use:
                     self.mps.stop(uuid)
@@ -389,6 +388,11 @@ class Launcher:
             if replica is not None:
                 self.ports.release(replica)
                 self.refresh_ports(now=True)
+
+    def remove_workdir(self, workdir: str) -> None:
+        """A workload's own folder, never anything else (its parent is the work root)."""
+        if workdir and Path(workdir).parent == self.work_root:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def refresh_ports(self, now: bool = False) -> None:
         """The published ports again: ``now``, or once a quarantine ended (every round of

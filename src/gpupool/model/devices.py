@@ -5,6 +5,9 @@ from enum import StrEnum
 
 from gpupool.model.errors import SpecError
 
+# a Node's ``closed`` when its agent's loop is behind: it cannot start new work soon
+AGENT_BEHIND = "agent behind"
+
 
 class Vendor(StrEnum):
     NVIDIA = "nvidia"

@@ -179,7 +179,8 @@ def _run(
     applies to it."""
     static = ask.static_dev if rows is None else ask.static_dev[rows]
     if steps.explain:
-        steps.node("drained, lost or fenced", ~state.closed)
+        steps.node("drained, lost or fenced", ~state.closed | state.behind)
+        steps.node("its agent behind", ~state.behind)
     mem = mem_need(state, ask) if host else ask.mem
     if steps.explain or (ask.cpu and takes_memory(mem)):
         cpu_ok = state.cpu_free >= ask.cpu

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.model import Node, SharingMode, SpecError
+from gpupool.model.devices import AGENT_BEHIND
 from gpupool.scheduler.types import DeviceGrant, Placement
 from gpupool.sharing import SharePolicy, table_for
 
@@ -70,6 +71,7 @@ class ClusterState:
         # closed nodes hold their live work and take none (the snapshot also sizes them to
         # what they hold); kept apart so reasons can say "drained" rather than "unhealthy"
         self.closed = np.array([bool(x.closed) for x in self.nodes], dtype=bool)
+        self.behind = np.array([x.closed == AGENT_BEHIND for x in self.nodes], dtype=bool)
 
         self.exists = np.zeros((n, g), dtype=bool)
         self.model = np.full((n, g), NO_DEVICE, dtype=np.int16)

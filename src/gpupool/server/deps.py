@@ -55,7 +55,8 @@ class ServerContext:
             self.settings.orders_change_poll_s,
             None if self.db.is_sqlite else ChangeListener(self.db.engine),
         )
-        self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time)
+        self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time,
+                                 self.settings.agent_lag_max_s)  # fmt: skip
         self.limits = self.loop.limits
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s

@@ -129,13 +129,34 @@ def mark_alive(b: Batch, names: list[str], now: float) -> tuple[dict[str, str], 
     return {n: ("fenced" if state == "lost" else state) for n, state in rows}, bool(lost)
 
 
+def record_lags(b: Batch, lags: Mapping[str, float], lag_max_s: float) -> bool:
+    """How far behind these nodes' agents are, as their beats said; True when a node's agent
+    fell behind ``lag_max_s`` or caught up (the scheduler reads its nodes again)."""
+    s = b.session
+    crossed = False
+    rows = s.execute(select(NodeRow.name, NodeRow.agent_lag_s).where(NodeRow.name.in_(lags))).all()
+    for name, before in rows:
+        after = lags[name]
+        if after != before:
+            s.execute(update(NodeRow).where(NodeRow.name == name).values(agent_lag_s=after))
+            crossed |= (before > lag_max_s) != (after > lag_max_s)
+    if crossed:
+        bump_nodes_version(s)
+    return crossed
+
+
 def record_beats(
-    b: Batch, bare: list[str], telemetry: dict[str, list[Telemetry]], now: float
+    b: Batch,
+    bare: list[str],
+    telemetry: dict[str, list[Telemetry]],
+    now: float,
+    lags: Mapping[str, float] | None = None,
+    lag_max_s: float = float("inf"),
 ) -> tuple[dict[str, str | ApiError | None], bool]:
     """One flush of beats: (per node, its state after them, why its telemetry was refused, or
-    None for a node unknown; whether any node's state, health or mode changed)."""
+    None for a node unknown; whether any node's state, health, mode or lag changed)."""
     outcome: dict[str, str | ApiError | None] = {}
-    changed = False
+    changed = record_lags(b, lags, lag_max_s) if lags else False
     if telemetry:
         written, changed, _ = write_telemetry(b, telemetry, now)
         outcome.update(written)
@@ -164,7 +185,10 @@ class BeatBatcher:
         flush_s: float,
         on_change: Callable[[], None],
         clock: Callable[[], float],
+        lag_max_s: float = float("inf"),
     ):
+        self.lag_max_s = lag_max_s
+        self._lags: dict[str, float] = {}  # the newest of each node that said one
         self.writes = writes
         self.flush_s = flush_s
         self.on_change = on_change
@@ -179,12 +203,16 @@ class BeatBatcher:
         name: str,
         done: Callable[[BeatOutcome], None],
         devices: list[Telemetry] | None = None,
+        lag: float | None = None,
     ) -> None:
         """Queue a beat of ``name``; ``done`` is called on the event loop with its outcome
-        once the flush it joined is committed (or failed)."""
+        once the flush it joined is committed (or failed). ``lag``: how long its agent's
+        round has run (a beat that says nothing leaves it as it was)."""
         self._waiting.setdefault(name, []).append(done)
         if devices is not None:
             self._telemetry[name] = devices
+        if lag is not None:
+            self._lags[name] = lag
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.flush_s, self._start_flush)
 
@@ -192,16 +220,19 @@ class BeatBatcher:
         self._timer = None
         waiting, self._waiting = self._waiting, {}
         telemetry, self._telemetry = self._telemetry, {}
-        task = asyncio.ensure_future(self._flush(waiting, telemetry))
+        lags, self._lags = self._lags, {}
+        task = asyncio.ensure_future(self._flush(waiting, telemetry, lags))
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     async def _flush(
         self,
         waiting: dict[str, list[Callable[[BeatOutcome], None]]],
         telemetry: dict[str, list[Telemetry]],
+        lags: dict[str, float],
     ) -> None:
         self.flushes += 1
-        write = partial(record_beats, bare=sorted(waiting), telemetry=telemetry, now=self.clock())
+        write = partial(record_beats, bare=sorted(waiting), telemetry=telemetry,
+                        now=self.clock(), lags=lags, lag_max_s=self.lag_max_s)  # fmt: skip
         outcome: Mapping[str, BeatOutcome]
         try:
             outcome, changed = await self.writes.run(write, wake=False)

@@ -74,7 +74,7 @@ class SchedulerLoop:
         self.settings = settings
         self.metrics = metrics
         self.leadership = Leadership(db)
-        self.snapshots = SnapshotBuilder()
+        self.snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
         self.capacity = PoolCapacity()  # which waiting jobs can never run
         # replicas: health, endpoints, scale; parks and wakes wake the scheduler
         self.services = ServiceReconciler(db, settings, self.wake)
@@ -164,7 +164,7 @@ class SchedulerLoop:
             except LostLeadership as exc:
                 log.warning("lost the scheduler lead: %s", exc)
                 self.leadership.release()
-                self.snapshots = SnapshotBuilder()
+                self.snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
                 self.duties.reset()
             # a burst of submissions is decided in a few batches, not one cycle per request:
             # leave the API at least half as much time as the last cycle took
@@ -351,7 +351,7 @@ class SchedulerLoop:
         except LostLeadership:
             raise
         except Exception:
-            self.snapshots = SnapshotBuilder()
+            self.snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
             raise
 
     def run_once(self, now: float | None = None) -> None:

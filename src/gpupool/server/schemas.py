@@ -119,6 +119,7 @@ class NodeOut(BaseModel):
     heartbeat_at: float
     source: str = "agent"  # agent, or kubernetes: a cluster's node gpupool's scheduler mirrors
     agent_version: str | None = None  # what its agent said at registration (None: not said)
+    agent_lag_s: float = 0.0  # how long its agent's current round has run (0: keeping up)
     devices: list[DeviceOut]
     # what live allocations hold here, whoever's they are (no names: a member's view of
     # the pool still adds up)

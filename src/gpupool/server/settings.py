@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     # least mass_silence_fraction of the nodes (3 or more) are silent at once: then none is
     # (a network or control-plane failure, Kubernetes' zone rule; above 1: off)
     heartbeat_timeout_s: float = Field(300.0, gt=0, le=86400 * 365)
+    # a node whose agent has been busy in one round of its loop longer than this (its beats
+    # say so) takes no new work until it catches up: it could not start it
+    agent_lag_max_s: float = Field(20.0, gt=0, le=3600)
     mass_silence_fraction: float = Field(0.55, gt=0, le=2)
     # agents stop their workloads (self-fencing) once silent for heartbeat_timeout_s minus
     # this margin, so a requeued job never overlaps its orphan; default min(10, timeout / 3)

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, JobKind, Node, ResourceRequest, SpecError, parse_request
+from gpupool.model.devices import AGENT_BEHIND
 from gpupool.scheduler import ClusterState
 from gpupool.scheduler.actions.park import ParkAsk
 from gpupool.scheduler.cycle import RunningJob
@@ -108,14 +109,17 @@ _DEVICE_COLUMNS = tuple(
 )  # fmt: skip
 _NODE_COLUMNS = tuple(
     NodeRow.__table__.c[name]
-    for name in ("name", "cpu_millis", "memory_mib", "labels", "pool", "state", "schedulable")
-)
+    for name in ("name", "cpu_millis", "memory_mib", "labels", "pool", "state", "schedulable",
+                 "agent_lag_s")
+)  # fmt: skip
 
 
 class SnapshotBuilder:
     """Keeps the node snapshot and live placements between cycles of one leader."""
 
-    def __init__(self) -> None:
+    def __init__(self, lag_max_s: float = float("inf")) -> None:
+        """``lag_max_s``: a node whose agent is further behind takes no new work."""
+        self.lag_max_s = lag_max_s
         self.nodes_version = -1
         self.base: ClusterState | None = None
         self.live: dict[int, RunningJob] = {}  # allocation id -> its job, applied to base
@@ -145,9 +149,11 @@ class SnapshotBuilder:
             if node is None:
                 node = node_from_rows(row, devices.get(row.name, []))
             self._node_cache[row.name] = (rows, node)
-            if row.state != "ready" or not row.schedulable:
+            behind = row.agent_lag_s > self.lag_max_s
+            if row.state != "ready" or not row.schedulable or behind:
                 held = _held_on_nodes(session) if held is None else held
-                node = _closed(node, held.get(row.name, (0, 0)))
+                why = AGENT_BEHIND if behind and row.state == "ready" else "closed"
+                node = _closed(node, held.get(row.name, (0, 0)), why)
                 self.closed.add(row.name)
             nodes.append(node)
         return nodes
@@ -319,12 +325,12 @@ def _held_on_nodes(session: Session) -> dict[str, tuple[int, int]]:
     return held
 
 
-def _closed(node: Node, held: tuple[int, int]) -> Node:
+def _closed(node: Node, held: tuple[int, int], why: str) -> Node:
     """A node that takes no new work (lost, fenced or cordoned): its devices count as
     unhealthy and its free CPU and memory as zero, so live grants still fit and nothing new
     does."""
     devices = tuple(replace(d, healthy=False) for d in node.devices)
-    return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices, closed="closed")
+    return replace(node, cpu_millis=held[0], memory_mib=held[1], devices=devices, closed=why)
 
 
 def tenant_tree(

@@ -77,6 +77,8 @@ class NodeRow(Base):
     instance: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # the version its agent said at registration (None: an agent too old to say, or none)
     agent_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # how long its agent's current round has run, as its last beat said (0: keeping up)
+    agent_lag_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class DeviceRow(Base):

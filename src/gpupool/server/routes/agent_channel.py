@@ -40,6 +40,8 @@ POLICY_VIOLATION = 1008  # WebSocket close codes (RFC 6455)
 GOING_AWAY = 1001
 ORDERS_RECHECK_S = 300.0  # orders are read again at least this often, changed or not
 MAX_IN_FLIGHT = 8  # frames of one agent being answered at once; more wait (backpressure)
+MAX_LAG_S = 86_400.0 * 365
+BAD_LAG = "seconds its agent's round has run: a number from 0"
 BAD_FRAME = 'a frame must be {"beat": <int>[, "devices": [...]]}'
 
 
@@ -148,7 +150,14 @@ class _Channel:
                 where = field_path(tuple(first["loc"]))
                 self._post({"refused": seq, "status": 422, "detail": f"{where}: {first['msg']}"})
                 return
-        self.ctx.beats.add(self.name, partial(self._beaten, seq, devices is not None), devices)
+        lag = frame.get("lag")
+        if lag is not None and (
+            type(lag) not in (int, float) or not 0 <= lag <= MAX_LAG_S  # NaN fails too
+        ):
+            self._post({"refused": seq, "status": 422, "detail": f"lag: {BAD_LAG}"})
+            return
+        done = partial(self._beaten, seq, devices is not None)
+        self.ctx.beats.add(self.name, done, devices, None if lag is None else float(lag))
 
     def _beaten(self, seq: int, telemetry: bool, outcome: BeatOutcome) -> None:
         answer = _beat_answer(self.name, seq, outcome)

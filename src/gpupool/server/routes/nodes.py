@@ -77,6 +77,7 @@ def node_out(
         heartbeat_at=n.heartbeat_at,
         source=n.source or "agent",
         agent_version=n.agent_version,
+        agent_lag_s=n.agent_lag_s or 0.0,
         devices=[DeviceOut.model_validate(d, from_attributes=True) for d in devices],
         devices_in_use=sorted(held),
         cpu_allocated_millis=cpu,
