@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tests.support.live import LiveServer
 
 # tests of other things run workloads as the test's own user (their commands use this venv's
-# Python, which other users may not be able to run); tests/integration/test_isolation.py runs
+# Python, which other users may not be able to run); tests/e2e/hostile/test_isolation.py runs
 # tenant users
 AS_AGENT_USER = IsolationConfig(mode="none")
 FAST = {"sync_s": 0.1, "heartbeat_s": 0.3, "grace_s": 2.0, "isolation": AS_AGENT_USER}

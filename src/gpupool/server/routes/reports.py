@@ -13,7 +13,7 @@ from gpupool.model import SpecError
 from gpupool.server.auth import Role
 from gpupool.server.db.tables import AllocationRow, JobRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, require
-from gpupool.server.errors import ApiError
+from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
 from gpupool.server.lifecycle import device_models
 from gpupool.server.routes.billing import READERS
@@ -40,6 +40,8 @@ def report(
     mine_only = report == "top-jobs" and who.role is Role.MEMBER  # members: their own jobs
     if not mine_only:
         require(who, READERS, "reading cost reports")
+    if tenant is not None and not who.sees(tenant):  # as every tenant-scoped route answers
+        raise not_found(f"tenant {tenant}")
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:

@@ -1,5 +1,5 @@
 """No single order takes down an agent (DESIGN.md invariant 9). The API refuses malformed jobs
-(tests/integration/test_api_security.py); these reach the agents anyway — written into the
+(tests/e2e/hostile/test_api_security.py); these reach the agents anyway — written into the
 database as an older server or a hand-made row would — and each fails its own allocation with
 the reason while every node stays ready and keeps running good work. And no user string reaches the
 container runtime as a flag."""
