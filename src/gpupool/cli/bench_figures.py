@@ -3,7 +3,7 @@ judged against their baselines (``--check`` is the CI gate; docs/figures.md)."""
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -11,6 +11,10 @@ from rich.table import Column, Table
 
 from gpupool.cli.errors import err_console, friendly
 from gpupool.model import SpecError
+
+if TYPE_CHECKING:  # the gate's imports wait for the command (numpy among them)
+    from gpupool.bench.figures.gate import Report
+    from gpupool.bench.figures.model import Figure
 
 
 def figures_command(
@@ -82,7 +86,7 @@ def figures_command(
         raise typer.Exit(1)
 
 
-def _as_json(figures: list, report: Any, timing: dict[str, Any]) -> dict[str, Any]:
+def _as_json(figures: "list[Figure]", report: "Report", timing: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for f, v in zip(figures, report.verdicts, strict=True):
         b = v.baseline
@@ -104,7 +108,7 @@ def _as_json(figures: list, report: Any, timing: dict[str, Any]) -> dict[str, An
     }
 
 
-def _table(report: Any) -> None:
+def _table(report: "Report") -> None:
     table = Table(
         Column("figure", overflow="fold"), "value", "baseline", "tol", "verdict",
         title="gpupool figures",

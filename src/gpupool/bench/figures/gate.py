@@ -86,7 +86,7 @@ def compute(
     timing = {
         "wall_s": round(wall, 1),
         "workers": workers,
-        "groups_cpu_s": {
+        "groups_task_s": {  # seconds its tasks took in the workers (shared tasks count in each)
             g.name: round(sum(seconds.get(t.key, 0.0) for t in g.tasks(sources)), 1)
             for g in groups
             if not missing[g.name]
