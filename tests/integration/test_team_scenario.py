@@ -40,6 +40,7 @@ def test_the_example_scenario_loads():
             "give arrivals_per_hour or service",
         ),
         ({"cluster": [{"count": 0, "model": "A100-80G", "cards": 4}]}, "cluster.0.count"),
+        ({"victim_order": "oldest"}, "victim_order"),
     ],
 )
 def test_bad_scenarios_name_the_field(patch, needle):
@@ -128,6 +129,11 @@ def test_cli_json(tmp_path):
     data = json.loads(out.stdout)
     for mode in ("static_partition", "static_quota", "pooled"):
         assert {"gpu_utilization", "queue_delay_p95_s", "tenants"} <= set(data[mode])
+    assert data["victim_order"] == "work"  # the server's default
+    aged = gpupool("simulate", "scenario", str(path), "--victim-order", "age", "--json")
+    assert json.loads(aged.stdout)["victim_order"] == "age"
+    bad = gpupool("simulate", "scenario", str(path), "--victim-order", "oldest")
+    assert bad.returncode != 0 and "victim-order: 'oldest' is not one of work, age" in bad.stderr
 
 
 def test_plan_finds_a_smaller_pool_with_pooling():

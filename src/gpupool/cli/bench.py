@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpupool.cli import bench_figures
 from gpupool.cli.errors import friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, trace_files
 from gpupool.extras import require
@@ -18,6 +19,7 @@ REQUESTS_HELP = (
     "Request mix: synthetic (14 shapes), openb (sampled from the openb trace's pods; found "
     "as the simulate commands find it) or distinct (no two requests alike)"
 )
+bench_figures.register(app)
 
 
 @app.command("placement")

@@ -474,16 +474,30 @@ def scenario_command(
     file: Path = typer.Argument(..., help="Scenario YAML (see examples/seed-scenario.yaml)."),
     report: Path | None = typer.Option(None, help="Write a self-contained HTML report here."),
     csv_out: Path | None = typer.Option(None, "--csv", help="Write cards in use over time."),
+    victim_order: str = typer.Option(
+        None,
+        help="Victims of one priority: work (least work lost) or age (fewest seconds since "
+        "their last checkpoint) [default: the file's victim_order, else work]",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Replay a team scenario three times on the same jobs and compare utilisation and queue
     delays per team: static_partition (each team on servers of its own, as split by hand),
     static_quota (per-team caps on one shared pool) and pooled (borrowing idle cards)."""
+    from gpupool.scheduler.session import VICTIM_ORDERS
     from gpupool.sim.report import scenario_csv, scenario_report_html
     from gpupool.sim.scenario import load_scenario
     from gpupool.sim.team_replay import MODES, compare
 
-    result = compare(load_scenario(file))
+    scenario = load_scenario(file)
+    if victim_order is not None:
+        if victim_order not in VICTIM_ORDERS:
+            raise SpecError(
+                f"victim-order: {victim_order!r} is not one of {', '.join(VICTIM_ORDERS)}",
+                field="victim_order",
+            )
+        scenario = scenario.model_copy(update={"victim_order": victim_order})
+    result = compare(scenario)
     _outputs(result, report, csv_out, scenario_report_html, scenario_csv)
     if as_json:
         typer.echo(json.dumps(result))

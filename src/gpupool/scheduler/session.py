@@ -4,6 +4,7 @@ read and change the session; nothing else does."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
@@ -47,6 +48,10 @@ class Preemption:
     cause: Cause = Cause.PREEMPT
 
 
+VictimOrder = Literal["work", "age"]
+VICTIM_ORDERS: tuple[VictimOrder, ...] = ("work", "age")
+
+
 @dataclass
 class CycleConfig:
     """``max_victim_searches`` bounds the trial placements preempt + reclaim may run in one
@@ -69,6 +74,11 @@ class CycleConfig:
     # jobs of this priority class or above are served beyond their guarantee too, moving
     # only their own tenant's jobs or borrowed ones (None: guarantees only)
     defrag_class: str | None = None
+    # victims of one priority, first: "work" — the least work lost, cards x seconds since the
+    # last checkpoint (at most the grace of a job that saves on its signal); "age" — the fewest
+    # seconds since the last checkpoint whatever the job holds (the youngest, where none says
+    # anything: the order before the fast vacate). docs/quotas-and-cycle.md has the figures.
+    victim_order: VictimOrder = "work"
 
 
 @dataclass(frozen=True, slots=True)

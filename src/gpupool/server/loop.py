@@ -377,6 +377,7 @@ class SchedulerLoop:
                 defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
                 replacing=inputs.replacing,
                 defrag_class=self.settings.defrag_class or None,
+                victim_order=self.settings.victim_order,
             )
             result = run_cycle(
                 inputs.state,

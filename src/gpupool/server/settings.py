@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     # hold a card a service needs: the vacate is to take seconds)
     checkpoint_grace_s: int = Field(5, ge=1, le=3600)
     checkpoint_grace_max_s: int = Field(30, ge=1, le=3600)
+    # victims of one priority: "work", the least work lost (cards x seconds since the last
+    # checkpoint), or "age", the fewest seconds since it whatever they hold (quotas-and-cycle.md)
+    victim_order: Literal["work", "age"] = "work"
     # live allocations are metered in closed intervals ending on these boundaries (UTC), so
     # a billing month closes while jobs run
     metering_interval_s: int = Field(3600, ge=1, le=86400)

@@ -6,6 +6,7 @@ whose replica count follows a day/night curve. Validation errors name the field.
 """
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -59,6 +60,9 @@ class Scenario(BaseModel):
     teams: list[TeamSpec] = Field(min_length=1)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     traces: list[str] = Field(default_factory=list, description="job trace files (CSV/JSONL)")
+    # the scheduler's victim order (CycleConfig.victim_order): "work" (the server's default)
+    # or "age"
+    victim_order: Literal["work", "age"] = "work"
 
 
 def load_scenario(path: str | Path) -> Scenario:

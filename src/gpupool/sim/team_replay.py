@@ -18,7 +18,7 @@ work it had left (checkpointing), so every mode does the same work.
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +208,7 @@ def replay_mode(
     else:
         nodes = build_nodes(scenario)
     pooled = mode == "pooled"
+    config = replace(config or CycleConfig(), victim_order=scenario.victim_order)
     tick = scenario.tick_minutes * 60.0
     horizon = scenario.days * 24 * HOUR
     result = ModeResult(mode)
@@ -290,6 +291,7 @@ def compare(scenario: Scenario) -> dict[str, Any]:
     cards = sum(g.count * g.cards for g in scenario.cluster)
     horizon = scenario.days * 24 * HOUR
     out: dict[str, Any] = {"scenario": scenario.name, "cards": cards, "jobs": len(jobs)}
+    out["victim_order"] = scenario.victim_order
     for mode in MODES:
         out[mode] = replay_mode(scenario, jobs, mode).summary(cards, horizon)
     return out

@@ -1,8 +1,10 @@
 """Victim search shared by preempt and reclaim: the jobs running before this cycle that the
 ``preemptable`` plugin lets give way, the fewest, lowest-priority, least work lost of them
-(a job that saves on a signal loses its grace; any other all it ran) whose release lets the
-job fit (within its tenant's guarantee), and none at all when it still would not fit.
-Searches are bounded per cycle and a failed ask is remembered until capacity is released."""
+(a job that saves on a signal loses its grace; any other all it ran since its last
+checkpoint) whose release lets the job fit (within its tenant's guarantee), and none at all
+when it still would not fit. ``CycleConfig.victim_order`` "age" counts that work per card
+(the youngest first where no job says anything). Searches are bounded per cycle and a failed
+ask is remembered until capacity is released."""
 
 from collections.abc import Callable
 
@@ -128,8 +130,11 @@ def choose_victims(
     with ``within_guarantee``, fits its tenant's guarantee); then put back every victim that
     is not needed. Returns (victims, placement) or None."""
 
+    per_card = cy.config.victim_order == "age"
+
     def cost(r: RunningJob) -> tuple[int, float, float, str]:
-        return cy.q.base_priority(r.job), lost_if_stopped(r, cy.now), -r.start_time, r.job.id
+        lost = lost_if_stopped(r, cy.now, per_card)
+        return cy.q.base_priority(r.job), lost, -r.start_time, r.job.id
 
     order = sorted(candidates, key=cost)
     trial = cy.state.clone()
@@ -165,12 +170,13 @@ def choose_victims(
     return chosen, placement
 
 
-def lost_if_stopped(r: RunningJob, now: float) -> float:
+def lost_if_stopped(r: RunningJob, now: float, per_card: bool = False) -> float:
     """Card-seconds of work stopping ``r`` now costs: what it ran since its last checkpoint
     (its agent passes them on), or since it started; at most its checkpoint grace when it
     saves on a signal. Among victims of one priority, the least is taken first (the
-    youngest, as before, where none says anything and all hold alike)."""
-    cards = r.placement.card_percent / 100
+    youngest, as before, where none says anything and all hold alike). ``per_card``: the
+    seconds alone, whatever ``r`` holds."""
+    cards = 1.0 if per_card else r.placement.card_percent / 100
     return work_lost_s(cards, r.start_time, r.checkpointed_at, now, r.job.checkpoint_grace_s)
 
 
