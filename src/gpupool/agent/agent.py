@@ -33,11 +33,17 @@ from gpupool.agent.channel import AgentChannel
 from gpupool.agent.channel_link import ChannelLink
 from gpupool.agent.config import AgentConfig
 from gpupool.agent.disk import folder_usage, over_disk
-from gpupool.agent.job_output import NOT_WRITTEN, OutputPlan, write_outputs
+from gpupool.agent.job_output import write_or_say_why
 from gpupool.agent.lease import expired, read_lease, write_lease
 from gpupool.agent.log_shipping import ship
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
-from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
+from gpupool.agent.node import (
+    allocatable_memory_mib,
+    gpu_processes,
+    publish_load,
+    registration,
+    telemetry,
+)
 from gpupool.agent.outcome import outcome
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
@@ -46,8 +52,7 @@ from gpupool.agent.vnpu_binding import bind_vnpus
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import Launcher, LaunchError
 from gpupool.client.tls import trust
-from gpupool.devices import GpuProcess, Located, discover
-from gpupool.devices.detect import by_backend
+from gpupool.devices import Located, discover
 from gpupool.model.protocol import OrderOut, OrdersOut
 from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
 
@@ -227,7 +232,7 @@ class Agent(ChannelLink):
         # answered not before the interval
         self._beat_now.clear()  # a drop from now on is seen by the next turn
         self._next_heartbeat = time.monotonic() + min(self.heartbeat_s, HEARTBEAT_RETRY_S)
-        self._publish_load()
+        publish_load((r.load for r in self.records.values()), self.located)
         devices = telemetry(self.located)
         cut = layouts(self.local, self.by_index)
         for entry in devices:
@@ -519,7 +524,7 @@ class Agent(ChannelLink):
         ]
         if not watched:
             return
-        for violation in over_limit(watched, self._gpu_processes()):
+        for violation in over_limit(watched, gpu_processes(self.located)):
             rec = self.records[violation.key]
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
             self._begin_stop(rec, violation.reason)
@@ -538,22 +543,14 @@ class Agent(ChannelLink):
                 log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, reason)
                 self._begin_stop(rec, reason)
 
-    def _gpu_processes(self) -> list[GpuProcess]:
-        out: list[GpuProcess] = []
-        for backend, _ in by_backend(self.located):
-            try:
-                out.extend(backend.processes())
-            except Exception as exc:  # no per-process data this round
-                log.debug("processes: %s", exc)
-        return out
-
     def _harvest(self) -> None:
         """Report workloads that ended and forget them once the server knows."""
         for alloc_id, rec in list(self.records.items()):
             if self._running(rec):
                 continue
             self.children.pop(alloc_id, None)
-            self._write_outputs(rec)
+            if rec.outputs and not rec.released:  # the job's --output / --error
+                write_or_say_why(rec.outputs, self.store.dir(alloc_id))
             try:
                 self._upload_logs(rec)
             except Exception as exc:  # the end is reported even when its log cannot be sent
@@ -578,19 +575,6 @@ class Agent(ChannelLink):
                 log.warning("agent %s: cleanup of allocation %s: %s", self.name, alloc_id, exc)
             self.store.remove(alloc_id)
 
-    def _write_outputs(self, rec: Record) -> None:
-        """The job's --output / --error, written as its user; why not goes into its log."""
-        if not rec.outputs or rec.released:
-            return
-        folder = self.store.dir(rec.alloc_id)
-        try:
-            why = write_outputs(OutputPlan(**rec.outputs), folder)
-        except OSError as exc:
-            why = str(exc)
-        if why:
-            with (folder / "stderr").open("a") as err:
-                err.write(f"{NOT_WRITTEN}{why}\n")
-
     def _upload_logs(self, only: Record | None = None) -> None:
         """Send what the workloads printed since the last round (``log_shipping``)."""
         records = [only] if only else list(self.records.values())
@@ -598,13 +582,3 @@ class Agent(ChannelLink):
             shipped = ship(self.api, self.store, rec, self.config.log_max_bytes, only is not None)
             if shipped and rec.alloc_id in self.records:
                 self.store.save(rec)
-
-    def _publish_load(self) -> None:
-        """Simulated devices show telemetry that follows what runs on them."""
-        load: dict[int, float] = {}
-        for rec in self.records.values():
-            for index, share in rec.load.items():
-                load[index] = load.get(index, 0.0) + share
-        for loc in self.located:
-            if hasattr(loc.backend, "load"):
-                loc.backend.load[loc.device.local_index] = load.get(loc.index, 0.0)

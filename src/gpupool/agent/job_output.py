@@ -94,3 +94,15 @@ def write_outputs(plan: OutputPlan, folder: Path, timeout: float = 60) -> str:
         if done.returncode != 0:
             return f"{path}: " + (done.stderr.strip()[-300:] or f"exit {done.returncode}")
     return ""
+
+
+def write_or_say_why(fields: dict, folder: Path) -> None:
+    """Write an ended job's --output / --error (``OutputPlan``'s ``fields``) from its capture
+    files in ``folder``; why not goes into its stderr capture, so its log says so."""
+    try:
+        why = write_outputs(OutputPlan(**fields), folder)
+    except OSError as exc:
+        why = str(exc)
+    if why:
+        with (folder / "stderr").open("a") as err:
+            err.write(f"{NOT_WRITTEN}{why}\n")
