@@ -365,6 +365,9 @@ class Agent(ChannelLink):
         # an answer read before this agent reported an end may still list that allocation:
         # it is never started again (answers come in order, so one without it ends the watch)
         self.finished &= set(desired)
+        for rec in [r for r in self.records.values() if not (r.start_reported or r.released)]:
+            with contextlib.suppress(AgentApiError):  # still away: the next round says it
+                self._report_start(rec)
         for alloc_id, order in desired.items():
             if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
@@ -464,14 +467,32 @@ class Agent(ChannelLink):
             port=ready.port,
             disk_mib=ready.disk_mib,
             checkpoint=order.checkpoint,
+            start_reported=False,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
         self.store.save(rec)
-        extra = {"node": self.name} | ({"port": ready.port} if ready.port is not None else {})
+        self._report_start(rec)
+
+    def _report_start(self, rec: Record) -> None:
+        """Tell the server the workload started, and when (its meter runs from then); again
+        each round while the server is away (the end report says it too)."""
+        extra = {"node": self.name} | ({"port": rec.port} if rec.port is not None else {})
         started = f"started on {self.name}"
-        if not self.api.report(alloc_id, generation, "running", reason=started, **extra):
-            self.refused.append(f"allocation {alloc_id} generation {generation}")
+        try:
+            heard = self.api.report(rec.alloc_id, rec.generation, "running", reason=started,
+                                    started_at=rec.started_at, **extra)  # fmt: skip
+        except AgentApiError as exc:
+            if exc.status is None or exc.status >= 500:
+                raise  # away, or failing for now
+            log.warning("agent %s: start of allocation %s refused: %s", self.name, rec.alloc_id,
+                        exc)  # fmt: skip
+            heard = True  # for good: its end report says when it started
+        if heard:
+            rec.start_reported = True
+            self.store.save(rec)
+        else:
+            self.refused.append(f"allocation {rec.alloc_id} generation {rec.generation}")
             rec.released = True
             self._begin_stop(rec, "stale order refused by the server")
 
@@ -563,7 +584,8 @@ class Agent(ChannelLink):
                 state, code, reason = outcome(rec, self.store.dir(rec.alloc_id), self.name)
                 ended = proc.ended_at(self.store.dir(alloc_id))
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
-                                ended_at=ended, node=self.name)  # fmt: skip
+                                started_at=rec.started_at, ended_at=ended,
+                                node=self.name)  # fmt: skip
             del self.records[alloc_id]
             self.finished.add(alloc_id)
             replica = alloc_id if rec.port is not None else None

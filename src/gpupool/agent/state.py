@@ -43,6 +43,7 @@ class Record:
     warned: bool = False  # its signal was sent before its time limit
     asleep: bool = False  # a parked replica whose engine confirmed its sleep
     checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
+    start_reported: bool = True  # the server heard it started (False: say it again)
 
 
 class StateLocked(SpecError):
