@@ -79,10 +79,12 @@ def test_a_job_its_agent_starts_late_is_billed_only_its_run_time(tmp_path):
     assert granted["allocation"]["created_at"] + STALL_S < opened <= start < end
     seconds = sum(r["device_seconds"] for r in records)
     assert seconds == 2 * metered_seconds(start, end)  # both cards, over the run alone
-    # whole seconds of a 1-second sleep plus the interpreter's start and exit (well under a
-    # second here): its run lies in [1, 2) s, so floor(end) - floor(start) is 1 or 2 — where
-    # the stall counted (the grant), it would be at least 1 + STALL_S = 5 a card
-    assert 2 * 1 <= seconds <= 2 * 2, records
+    # its run as its agent measured it: the 1-second sleep plus the interpreter's start and
+    # exit and the shim's bookkeeping (1.3-1.5 s on our 2-core machine), in whole seconds
+    # (floor(end) - floor(start) adds under one): 1 or 2 a card, 3 allowed for a loaded
+    # machine — with the stall counted (from the grant) it is at least 1 + STALL_S = 5 a card
+    assert end - start < 2 + 1
+    assert 2 * 1 <= seconds <= 2 * 3, records
 
 
 def test_a_job_cancelled_before_its_workload_started_is_billed_nothing(tmp_path):
