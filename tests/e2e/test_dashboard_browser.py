@@ -151,6 +151,24 @@ def test_submit_from_the_form_wait_run_and_cancel(browser, cluster):
     context.close()
 
 
+def test_the_cancel_button_of_an_arrays_first_task_cancels_that_task_alone(browser, cluster):
+    """Through the API an array's id cancels the array (scancel ID); the dashboard's button
+    cancels the job its page shows, here the first task, and no other."""
+    admin = cluster.admin()
+    body = {"request": "cpu=1", "tenant": "algo", "command": ["sleep", "300"], "array": "0-2"}
+    head = ok(admin.post("/api/v1/jobs", json=body), 201)["id"]
+    context, page = _session(browser, cluster, cluster.ann)
+    _open(page, f"{cluster.url}/jobs/{head}")
+    page.click("#job-cancel")
+    page.wait_for_selector("[data-fact='col.state'] >> text=cancelled", timeout=20000)
+    tasks = ok(admin.get("/api/v1/jobs", params={"array": head}))["items"]
+    states = {t["array_index"]: t["state"] for t in tasks}
+    admin.post(f"/api/v1/jobs/{head}/cancel")  # the rest, through the API: the array
+    assert states[0] == "cancelled" and "cancelled" not in (states[1], states[2]), states
+    assert page.problems == []
+    context.close()
+
+
 def test_a_member_never_sees_another_teams_jobs_or_costs(browser, cluster):
     admin = cluster.admin()
     job = submit(admin, "gpu=1", tenant="beta", command=["sleep", "300"], name="beta-secret")

@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 
 from tests.support.cli import gpupool
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def test_acct_and_usage_equal_the_usage_records(sqlite_server):
@@ -17,6 +17,8 @@ def test_acct_and_usage_equal_the_usage_records(sqlite_server):
     jobs = [submit(admin, spec, tenant) for spec, tenant in
             (("gpu=1,cpu=2", "algo"), ("gpu=2", "algo"), ("cpu=4", "dev"))]  # fmt: skip
     sqlite_server.cycle()
+    for j in jobs:
+        started(admin, j)
     time.sleep(1.2)
     for j in jobs:
         ok(admin.post(f"/api/v1/jobs/{j['id']}/cancel"))
@@ -61,8 +63,9 @@ def test_plain_usage_includes_running_jobs(sqlite_server):
     the client's "now" is a moment before the server's and used to leave them out."""
     admin = sqlite_server.admin()
     seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
-    submit(admin, "gpu=2", "algo")
+    job = submit(admin, "gpu=2", "algo")
     sqlite_server.cycle(time.time() - 1800)  # running for half an hour, nothing metered yet
+    started(admin, job)
     env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
     for argv in ([], ["--since", "now-1h"]):
         out = gpupool("usage", *argv, "--json", env=env)

@@ -16,7 +16,7 @@ from gpupool.server.alerts.webhook import SIGNATURE, deliver
 from gpupool.server.db.tables import AlertRow, JobRow, NodeRow, UsageRow
 from gpupool.server.settings import Settings
 from tests.support.cli import gpupool
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def test_rules():
@@ -230,6 +230,7 @@ def test_a_budget_counts_what_runs_now_and_acts_within_a_cycle(tmp_path):
             alloc.created_at -= 7200
             assert alloc.metered_until is None
             granted, backdated = alloc.created_at, time.time()
+        started(admin, big)  # its workload started as it was granted
         with srv.ctx.db.read() as s:
             assert s.execute(select(UsageRow)).first() is None
         month = time.strftime("%Y-%m", time.gmtime(time.time() + 8 * 3600))

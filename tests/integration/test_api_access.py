@@ -2,7 +2,7 @@
 
 import sqlite3
 
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def _teams(server):
@@ -44,6 +44,7 @@ def test_quotas_and_usage_are_tenant_scoped(server):
     c = _teams(server)
     job = submit(c["b"], "gpu=1")
     server.cycle()
+    started(c["admin"], job)
     ok(c["b"].post(f"/api/v1/jobs/{job['id']}/cancel"))
     assert c["a"].get("/api/v1/tenants/b").status_code == 404
     names = {t["name"] for t in ok(c["a"].get("/api/v1/tenants"))["items"]}

@@ -12,7 +12,7 @@ from gpupool.billing.invoice import month_bounds
 from gpupool.server.db.tables import DeviceRow, JobRow, NodeRow
 from tests.support.builders import usage_record
 from tests.support.cli import gpupool
-from tests.support.cluster import ok, seed_cluster
+from tests.support.cluster import ok, seed_cluster, started
 
 
 def test_invoices_from_usage_records_and_the_catalog(server):
@@ -210,9 +210,10 @@ def test_idle_time_runs_from_the_previous_telemetry_not_the_last_bare_beat(serve
     telemetry heartbeat adds is the time since the previous telemetry."""
     admin = server.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
-    ok(admin.post("/api/v1/jobs", json={"request": "gpu=4", "tenant": "algo",
-                                        "command": ["x"]}), 201)  # fmt: skip
+    job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=4", "tenant": "algo",
+                                              "command": ["x"]}), 201)  # fmt: skip
     server.cycle()
+    started(admin, job)
     agent = server.client(server.token("agent-n0", "agent", node="n0"))
     _last_telemetry_ago(server, "n0", 40)
     with server.ctx.db.write() as s:  # a bare beat 2 s ago
@@ -230,6 +231,7 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     job = ok(admin.post("/api/v1/jobs", json={"request": "gpu=2", "tenant": "algo",
                                                "command": ["x"]}), 201)  # fmt: skip
     server.cycle()
+    started(admin, job)
     held = [d["device"] for n in ok(admin.get(f"/api/v1/jobs/{job['id']}"))["allocation"]["nodes"]
             for d in n["devices"]]  # fmt: skip
     agent = server.client(server.token("agent-n0", "agent", node="n0"))
@@ -257,6 +259,7 @@ def test_idle_cards_from_heartbeats_and_the_reports(server):
     assert mine["items"] == []  # root submitted that job
     own = ok(member.post("/api/v1/jobs", json={"request": "gpu=1", "command": ["x"]}), 201)
     server.cycle()
+    started(admin, own)
     ok(member.post(f"/api/v1/jobs/{own['id']}/cancel"))
     mine = ok(member.get("/api/v1/billing/reports/top-jobs", params={"month": month}))
     assert [j["job_id"] for j in mine["items"]] == [own["id"]]

@@ -14,7 +14,7 @@ import pytest
 from gpupool.server.alerts.rules import KINDS
 from gpupool.server.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from gpupool.server.web.pages import HEADERS
-from tests.support.cluster import node_body, ok, seed_cluster, submit
+from tests.support.cluster import node_body, ok, seed_cluster, started, submit
 from tests.support.paths import ROOT
 
 WEB = ROOT / "src" / "gpupool" / "server" / "web"
@@ -259,9 +259,10 @@ def test_the_months_cost_says_what_it_sums(sqlite_server):
     body = {"mode": "per-task", "kind": "chargeback", "task_prices": prices}
     ok(admin.put("/api/v1/billing/tenants/infer", json=body))
     now = time.time()
-    submit(admin, "gpu=2", tenant="algo")
-    submit(admin, "gpu=1", tenant="infer")
+    jobs = [submit(admin, "gpu=2", tenant="algo"), submit(admin, "gpu=1", tenant="infer")]
     srv.cycle(now - 1800)  # running for half an hour, no usage record yet
+    for job in jobs:
+        started(admin, job)
     month = ok(admin.get("/api/v1/overview"))["month"]
     assert 1.4 < month["card_hours"] <= 1.6  # 3 cards x 0.5 h, live
     assert month["cost_by_mode"]["per-task"] == "0.00"  # no finished task

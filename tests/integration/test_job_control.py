@@ -6,7 +6,7 @@ import pytest
 from gpupool.model import SpecError
 from gpupool.model.batch import parse_array, parse_dependency
 from gpupool.scheduler.gates import Gated, dependency_reason, gate
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def job(client, job_id: int) -> dict:
@@ -73,6 +73,7 @@ def test_hold_release_and_requeue(server):
     ok(admin.post(f"/api/v1/jobs/{held['id']}/release"))
     server.cycle()
     assert job(admin, held["id"])["state"] == "admitted"
+    started(admin, other)  # its workload runs
     # requeue: the allocation ends (metered), the job waits again, here held
     out = ok(admin.post(f"/api/v1/jobs/{other['id']}/requeue", params={"hold": True}))
     assert (out["state"], out["held"], out["allocation"]) == ("pending", True, None)
@@ -84,7 +85,7 @@ def test_hold_release_and_requeue(server):
     r = admin.post(f"/api/v1/jobs/{held['id']}/release")
     assert r.status_code == 409 and "is not held" in r.text
     events = ok(admin.get(f"/api/v1/jobs/{other['id']}/events"))
-    assert [e["to_state"] for e in events] == ["pending", "admitted", "pending"]
+    assert [e["to_state"] for e in events] == ["pending", "admitted", "running", "pending"]
 
 
 def test_array_runs_at_most_its_limit_and_sets_task_ids(server):

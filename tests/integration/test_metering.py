@@ -10,7 +10,7 @@ from sqlalchemy import select
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.lifecycle import metered_seconds
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def test_pieces_add_up_to_the_lifetime():
@@ -36,6 +36,7 @@ def test_live_allocations_are_metered_hourly_and_exactly_once(server):
     now = time.time()
     job = submit(admin, "gpu=2", "algo")
     server.cycle(now - 3 * 3600 - 123.4)  # admitted a little over three hours ago
+    started(admin, job)  # and its workload started at once
     assert server.ctx.loop.checkpoint_usage(now) == 1
     assert server.ctx.loop.checkpoint_usage(now) == 0  # once per boundary
     with server.ctx.db.write() as s:
@@ -71,6 +72,7 @@ def test_an_end_reported_after_a_checkpoint_corrects_what_was_metered_past_it(se
     now = time.time()
     job = submit(admin, "gpu=1", "algo")
     server.cycle(now - 3 * 3600 - 100.4)
+    started(admin, job)
     assert server.ctx.loop.checkpoint_usage(now - 2 * 3600) == 1
     assert server.ctx.loop.checkpoint_usage(now) == 1  # two records, up to the last boundary
     with server.ctx.db.write() as s:
@@ -96,6 +98,7 @@ def test_a_whole_card_is_metered_at_its_full_memory_whatever_the_cards_mode(serv
     team(admin, "algo", 1)
     whole = submit(admin, "gpu=1", "algo")
     server.cycle(time.time() - 3600)
+    started(admin, whole)
     ok(admin.post(f"/api/v1/jobs/{whole['id']}/cancel"))
     (record,) = _records(server, whole["id"])
     seconds = metered_seconds(record.start, record.end)  # whole seconds, as metered
@@ -103,6 +106,7 @@ def test_a_whole_card_is_metered_at_its_full_memory_whatever_the_cards_mode(serv
     assert record.mem_mib_seconds == 81920 * seconds  # the card's 80 GiB
     half = submit(admin, "gpu_share=0.5,gpu_mem=20GiB", "algo")
     server.cycle()
+    started(admin, half)
     ok(admin.post(f"/api/v1/jobs/{half['id']}/cancel"))
     (record,) = _records(server, half["id"])
     assert record.mem_mib_seconds == 20480 * metered_seconds(record.start, record.end)

@@ -12,11 +12,13 @@ from sqlalchemy import select
 
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.lifecycle import meter_to_reported_end, metered_seconds, release
-from tests.support.cluster import seed_cluster, submit
+from tests.support.cluster import seed_cluster, started, submit
 
 
 def _allocation(server, job: dict, ago: float) -> int:
+    """Granted ``ago`` seconds ago, its workload started at once on each node."""
     server.cycle(time.time() - ago)
+    started(server.admin(), job)
     with server.ctx.db.read() as s:
         return s.execute(
             select(AllocationRow.id).where(AllocationRow.job_id == job["id"])

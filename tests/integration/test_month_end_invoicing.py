@@ -18,7 +18,7 @@ from gpupool.billing.invoice_pdf import has_cjk_font
 from gpupool.server.db.tables import AllocationRow
 from tests.support.builders import usage_record
 from tests.support.cli import gpupool
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def _squash(name: str) -> str:
@@ -103,8 +103,9 @@ def test_a_month_is_finalised_only_when_over_and_metered_to_its_end(server):
     r = _issue(admin, this_month, final=True)
     assert r.status_code == 409 and "is not over" in r.json()["detail"]
     assert r.json()["field"] == "month"
-    submit(admin, "gpu=1", "algo")
+    job = submit(admin, "gpu=1", "algo")
     server.cycle(month_bounds("2026-11")[1] - 600)  # running since before December began
+    started(admin, job)
     r = _issue(admin, "2026-11", final=True)
     assert r.status_code == 409 and "not metered up to the end of 2026-11" in r.text
     server.ctx.loop.checkpoint_usage()  # the hourly checkpoint closes November

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from gpupool.billing.invoice import DEFAULT_ZONE, month_bounds
 from gpupool.server.db.tables import AllocationRow
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def _card_hours(invoice: dict) -> float:
@@ -27,6 +27,8 @@ def test_overview_invoice_draft_and_usage_agree_on_a_month_with_a_running_job(sq
     with sqlite_server.ctx.db.write() as s:  # both started hours ago
         for alloc in s.execute(select(AllocationRow)).scalars():
             alloc.created_at -= 3 * 3600 if alloc.job_id == live["id"] else 2 * 3600
+    for job in (done, live):  # their workloads started as they were granted
+        started(admin, job)
     sqlite_server.ctx.loop.checkpoint_usage()  # records up to the last hour for both
     finished = ok(admin.get(f"/api/v1/jobs/{done['id']}"))["allocation"]
     for state in ("running", "succeeded"):
@@ -69,6 +71,7 @@ def test_a_period_split_anywhere_adds_up_to_the_whole(sqlite_server):
     sqlite_server.cycle()
     with sqlite_server.ctx.db.write() as s:
         s.execute(select(AllocationRow)).scalar_one().created_at -= 3 * 3600 + 600
+    started(admin, job)
     sqlite_server.ctx.loop.checkpoint_usage()
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))  # its last record: the last hour's rest
 

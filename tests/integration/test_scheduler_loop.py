@@ -9,7 +9,7 @@ from gpupool.server.commit import LostLeadership
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import Base, Meta, QuotaRow
 from gpupool.server.leader import Leadership
-from tests.support.cluster import ok, seed_cluster, submit
+from tests.support.cluster import ok, seed_cluster, started, submit
 
 
 def test_preemption_is_committed_with_events_and_usage(server):
@@ -18,6 +18,7 @@ def test_preemption_is_committed_with_events_and_usage(server):
     low = submit(admin, "gpu=2", "team", priority_class="dev-test")
     server.cycle()
     assert ok(admin.get(f"/api/v1/jobs/{low['id']}"))["state"] == "admitted"
+    started(admin, low)  # its workload runs: preempted, it is metered
     high = submit(admin, "gpu=2", "team", priority_class="online-inference")
     server.cycle()
     high_now = ok(admin.get(f"/api/v1/jobs/{high['id']}"))
@@ -25,7 +26,7 @@ def test_preemption_is_committed_with_events_and_usage(server):
     assert high_now["state"] == "admitted" and low_now["state"] == "pending"
     assert low_now["reason"].startswith(f"preempted by job {high['id']}")
     events = [e["to_state"] for e in ok(admin.get(low_now["events_url"]))]
-    assert events == ["pending", "admitted", "preempted", "pending"]
+    assert events == ["pending", "admitted", "running", "preempted", "pending"]
     victim_alloc = ok(admin.get("/api/v1/allocations", params={"state": "released"}))["items"]
     assert [a["job_id"] for a in victim_alloc] == [low["id"]]
     assert high_now["allocation"]["after"] == [victim_alloc[0]["id"]]  # agent stops it first
@@ -151,8 +152,9 @@ def test_migrations_match_the_tables_and_upgrade_in_place(database_url):
 def test_usage_summary_counts_live_allocations(server):
     admin = server.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
-    submit(admin, "gpu=2", "algo")
+    job = submit(admin, "gpu=2", "algo")
     server.cycle(now=time.time() - 100)  # admitted 100 s ago
+    started(admin, job)  # and started at once
     rows = ok(admin.get("/api/v1/usage/summary"))["items"]
     assert len(rows) == 1 and rows[0]["tenant"] == "algo" and rows[0]["model"] == "A100-80G"
     assert 2 * 100 * 99 <= rows[0]["compute_pct_seconds"] <= 2 * 100 * 110

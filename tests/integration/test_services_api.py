@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from gpupool.server.db.tables import DeviceRow, JobRow, ServiceSampleRow
 from gpupool.server.services.replicas import replica_utilisation
-from tests.support.cluster import ok, seed_cluster
+from tests.support.cluster import ok, seed_cluster, started
 
 BODY = {"name": "chat", "request": "gpu=1", "command": ["serve"], "target": 10}
 
@@ -107,6 +107,8 @@ def test_the_reconciler_keeps_replica_jobs_at_desired_and_bills_them(server):
     server.cycle()  # the scheduler places them (no agents: they hold their cards)
     placed = [j for j in _replica_jobs(admin) if j["state"] != "pending"]
     assert len(placed) == 3
+    for j in placed:  # as their agent would say: the replicas started
+        started(admin, j)
     # a gpu_util target reads the agents' telemetry of the replicas' cards
     with server.ctx.db.write() as s:
         for device in s.execute(select(DeviceRow)).scalars():

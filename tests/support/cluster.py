@@ -70,3 +70,17 @@ def seed_client(url: str, token: str, nodes: int, cards: int, tenants: list[str]
         quota = {"resource": "gpu", "nominal": nodes * cards / len(tenants)}
         assert c.put(f"/api/v1/tenants/{t}/quotas/gpu", json=quota).status_code == 200
     return c
+
+
+def started(client: httpx.Client, job: dict | int, at: float | None = None) -> dict:
+    """Report, as its nodes' agents would, that the job's workload started on each of its
+    nodes at ``at`` (epoch seconds; default: when it was granted, a workload that started at
+    once): it is metered from then. Returns its allocation as the server then shows it."""
+    job_id = job if isinstance(job, int) else job["id"]
+    alloc = ok(client.get(f"/api/v1/jobs/{job_id}"))["allocation"]
+    start = alloc["created_at"] if at is None else at
+    for part in alloc["nodes"]:
+        body = {"generation": alloc["generation"], "state": "running", "node": part["node"]}
+        path = f"/api/v1/allocations/{alloc['id']}/status"
+        ok(client.post(path, json={**body, "started_at": start}))
+    return ok(client.get(f"/api/v1/jobs/{job_id}"))["allocation"]

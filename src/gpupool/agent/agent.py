@@ -42,7 +42,13 @@ from gpupool.agent.config import AgentConfig
 from gpupool.agent.harvest import Harvest, chores
 from gpupool.agent.lease import expired, read_lease, write_lease
 from gpupool.agent.mig_layout import MigLayoutError, ensure_instances, in_the_way, layouts
-from gpupool.agent.node import allocatable_memory_mib, registration, telemetry
+from gpupool.agent.node import (
+    allocatable_memory_mib,
+    gpu_processes,
+    publish_load,
+    registration,
+    telemetry,
+)
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
@@ -50,8 +56,7 @@ from gpupool.agent.vnpu_binding import bind_vnpus
 from gpupool.agent.watchdog import Watched, over_limit
 from gpupool.agent.workloads import Launcher, LaunchError
 from gpupool.client.tls import trust
-from gpupool.devices import GpuProcess, Located, discover
-from gpupool.devices.detect import by_backend
+from gpupool.devices import Located, discover
 from gpupool.model.labels import REPLICA_CONTROL_LABEL
 from gpupool.model.protocol import OrderOut, OrdersOut
 from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
@@ -245,7 +250,7 @@ class Agent(ChannelLink, Harvest):
         # answered not before the interval
         self._beat_now.clear()  # a drop from now on is seen by the next turn
         self._next_heartbeat = time.monotonic() + min(self.heartbeat_s, HEARTBEAT_RETRY_S)
-        self._publish_load()
+        publish_load((r.load for r in self.records.values()), self.located)
         devices = telemetry(self.located)
         cut = layouts(self.local, self.by_index)
         for entry in devices:
@@ -380,6 +385,9 @@ class Agent(ChannelLink, Harvest):
         # an answer read before this agent reported an end may still list that allocation:
         # it is never started again (answers come in order, so one without it ends the watch)
         self.finished &= set(desired)
+        for rec in [r for r in self.records.values() if not (r.start_reported or r.released)]:
+            with contextlib.suppress(AgentApiError):  # still away: the next round says it
+                self._report_start(rec)
         for alloc_id, order in desired.items():
             if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
@@ -482,14 +490,32 @@ class Agent(ChannelLink, Harvest):
             disk_mib=ready.disk_mib,
             checkpoint=order.checkpoint,
             tenant=order.tenant,
+            start_reported=False,
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
         self.store.save(rec)
-        extra = {"node": self.name} | ({"port": ready.port} if ready.port is not None else {})
+        self._report_start(rec)
+
+    def _report_start(self, rec: Record) -> None:
+        """Tell the server the workload started, and when (its meter runs from then); again
+        each round while the server is away (the end report says it too)."""
+        extra = {"node": self.name} | ({"port": rec.port} if rec.port is not None else {})
         started = f"started on {self.name}"
-        if not self.api.report(alloc_id, generation, "running", reason=started, **extra):
-            self.refused.append(f"allocation {alloc_id} generation {generation}")
+        try:
+            heard = self.api.report(rec.alloc_id, rec.generation, "running", reason=started,
+                                    started_at=rec.started_at, **extra)  # fmt: skip
+        except AgentApiError as exc:
+            if exc.status is None or exc.status >= 500:
+                raise  # away, or failing for now
+            log.warning("agent %s: start of allocation %s refused: %s", self.name, rec.alloc_id,
+                        exc)  # fmt: skip
+            heard = True  # for good: its end report says when it started
+        if heard:
+            rec.start_reported = True
+            self.store.save(rec)
+        else:
+            self.refused.append(f"allocation {rec.alloc_id} generation {rec.generation}")
             rec.released = True
             self._begin_stop(rec, "stale order refused by the server")
 
@@ -542,26 +568,7 @@ class Agent(ChannelLink, Harvest):
         ]
         if not watched:
             return
-        for violation in over_limit(watched, self._gpu_processes()):
+        for violation in over_limit(watched, gpu_processes(self.located)):
             rec = self.records[violation.key]
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, violation.reason)
             self._begin_stop(rec, violation.reason)
-
-    def _gpu_processes(self) -> list[GpuProcess]:
-        out: list[GpuProcess] = []
-        for backend, _ in by_backend(self.located):
-            try:
-                out.extend(backend.processes())
-            except Exception as exc:  # no per-process data this round
-                log.debug("processes: %s", exc)
-        return out
-
-    def _publish_load(self) -> None:
-        """Simulated devices show telemetry that follows what runs on them."""
-        load: dict[int, float] = {}
-        for rec in self.records.values():
-            for index, share in rec.load.items():
-                load[index] = load.get(index, 0.0) + share
-        for loc in self.located:
-            if hasattr(loc.backend, "load"):
-                loc.backend.load[loc.device.local_index] = load.get(loc.index, 0.0)

@@ -63,6 +63,7 @@ class AgentApi:
         self.node = node
         self.verify = verify  # whom it trusts over HTTPS (its channel too)
         self._plain = False  # the server refused newer telemetry fields once
+        self._plain_reports = False  # ... and a workload's start in a status report
         self._own = client is None
         self.servers = server_list(server)
         self._current = 0
@@ -175,11 +176,18 @@ class AgentApi:
         return self._call("POST", f"/nodes/{self.node}/reconcile", {"running": running})
 
     def report(self, alloc_id: int, generation: int, state: str, **extra: Any) -> bool:
-        """Report a workload's state; False when the server refuses it as stale (409)."""
+        """Report a workload's state; False when the server refuses it as stale (409). A
+        server older than this agent refuses the workload's ``started_at`` (422): the report
+        goes again without it, and from then on (that server meters from when it hears)."""
         body = {"generation": generation, "state": state, **extra}
+        if self._plain_reports:
+            body.pop("started_at", None)
         try:
             self._call("POST", f"/allocations/{alloc_id}/status", body)
         except AgentApiError as exc:
+            if exc.status == 422 and "started_at" in body and "started_at" in str(exc):
+                self._plain_reports = True
+                return self.report(alloc_id, generation, state, **extra)
             if exc.status in (404, 409):
                 return False
             raise

@@ -89,7 +89,8 @@ class Harvest:
                 state, code, reason = outcome(rec, self.store.dir(rec.alloc_id), self.name)
                 ended = proc.ended_at(self.store.dir(alloc_id))
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
-                                ended_at=ended, node=self.name)  # fmt: skip
+                                started_at=rec.started_at, ended_at=ended,
+                                node=self.name)  # fmt: skip
             del self.records[alloc_id]
             self._written.pop(alloc_id, None)
             self.finished.add(alloc_id)

@@ -1,15 +1,18 @@
 """This machine as the server sees it: its registration body (CPU, memory, devices with
 node-wide indexes, labels) and telemetry mapped from each backend's own indexes."""
 
+import logging
 import os
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpupool.devices import Located
+from gpupool.devices import GpuProcess, Located
 from gpupool.devices.base import DeviceTelemetry
 from gpupool.devices.detect import by_backend
 
+log = logging.getLogger("gpupool.agent")
 NodeBody = dict[str, Any]
 
 
@@ -116,3 +119,27 @@ def telemetry(located: list[Located]) -> list[dict[str, Any]]:
                 del fields["local_index"]
                 out.append({"index": loc.index, **fields})
     return out
+
+
+def gpu_processes(located: list[Located]) -> list[GpuProcess]:
+    """Every backend's processes on its devices (the memory watchdog's input); a backend
+    that fails now gives none this round."""
+    out: list[GpuProcess] = []
+    for backend, _ in by_backend(located):
+        try:
+            out.extend(backend.processes())
+        except Exception as exc:  # no per-process data this round
+            log.debug("processes: %s", exc)
+    return out
+
+
+def publish_load(loads: Iterable[dict[int, float]], located: list[Located]) -> None:
+    """Simulated devices show telemetry that follows what runs on them (``loads``: each
+    workload's share of each device it holds)."""
+    load: dict[int, float] = {}
+    for shares in loads:
+        for index, share in shares.items():
+            load[index] = load.get(index, 0.0) + share
+    for loc in located:
+        if hasattr(loc.backend, "load"):
+            loc.backend.load[loc.device.local_index] = load.get(loc.index, 0.0)

@@ -47,6 +47,7 @@ class Record:
     wake_faults: int = 0  # times its engine was found awake while parked
     checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
     tenant: str = ""  # whose (its chores queue with its tenant's: agent.harvest)
+    start_reported: bool = True  # the server heard it started (False: say it again)
 
 
 class StateLocked(SpecError):

@@ -10,6 +10,15 @@ from typing import Any
 
 import typer
 
+from gpupool.cli.array_refs import (
+    cancel,
+    cancelled_line,
+    is_array,
+    is_head,
+    matching,
+    named,
+    task_ref,
+)
 from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
 from gpupool.cli.follow import (
     exit_status,
@@ -376,7 +385,9 @@ def _select(
 @job_app.command("cancel")
 @client_command
 def job_cancel(
-    job_ids: list[int] = typer.Argument(None, help="Job ids (or select with the filters)"),
+    job_ids: list[str] = typer.Argument(
+        None, help="Job ids; an array's id cancels the whole array, ARRAY_TASK (24_3) one task"
+    ),
     tenant: str = typer.Option(None, help="Every live job of this tenant"),
     user: str = typer.Option(None, help="…submitted by this user"),
     me: bool = typer.Option(False, "--me", help="…submitted by you"),
@@ -385,22 +396,29 @@ def job_cancel(
     array: int = typer.Option(None, help="…of this array (every task still live)"),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Cancel jobs (their devices are released at once), as scancel: by ids, or every live
-    job that matches all the filters given."""
-    ids = list(job_ids or [])
+    """Cancel jobs (their devices are released at once), as scancel: by ids — an array's id
+    cancels every task not yet ended, ARRAY_TASK (24_3) that task alone — or every live job
+    that matches all the filters given."""
+    refs = [task_ref(i) for i in job_ids or []]
     if state is not None and state not in LIVE:
         raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
-    if not ids and not me and all(f is None for f in (tenant, user, state, name, array)):
+    if not refs and not me and all(f is None for f in (tenant, user, state, name, array)):
         raise SpecError("give job ids or at least one of --tenant, --user, --me, --state, --name")
     with ApiClient.from_env() as api:
         user = whoami(api) if me else user
-        filters = {"tenant": tenant, "user": user, "state": state, "name": name, "array": array}
-        done = [api.post(f"/api/v1/jobs/{i}/cancel") for i in _select(api, ids, filters, LIVE)]
+        filters = {"tenant": tenant, "user": user, "state": state, "name": name}
+        if all(f is None for f in filters.values()) and (array is None or not refs):
+            if array is not None:  # --array alone: the array, if it is one
+                refs = [(array, None)] if is_array(api, array) else []
+            done = [cancel(api, *named(api, ref)) for ref in dict.fromkeys(refs)]
+        else:  # each job that matches, alone
+            chosen = matching(api, refs, {**filters, "array": array}, LIVE)
+            done = [cancel(api, j["id"], j["array_index"] if is_head(j) else None) for j in chosen]
     if as_json:
-        typer.echo(json.dumps(done, indent=2))
+        typer.echo(json.dumps([answer for answer, _ in done], indent=2))
         return
-    for job in done:
-        typer.echo(f"job {job['id']} {job['state']}")
+    for answer, whole in done:
+        typer.echo(cancelled_line(answer, whole))
     if not done:
         typer.echo("no job matched")
 

@@ -40,6 +40,9 @@ class AllocationOut(BaseModel):
     created_at: float
     released_at: float | None
     release_reason: str
+    # when its workload first started on one of its nodes: it is metered from then (None:
+    # not yet, or an older server)
+    started_at: float | None = None
 
 
 class ReplicaProbeOut(BaseModel):

@@ -1,7 +1,8 @@
 """Idle cards, from the agents' telemetry: each heartbeat, a live allocation's devices that
 report under ``IDLE_UTIL_PCT`` utilisation add the time since the node's previous heartbeat
 (at most ``MAX_SAMPLE_S``) to the allocation's idle card-percent-seconds — cards held but
-burning money for nothing (the seed's "白白烧钱")."""
+burning money for nothing (the seed's "白白烧钱"). Only a part whose workload started counts:
+before, the tenant is not billed for the card (``meter_clock``)."""
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -39,7 +40,10 @@ def record_idle(session: Session, samples: dict[str, tuple[set[int], float]]) ->
     nodes = [n for n, s in seconds.items() if s > 0]
     if not nodes:
         return
-    live = session.execute(live_on(select(AllocationNodeRow.node, AllocationRow), nodes)).all()
+    started = AllocationNodeRow.started_at.is_not(None)
+    live = session.execute(
+        live_on(select(AllocationNodeRow.node, AllocationRow), nodes).where(started)
+    ).all()
     for node, alloc in live:
         pct = idle_share(alloc.placement, node, samples[node][0])
         if pct:

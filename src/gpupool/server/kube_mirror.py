@@ -118,10 +118,11 @@ def mirror_bound(s: Session, pod: dict, now: float) -> bool:
         action=KUBERNETES_ACTION,
         after=[],
         created_at=bound_at,
+        started_at=bound_at,  # a bound pod runs from its binding: metered from then
     )
     s.add(alloc)
     s.flush()
-    s.add(AllocationNodeRow(allocation_id=alloc.id, node=grant["node"]))
+    s.add(AllocationNodeRow(allocation_id=alloc.id, node=grant["node"], started_at=bound_at))
     return True
 
 

@@ -1,5 +1,6 @@
 """The job state machine and the writes that go with a transition: an event row for every
-change, and usage records when an allocation is released (metering, invariant 6)."""
+change, and usage records when an allocation is released (metering, invariant 6) — of the time
+its workload ran (``meter_clock``)."""
 
 import math
 from collections.abc import Collection
@@ -17,6 +18,7 @@ from gpupool.server.db.tables import (
     Meta,
     UsageRow,
 )
+from gpupool.server.meter_clock import Part, metered_from, nodes_of, part_starts, windows
 from gpupool.server.metering import Card, meter
 
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -76,11 +78,13 @@ def release(
     metered_to: float | None = None,
     part: str | None = None,
 ) -> None:
-    """End an allocation and meter what it held since its last checkpoint, one usage record
-    per device model. ``metered_to``: when its workload really stopped, if known earlier than
-    now (the agent's report of its end, a lost node's lease); never after now. ``part``: the
-    node that end is known for, when the allocation spans nodes — the other nodes' parts ran
-    until now (they stop on the release), so each part is metered to its own end.
+    """End an allocation and meter what its workload ran since its last checkpoint, one usage
+    record per device model (none for a part whose workload never started: a grant released
+    before it started costs nothing). ``metered_to``: when its workload really stopped, if
+    known earlier than now (the agent's report of its end, a lost node's lease); never after
+    now. ``part``: the node that end is known for, when the allocation spans nodes — the other
+    nodes' parts ran until now (they stop on the release), so each part is metered to its own
+    end.
 
     When an end lies before the last checkpoint — a checkpoint ran while the agent could not
     yet report the end (the server or the agent had been down) — the records past it are
@@ -91,25 +95,26 @@ def release(
     alloc.released_at = now
     alloc.release_reason = reason
     end = now if metered_to is None else max(alloc.created_at, min(now, metered_to))
-    nodes = _nodes(alloc)
+    nodes = nodes_of(alloc)
     if part in nodes and len(nodes) > 1:
         _meter_parts(session, alloc, {n: end if n == part else now for n in nodes})
     else:
         _meter_parts(session, alloc, {None: end})
 
 
-def _nodes(alloc: AllocationRow) -> list[str]:
-    return [n["node"] for n in alloc.placement["nodes"]]
-
-
-def _meter_parts(session: Session, alloc: AllocationRow, ends: dict[str | None, float]) -> None:
-    """Usage records from the allocation's last checkpoint to each part's end (``None``: the
-    whole allocation), replacing the records that reach past the earliest end."""
-    cut = _unmeter_after(session, alloc, min(ends.values()))
-    start = metered_from(alloc) if cut is None else cut
+def _meter_parts(session: Session, alloc: AllocationRow, ends: dict[Part, float]) -> None:
+    """Usage records of each started part from the allocation's last checkpoint (or the
+    part's start) to its end (``ends``: per node, or under None for every part), replacing
+    the records that reach past the earliest end."""
+    nodes, starts = nodes_of(alloc), part_starts(session, alloc)
+    ran = [ends[n] if n in ends else ends[None] for n in nodes if n in starts]
+    if not ran:
+        return  # no workload started: nothing to meter
+    cut = _unmeter_after(session, alloc, min(ran))
+    since = metered_from(alloc) if cut is None else cut
     models = device_models(session, alloc.placement)
-    for node, end in ends.items():
-        for row in usage_rows(alloc, models, start, max(start, end), node):
+    for part, (start, end) in windows(nodes, starts, since, ends).items():
+        for row in usage_rows(alloc, models, start, end, part):
             session.add(UsageRow(**row))
 
 
@@ -122,7 +127,7 @@ def meter_to_reported_end(
     part (``node``'s; the whole allocation on one node) to the reported end where that is
     earlier; never later, which the lease rules out (an agent's clock ahead of the server's
     must not add time). Returns whether records changed."""
-    nodes = _nodes(alloc)
+    nodes = nodes_of(alloc)
     if alloc.state != "released" or (len(nodes) > 1 and node not in nodes):
         return False
     end = max(alloc.created_at, ended_at)
@@ -131,7 +136,7 @@ def meter_to_reported_end(
     )
     part = node if len(nodes) > 1 else None  # one node's allocation: metered as a whole
     parts = nodes if part is not None else [None]
-    metered: dict[str | None, float] = {
+    metered: dict[Part, float] = {
         p: max((r.end for r in rows if p is None or r.node in (p, None)), default=end)
         for p in parts
     }
@@ -190,18 +195,27 @@ def usage_rows(
     ]
 
 
-def metered_from(alloc: AllocationRow) -> float:
-    """Where the allocation's next usage record starts: its last checkpoint, or its grant."""
-    return alloc.metered_until if alloc.metered_until is not None else alloc.created_at
-
-
-def unmetered_rows(session: Session, alloc: AllocationRow, until: float) -> list[dict]:
-    """The usage records of what a live allocation used since its last checkpoint, up to
-    ``until`` (none when ``until`` is not past it): live use no record holds yet."""
-    start = metered_from(alloc)
-    if until <= start:
+def unmetered_rows(
+    session: Session,
+    alloc: AllocationRow,
+    until: float,
+    since: float | None = None,
+    models: dict[tuple[str, int], Card] | None = None,
+) -> list[dict]:
+    """The usage records of what a live allocation's workload ran since its last checkpoint
+    (from ``since`` if later), up to ``until``: live use no record holds yet (none before
+    its workload started)."""
+    starts = part_starts(session, alloc)
+    if not starts:
         return []
-    return usage_rows(alloc, device_models(session, alloc.placement), start, until)
+    begin = metered_from(alloc) if since is None else max(since, metered_from(alloc))
+    out: list[dict] = []
+    for part, (start, end) in windows(nodes_of(alloc), starts, begin, {None: until}).items():
+        if end > start:
+            if models is None:
+                models = device_models(session, alloc.placement)
+            out += usage_rows(alloc, models, start, end, part)
+    return out
 
 
 def device_models(session: Session, placement: dict) -> dict[tuple[str, int], Card]:

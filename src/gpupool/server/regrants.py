@@ -11,7 +11,8 @@ from gpupool.scheduler.parking import card_of
 from gpupool.scheduler.placement_json import placement_from_json, placement_to_json
 from gpupool.scheduler.session import CycleResult
 from gpupool.server.db.tables import AllocationRow, JobRow, ServiceReplicaRow, UsageRow
-from gpupool.server.lifecycle import metered_from, unmetered_rows
+from gpupool.server.lifecycle import unmetered_rows
+from gpupool.server.meter_clock import metered_from
 
 
 def apply_regrants(

@@ -512,6 +512,14 @@ class JobStatusIn(Strict):
         description="When the workload ended (epoch seconds, the node's clock): usage is "
         "metered to then, not to when the server hears of it",
     )
+    started_at: float | None = Field(
+        None,
+        ge=0,
+        le=1e11,
+        description="When the workload started (epoch seconds, the node's clock), with running "
+        "and again with its end: this node's part is metered from then (never before its "
+        "grant nor after the server hears it), not from the grant",
+    )
     port: int | None = Field(
         None, ge=1, le=65535, description="with running: the port a service replica serves on"
     )

@@ -265,7 +265,13 @@ class AllocationRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     released_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     release_reason: Mapped[str] = mapped_column(Text, default="")
-    # usage records cover [created_at, metered_until) already (hourly checkpoints); None: none
+    # when its workload first started on one of its nodes (its agent's time, bounded): the
+    # meter runs from then (each node's part from its own start, ``AllocationNodeRow``);
+    # None: no workload has started, nothing is metered
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # metering is settled up to here: usage records cover [started_at, metered_until) already
+    # (hourly checkpoints, a part's start, a park or wake; a checkpoint of a workload not yet
+    # started moves it with no record); None: nothing settled yet
     metered_until: Mapped[float | None] = mapped_column(Float, nullable=True)
     # card-percent-seconds its devices reported under 5% utilisation (gpupool.server.idle)
     idle_pct_seconds: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
@@ -283,8 +289,9 @@ class AllocationNodeRow(Base):
         ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True
     )
     node: Mapped[str] = mapped_column(String(200), primary_key=True, index=True)
-    # when this node's agent reported its part started (a gang's parts start one by one),
-    # and ended well (the job succeeds once every part has)
+    # when this node's part started, as its agent measured it (bounded by the server's clock;
+    # a gang's parts start one by one, each metered from its own start), and ended well (the
+    # job succeeds once every part has)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 

@@ -24,6 +24,7 @@ from gpupool.server.lifecycle import finish, meter_to_reported_end, move
 from gpupool.server.liveness import after_lost
 from gpupool.server.routes.views import allocation_out, page, scoped
 from gpupool.server.schemas import CheckpointedIn, JobStatusIn, LogChunkIn, Page
+from gpupool.server.workload_start import late_start, start_parts
 
 router = APIRouter(prefix="/api/v1", tags=["allocations"])
 
@@ -77,7 +78,8 @@ def _locked(s: Session, alloc_id: int, who: Principal) -> AllocationRow:
 def report_status(alloc_id: Id, body: JobStatusIn, ctx: Ctx, who: Caller) -> AllocationOut:
     """An agent reports that an allocation's job started or ended. The ``generation`` must be
     the allocation's and the allocation still live: a stale order is refused with 409 (the
-    late end of a released allocation's workload still corrects its meter)."""
+    late end of a released allocation's workload still corrects its meter). A node's part is
+    metered from its workload's start (``started_at``, else when the running report is heard)."""
     now = time.time()
     with ctx.db.write() as s:
         alloc = _locked(s, alloc_id, who)
@@ -119,10 +121,12 @@ def _apply_report(
     job = s.get(JobRow, alloc.job_id, with_for_update=True)
     assert job is not None
     actor, part = who.user, _part(who, body)
+    if body.state == "running" or body.started_at is not None:
+        # an end report says when it started too: its running report may have been lost
+        start_parts(s, alloc, part, body.started_at, now)
     if body.state == "running":
         if body.port is not None:  # a replica's port, as its agent chose and published it
             alloc.port = body.port
-        _part_started(s, alloc, part, now)
         if job.state == "admitted":
             move(s, job, "running", now, body.reason or "started", actor)
     elif body.state == "lost":
@@ -145,26 +149,19 @@ def _apply_report(
 
 def _late_end(s, alloc: AllocationRow, body: JobStatusIn, who: Principal) -> bool:
     """The end of a workload the server already released (its node had been cut off) corrects
-    what was metered for it; the report stays refused as stale."""
+    what was metered for it — or meters it, when its start had not been heard; the report
+    stays refused as stale."""
     if alloc.generation != body.generation or body.state == "running" or body.ended_at is None:
         return False
-    return meter_to_reported_end(s, alloc, body.ended_at, _part(who, body))
+    part = _part(who, body)
+    if body.started_at is not None and late_start(s, alloc, part, body.started_at, body.ended_at):
+        return True
+    return meter_to_reported_end(s, alloc, body.ended_at, part)
 
 
 def _part(who: Principal, body: JobStatusIn) -> str | None:
     """The node whose part a report is: a node-scoped token speaks for its own node only."""
     return (who.node if who.node not in (None, "*") else None) or body.node
-
-
-def _part_started(s, alloc: AllocationRow, node: str | None, now: float) -> None:
-    """Record that ``node``'s part of the allocation started (an agent token of every node,
-    as gpupool up's, names it in the report)."""
-    nodes = {n["node"] for n in alloc.placement["nodes"]}
-    if node not in nodes:
-        return
-    row = s.get(AllocationNodeRow, (alloc.id, node))
-    if row is not None and row.started_at is None:
-        row.started_at = now
 
 
 def _parts_left(s, alloc: AllocationRow, node: str | None, now: float) -> bool:

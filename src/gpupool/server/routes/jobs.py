@@ -41,7 +41,6 @@ from gpupool.server.deps import (
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
 from gpupool.server.kube_mirror import ACTOR as KUBE_ACTOR
-from gpupool.server.lifecycle import TERMINAL, finish
 from gpupool.server.middleware import audit_values
 from gpupool.server.routes.views import job_out, page, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
@@ -313,23 +312,6 @@ def get_job(job_id: Id, ctx: Ctx, who: Caller) -> JobOut:
     with ctx.db.read() as s:
         job = visible_job(s, who, job_id)
         return job_out(job, _active_allocations(s, [job.id]).get(job.id))
-
-
-@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
-def cancel(job_id: Id, ctx: Ctx, who: Caller, request: Request) -> JobOut:
-    """Cancel a job; its allocation (if any) is released and metered now."""
-    human(who)
-    now = time.time()
-    with ctx.db.write() as s:
-        job = visible_job(s, who, job_id, lock=True)
-        may_manage(who, job.tenant, "cancel jobs")
-        if job.state in TERMINAL:
-            raise ApiError(409, f"job {job_id} already {job.state}", "state")
-        finish(s, job, "cancelled", now, f"cancelled by {who.user}", who.user)
-        out = job_out(job)
-    request.state.audit_target = f"job {job_id}"
-    ctx.loop.wake()
-    return out
 
 
 @router.get("/jobs/{job_id}/events", response_model=list[JobEventOut])

@@ -12,8 +12,7 @@ from gpupool.billing.invoice import parts
 from gpupool.server.auth import Principal
 from gpupool.server.db.tables import AllocationRow, UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
-from gpupool.server.lifecycle import device_models, metered_from, metered_seconds
-from gpupool.server.metering import meter
+from gpupool.server.lifecycle import device_models, unmetered_rows
 from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
 
@@ -89,18 +88,19 @@ def usage_totals(
                 continue
             share = sum(part for *_, part in parts(r, lo, hi, ()))  # the invoice's own split
             add(r.tenant, r.model, {k: round(getattr(r, k) * share) for k in QUANTITIES})
-    # live allocations: what they used since their last checkpoint, inside the window (a
-    # client's "until now" is a moment before the server's now: it still counts them)
+    # live allocations: what their workloads ran since their last checkpoint, inside the
+    # window (a client's "until now" is a moment before the server's now: it still counts them)
     upto = now if until is None else min(until, now)
-    live = s.execute(select(AllocationRow).where(AllocationRow.state == "active"))
+    live = s.execute(
+        select(AllocationRow).where(
+            AllocationRow.state == "active", AllocationRow.started_at.is_not(None)
+        )
+    )
     mine = [a for a in live.scalars() if who.sees(a.tenant)]
     if mine:
         models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
         for a in mine:
-            seconds = metered_seconds(max(metered_from(a), since or 0.0), upto)
-            if seconds <= 0:
-                continue
-            for rec in meter(a.placement, models, seconds):
+            for rec in unmetered_rows(s, a, upto, since, models):
                 add(a.tenant, rec["model"], rec)
     return totals
 

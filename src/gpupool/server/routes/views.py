@@ -45,6 +45,7 @@ def allocation_out(a: AllocationRow) -> AllocationOut:
         after=list(a.after or []),
         nodes=a.placement["nodes"],
         created_at=a.created_at,
+        started_at=a.started_at,
         released_at=a.released_at,
         release_reason=a.release_reason,
     )

@@ -163,10 +163,12 @@ const GP = (() => {
     return job.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ');
   }
 
-  /* Cancel a job after the user confirms; any refusal is shown; then ``after()``. */
-  async function cancelJob(id, after) {
-    if (!window.confirm(t('jobs.confirm_cancel', { id }))) return;
-    try { await api(`/api/v1/jobs/${id}/cancel`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
+  /* Cancel the job shown (an array's first task alone, not its array: ?task=) after the user
+     confirms; any refusal is shown; then ``after()``. */
+  async function cancelJob(job, after) {
+    if (!window.confirm(t('jobs.confirm_cancel', { id: job.id }))) return;
+    const task = job.array_job === job.id ? `?task=${job.array_index}` : '';
+    try { await api(`/api/v1/jobs/${job.id}/cancel${task}`, { method: 'POST' }); } catch (e) { window.alert(e.message); }
     after();
   }
 

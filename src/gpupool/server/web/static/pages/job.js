@@ -62,7 +62,7 @@
     eventsBox.replaceChildren(events(evs));
     const live = !['succeeded', 'failed', 'cancelled'].includes(j.state);
     actBox.replaceChildren(live && can('admin', 'tenant-admin', 'member')
-      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: () => GP.cancelJob(id, load),
+      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: () => GP.cancelJob(j, load),
         text: t('action.cancel') }) : '');
     await tail();
   }

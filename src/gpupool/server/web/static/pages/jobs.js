@@ -21,8 +21,8 @@
   }
 
   const link = (id) => el('a', { href: '/jobs/' + id, text: '#' + id });
-  const cancelButton = (id) => el('button', { type: 'button', class: 'secondary', 'data-cancel': id,
-    onclick: () => GP.cancelJob(id, load), text: t('action.cancel') });
+  const cancelButton = (j) => el('button', { type: 'button', class: 'secondary', 'data-cancel': j.id,
+    onclick: () => GP.cancelJob(j, load), text: t('action.cancel') });
   const mayCancel = () => can('admin', 'tenant-admin', 'member');
 
   async function form() {
@@ -79,7 +79,7 @@
       { key: 'waited_s', label: 'col.waited', num: true, render: (j) => fmt.dur(j.waited_s) },
       { key: 'reason', label: 'col.reason', cls: 'reason', render: (j) => j.held ? t('jobs.held') : j.reason },
     ];
-    if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j.id) });
+    if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j) });
     return table(cols, q.items, 'jobs.none_pending');
   }
 
@@ -94,7 +94,7 @@
       { key: 'where', label: 'col.where', render: GP.placement },
       { key: 'started_at', label: 'col.started', render: (j) => fmt.date(j.started_at || (j.allocation && j.allocation.created_at)) },
     ];
-    if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j.id) });
+    if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j) });
     return table(cols, rows, 'jobs.none_running');
   }
 

@@ -1,16 +1,16 @@
 """service replicas read by their agents on their control ports: each replica's last reading
 and when it was taken; how far behind each node's agent is (its beats say)
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-12-07 06:00:00
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 
