@@ -33,6 +33,7 @@ def _replica_jobs(admin, tenant: str = "algo") -> list[dict]:
         ({"request": "gpu=16"}, "request", "can never run"),
         ({"command": []}, "command", "required"),
         ({"env": {"PORT": "80"}}, "env", "PORT is set by the service"),
+        ({"env": {"GPUPOOL_CONTROL_PORT": "80"}}, "env", "GPUPOOL_CONTROL_PORT is set by the"),
         ({"target": 0}, "target", "greater than 0"),
         ({"health_path": "health"}, "health_path", "pattern"),
         ({"tenant": "nobody"}, "tenant", "unknown tenant"),

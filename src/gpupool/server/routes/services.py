@@ -82,7 +82,7 @@ def _checked(body: ServiceIn) -> str:
     if not body.command and body.image is None:
         raise ApiError(422, "command: required (what does a replica run?)", "command")
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
-    for reserved in ("PORT", "GPUPOOL_SERVICE", "GPUPOOL_REPLICA_PORT"):
+    for reserved in ("PORT", "GPUPOOL_SERVICE", "GPUPOOL_REPLICA_PORT", "GPUPOOL_CONTROL_PORT"):
         if reserved in body.env:
             raise ApiError(422, f"env: {reserved} is set by the service for each replica", "env")
     return spec
