@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 from gpupool.server.alerts.rules import BudgetFact, DeviceFact, Facts, PendingFact, firing
-from gpupool.server.alerts.webhook import SIGNATURE, deliver
+from gpupool.server.alerts.webhook import SIGNATURE
 from gpupool.server.db.tables import AlertRow, JobRow, NodeRow, UsageRow
 from gpupool.server.settings import Settings
 from tests.support.cli import gpupool
@@ -137,16 +137,19 @@ def test_webhook_deliveries_are_signed_and_retried_with_backoff(sqlite_server):
         sqlite_server.ctx.loop.check_alerts()
         now = time.time()
         sent = []
+        loop = sqlite_server.ctx.loop
+        loop.settings = loop.settings.model_copy(
+            update={"alert_webhook_url": url, "alert_webhook_secret": secret}
+        )
         for step in range(4):  # 500, 500 (backing off 2 s, then 4 s), then delivered
-            with sqlite_server.ctx.db.write() as s:
-                sent.append(deliver(s, url, secret, now))
+            sent.append(loop.deliver_alerts(now))
+            with sqlite_server.ctx.db.read() as s:
                 row = s.query(AlertRow).one()
                 attempts, next_at, error = row.attempts, row.next_attempt_at, row.last_error
             if step < 2:
                 assert (attempts, error) == (step + 1, "HTTP 500")
                 assert next_at == now + 2 ** (step + 1)
-                with sqlite_server.ctx.db.write() as s:  # too early: nothing is sent
-                    assert deliver(s, url, secret, now + 1) == 0
+                assert loop.deliver_alerts(now + 1) == 0  # too early: nothing is sent
                 now = next_at
         assert sent == [0, 0, 1, 0] and attempts == 0
         [(body, signature)] = Receiver.got

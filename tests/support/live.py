@@ -77,6 +77,8 @@ def live_server(
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
+    if not run_scheduler:  # the test drives the duties: it is the leader they write as
+        assert app.state.ctx.loop.leadership.try_acquire()
     try:
         yield LiveServer(f"http://127.0.0.1:{port}", app.state.ctx, admin_token)
     finally:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
@@ -28,13 +28,14 @@ from gpupool.server.advisory import hold_back, mode_switches
 from gpupool.server.alerts.facts import budget_facts, gather
 from gpupool.server.alerts.rules import BudgetFact, Limits, firing
 from gpupool.server.alerts.store import reconcile
-from gpupool.server.alerts.webhook import deliver
+from gpupool.server.alerts.webhook import due, record, send
 from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.control.runner import Duty, Runner
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
+from gpupool.server.fence import hold_lead
 from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
@@ -49,6 +50,7 @@ from gpupool.server.usage_elsewhere import charge_elsewhere, kube_usage
 from gpupool.server.wake import WakeSender
 
 LOG_PRUNE_EVERY_S = 3600.0
+DELIVERY_BUDGET_S = 10.0  # one pass of alert deliveries; the rest are retried
 LIFE_PROOF_S = 5.0
 log = logging.getLogger("gpupool.scheduler")
 
@@ -77,7 +79,7 @@ class SchedulerLoop:
         self.snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
         self.capacity = PoolCapacity()  # which waiting jobs can never run
         # replicas: health, endpoints, scale; parks and wakes wake the scheduler
-        self.services = ServiceReconciler(db, settings, self.wake)
+        self.services = ServiceReconciler(db, settings, self.wake, lambda: self.leadership.epoch)
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
@@ -99,6 +101,12 @@ class SchedulerLoop:
             metrics,
         )
         self.service_duties = Runner([Duty("services", self._step_services)], metrics)
+        # alert deliveries: their own thread, so a receiver that never answers delays no cycle
+        self.delivery_duties = Runner(
+            [Duty("alert-delivery", self.deliver_alerts, st.alert_interval_s)], metrics
+        )
+        self._deliveries = threading.Event()
+        self._delivering: threading.Thread | None = None
         self._wake = threading.Event()
         self.remote: WakeSender | None = None
         self._stop = threading.Event()
@@ -123,11 +131,16 @@ class SchedulerLoop:
             target=self._run_services, name="gpupool-services", daemon=True
         )
         self._services.start()
+        self._delivering = threading.Thread(
+            target=self._run_deliveries, name="gpupool-alert-delivery", daemon=True
+        )
+        self._delivering.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        for thread in (self._thread, self._services):
+        self._deliveries.set()
+        for thread in (self._thread, self._services, self._delivering):
             if thread is not None:
                 thread.join(timeout=30)
         self.services.probes.close()
@@ -145,10 +158,31 @@ class SchedulerLoop:
         """The service reconciler, in its own thread while this process leads: a tenant's
         replicas that answer slowly delay their own services' checks, never a scheduling
         cycle."""
+        self._beside_the_cycle(self.service_duties, lambda: self._stop.wait(
+            self.settings.service_interval_s))  # fmt: skip
+
+    def _run_deliveries(self) -> None:
+        """Alert deliveries, in their own thread while this process leads: at every alert
+        pass that found a change, and every ``alert_interval_s`` for retries."""
+
+        def pause() -> None:
+            self._deliveries.wait(self.settings.alert_interval_s)
+            self._deliveries.clear()
+
+        self._beside_the_cycle(self.delivery_duties, pause)
+
+    def _beside_the_cycle(self, duties: Runner, pause: Callable[[], object]) -> None:
+        """A thread of duties beside the scheduling one: each run while this process leads;
+        a failure is the runner's (logged, retried); a lost lead ends only that pass (the
+        scheduling thread lets the lead go)."""
         while not self._stop.is_set():
             if self.leadership.held:
-                self.service_duties.run_due(time.time())  # failures: logged, retried later
-            self._stop.wait(self.settings.service_interval_s)
+                try:
+                    duties.run_due(time.time())
+                except LostLeadership as exc:
+                    log.warning("%s: not written, the lead was lost: %s",
+                                duties.duties[0].name, exc)  # fmt: skip
+            pause()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -226,6 +260,7 @@ class SchedulerLoop:
         if boundary(now, interval) <= self._metered_to:
             return 0
         with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
             done = checkpoint(s, now, interval)
         self._metered_to = boundary(now, interval)
         return done
@@ -249,6 +284,7 @@ class SchedulerLoop:
         now = time.time() if now is None else now
         retention = self.settings.log_retention_days * 86400
         with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
             return prune_logs(s, now, retention, self.limits)
 
     def check_alerts(self, now: float | None = None) -> None:
@@ -258,11 +294,29 @@ class SchedulerLoop:
         st = self.settings
         limits = Limits(st.alert_pending_minutes, st.alert_temp_c, st.alert_idle_minutes)
         with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
             facts = gather(s, now, st.billing_zone, limits)
             reconcile(s, firing(facts), now)
-            if st.alert_webhook_url:
-                deliver(s, st.alert_webhook_url, st.alert_webhook_secret, now)
         self._note_budgets(facts.budgets)
+        if st.alert_webhook_url:
+            self._deliveries.set()  # posted by their own thread, outside any transaction
+
+    def deliver_alerts(self, now: float | None = None) -> int:
+        """Post the alert changes due to the webhook (the outbox ``alerts.webhook``): read,
+        posted outside any transaction within ``DELIVERY_BUDGET_S``, what came of it written
+        back under the lead's fence; how many were delivered."""
+        now = time.time() if now is None else now
+        st = self.settings
+        if not st.alert_webhook_url:
+            return 0
+        with self.db.read() as s:
+            todo = due(s, st.alert_webhook_secret, now)
+        if not todo:
+            return 0
+        sent = send(todo, st.alert_webhook_url, DELIVERY_BUDGET_S)
+        with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
+            return record(s, sent, now)
 
     def check_budgets(self, now: float | None = None) -> None:
         """Each budget's month-to-date spend, live allocations included up to now (a duty
@@ -328,6 +382,7 @@ class SchedulerLoop:
         """The pool's utilisation for the dashboard's history (every ``sample_interval_s``)."""
         now = time.time() if now is None else now
         with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
             record_sample(s, now)
 
     def mark_never(self, result: CycleResult, pending: list[Job]) -> None:

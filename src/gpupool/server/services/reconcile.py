@@ -32,6 +32,7 @@ from gpupool.replicas.probe_pool import ProbePool, Target
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
+from gpupool.server.fence import hold_lead
 from gpupool.server.lifecycle import TERMINAL
 from gpupool.server.services.predict import MAX_HISTORY_S, live_forecast
 from gpupool.server.services.replicas import (
@@ -103,8 +104,14 @@ def agents_readings(replicas: list[Replica], now: float, stale_s: float) -> dict
 
 class ServiceReconciler:
     def __init__(
-        self, db: Database, settings: Settings, wake_scheduler: Callable[[], None] = lambda: None
+        self,
+        db: Database,
+        settings: Settings,
+        wake_scheduler: Callable[[], None] = lambda: None,
+        epoch: Callable[[], int | None] = lambda: None,
     ):
+        """``epoch``: the lead this process holds now; every write is fenced on it."""
+        self.epoch = epoch
         self.db = db
         self.settings = settings
         self.wake_scheduler = wake_scheduler  # parks and wakes are the next cycle's
@@ -156,6 +163,7 @@ class ServiceReconciler:
                 for job_id, util in replica_utilisation(s, jobs, now).items():
                     readings[job_id].gpu_util = util
         with self.db.write() as s:
+            hold_lead(s, self.epoch())  # a server that lost the lead adds and stops nothing
             for svc in services:
                 mine = [r for r in replicas if r.service_id == svc.id]
                 self._service(s, svc, mine, readings, now)
