@@ -142,7 +142,9 @@ class TenantNetworks:
         )
         ends = [h.released_at + self.ports.quarantine_s for h in held if h.released_at]
         self._due = min(ends, default=float("inf"))
-        if want != self._applied:
+        # an agent with no namespace and nothing published has nothing to wall: its table
+        # waits for its first namespace (1,000 embedded agents each ran nft at their start)
+        if want != self._applied and (want or self._mine or self._applied is not None):
             self.firewall.apply(want)
             self._applied = want
 

@@ -50,7 +50,7 @@ def default_plugins(queue: QueuePolicy, tree: TenantTree, placer: Placer) -> Plu
             return victim.job.on_preempt == "suspend" and not inference
         if action == "replace":
             return victim.job.on_preempt == "suspend" and inference
-        return False
+        raise ValueError(f"no rule says who may be stopped for {action!r}")
 
     def place(
         state: ClusterState,

@@ -18,6 +18,7 @@ class Wait(StrEnum):
     NEVER = "never"  # no node of the pool could ever hold it, or above its tenant's ceiling
     GATED = "gated"  # a dependency, array throttle, hold or begin time (the server's gates)
     APPROVAL = "approval"  # advisory mode: its decision waits for an operator's approval
+    WAKING = "waking"  # a parked replica whose card cannot be taken back yet (says why)
 
 
 @dataclass(frozen=True, slots=True)

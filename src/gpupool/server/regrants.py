@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from gpupool.scheduler.parking import card_of
 from gpupool.scheduler.placement_json import placement_from_json, placement_to_json
+from gpupool.scheduler.reasons import Wait
 from gpupool.scheduler.session import CycleResult
 from gpupool.server.db.tables import AllocationRow, JobRow, ServiceReplicaRow, UsageRow
 from gpupool.server.lifecycle import unmetered_rows
@@ -46,6 +47,8 @@ def apply_regrants(
         done += 1
     for job_id, why in result.unwoken.items():
         session.execute(
-            update(JobRow).where(JobRow.id == int(job_id)).values(reason=f"waking: {why}"[:2000])
+            update(JobRow)
+            .where(JobRow.id == int(job_id))
+            .values(reason=f"waking: {why}"[:2000], wait_code=Wait.WAKING.value)
         )
     return done

@@ -29,6 +29,7 @@ from gpupool.autoscale.scale_plan import plan_scale, shrinks
 from gpupool.autoscale.scaler import ScalerState, decide, new_state
 from gpupool.autoscale.warm_plan import asleep, plan_warm
 from gpupool.replicas.probe_pool import ProbePool, Target
+from gpupool.scheduler.reasons import Wait
 from gpupool.server.advisory import Proposed, advisory_actions, gate
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, ServiceReplicaRow, ServiceRow, ServiceSampleRow
@@ -297,7 +298,7 @@ class ServiceReconciler:
         if parked:
             status += f"; {parked} parked (warm {svc.warm})"
         waking = [r for r in live if r.wake_at is not None]
-        if waking and waking[0].reason.startswith("waking: "):
+        if waking and waking[0].wait_code == Wait.WAKING:
             status += f"; {waking[0].reason}"  # why the card is not taken back yet
         waiting = [r for r in serving if r.state == "pending"]
         if waiting:  # why the pool does not give them cards (quota, room, a budget)
