@@ -139,9 +139,15 @@ def finish(f: Fleet, *jobs: int, timeout: float = 90) -> None:
         for allocation in {r.allocation for r in mine(f, job)}:
             last = max(r.last for r in mine(f, job) if r.allocation == allocation)
             # the writer ends 0.2 s after its last line (or was killed within that)
+            lasts = {r.rank: r.last for r in mine(f, job) if r.allocation == allocation}
+            records = [
+                (r.get("node"), round(r["start"], 3), round(r["end"], 3))
+                for r in usage["items"] if r["allocation_id"] == allocation
+            ]  # fmt: skip
             assert abs(ends[allocation] - (last + 0.2)) <= 1.0, (
                 f"job {job} allocation {allocation}: metered to {ends[allocation]:.3f}, its "
-                f"last line at {last:.3f}\n{events(f, job)}"
+                f"last line at {last:.3f} (each rank's: {lasts}; records {records})\n"
+                f"{events(f, job)}"
             )
 
 

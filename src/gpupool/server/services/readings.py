@@ -26,7 +26,7 @@ class ReplicaReadingIn(BaseModel):
     """One look at one replica; ``ready`` None: only a fault to report."""
 
     model_config = ConfigDict(extra="ignore")  # newer agents may say more
-    alloc_id: int = Field(ge=1)
+    alloc_id: int = Field(ge=1, lt=2**62)
     ready: bool | None = None
     requests_total: Count | None = None
     in_flight: Count | None = None
