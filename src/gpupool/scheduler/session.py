@@ -49,6 +49,7 @@ class Preemption:
     grace_s: int
     action: str  # suspend (requeue, keeps its place) or kill
     cause: Cause = Cause.PREEMPT
+    reservation: str = ""  # cause reservation: the reservation whose window began
 
 
 VictimOrder = Literal["work", "age"]
@@ -96,6 +97,7 @@ class Replacement:
     by: str
     reason: str
     cause: Cause = Cause.DEFRAGMENT
+    reservation: str = ""  # cause reservation: the reservation whose window began
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,22 +319,28 @@ class Session:
         by: str,
         reason: str,
         cause: Cause = Cause.DEFRAGMENT,
+        reservation: str = "",
     ) -> None:
         """Start a copy of ``victim`` at ``placement`` (make-before-break); ``victim`` keeps
         its room until the copy runs, so ``by`` (a job's id, or a reservation) does not get
         it in this cycle."""
         self.state.apply(replace(placement, job_id=f"{victim.job.id}+"))
         self.tree.charge(victim.job.tenant, self.usage(placement))
-        self.result.replacements.append(Replacement(victim.job.id, placement, by, reason, cause))
+        self.result.replacements.append(
+            Replacement(victim.job.id, placement, by, reason, cause, reservation)
+        )
 
     def evict(self, victim: RunningJob, by: Job, reason: str, cause: Cause) -> None:
         self.stop(victim, by.id, reason, cause)
 
-    def stop(self, victim: RunningJob, by: str, reason: str, cause: Cause) -> None:
+    def stop(
+        self, victim: RunningJob, by: str, reason: str, cause: Cause, reservation: str = ""
+    ) -> None:
         """Stop ``victim`` for ``by`` (a job's id, or what else stops it: a reservation)."""
         self.state.release(victim.job.id)
         self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
         del self.running[victim.job.id]
+        grace, action = self.config.grace_s, victim.job.on_preempt
         self.result.preemptions.append(
-            Preemption(victim.job.id, by, reason, self.config.grace_s, victim.job.on_preempt, cause)
+            Preemption(victim.job.id, by, reason, grace, action, cause, reservation)
         )

@@ -81,7 +81,8 @@ def move_replicas(cy: Session) -> dict[str, Reason]:
                 f"moved for reservation {r.id} of {r.tenant}: {_began(r)}; a copy starts on "
                 f"{'+'.join(dict.fromkeys(target.node_names))} and this one stops once it runs"
             )
-            cy.replace(victim, target, f"reservation {r.id} of {r.tenant}", why, Cause.RESERVATION)
+            by = f"reservation {r.id} of {r.tenant}"
+            cy.replace(victim, target, by, why, Cause.RESERVATION, r.id)
     return homeless
 
 
@@ -100,4 +101,4 @@ def reserve(cy: Session, homeless: dict[str, Reason]) -> None:
             why = _began(r)
             if victim.job.id in homeless:
                 why += f"; no room elsewhere for a copy: {homeless[victim.job.id]}"
-            cy.stop(victim, f"reservation {r.id} of {r.tenant}", why, Cause.RESERVATION)
+            cy.stop(victim, f"reservation {r.id} of {r.tenant}", why, Cause.RESERVATION, r.id)
