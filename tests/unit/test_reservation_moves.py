@@ -114,3 +114,15 @@ def _on(nodes, job: Job, node: str, first: int):
         for d in range(first, first + job.request.gpu_count)
     )
     return Placement(job.id, (NodeGrant(node, job.request.cpu_millis, 0, devices),), "test")
+
+
+def test_without_copies_a_reservation_stops_online_work_as_before():
+    """Kubernetes mode evicts a pod instead (its controller makes it again): no copy."""
+    nodes = cluster(2, 4)
+    r2 = Reservation("r-2", "algorithm", ("s01",), start=0, end=2 * HOUR)
+    chat = replica("chat-1")
+    running = [RunningJob(chat, _on(nodes, chat, "s01", 0), 0)]
+    config = CycleConfig(copy_for_reservations=False)
+    result = run_cycle(ClusterState(nodes), running, [], teams(), 60, [r2], config)
+    assert result.replacements == [] and [p.job_id for p in result.preemptions] == ["chat-1"]
+    assert result.preemptions[0].reason == "its window began at 1970-01-01T00:00:00Z on s01"

@@ -83,6 +83,9 @@ class CycleConfig:
     # seconds since the last checkpoint whatever the job holds (the youngest, where none says
     # anything: the order before the fast vacate). docs/quotas-and-cycle.md has the figures.
     victim_order: VictimOrder = "work"
+    # a reservation that begins copies online work off its nodes first (make-before-break);
+    # False: it stops it like the rest (Kubernetes mode: a pod is not copied, it is evicted)
+    copy_for_reservations: bool = True
 
 
 @dataclass(frozen=True, slots=True)

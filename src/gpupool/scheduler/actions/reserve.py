@@ -63,6 +63,8 @@ def move_replicas(cy: Session) -> dict[str, Reason]:
     """Copy elsewhere the online work of others on the nodes of reservations whose window is
     on; returns why each job with nowhere to go could not be copied (``reserve`` says it)."""
     homeless: dict[str, Reason] = {}
+    if not cy.config.copy_for_reservations:
+        return homeless
     for r in cy.reservations:
         if not r.start <= cy.now < r.end:
             continue
