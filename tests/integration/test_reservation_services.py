@@ -135,6 +135,7 @@ def test_a_reservation_that_takes_a_services_nodes_moves_its_replicas_and_it_sta
                 sender = threading.Thread(target=load, daemon=True)
                 sender.start()
                 time.sleep(1.0)
+                began = time.monotonic()
                 made = ok(admin.post(RESERVATIONS, json=body), 201)
                 assert sorted(made["displaces"]) == sorted(old)
                 # a dev/test job without a time limit, as on the day
@@ -150,9 +151,13 @@ def test_a_reservation_that_takes_a_services_nodes_moves_its_replicas_and_it_sta
                     )
 
                 wait_for("the replicas moved to n1, one serving, one parked", moved, 90)
+                took = time.monotonic() - began
                 time.sleep(1.0)
                 stop.set()
                 sender.join(timeout=10)
+            print(f"moved in {took:.1f} s; ready replicas at least {watch.least} over "
+                  f"{watch.reads} looks; {sum(balancer.served.values())} requests served, "
+                  f"{balancer.retried} retried, {balancer.lost} lost")  # fmt: skip
             assert watch.reads > 20 and watch.least is not None and watch.least >= 1
             assert balancer.lost == 0 and sum(balancer.served.values()) > 0
             for job in old:
