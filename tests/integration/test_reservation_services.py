@@ -247,3 +247,18 @@ def test_a_reservation_that_would_leave_a_service_without_a_place_is_refused_nam
         )
         listed = gpupool("reservation", "list", env=env)
         assert listed.returncode == 0 and "moves 2, strands chat" in listed.stdout
+
+
+def test_online_work_of_no_service_left_without_a_place_is_said_not_refused(sqlite_server):
+    srv = sqlite_server
+    admin = srv.admin()
+    _teams(admin, algorithm=2, inference=2)
+    ok(admin.post("/api/v1/nodes", json=node_body("n1", cards=2)))
+    job = submit(admin, "gpu=1", "inference", kind="inference", command=SLEEP)
+    srv.cycle()
+    body = {"tenant": "algorithm", "nodes": ["n1"], "start": time.time() + 600,
+            "end": time.time() + 7200}  # fmt: skip
+    made = ok(admin.post(RESERVATIONS, json=body), 201)
+    (left,) = made["plan"]["stranded"]
+    assert (left["job_id"], left["service"], left["own"]) == (job["id"], None, True)
+    assert made["plan"]["moves"] == [] and made["displaces"] == [job["id"]]

@@ -117,14 +117,14 @@ class Preview:
 
 
 def outage(plan: ReservationPlanOut, reservations: Sequence[Reservation], new: Reservation) -> str:
-    """Why ``new`` is refused, naming each service (or online job) it leaves without a
-    place, and when; empty when it leaves none."""
-    if not plan.stranded:
-        return ""
+    """Why ``new`` is refused, naming each service it leaves without a place, and when;
+    empty when it leaves none. (Online jobs of no service it strands are in its plan: a
+    service is what must not go down on a timetable.)"""
     owner = {r.id: r.tenant for r in reservations}
-    groups: dict[tuple[str | None, str], list[PlannedStrand]] = {}
+    groups: dict[tuple[str, str], list[PlannedStrand]] = {}
     for x in plan.stranded:
-        groups.setdefault((x.service, x.tenant), []).append(x)
+        if x.service is not None:
+            groups.setdefault((x.service, x.tenant), []).append(x)
     said = []
     for (service, tenant), jobs in groups.items():
         ids = ", ".join(str(x.job_id) for x in sorted(jobs, key=lambda x: x.job_id))
@@ -134,12 +134,12 @@ def outage(plan: ReservationPlanOut, reservations: Sequence[Reservation], new: R
             if first.own
             else f"when reservation {first.by} of {owner.get(first.by, '?')} begins"
         )
-        what = f"service {service} of {tenant}" if service else f"online work of {tenant}"
-        kind = "replica job(s)" if service else "job(s)"
         said.append(
-            f"it would leave {what} without a place: {kind} {ids} stopped at {iso(first.at)} "
-            f"{when}, with no room elsewhere for a copy"
+            f"it would leave service {service} of {tenant} without a place: replica job(s) "
+            f"{ids} stopped at {iso(first.at)} {when}, with no room elsewhere for a copy"
         )
+    if not said:
+        return ""
     return "; ".join(said) + "; allow_outage (--allow-outage) stops them anyway"
 
 
