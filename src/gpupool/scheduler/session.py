@@ -14,7 +14,7 @@ from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reasons import Cause, Reason, Wait
-from gpupool.scheduler.reservations import Reservation, fence, held_on, iso, owned
+from gpupool.scheduler.reservations import Fence, Reservation, fence, held_on, iso, owned
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
 from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
@@ -208,10 +208,17 @@ class Session:
             usage = self._estimates[key] = estimate_usage(job)
         return usage
 
-    def mask(self, job: Job, ahead: bool = True) -> tuple[np.ndarray | None, str]:
+    def fence(self, job: Job) -> Fence:
+        """The reservations that keep ``job`` off nodes now."""
+        return fence(self.reservations, job, self.now, self.tree.chain[job.tenant], self.hold_room)
+
+    def mask(
+        self, job: Job, ahead: bool = True, fenced: Fence | None = None
+    ) -> tuple[np.ndarray | None, str]:
         """The nodes ``job`` may use now and why not the others; ``ahead`` False: also the
-        nodes of reservations whose window lies ahead (online work's last resort)."""
-        f = fence(self.reservations, job, self.now, self.tree.chain[job.tenant], self.hold_room)
+        nodes of reservations whose window lies ahead (online work's last resort).
+        ``fenced``: ``self.fence(job)`` when the caller has it."""
+        f = self.fence(job) if fenced is None else fenced
         mask, reason = f.mask(self.state.index, ahead), f.reason(ahead)
         if job.nodes is None:
             return mask, reason
@@ -230,7 +237,7 @@ class Session:
     def ahead_of(self, job: Job, placement: Placement) -> tuple[str, ...]:
         """The reservations ahead whose nodes ``placement`` takes, that keep ``job`` off
         them unless nowhere else fits (online work that would run past their start)."""
-        f = fence(self.reservations, job, self.now, self.tree.chain[job.tenant], self.hold_room)
+        f = self.fence(job)
         nodes = set(placement.node_names)
         return tuple(k.reservation.id for k in f.kept_off if not k.active and nodes & set(k.nodes))
 
@@ -266,15 +273,15 @@ class Session:
         work that fits nowhere else goes to the nodes of a reservation ahead (it is moved
         when the window begins): a service is never left without a place that lower-priority
         work may take."""
-        mask, reason = self.mask(job)
+        fenced = self.fence(job) if self.reservations else Fence()
+        mask, reason = self.mask(job, fenced=fenced)
         key = (job.request, job.gang_size)
         if mask is None and self.failed.refused(key):
             return Reason(Wait.NO_ROOM, str(self.failed.detail(key)))
         result = self.plugins.place(self.state, job, mask, reason, True, upcoming)
-        if isinstance(result, Unplaceable) and mask is not None:
-            wider, why = self.mask(job, ahead=False)
-            if wider is None or (wider != mask).any():
-                result = self.plugins.place(self.state, job, wider, why, True, upcoming)
+        if isinstance(result, Unplaceable) and fenced.ahead:  # online work's last resort
+            wider, why = self.mask(job, ahead=False, fenced=fenced)
+            result = self.plugins.place(self.state, job, wider, why, True, upcoming)
         if isinstance(result, Unplaceable):
             if mask is None:
                 self.failed.add(key, result.reason)
