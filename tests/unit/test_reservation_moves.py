@@ -126,3 +126,20 @@ def test_without_copies_a_reservation_stops_online_work_as_before():
     result = run_cycle(ClusterState(nodes), running, [], teams(), 60, [r2], config)
     assert result.replacements == [] and [p.job_id for p in result.preemptions] == ["chat-1"]
     assert result.preemptions[0].reason == "its window began at 1970-01-01T00:00:00Z on s01"
+
+
+def test_a_hold_of_cards_copies_a_replica_before_stopping_work_that_loses_progress():
+    """Two of s01's four cards held: a replica (1 card) and a training job (2) of others
+    leave it one short. Copying the replica, which loses no work, makes it whole."""
+    nodes = cluster(2, 4)
+    held = Reservation("r-3", "algorithm", ("s01",), start=0, end=2 * HOUR, cards=2)
+    chat, train = replica("chat-1", "gpu=1"), devtest("train-1", "gpu=2")
+    running = [
+        RunningJob(chat, _on(nodes, chat, "s01", 0), 0),
+        RunningJob(train, _on(nodes, train, "s01", 1), 10),  # the last started
+    ]
+    result = run_cycle(ClusterState(nodes), running, [], teams(), 60, [held])
+    assert [(c.job_id, c.placement.node_names) for c in result.replacements] == [
+        ("chat-1", ("s00",))
+    ]
+    assert result.preemptions == []
