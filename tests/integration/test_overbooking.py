@@ -110,6 +110,10 @@ def test_guarantees_under_a_company_without_a_quota_are_checked_against_the_pool
             "gpu: guarantees algorithm 90 cards + devtest 10 cards + inference 10 cards = "
             "110 cards exceed company's guarantee of 40 cards"
         ]
+        # without the company's guarantee, its teams' count against the pool again: said
+        out = gpupool("quota", "delete", "company", "gpu", env=env)
+        assert out.returncode == 0 and out.stdout.strip() == "company gpu: quota removed"
+        assert out.stderr.strip() == f"warning: {level['message']}"
         ok(admin.put("/api/v1/tenants/algorithm/quotas/gpu",
                      json={"resource": "gpu", "nominal": 20}))  # fmt: skip
         assert ok(admin.get("/api/v1/overbooking"))["items"] == []

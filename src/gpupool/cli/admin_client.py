@@ -117,8 +117,13 @@ def quota_delete(
     tenant: str = typer.Argument(..., help="Tenant name"),
     resource: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
 ) -> None:
-    """Remove one quota of a tenant (it then has no guarantee of that resource)."""
-    _delete(f"/api/v1/tenants/{tenant}/quotas/{resource}", f"{tenant} {resource}: quota removed")
+    """Remove one quota of a tenant (it then has no guarantee of that resource: its children's
+    guarantees count against the level above it, which it warns about if they exceed it)."""
+    with ApiClient.from_env() as api:
+        out = api.delete(f"/api/v1/tenants/{tenant}/quotas/{resource}")
+    for warning in (out or {}).get("warnings") or []:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"{tenant} {resource}: quota removed")
 
 
 # -- users and tokens -------------------------------------------------------------------------
