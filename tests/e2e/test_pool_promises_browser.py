@@ -14,10 +14,20 @@ from tests.support.agents import wait_for
 from tests.support.browser import needs_chromium
 from tests.support.cluster import node_body, ok
 from tests.support.live import live_server
+from tests.support.paths import TESTS
+
+AXE = TESTS / "support" / "vendor" / "axe.min.js"
 
 VISIBLE_TEXT = """() => [...document.querySelectorAll('#gp-content *')]
   .filter((e) => e.children.length === 0 && e.getClientRects().length)
   .map((e) => e.textContent.trim()).filter(Boolean)"""
+
+
+def _serious(page) -> list[str]:
+    """What axe-core finds serious or critical on the page."""
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("async () => (await axe.run(document)).violations")
+    return [f"{v['id']}: {v['help']}" for v in found if v["impact"] in ("serious", "critical")]
 
 
 def _no_english(page) -> list[str]:
@@ -42,9 +52,9 @@ def _no_english(page) -> list[str]:
 pytestmark = needs_chromium
 
 
-def _page(browser, srv, lang: str):
-    context = browser.new_context(viewport={"width": 1280, "height": 800},
-                                  locale="zh-CN" if lang == "zh" else "en-US")  # fmt: skip
+def _page(browser, srv, lang: str, **options):
+    locale = "zh-CN" if lang == "zh" else "en-US"
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale=locale, **options)
     context.add_cookies([{"name": "gpupool_lang", "value": lang, "url": srv.url}])
     page = context.new_page()
     page.problems = []
@@ -80,6 +90,11 @@ def test_the_teams_page_shows_guarantees_overbooked_at_every_level(browser, tmp_
             "gpu: guarantees vision 12 cards = 12 cards exceed devtest's guarantee of 10 cards",
         ]
         assert page.problems == []
+        context.close()
+        context, page = _page(browser, srv, "en", bypass_csp=True)  # axe is a script
+        page.goto(srv.url + "/teams")
+        expect(page.locator("#gp-overbooked li")).to_have_count(2)
+        assert _serious(page) == []
         context.close()
         context, page = _page(browser, srv, "zh")
         page.goto(srv.url + "/teams")
@@ -152,4 +167,9 @@ def test_the_admin_page_shows_what_a_reservation_will_stop_or_move(browser, tmp_
             # the check finds English where there is (the control), none in Chinese
             assert (_no_english(page) == []) is (lang == "zh")
             context.close()
+        context, page = _page(browser, srv, "en", bypass_csp=True)  # axe is a script
+        page.goto(srv.url + "/admin")
+        expect(page.locator("[data-plan=stranded]").first).to_be_visible()
+        assert _serious(page) == []
+        context.close()
         ok(admin.delete("/api/v1/services/chat"), 204)
