@@ -1,6 +1,6 @@
 """Administration against a running server, as an operator does it every day: tenants, users,
-tokens, quotas, draining nodes, reservations. Every command has ``--json``; errors are one
-line and exit code 2 (``client_command``)."""
+tokens, quotas, draining nodes (reservations: ``cli/reservations.py``). Every command has
+``--json``; errors are one line and exit code 2 (``client_command``)."""
 
 import json
 import time
@@ -20,7 +20,6 @@ token_app = typer.Typer(help="API tokens of a user: create (optionally expiring)
 node_app = typer.Typer(
     help="Nodes: drain (no new work), resume, remove; bootstrap tokens to join; topology labels."
 )
-reservation_app = typer.Typer(help="Reserve nodes for a tenant over a time window (admins).")
 FORMAT_OPT = typer.Option(None, "--format", "-o", help="Comma list of the columns to show")
 WHEN_HELP = (
     "now, a duration from now (12h, 7d), or an ISO date/time (in your zone, TZ, unless it "
@@ -118,8 +117,13 @@ def quota_delete(
     tenant: str = typer.Argument(..., help="Tenant name"),
     resource: str = typer.Argument("gpu", help="gpu, gpu:MODEL, gpu_mem or cpu"),
 ) -> None:
-    """Remove one quota of a tenant (it then has no guarantee of that resource)."""
-    _delete(f"/api/v1/tenants/{tenant}/quotas/{resource}", f"{tenant} {resource}: quota removed")
+    """Remove one quota of a tenant (it then has no guarantee of that resource: its children's
+    guarantees count against the level above it, which it warns about if they exceed it)."""
+    with ApiClient.from_env() as api:
+        out = api.delete(f"/api/v1/tenants/{tenant}/quotas/{resource}")
+    for warning in (out or {}).get("warnings") or []:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"{tenant} {resource}: quota removed")
 
 
 # -- users and tokens -------------------------------------------------------------------------
@@ -307,78 +311,3 @@ def node_topology(
 def node_resume(name: str = typer.Argument(...), as_json: bool = JSON_OPT) -> None:
     """Let a drained node take work again (admins)."""
     _schedulable(name, True, as_json, f"node {name} takes work again")
-
-
-# -- reservations -----------------------------------------------------------------------------
-@reservation_app.command("create")
-@client_command
-def reservation_create(
-    tenant: str = typer.Option(..., help="The tenant the nodes are held for"),
-    nodes: str = typer.Option(None, help="Comma list of node names (held whole, without --cards)"),
-    cards: str = typer.Option(
-        None,
-        help="Hold N cards, not whole nodes: MODEL:N (on the fewest nodes of that model), or "
-        "N with --nodes (on those)",
-    ),
-    start: str = typer.Option("now", help=f"From: {WHEN_HELP}"),
-    end: str = typer.Option(..., help=f"Until: {WHEN_HELP}"),
-    as_json: bool = JSON_OPT,
-) -> None:
-    """Hold nodes for a tenant, e.g. --tenant algo --nodes n1,n2 --start 2026-12-10T08:00
-    --end 2026-12-12T08:00, or N cards of a model: --cards A100-80G:6. Others' work may use
-    what is not held. Refused if it overlaps another tenant's reservation."""
-    names = [n.strip() for n in (nodes or "").split(",") if n.strip()]
-    body: dict[str, object] = {"tenant": tenant, "start": _when(start, "start"),
-                               "end": _when(end, "end")}  # fmt: skip
-    if names:
-        body["nodes"] = names
-    if cards is not None:
-        model, _, count = cards.rpartition(":")
-        if not count.isdigit() or int(count) < 1 or (not model and not names):
-            raise SpecError(f"cards: {cards!r} is not MODEL:N (or N with --nodes)", field="cards")
-        body["cards"] = int(count)
-        if model:
-            body["model"] = model
-    elif not names:
-        raise SpecError("nodes: give node names, or --cards MODEL:N")
-    with ApiClient.from_env() as api:
-        out = api.post("/api/v1/reservations", body)
-    held = f"{out['cards']} cards on " if out.get("cards") else ""
-    said = (
-        f"reservation {out['id']}: {held}{', '.join(out['nodes'])} for {out['tenant']} "
-        f"from {zoned(out['start'])} to {zoned(out['end'])}"
-    )
-    show(out, as_json, said)
-    if out.get("displaces") and not as_json:  # what it will stop: said now, not when it does
-        ids = ", ".join(str(j) for j in out["displaces"][:10])
-        more = f" and {len(out['displaces']) - 10} more" if len(out["displaces"]) > 10 else ""
-        may = "may stop" if out.get("cards") else "will stop"
-        typer.echo(f"it {may} job(s) {ids}{more} when it begins (others' work on its nodes)")
-
-
-@reservation_app.command("list")
-@client_command
-def reservation_list(fields: str = FORMAT_OPT, as_json: bool = JSON_OPT) -> None:
-    """Current and future reservations (every tenant's: they block everyone else)."""
-    with ApiClient.from_env() as api:
-        reservations = api.get("/api/v1/reservations")
-    rows = [
-        {
-            "id": r["id"],
-            "tenant": r["tenant"],
-            "from": local(r["start"]),
-            "until": local(r["end"]),
-            "nodes": (f"{r['cards']} cards of " if r.get("cards") else "")
-            + ", ".join(r["nodes"][:4])
-            + (f" +{len(r['nodes']) - 4}" if len(r["nodes"]) > 4 else ""),
-        }
-        for r in reservations
-    ]
-    _listing(reservations, rows, fields, as_json, f"reservations ({zone_now()})")
-
-
-@reservation_app.command("delete")
-@client_command
-def reservation_delete(res_id: int = typer.Argument(...)) -> None:
-    """Cancel a reservation (admins, or a tenant-admin of its tenant)."""
-    _delete(f"/api/v1/reservations/{res_id}", f"reservation {res_id} cancelled")

@@ -218,9 +218,18 @@ def queue(
 @client_command
 def tenants(as_json: bool = JSON_OPT) -> None:
     """Tenants you may see, with quotas and what they use now: guaranteed (nominal), how far
-    above it they may borrow (any: whatever others leave idle), how much they lend."""
+    above it they may borrow (any: whatever others leave idle), how much they lend; a
+    warning for every level where guarantees exceed a parent's guarantee or the pool."""
     with ApiClient.from_env() as api:
         page = api.get("/api/v1/tenants", limit=1000)
+        try:
+            overbooked = api.get("/api/v1/overbooking")["items"]
+        except ClientError as exc:
+            if exc.status != 404:  # a server older than the check: nothing to say
+                raise
+            overbooked = []
+    for level in overbooked:  # guarantees above what is above them, at any level
+        typer.echo(f"warning: {level['message']}", err=True)
     if as_json:
         typer.echo(json.dumps(page, indent=2))
         return

@@ -24,6 +24,7 @@ from gpupool.cli import (
     pool_client,
     profiles,
     proposals,
+    reservations,
     sbatch,
     server,
     services,
@@ -94,7 +95,7 @@ admin_client.node_app.add_typer(join.node_token_app, name="token")
 admin_client.node_app.command("remove")(join.node_remove)
 app.command("join")(join.join_command)
 app.add_typer(cert.cert_app, name="cert")
-app.add_typer(admin_client.reservation_app, name="reservation")
+app.add_typer(reservations.reservation_app, name="reservation")
 app.add_typer(pool_client.pool_app, name="pool")
 app.add_typer(profiles.profile_app, name="profile")
 app.add_typer(billing.billing_app, name="billing")

@@ -456,6 +456,7 @@ def decide(
         defrag_moves=defrag_moves,
         defrag_hourly=config.defrag_moves_per_hour,
         defrag_after_s=config.defrag_after_s,
+        copy_for_reservations=False,  # a pod on a reservation that began is evicted
     )
     pending: list[Job] = [
         replace(pj.job, nodes=allowed[job_id][0], nodes_why=allowed[job_id][1])

@@ -1,6 +1,7 @@
 """One scheduling cycle: a short list of actions over a session, as Volcano does.
 
-park and wake (a service's replicas: cards lent or taken back) -> enqueue -> allocate
+park and wake (a service's replicas: cards lent or taken back) -> move replicas (copies of
+online work off a reservation whose window began, make-before-break) -> enqueue -> allocate
 (within guarantee) -> borrow (idle capacity, DRF between borrowers)
 -> preempt (lower priority, same tenant) -> reclaim (owners take back lent capacity)
 -> defragment (room on one node for a guarantee) -> backfill (jobs that end before the
@@ -22,7 +23,7 @@ from gpupool.scheduler.actions.defragment import defragment
 from gpupool.scheduler.actions.park import ParkAsk, park_and_wake
 from gpupool.scheduler.actions.preempt import preempt
 from gpupool.scheduler.actions.reclaim import reclaim
-from gpupool.scheduler.actions.reserve import reserve
+from gpupool.scheduler.actions.reserve import move_replicas, reserve
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins
 from gpupool.scheduler.reasons import Reason, Wait
@@ -71,6 +72,7 @@ def run_cycle(
     placer = placer or Placer(config.policy)
     cy = Session(state, running, tenants, reservations, now, config, placer, plugins)
     park_and_wake(cy, parks)  # a service's replicas first: a wake is seconds from serving
+    homeless = move_replicas(cy)  # copies off a reservation that began, before any binding
     queue = enqueue(cy, pending)
     placer.observe(queue, state)
     blocked, to_borrow, behind = allocate(cy, queue)
@@ -79,7 +81,7 @@ def run_cycle(
     blocked = reclaim(cy, blocked)
     defragment(cy, blocked)
     backfill(cy, behind)
-    reserve(cy)
+    reserve(cy, homeless)
     return cy.result
 
 

@@ -14,7 +14,7 @@ from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
 from gpupool.scheduler.reasons import Cause, Reason, Wait
-from gpupool.scheduler.reservations import Reservation, held_on, node_mask, owned
+from gpupool.scheduler.reservations import Fence, Reservation, fence, held_on, iso, owned
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
 from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
@@ -36,6 +36,9 @@ class Binding:
     action: str  # allocate, borrow, preempt, reclaim, defragment or backfill
     after: tuple[str, ...] = ()  # victims that must stop first
     note: str = ""  # said in the job's reason with the action (defragment: the moves)
+    # reservations ahead whose nodes it takes, no other node having room (online work):
+    # when such a window begins, the job is moved (a copy elsewhere first)
+    ahead: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,7 @@ class Preemption:
     grace_s: int
     action: str  # suspend (requeue, keeps its place) or kill
     cause: Cause = Cause.PREEMPT
+    reservation: str = ""  # cause reservation: the reservation whose window began
 
 
 VictimOrder = Literal["work", "age"]
@@ -79,17 +83,24 @@ class CycleConfig:
     # seconds since the last checkpoint whatever the job holds (the youngest, where none says
     # anything: the order before the fast vacate). docs/quotas-and-cycle.md has the figures.
     victim_order: VictimOrder = "work"
+    # a reservation that begins copies online work off its nodes first (make-before-break);
+    # False: it stops it like the rest (Kubernetes mode: a pod is not copied, it is evicted)
+    copy_for_reservations: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Replacement:
     """Make-before-break: start a copy of ``job_id`` at ``placement``; the running one stops
-    once the copy runs (the server does that), and its room goes to ``by``."""
+    once the copy runs (a service's replica: once the copy is ready; the server does that),
+    and its room goes to ``by`` — a job defragmentation serves, or a reservation that
+    began (``cause``)."""
 
     job_id: str
     placement: Placement
     by: str
     reason: str
+    cause: Cause = Cause.DEFRAGMENT
+    reservation: str = ""  # cause reservation: the reservation whose window began
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,15 +208,18 @@ class Session:
             usage = self._estimates[key] = estimate_usage(job)
         return usage
 
-    def mask(self, job: Job) -> tuple[np.ndarray | None, str]:
-        mask, reason = node_mask(
-            self.reservations,
-            job,
-            self.now,
-            self.state.index,
-            self.tree.chain[job.tenant],
-            self.hold_room,
-        )
+    def fence(self, job: Job) -> Fence:
+        """The reservations that keep ``job`` off nodes now."""
+        return fence(self.reservations, job, self.now, self.tree.chain[job.tenant], self.hold_room)
+
+    def mask(
+        self, job: Job, ahead: bool = True, fenced: Fence | None = None
+    ) -> tuple[np.ndarray | None, str]:
+        """The nodes ``job`` may use now and why not the others; ``ahead`` False: also the
+        nodes of reservations whose window lies ahead (online work's last resort).
+        ``fenced``: ``self.fence(job)`` when the caller has it."""
+        f = self.fence(job) if fenced is None else fenced
+        mask, reason = f.mask(self.state.index, ahead), f.reason(ahead)
         if job.nodes is None:
             return mask, reason
         allowed = self._allowed.get(job.nodes)
@@ -219,6 +233,13 @@ class Session:
         if mask is None:
             return allowed, why
         return mask & allowed, reason or why
+
+    def ahead_of(self, job: Job, placement: Placement) -> tuple[str, ...]:
+        """The reservations ahead whose nodes ``placement`` takes, that keep ``job`` off
+        them unless nowhere else fits (online work that would run past their start)."""
+        f = self.fence(job)
+        nodes = set(placement.node_names)
+        return tuple(k.reservation.id for k in f.kept_off if not k.active and nodes & set(k.nodes))
 
     def hold_room(self, r: Reservation) -> dict[str, int]:
         """For a reservation of N cards, per node of it: the cards free or its owner's there,
@@ -248,12 +269,19 @@ class Session:
     def try_place(self, job: Job, upcoming: Sequence[ResourceRequest] = ()) -> Placement | Reason:
         """Place ``job`` on the snapshot (not applied). Failures are remembered until the
         snapshot releases capacity, so identical asks behind a refused one cost nothing.
-        ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``)."""
-        mask, reason = self.mask(job)
+        ``upcoming``: the requests of the jobs queued next (for ``fgd-lookahead``). Online
+        work that fits nowhere else goes to the nodes of a reservation ahead (it is moved
+        when the window begins): a service is never left without a place that lower-priority
+        work may take."""
+        fenced = self.fence(job) if self.reservations else Fence()
+        mask, reason = self.mask(job, fenced=fenced)
         key = (job.request, job.gang_size)
         if mask is None and self.failed.refused(key):
             return Reason(Wait.NO_ROOM, str(self.failed.detail(key)))
         result = self.plugins.place(self.state, job, mask, reason, True, upcoming)
+        if isinstance(result, Unplaceable) and fenced.ahead:  # online work's last resort
+            wider, why = self.mask(job, ahead=False, fenced=fenced)
+            result = self.plugins.place(self.state, job, wider, why, True, upcoming)
         if isinstance(result, Unplaceable):
             if mask is None:
                 self.failed.add(key, result.reason)
@@ -274,27 +302,55 @@ class Session:
         after: tuple[str, ...] = (),
         note: str = "",
     ) -> None:
+        ahead = self.ahead_of(job, placement) if self.reservations else ()
+        if ahead:
+            starts = min(r.start for r in self.reservations if r.id in ahead)
+            said = (
+                f"ahead of reservation {', '.join(ahead)} of {self._owners(ahead)} (from "
+                f"{iso(starts)}) on its nodes: no other node had room; when the window begins "
+                "a copy starts elsewhere, then this one stops"
+            )
+            note = f"{note}; {said}" if note else said
         self.state.apply(placement)
         self.tree.charge(job.tenant, self.usage(placement))
         self.running[job.id] = RunningJob(job, placement, self.now, borrowed)
-        self.result.bindings.append(Binding(job.id, placement, borrowed, action, after, note))
+        self.result.bindings.append(
+            Binding(job.id, placement, borrowed, action, after, note, ahead)
+        )
         self.result.pending.pop(job.id, None)
 
-    def replace(self, victim: RunningJob, placement: Placement, by: Job, reason: str) -> None:
+    def _owners(self, ids: tuple[str, ...]) -> str:
+        return ", ".join(dict.fromkeys(r.tenant for r in self.reservations if r.id in ids))
+
+    def replace(
+        self,
+        victim: RunningJob,
+        placement: Placement,
+        by: str,
+        reason: str,
+        cause: Cause = Cause.DEFRAGMENT,
+        reservation: str = "",
+    ) -> None:
         """Start a copy of ``victim`` at ``placement`` (make-before-break); ``victim`` keeps
-        its room until the copy runs, so ``by`` is not bound in this cycle."""
+        its room until the copy runs, so ``by`` (a job's id, or a reservation) does not get
+        it in this cycle."""
         self.state.apply(replace(placement, job_id=f"{victim.job.id}+"))
         self.tree.charge(victim.job.tenant, self.usage(placement))
-        self.result.replacements.append(Replacement(victim.job.id, placement, by.id, reason))
+        self.result.replacements.append(
+            Replacement(victim.job.id, placement, by, reason, cause, reservation)
+        )
 
     def evict(self, victim: RunningJob, by: Job, reason: str, cause: Cause) -> None:
         self.stop(victim, by.id, reason, cause)
 
-    def stop(self, victim: RunningJob, by: str, reason: str, cause: Cause) -> None:
+    def stop(
+        self, victim: RunningJob, by: str, reason: str, cause: Cause, reservation: str = ""
+    ) -> None:
         """Stop ``victim`` for ``by`` (a job's id, or what else stops it: a reservation)."""
         self.state.release(victim.job.id)
         self.tree.charge(victim.job.tenant, self.usage(victim.placement), -1)
         del self.running[victim.job.id]
+        grace, action = self.config.grace_s, victim.job.on_preempt
         self.result.preemptions.append(
-            Preemption(victim.job.id, by, reason, self.config.grace_s, victim.job.on_preempt, cause)
+            Preemption(victim.job.id, by, reason, grace, action, cause, reservation)
         )

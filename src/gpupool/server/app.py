@@ -36,6 +36,7 @@ from gpupool.server.routes import (
     allocations,
     billing,
     dashboard,
+    guarantees,
     invoices,
     job_control,
     jobs,
@@ -95,7 +96,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     errors.install(app)
     routes: tuple[ModuleType, ...] = (jobs, job_control, billing, invoices, plans, reports)
     routes += (nodes, agents, allocations)
-    routes += (agent_channel, tenants, limits, services, kubernetes)
+    routes += (agent_channel, tenants, guarantees, limits, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
     for module in routes:
         app.include_router(module.router)

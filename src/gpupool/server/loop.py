@@ -352,12 +352,17 @@ class SchedulerLoop:
         return max(0, self.settings.defrag_moves_per_hour - len(self._moves))
 
     def audit_moves(self, s: Session, result: CycleResult, now: float) -> None:
-        """Every defragmentation move in the audit log, and counted against the hour."""
+        """Every defragmentation move in the audit log, and counted against the hour; the
+        copies a reservation that began makes, audited (not counted)."""
         for r in result.replacements:
-            self._moves.append(now)
+            moved = "DEFRAGMENT"
+            if r.cause is Cause.RESERVATION:  # not a defragmentation move: not counted
+                moved = "RESERVATION"
+            else:
+                self._moves.append(now)
             where = "+".join(dict.fromkeys(r.placement.node_names))
             s.add(
-                AuditRow(time=now, actor="scheduler", role="", action="DEFRAGMENT copy",
+                AuditRow(time=now, actor="scheduler", role="", action=f"{moved} copy",
                          target=f"job {r.job_id} -> a copy on {where} (make-before-break)",
                          result=200, client="", detail=r.reason[:2000])
             )  # fmt: skip

@@ -1,20 +1,35 @@
-"""Make-before-break moves of inference replicas (defragmentation). The cycle asks for a copy
-of a running replica at a new place; the commit creates it — a new job with the replica's
-tenant, user, request and command, admitted there, naming the replica in ``replaces`` — and
-once the copy runs, the loop ends the replica (``cancelled``, with a reason naming its copy),
-so the room it held goes to the job defragmentation serves. A copy that fails to start
-leaves the replica running: nothing is broken before its replacement runs."""
+"""Make-before-break moves of online work: defragmentation, and a reservation whose window
+began (``scheduler/actions/reserve.py``). The cycle asks for a copy of a running job at a
+new place; the commit creates it — a new job with the job's tenant, user, request and
+command, admitted there, naming the job in ``replaces`` (a service's replica: a replica row
+of its service too, so its agent looks at it and the reconciler tracks its health) — and
+once the copy runs, the loop ends the job (``cancelled``, with a reason naming its copy), so
+the room it held goes to the job defragmentation serves or to the reservation's owner. A
+service's replica is ended only once its copy is *ready*: its clients have a ready replica
+all along. A copy that fails to start leaves the job running: nothing is broken before its
+replacement runs."""
 
 from collections.abc import Collection
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
+from gpupool.scheduler.reasons import Cause
 from gpupool.scheduler.session import Binding, Replacement
-from gpupool.server.db.tables import AllocationRow, AuditRow, JobEventRow, JobRow
+from gpupool.server.db.tables import (
+    AllocationRow,
+    AuditRow,
+    JobEventRow,
+    JobRow,
+    ServiceReplicaRow,
+)
 from gpupool.server.lifecycle import HOLDING, active_allocation, finish
 
 ACTOR = "scheduler"
+# the copy's allocation action (kept with it), and what each move is called
+ACTION = {Cause.DEFRAGMENT: "defragment", Cause.RESERVATION: "reserve"}
+WHY = {"defragment": "defragmentation", "reserve": "reservation"}
+AUDITED = {"defragment": "DEFRAGMENT", "reserve": "RESERVATION"}
 COPIED = (
     "tenant", "name", "request", "kind", "priority_class", "priority", "gang_size",
     "max_runtime_s", "on_preempt", "on_lost", "command", "image", "env", "submitted_by",
@@ -62,41 +77,50 @@ def create_copies(
         )
         session.add(copy)
         session.flush()
-        why = f"copy of job {old.id} (defragmentation, make-before-break)"
+        action = ACTION.get(r.cause, "defragment")
+        why = f"copy of job {old.id} ({WHY[action]}, make-before-break)"
         session.add(JobEventRow(job_id=copy.id, time=now, to_state="pending", reason=why,
                                 actor=ACTOR))  # fmt: skip
+        replica = session.get(ServiceReplicaRow, old.id)
+        if replica is not None:  # a replica of its service from the start, not yet counted
+            session.add(ServiceReplicaRow(job_id=copy.id, service_id=replica.service_id,
+                                          port=None, ready=False, failures=0))  # fmt: skip
         old.reason = r.reason[:2000]
         note = f"copy of job {old.id}; {r.reason}"
-        out.append((copy, Binding(str(copy.id), r.placement, False, "defragment", (), note)))
+        out.append((copy, Binding(str(copy.id), r.placement, False, action, (), note)))
     return out
 
 
 def end_replaced(session: Session, now: float, copies: Collection[int]) -> list[int]:
-    """End every replica whose copy (one of ``copies``, as for ``replacing``) runs now;
-    returns their ids."""
+    """End every job whose copy (one of ``copies``, as for ``replacing``) runs now — a
+    service's replica once its copy is ready; returns their ids."""
     if not copies:
         return []
     old = aliased(JobRow)
     rows = session.execute(
-        select(JobRow.id, JobRow.replaces)
+        select(JobRow.id, JobRow.replaces, ServiceReplicaRow.ready)
         .join(old, old.id == JobRow.replaces)
+        .outerjoin(ServiceReplicaRow, ServiceReplicaRow.job_id == JobRow.id)
         .where(JobRow.id.in_(copies), JobRow.state == "running", old.state.in_(HOLDING))
     ).all()
     ended: list[int] = []
-    for copy_id, old_id in rows:
+    for copy_id, old_id, ready in rows:
+        if ready is False:  # a service's replica: its clients need the copy ready first
+            continue
         replica = session.get(JobRow, old_id, with_for_update=True)
         if replica is None or replica.state not in HOLDING:
             continue
         alloc = session.execute(
-            select(AllocationRow.placement).where(
+            select(AllocationRow.placement, AllocationRow.action).where(
                 AllocationRow.job_id == copy_id, AllocationRow.state == "active"
             )
-        ).scalar_one_or_none()
-        where = "+".join(dict.fromkeys(n["node"] for n in alloc["nodes"])) if alloc else "?"
-        reason = f"replaced by job {copy_id} on {where} (defragmentation, make-before-break)"
+        ).first()
+        where = "+".join(dict.fromkeys(n["node"] for n in alloc[0]["nodes"])) if alloc else "?"
+        action = alloc[1] if alloc is not None and alloc[1] in WHY else "defragment"
+        reason = f"replaced by job {copy_id} on {where} ({WHY[action]}, make-before-break)"
         finish(session, replica, "cancelled", now, reason, ACTOR)
         session.add(
-            AuditRow(time=now, actor=ACTOR, role="", action="DEFRAGMENT replace",
+            AuditRow(time=now, actor=ACTOR, role="", action=f"{AUDITED[action]} replace",
                      target=f"job {old_id} -> job {copy_id} on {where}"[:500], result=200,
                      client="", detail="")
         )  # fmt: skip

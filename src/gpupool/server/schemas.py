@@ -529,42 +529,6 @@ class JobStatusIn(Strict):
 
 
 # -- reservations, usage, audit ---------------------------------------------------------------
-class ReservationIn(Strict):
-    tenant: Name
-    # the nodes held whole; with cards, the nodes the cards are held on (default: the fewest
-    # nodes of model that have them)
-    nodes: list[NodeName] | None = Field(None, min_length=1, max_length=10000)
-    cards: int | None = Field(None, ge=1, le=1_000_000)  # hold N cards, not whole nodes
-    model: str | None = Field(None, min_length=1, max_length=100)  # the cards' model
-    start: float = Field(ge=0, le=1e11)  # epoch seconds
-    end: float = Field(ge=0, le=1e11)
-
-    @model_validator(mode="after")
-    def _what(self) -> "ReservationIn":
-        if self.nodes is None and self.cards is None:
-            raise ValueError("give nodes (whole nodes), or cards and model (N cards of a model)")
-        if self.nodes is None and self.model is None:
-            raise ValueError("cards without nodes needs model: which cards to hold")
-        if self.model is not None and self.cards is None:
-            raise ValueError("model goes with cards")
-        return self
-
-
-class ReservationOut(BaseModel):
-    id: int
-    tenant: str
-    nodes: list[str]
-    cards: int | None = None  # N of its nodes' cards held (None: the whole nodes)
-    start: float
-    end: float
-    start_iso: str
-    end_iso: str
-    created_by: str
-    # on creation: the running jobs it will stop when its window begins (others' work on its
-    # nodes that will not have ended by then)
-    displaces: list[int] = Field(default_factory=list)
-
-
 class UsageOut(BaseModel):
     id: int
     tenant: str

@@ -124,13 +124,24 @@ def test_a_blocked_job_names_the_reservation_with_iso_times(sqlite_server):
         ),
         201,
     )
-    # online work that would run past the reservation's start is kept off its nodes (work
-    # that may be preempted runs there until the window begins)
+    # online work that would run past the reservation's start goes to its nodes only when
+    # no other node has room (issue 59; kept off before), saying so
     job = submit(admin, "gpu=1", "b", max_runtime_s=7200, priority_class="online-inference")
     srv.cycle()
-    reason = ok(admin.get(f"/api/v1/jobs/{job['id']}"))["reason"]
-    assert "n0 reserved by r-1 of a from 20" in reason, reason
-    assert "Z (online work would run past its start)" in reason and "t=1." not in reason
+    got = ok(admin.get(f"/api/v1/jobs/{job['id']}"))
+    assert got["state"] == "admitted", got
+    assert "ahead of reservation r-1 of a (from 20" in got["reason"], got["reason"]
+    assert "Z) on its nodes: no other node had room" in got["reason"]
+    assert "t=1." not in got["reason"]
+    # a reservation whose window is on keeps others' work off
+    now = time.time()
+    window = {"tenant": "a", "nodes": ["n0"], "start": now, "end": now + 60}
+    ok(admin.post("/api/v1/reservations", json=window), 201)
+    later = submit(admin, "gpu=1", "b", priority_class="online-inference")
+    srv.cycle()
+    reason = ok(admin.get(f"/api/v1/jobs/{later['id']}"))["reason"]
+    assert "n0 reserved by r-2 of a until 20" in reason, reason
+    assert reason.endswith("Z") and "t=1." not in reason
 
 
 def test_metrics_need_a_metrics_or_admin_token(sqlite_server):

@@ -74,6 +74,7 @@ KIND: dict[str, str] = {
     "POST /api/v1/kubernetes/pods": "admin",
     "GET /api/v1/kubernetes/policy": "list",
     "POST /api/v1/nodes": "admin",
+    "GET /api/v1/overbooking": "list",
     "GET /api/v1/nodes": "list",
     "GET /api/v1/nodes/{name}": "list",
     "PATCH /api/v1/nodes/{name}": "admin",

@@ -140,7 +140,7 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                     f"replaced by defragmentation: a copy starts on {m.targets()} and this one "
                     f"stops once it runs, so that {job.id} gets {plan.room()} on {plan.node}"
                 )
-                cy.replace(victim, m.target, job, why)
+                cy.replace(victim, m.target, job.id, why)
                 continue
             why = (
                 f"moved by defragmentation: restarts on {m.targets()} so that {job.id} gets "

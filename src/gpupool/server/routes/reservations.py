@@ -2,7 +2,7 @@
 
 import time
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -19,8 +19,9 @@ from gpupool.server.db.tables import (
 )
 from gpupool.server.deps import Caller, Ctx, Id, human, require
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.schemas import ReservationIn, ReservationOut
-from gpupool.server.snapshot import tenant_tree
+from gpupool.server.reservation_preview import Preview, outage, status
+from gpupool.server.reservation_schemas import ReservationIn, ReservationOut
+from gpupool.server.snapshot import reservations, tenant_tree
 
 router = APIRouter(prefix="/api/v1", tags=["reservations"])
 ADMIN = (Role.ADMIN,)
@@ -93,12 +94,26 @@ def _pick_nodes(s: Session, body: ReservationIn, taken: set[str]) -> list[str]:
 
 
 @router.post("/reservations", status_code=201, response_model=ReservationOut)
-def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> ReservationOut:
+def create_reservation(
+    body: ReservationIn, ctx: Ctx, who: Caller, response: Response
+) -> ReservationOut:
     """Lock nodes — or N cards of a model (``cards``, ``model``; on ``nodes`` when given, else
     on the fewest nodes of that model) — for a tenant over [start, end) (epoch seconds;
     admins). The window may not lie in the past, last over 366 days, or overlap another
-    tenant's reservation of a node."""
+    tenant's reservation of a node. The answer says what it does when it begins (``plan``:
+    the jobs it stops, the online work it moves — a copy elsewhere first — and where). One
+    that would leave online work (a service) without a place, at its start or when another
+    reservation begins during its window, is refused naming it (409) unless
+    ``allow_outage``; ``dry_run`` creates nothing and answers 200 with the plan."""
     require(who, ADMIN, "reserving nodes")
+    try:
+        return _create(body, ctx, who)
+    except _DryRun as dry:
+        response.status_code = 200
+        return dry.out
+
+
+def _create(body: ReservationIn, ctx: Ctx, who: Caller) -> ReservationOut:
     now = time.time()
     _check_window(body, now)
     with ctx.db.write() as s:
@@ -134,10 +149,30 @@ def create_reservation(body: ReservationIn, ctx: Ctx, who: Caller) -> Reservatio
         )
         s.add(row)
         s.flush()
+        new = Reservation(f"r-{row.id}", row.tenant, tuple(row.nodes), row.start, row.end,
+                          row.cards)  # fmt: skip
+        existing = reservations(s)
+        preview = Preview.read(s, ctx.settings)
         out = reservation_out(row)
         out.displaces = _displaced(s, row)
+        out.plan = preview.out(preview.plan(new, existing, now), new, lambda _: True)
+        out.status = status(new, out.plan, now)
+        refused = outage(out.plan, existing, new)
+        if body.dry_run:  # the transaction is rolled back: nothing is created
+            out.id, out.dry_run = None, True
+            raise _DryRun(out)
+        if refused and not body.allow_outage:
+            raise ApiError(409, f"nodes: {refused}", "nodes")
     ctx.loop.wake()
     return out
+
+
+class _DryRun(Exception):
+    """Leaves a dry run's transaction, rolled back, with its answer."""
+
+    def __init__(self, out: ReservationOut):
+        super().__init__("dry run")
+        self.out = out
 
 
 def _displaced(s: Session, row: ReservationRow) -> list[int]:
@@ -166,12 +201,26 @@ def _displaced(s: Session, row: ReservationRow) -> list[int]:
 @router.get("/reservations", response_model=list[ReservationOut])
 def list_reservations(ctx: Ctx, who: Caller) -> list[ReservationOut]:
     """Current and future reservations, every tenant's: a reservation blocks every other
-    tenant's jobs on its nodes, so each may see who holds which nodes when."""
+    tenant's jobs on its nodes, so each may see who holds which nodes when. One not yet
+    begun says what it will do then (``plan``: the jobs it stops and the online work it
+    moves, those of tenants the caller may not see counted in ``hidden``) and what it keeps
+    off its nodes meanwhile (``status``)."""
     human(who)
-    q = select(ReservationRow).where(ReservationRow.end > time.time())
+    now = time.time()
+    q = select(ReservationRow).where(ReservationRow.end > now)
     with ctx.db.read() as s:
-        rows = s.execute(q.order_by(ReservationRow.start, ReservationRow.id)).scalars()
-        return [reservation_out(r) for r in rows]
+        rows = list(s.execute(q.order_by(ReservationRow.start, ReservationRow.id)).scalars())
+        every = reservations(s)
+        preview = Preview.read(s, ctx.settings) if any(r.start > now for r in rows) else None
+        out = []
+        for row in rows:
+            item = reservation_out(row)
+            held = next(r for r in every if r.id == f"r-{row.id}")
+            if preview is not None and row.start > now:  # what it will do when it begins
+                item.plan = preview.out(preview.plan(held, every, now), held, who.sees)
+            item.status = status(held, item.plan, now)
+            out.append(item)
+        return out
 
 
 @router.delete("/reservations/{res_id}", status_code=204)

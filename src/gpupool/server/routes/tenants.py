@@ -3,25 +3,25 @@
 import time
 
 from fastapi import APIRouter, Request
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpupool.scheduler.cycle import MIG_PERCENT
 from gpupool.scheduler.placement_json import placement_from_json
-from gpupool.scheduler.tenants import CARD, usage_of
-from gpupool.server.auth import Role
+from gpupool.scheduler.tenants import usage_of
+from gpupool.server.auth import Principal, Role
 from gpupool.server.codec import check_resource, quota_from_engine, quota_to_engine
 from gpupool.server.db.tables import (
     AllocationRow,
     DeviceRow,
     JobRow,
-    NodeRow,
     QuotaRow,
     TenantRow,
 )
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human, may_administer
 from gpupool.server.errors import ApiError, forbidden, not_found
-from gpupool.server.overbooking import overbooked
+from gpupool.server.overbooking import counted_in, overbooked
+from gpupool.server.routes.guarantees import Level
 from gpupool.server.routes.views import page
 from gpupool.server.schemas import Page, QuotaIn, QuotaOut, TenantIn, TenantOut
 
@@ -161,8 +161,8 @@ def set_quota(name: str, resource: str, body: QuotaIn, ctx: Ctx, who: Caller) ->
             for k, v in values.items():
                 setattr(row, k, v)
         s.flush()
-        warnings = _overbooked(s, name, canonical)
-        if warnings and ctx.settings.quota_overbooking == "refuse":
+        warnings, refused = _overbooked(s, who, name, canonical)
+        if refused and ctx.settings.quota_overbooking == "refuse":
             raise ApiError(409, "; ".join(warnings) + " (quota_overbooking = refuse)", "nominal")
         out = tenant_out(s, t, with_usage=True)
         out.warnings = warnings
@@ -171,28 +171,15 @@ def set_quota(name: str, resource: str, body: QuotaIn, ctx: Ctx, who: Caller) ->
     return out
 
 
-def _overbooked(s: Session, tenant: str, resource: str) -> list[str]:
-    parents: dict[str, str | None] = {
-        name: parent for name, parent in s.execute(select(TenantRow.name, TenantRow.parent))
-    }
-    guarantees = select(QuotaRow.tenant, QuotaRow.nominal).where(QuotaRow.resource == resource)
-    nominal: dict[str, int] = {name: value for name, value in s.execute(guarantees)}
-    if resource == "cpu":
-        capacity = s.execute(select(func.coalesce(func.sum(NodeRow.cpu_millis), 0))).scalar_one()
-    elif resource == "gpu_mem":
-        capacity = s.execute(select(func.coalesce(func.sum(DeviceRow.memory_mib), 0))).scalar_one()
-    else:
-        cards = select(func.count()).select_from(DeviceRow)
-        if resource.startswith("gpu:"):
-            cards = cards.where(DeviceRow.model == resource.removeprefix("gpu:"))
-        capacity = s.execute(cards).scalar_one() * CARD
-
-    def shown(value: int) -> str:
-        amount = quota_from_engine(resource, value) or 0.0
-        unit = {"cpu": " cores", "gpu_mem": " MiB"}.get(resource, " cards")
-        return f"{amount:g}{unit}"
-
-    return overbooked(tenant, resource, parents, nominal, int(capacity), shown)
+def _overbooked(s: Session, who: Principal, tenant: str, resource: str) -> tuple[list[str], bool]:
+    """What the guarantees overbook at every level from the pool down to ``tenant``'s (in
+    words the caller may read), and whether a level ``tenant``'s guarantee takes part in is
+    overbooked (what ``quota_overbooking = "refuse"`` refuses)."""
+    level = Level(s, resource)
+    words = overbooked(tenant, resource, level.parents, level.nominal, level.capacity,
+                       level.shown, who.sees)  # fmt: skip
+    mine = counted_in(tenant, level.parents, level.nominal)
+    return words, any(o.over in mine for o in level.found())
 
 
 @router.delete("/tenants/{name}/quotas/{resource}", response_model=TenantOut)
@@ -210,6 +197,8 @@ def delete_quota(name: str, resource: str, ctx: Ctx, who: Caller) -> TenantOut:
         s.delete(row)
         s.flush()
         out = tenant_out(s, t, with_usage=True)
+        # without its guarantee, its children's pass up: say what that overbooks
+        out.warnings = _overbooked(s, who, name, canonical)[0]
     ctx.capacity.invalidate()  # ceilings changed
     ctx.loop.wake()
     return out

@@ -65,14 +65,15 @@ class Plan:
 
 
 def adopt_copy(s: Session, row: ServiceReplicaRow, r: Replica) -> Replica | None:
-    """A replica that defragmentation moved ended once its copy (make-before-break, the
-    same command, environment and port on another node) ran: the copy becomes the replica."""
+    """A replica that was moved ended once its copy (make-before-break, the same command
+    and environment on another node) ran: the copy becomes the replica. A copy made with
+    its replica row (``server.replacements``) is one already: nothing to adopt."""
     found = s.execute(
         select(JobRow.id, JobRow.state, JobRow.started_at).where(
             JobRow.replaces == r.job_id, JobRow.state.not_in(TERMINAL)
         )
     ).first()
-    if found is None:
+    if found is None or s.get(ServiceReplicaRow, found.id) is not None:
         return None
     s.flush()  # the old row goes before its port is taken again
     s.add(ServiceReplicaRow(job_id=found.id, service_id=row.service_id, port=None,
@@ -183,7 +184,11 @@ class ServiceReconciler:
         row = s.get(ServiceRow, svc.id)
         if row is None:  # deleted meanwhile
             return
-        live = self._health(s, row, mine, readings, now)
+        checked = self._health(s, row, mine, readings, now)
+        # copies taking over from a replica still there (make-before-break) are not counted
+        # yet: the replica they replace is, until it ends
+        there = {r.job_id for r in checked}
+        live = [r for r in checked if r.replaces not in there]
         plan = self._plan(s, row, live, readings, now)
         self._scale(s, row, live, readings, plan.desired, now)
         row.desired = plan.desired

@@ -95,6 +95,7 @@ class Replica:
     read: Reading | None = None  # its agent's last look at it (services.readings)
     legacy: bool = False  # its node's agent does not look at replicas: the server probes
     wait_code: str = ""  # its job's (``waking``: why its card is not taken back yet)
+    replaces: int | None = None  # a copy (make-before-break): the replica it takes over from
 
     @property
     def endpoint(self) -> str | None:
@@ -106,7 +107,14 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
     if not service_ids:
         return []
     rows = s.execute(
-        select(ServiceReplicaRow, JobRow.state, JobRow.started_at, JobRow.reason, JobRow.wait_code)
+        select(
+            ServiceReplicaRow,
+            JobRow.state,
+            JobRow.started_at,
+            JobRow.reason,
+            JobRow.wait_code,
+            JobRow.replaces,
+        )
         .join(JobRow, JobRow.id == ServiceReplicaRow.job_id)
         .where(ServiceReplicaRow.service_id.in_(service_ids))
     ).all()
@@ -124,7 +132,7 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
         ).all()
     ) if nodes else {}  # fmt: skip
     out = []
-    for r, state, started, reason, wait_code in rows:
+    for r, state, started, reason, wait_code, replaces in rows:
         node = nodes.get(r.job_id)
         known = (labels.get(node) or {}) if node else {}
         host = known.get(ADDRESS_LABEL, node) if node else None
@@ -134,7 +142,8 @@ def read_replicas(s: Session, service_ids: list[int]) -> list[Replica]:
                     r.parked, r.park_at, r.wake_at, r.woke_in_s,
                     [d["device"] for d in r.card] if r.parked and r.card else None,
                     r.checked_at, reading_of(r.reading, r.read_at),
-                    node is not None and REPLICA_CONTROL_LABEL not in known, wait_code or "")
+                    node is not None and REPLICA_CONTROL_LABEL not in known, wait_code or "",
+                    replaces)
         )  # fmt: skip
     return out
 

@@ -1,5 +1,6 @@
 /* Admin: users and tokens (create, disable, new token shown once, revoke), tenants, pools,
-   reservations, alerts and the audit log with filters. Tenant-admins see their users. */
+   reservations (with what each will stop or move when it begins), alerts and the audit log
+   with filters. Tenant-admins see their users. */
 'use strict';
 (() => {
   const { t, fmt, api, el, panel, table, badge, stateBadge, mount, can } = GP;
@@ -108,6 +109,19 @@
     ], list, 'state.no_proposals');
   }
 
+  /* What a reservation does when it begins: the replicas it moves (a copy first) and where,
+     the jobs it stops, the services it leaves without a place. */
+  function reservationPlan(r) {
+    if (!r.plan) return el('span', { text: t('admin.res_on') });
+    const job = (j) => t('admin.res_job', { id: j.job_id }) + (j.service ? ` (${j.service})` : '');
+    const lines = [];
+    if (r.plan.moves.length) lines.push(el('div', { 'data-plan': 'moves', text: t('admin.res_moves', { jobs: r.plan.moves.map((m) => `${job(m)} → ${m.to.join(', ')}`).join('; ') }) }));
+    if (r.plan.stops.length) lines.push(el('div', { 'data-plan': 'stops', text: t('admin.res_stops', { jobs: r.plan.stops.map(job).join(', ') }) }));
+    if (r.plan.stranded.length) lines.push(el('div', { class: 'error', 'data-plan': 'stranded', text: t('admin.res_strands', { jobs: r.plan.stranded.map(job).join(', ') }) }));
+    if (r.plan.hidden) lines.push(el('div', { text: t('admin.res_hidden', { n: r.plan.hidden }) }));
+    return lines.length ? el('div', {}, lines) : el('span', { text: t('admin.res_nothing') });
+  }
+
   async function load() {
     const admin = can('admin');
     const [us, tk, tn] = await Promise.all([api('/api/v1/users'), api('/api/v1/tokens'), api('/api/v1/tenants?limit=1000')]);
@@ -144,8 +158,10 @@
       { key: 'policy', label: 'col.policy' }, { key: 'description', label: 'col.description' }], pools, 'state.empty'));
     boxes.reservations.replaceChildren(table([{ key: 'id', label: 'col.id' }, { key: 'tenant', label: 'col.tenant' },
       { key: 'nodes', label: 'col.nodes', render: (r) => r.nodes.join(', ') },
-      { key: 'start', label: 'col.start', render: (r) => fmt.date(r.start) }, { key: 'end', label: 'col.end', render: (r) => fmt.date(r.end) }],
-    res.slice().sort((a, b) => a.start - b.start), 'admin.no_reservations'));
+      { key: 'start', label: 'col.start', render: (r) => fmt.date(r.start) }, { key: 'end', label: 'col.end', render: (r) => fmt.date(r.end) },
+      { key: 'plan', label: 'col.when_begins', cls: 'reason', render: reservationPlan }],
+    res.slice().sort((a, b) => a.start - b.start), 'admin.no_reservations'),
+    res.length ? el('p', { class: 'state', text: t('admin.res_ahead_note') }) : null);
     boxes.alerts.replaceChildren(table([{ key: 'state', label: 'col.state', render: (a) => stateBadge(a.state) },
       { key: 'kind', label: 'col.kind', render: (a) => t('alert.' + a.kind) }, { key: 'tenant', label: 'col.tenant' },
       { key: 'subject', label: 'col.subject' }, { key: 'message', label: 'col.message', cls: 'reason' },

@@ -1,9 +1,10 @@
-/* Teams: the quota tree (guaranteed, borrowing and lending limits, used, borrowed) and usage
-   and cost per team. */
+/* Teams: the quota tree (guaranteed, borrowing and lending limits, used, borrowed), every
+   level where guarantees exceed a parent's guarantee or the pool, and usage and cost per
+   team. */
 'use strict';
 (() => {
   const { t, fmt, api, el, panel, table, mount, can } = GP;
-  let built = false, treeBox, usageBox, costBox;
+  let built = false, treeBox, overBox, usageBox, costBox;
 
   function order(tenants) {
     const kids = {};
@@ -36,6 +37,27 @@
     ], order(tenants), 'state.no_tenants');
   }
 
+  /* A level whose guarantees exceed what is above them, in the page's language. */
+  function amount(resource, n) {
+    const key = resource === 'cpu' ? 'teams.n_cores' : resource === 'gpu_mem' ? 'teams.n_mib' : 'teams.n_cards';
+    return t(key, { n: fmt.num(n, Number.isInteger(n) ? 0 : 1) });
+  }
+
+  function overbooked(items) {
+    if (!items.length) return null;
+    const line = (o) => {
+      const parts = o.members.map((m) => `${m.tenant} ${amount(o.resource, m.guarantee)}`);
+      if (o.others > 0) parts.push(`${t('teams.others')} ${amount(o.resource, o.others)}`);
+      const vars = { resource: o.resource, members: parts.join(' + '), total: amount(o.resource, o.total),
+        limit: amount(o.resource, o.limit), over: o.over };
+      return el('li', { 'data-over': o.over || '', text: t(o.over === null ? 'teams.over_pool' : 'teams.over_tenant', vars) });
+    };
+    return el('div', { class: 'overbooked', role: 'alert' },
+      el('h3', { class: 'warn', text: t('teams.overbooked') }),
+      el('ul', {}, items.map(line)),
+      el('p', { class: 'sub', text: t('teams.overbooked_note') }));
+  }
+
   async function usage() {
     const since = Math.floor(Date.now() / 1000) - 7 * 86400;
     const sum = await api('/api/v1/usage/summary?since=' + since);
@@ -57,12 +79,14 @@
   async function load() {
     const tenants = (await api('/api/v1/tenants?limit=1000')).items;
     if (!built) {
-      treeBox = el('div'); usageBox = el('div'); costBox = el('div');
-      const parts = [panel('teams.tree', treeBox), el('div', { class: 'grid' }, panel('teams.usage', usageBox),
+      treeBox = el('div'); overBox = el('div', { id: 'gp-overbooked' }); usageBox = el('div'); costBox = el('div');
+      const parts = [panel('teams.tree', overBox, treeBox), el('div', { class: 'grid' }, panel('teams.usage', usageBox),
         can('admin', 'finance', 'tenant-admin') ? panel('teams.cost', costBox) : null)];
       mount(...parts);
       built = true;
     }
+    const over = (await api('/api/v1/overbooking')).items;
+    overBox.replaceChildren(...[overbooked(over)].filter(Boolean));
     treeBox.replaceChildren(tree(tenants));
     usageBox.replaceChildren(await usage());
     if (can('admin', 'finance', 'tenant-admin')) costBox.replaceChildren(await costs(tenants));
