@@ -49,10 +49,14 @@ def _private(path: Path) -> None:
 
 
 def serve(
-    settings: "Settings", workers: int = 1, on_exit: Callable[[], None] | None = None
+    settings: "Settings",
+    workers: int = 1,
+    on_exit: Callable[[], None] | None = None,
+    tls: TlsFiles | None = None,
 ) -> None:
     """Run uvicorn with the app until Ctrl-C or SIGTERM (clean shutdown either way);
-    ``on_exit`` runs as soon as the stop signal arrives, before the server stops."""
+    ``on_exit`` runs as soon as the stop signal arrives, before the server stops; ``tls``:
+    the HTTPS files already checked (else read from the settings here)."""
     import uvicorn
 
     from gpupool.server import scheduler_process
@@ -62,8 +66,9 @@ def serve(
     from gpupool.server.process import STARTER_PID
 
     configure(settings.log_level, settings.log_json)
-    with user_errors():
-        tls = tls_options(settings)
+    if tls is None:
+        with user_errors():
+            tls = tls_options(settings)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops like Ctrl-C
     if os.environ.get(STARTER_PID):  # started by a program for itself: gone with it
         exit_with_parent(variable=STARTER_PID)

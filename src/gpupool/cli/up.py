@@ -1,14 +1,29 @@
 """``gpupool up``: the quick start — a server and embedded agents for the seed's example
 cluster in one command, on SQLite under a data folder of its own."""
 
+import contextlib
 import os
+import shutil
+import socket
+import ssl
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import httpx
 import typer
 
 from gpupool.cli.errors import user_errors
 from gpupool.cli.server import _private, _settings, serve
+from gpupool.cli.server_tls import TlsFiles, tls_options
+from gpupool.client.tls import trust
+from gpupool.model import SpecError
+
+if TYPE_CHECKING:
+    from gpupool.agent.embedded import EmbeddedAgents
+    from gpupool.server.settings import Settings
 
 
 def up(
@@ -41,31 +56,150 @@ def up(
         "scheduler has a process of its own too); 0: none up to 100 nodes (everything in one "
         "process starts fastest), else one per CPU core",
     ),
+    tls_cert: Path = typer.Option(
+        None, help="HTTPS: the server's certificate (PEM, with its chain) [default: HTTP]"
+    ),
+    tls_key: Path = typer.Option(None, help="HTTPS: the certificate's private key (PEM)"),
+    allow_plain_http: bool = typer.Option(
+        None,
+        "--allow-plain-http",
+        help="Serve plain HTTP beyond loopback (--host 0.0.0.0; behind a TLS proxy, or a "
+        "network you trust with the tokens); refused otherwise",
+    ),
 ) -> None:
     """Start gpupool on SQLite with the seed's example cluster: embedded agents for 10
     simulated servers x 4 A100-80G, teams algorithm 20, inference 10, devtest 10 cards. Prints
-    the API URL, an admin token (also in DATA_DIR/admin-token) and how workloads are isolated.
-    Runs until Ctrl-C or SIGTERM; workloads are real processes, stopped on the way out."""
-    import socket
-
-    from gpupool.agent.embedded import EmbeddedAgents, heartbeat_timeout
-    from gpupool.agent.workloads import IsolationConfig
-    from gpupool.client.demo import submit_demo
+    the URL, an admin token (also in DATA_DIR/admin-token) and how workloads are isolated.
+    Beyond loopback it serves HTTPS (--tls-cert/--tls-key, gpupool cert create) or, with
+    --allow-plain-http, plain HTTP. Runs until Ctrl-C or SIGTERM; workloads are real
+    processes, stopped on the way out. A start it refuses leaves nothing behind."""
+    from gpupool.agent.embedded import heartbeat_timeout
     from gpupool.devices.simulated import check
-    from gpupool.server.bootstrap import saved_token, seed_example
-    from gpupool.server.db.engine import Database
     from gpupool.server.instance_lock import InstanceLock, port_free
 
-    with user_errors():
-        settings = _settings(data_dir, None, config, host=host, port=port)
+    with user_errors():  # everything that can refuse, before anything is made
+        settings = _settings(
+            data_dir, None, config, host=host, port=port, tls_cert_file=tls_cert,
+            tls_key_file=tls_key, allow_plain_http=allow_plain_http,
+        )  # fmt: skip
         if devices != "auto":
             check(devices)
-    _private(settings.data_dir)
-    url = f"http://{settings.host}:{settings.port}"
-    lock = InstanceLock(settings.data_dir)  # held until this process ends
-    with user_errors():  # before anything else: a second `up` on this folder or port stops here
-        lock.acquire(url)
+        tls = up_tls(settings)
         port_free(settings.host, settings.port)
+    where = Where.of(settings, tls)
+    names = (
+        {socket.gethostname(): "auto"}
+        if devices == "auto"
+        else {f"node-{i:02d}": devices for i in range(1, nodes + 1)}
+    )
+    timeout_s = heartbeat_timeout(len(names), settings.heartbeat_timeout_s)
+    settings = settings.model_copy(update={"heartbeat_timeout_s": timeout_s})
+    lock = InstanceLock(settings.data_dir)  # held until this process ends
+    made = Made(settings.data_dir)
+    with user_errors():  # a second `up` on this folder stops here
+        _private(settings.data_dir)
+        try:
+            lock.acquire(where.url)
+        except BaseException:
+            made.owned = False  # the folder is the running instance's: leave it be
+            raise
+    try:
+        with user_errors():
+            token, agents = _prepare(settings, where, names, isolation, work_dir)
+    except BaseException:
+        lock.release()
+        made.undo()
+        raise
+    try:
+        _run(settings, where, token, agents, devices, demo, workers, tls)
+    finally:
+        lock.release()
+
+
+def up_tls(settings: "Settings") -> TlsFiles:
+    """``tls_options`` for ``up``: its embedded agents present no client certificate, so
+    mutual TLS is for ``gpupool server`` with agents of their own."""
+    if settings.tls_client_ca_file is not None:
+        raise SpecError(
+            "tls_client_ca_file: gpupool up's embedded agents present no client certificate; "
+            "mutual TLS is for gpupool server with agents of their own (docs/operations.md)",
+            field="tls_client_ca_file",
+        )
+    return tls_options(settings)
+
+
+@dataclass(frozen=True)
+class Where:
+    """How people and the embedded agents reach this instance."""
+
+    url: str  # what is printed: https:// with a certificate, the host's name for 0.0.0.0
+    local: str  # what the agents, the demo and the ready check call: loopback
+    verify: ssl.SSLContext | bool  # for ``local``
+    ca: str | None  # the file a person's CLI trusts (the certificate's own chain)
+
+    @classmethod
+    def of(cls, settings: "Settings", tls: TlsFiles) -> "Where":
+        scheme = "https" if tls.cert else "http"
+        wildcard = settings.host in ("0.0.0.0", "::")
+        shown = socket.gethostname() if wildcard else settings.host
+        connect = "127.0.0.1" if wildcard else settings.host
+        if ":" in shown:
+            shown = f"[{shown}]"
+        if ":" in connect:
+            connect = f"[{connect}]"
+        return cls(
+            f"{scheme}://{shown}:{settings.port}",
+            f"{scheme}://{connect}:{settings.port}",
+            pinned(tls.cert) if tls.cert else True,
+            tls.cert,
+        )
+
+
+def pinned(chain_file: str) -> ssl.SSLContext:
+    """What the embedded agents trust: exactly the certificates in the server's own chain
+    file, whatever names they carry — they call this process's listener on loopback, which a
+    certificate made for the host's public names does not name."""
+    context = trust(chain_file)
+    assert isinstance(context, ssl.SSLContext)  # a file was given
+    context.check_hostname = False  # the chain file's certificates alone are trusted
+    return context
+
+
+class Made:
+    """What a start made in the data folder, removed again when the start is refused."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.before = set(os.listdir(folder)) if folder.is_dir() else None
+        self.owned = True
+
+    def undo(self) -> None:
+        if not self.owned:
+            return
+        if self.before is None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return
+        for name in set(os.listdir(self.folder)) - self.before:
+            path = self.folder / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _prepare(
+    settings: "Settings",
+    where: Where,
+    names: dict[str, str],
+    isolation: str,
+    work_dir: Path | None,
+) -> tuple[str, "EmbeddedAgents"]:
+    """The database, its seed and tokens, and the embedded agents (not started yet)."""
+    from gpupool.agent.embedded import EmbeddedAgents
+    from gpupool.agent.workloads import IsolationConfig
+    from gpupool.server.bootstrap import saved_token, seed_example
+    from gpupool.server.db.engine import Database
+
     db = Database(settings.db_url)
     try:
         db.migrate()
@@ -76,25 +210,33 @@ def up(
         )
     finally:
         db.dispose()
-    connect = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    names = (
-        {socket.gethostname(): "auto"}
-        if devices == "auto"
-        else {f"node-{i:02d}": devices for i in range(1, nodes + 1)}
+    agents = EmbeddedAgents(
+        where.local,
+        agent_token,
+        settings.data_dir / "agents",
+        names,
+        IsolationConfig(mode=isolation, work_dir=work_dir),
+        verify=where.verify,
     )
-    timeout_s = heartbeat_timeout(len(names), settings.heartbeat_timeout_s)
-    settings = settings.model_copy(update={"heartbeat_timeout_s": timeout_s})
-    with user_errors():
-        agents = EmbeddedAgents(
-            f"http://{connect}:{settings.port}",
-            agent_token,
-            settings.data_dir / "agents",
-            names,
-            IsolationConfig(mode=isolation, work_dir=work_dir),
-        )
+    return token, agents
+
+
+def _run(
+    settings: "Settings",
+    where: Where,
+    token: str,
+    agents: "EmbeddedAgents",
+    devices: str,
+    demo: bool,
+    workers: int,
+    tls: TlsFiles,
+) -> None:
+    from gpupool.client.demo import submit_demo
+
+    url, nodes = where.url, len(agents.agents)
     typer.echo(f"gpupool is starting on {url}  (API {url}/api/v1, docs {url}/docs)...")
     typer.echo(f"database: {settings.db_url}")
-    typer.echo(f"agents: {len(names)} node(s), devices {devices}")
+    typer.echo(f"agents: {nodes} node(s), devices {devices}")
     typer.echo(f"workloads: {agents.describe()}")
     if agents.agents and agents.agents[0].launcher.isolation.value == "none":
         typer.echo(
@@ -102,49 +244,76 @@ def up(
             "and this data dir; run gpupool up as root for tenant users (docs/security.md)",
             err=True,
         )
+    trust_it = f"GPUPOOL_CA={where.ca} " if where.ca else ""
     ready = [
         f"gpupool is ready on {url}",
         f"admin token (also in {settings.data_dir / 'admin-token'}): {token}",
         f"dashboard: open {url}/ and log in with the admin token",
-        f"try: gpupool login --server {url} --token $(cat {settings.data_dir}/admin-token)",
+        f"try: {trust_it}gpupool login --server {url} --token "
+        f"$(cat {settings.data_dir}/admin-token)",
     ]
     stopping = threading.Event()
     threading.Thread(
         target=announce_when_ready,
-        args=(f"http://{connect}:{settings.port}", ready, stopping),
+        args=(where, ready, stopping, token, nodes),
         daemon=True,
     ).start()
     agents.start()
     if demo:
         threading.Thread(
             target=submit_demo,
-            args=(f"http://{connect}:{settings.port}", token, len(names)),
+            args=(where.local, token, nodes),
+            kwargs={"verify": where.verify},
             daemon=True,
         ).start()
     if workers == 0:
-        workers = 1 if len(names) <= 100 else min(os.cpu_count() or 1, 4)
+        workers = 1 if nodes <= 100 else min(os.cpu_count() or 1, 4)
     from gpupool.agent.oom import protect
 
     protect()  # the server and its agents are the OOM killer's last pick (root only)
     try:
         # one process: the agents stop first (no calls to a dead server); with workers, the
         # agents and the server no longer share one interpreter, and stop after it
-        serve(settings, workers, on_exit=agents.signal_stop)
+        serve(settings, workers, on_exit=agents.signal_stop, tls=tls)
     finally:
         stopping.set()
         agents.stop()
-        lock.release()
 
 
-def announce_when_ready(base: str, lines: list[str], stopping: threading.Event) -> None:
+REGISTER_WITHIN_S = 60.0  # after the server answers, the embedded agents have this long
+
+
+def announce_when_ready(
+    where: Where, lines: list[str], stopping: threading.Event, token: str, nodes: int
+) -> None:
     """Print how to reach the server once it answers (printed earlier, ``gpupool login`` run
-    at once met a server not listening yet)."""
+    at once met a server not listening yet); then say loudly if the embedded agents do not
+    register (a node that cannot reach its own server is not a silent failure)."""
     from gpupool.client.http import ClientError, wait_until_healthy
 
     try:
-        wait_until_healthy(base, lambda: not stopping.is_set(), timeout=300)
+        wait_until_healthy(where.local, lambda: not stopping.is_set(), 300, where.verify)
     except ClientError as exc:
-        typer.echo(f"gpupool did not become ready: {exc}", err=True)
+        if not stopping.is_set():
+            typer.echo(f"error: gpupool did not become ready: {exc}", err=True)
         return
     for line in lines:
         typer.echo(line)
+    deadline = time.monotonic() + REGISTER_WITHIN_S
+    ready = 0
+    with httpx.Client(
+        base_url=where.local, headers={"Authorization": f"Bearer {token}"}, verify=where.verify
+    ) as c:
+        while not stopping.wait(1.0):
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                ready = c.get("/api/v1/nodes", params={"state": "ready"}).json()["total"]
+            if ready >= nodes:
+                return
+            if time.monotonic() > deadline:
+                typer.echo(
+                    f"error: {ready} of the {nodes} embedded agents registered within "
+                    f"{REGISTER_WITHIN_S:.0f} s of the server's start; their warnings above "
+                    "say why (no job can run on a node that is not ready)",
+                    err=True,
+                )
+                return

@@ -1,6 +1,7 @@
 """``ApiClient``: httpx with the bearer token, and errors a person can read."""
 
 import os
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,15 +142,21 @@ class ApiClient:
         return self.call("DELETE", path)
 
 
-def wait_until_healthy(url: str, alive: Callable[[], bool], timeout: float = 60) -> None:
+def wait_until_healthy(
+    url: str,
+    alive: Callable[[], bool],
+    timeout: float = 60,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     """Poll ``url``/healthz until it answers 200; ``alive`` says whether the server process
-    still runs (a dead one fails at once instead of after ``timeout``)."""
+    still runs (a dead one fails at once instead of after ``timeout``); ``verify``: whom an
+    HTTPS server's certificate is trusted from."""
     deadline = time.monotonic() + timeout
     while True:
         if not alive():
             raise ClientError(f"the server at {url} exited before it was ready")
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
