@@ -221,3 +221,30 @@ def test_installed_unit_reads_the_env_file_given_and_errors_keep_their_lines(
                     "--unit-dir", str(units), env={"GPUPOOL_SYSTEMCTL": str(failing)})  # fmt: skip
     assert again.returncode == 2 and "\\x0a" not in again.stderr, again.stderr
     assert "Failed to reload; Bus is down" in again.stderr, again.stderr
+
+
+def test_a_removed_nodes_agent_stops_saying_so_and_its_host_joins_again(sqlite_server, tmp_path):
+    """Issue 59, finding 7: the agent of a removed node kept calling with its revoked token
+    until its host was rate-limited, so the join that would bring the node back got "429 ...
+    retry in 0 s". It stops at the first refusal, saying the node was removed."""
+    from tests.support.agents import make_agent, wait_for
+
+    credential = _join(sqlite_server, _bootstrap(sqlite_server), "gpu21").json()["token"]
+    agent = make_agent(sqlite_server.url, credential, "gpu21", tmp_path / "agent")
+    stop = threading.Event()
+    running = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    running.start()
+    try:
+        admin = sqlite_server.admin()
+        wait_for("gpu21 ready", lambda: admin.get("/api/v1/nodes/gpu21").status_code == 200)
+        removed = gpupool("node", "remove", "gpu21", env=_env(sqlite_server))
+        assert removed.returncode == 0, removed.stderr
+        running.join(timeout=20)
+        assert not running.is_alive(), "the removed node's agent still runs"
+    finally:
+        stop.set()
+        running.join(timeout=30)
+    assert agent.refusal is not None
+    assert "node gpu21 was removed" in agent.refusal, agent.refusal
+    again = _join(sqlite_server, _bootstrap(sqlite_server), "gpu21")
+    assert again.status_code == 200, again.text  # not rate-limited by the agent's calls
