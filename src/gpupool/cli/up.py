@@ -244,12 +244,12 @@ def _run(
             "and this data dir; run gpupool up as root for tenant users (docs/security.md)",
             err=True,
         )
-    trust_it = f"GPUPOOL_CA={where.ca} " if where.ca else ""
+    trust_it = f" --ca {where.ca}" if where.ca else ""
     ready = [
         f"gpupool is ready on {url}",
         f"admin token (also in {settings.data_dir / 'admin-token'}): {token}",
         f"dashboard: open {url}/ and log in with the admin token",
-        f"try: {trust_it}gpupool login --server {url} --token "
+        f"try: gpupool login --server {url}{trust_it} --token "
         f"$(cat {settings.data_dir}/admin-token)",
     ]
     stopping = threading.Event()

@@ -12,7 +12,7 @@ import httpx
 from gpupool import __version__
 from gpupool.client import profiles
 from gpupool.client.profiles import DEFAULT_PROFILE
-from gpupool.client.tls import trust
+from gpupool.client.tls import trust, trust_chain
 from gpupool.model import SpecError
 from gpupool.model.versions import CLI_PRODUCT, user_agent
 
@@ -25,9 +25,12 @@ class ClientError(Exception):
         self.status = status
 
 
-def save_credentials(server: str, token: str, profile: str = DEFAULT_PROFILE) -> Path:
-    """Save a server and token as ``profile`` and make it current (mode 0600)."""
-    return profiles.save(profile, server, token)
+def save_credentials(
+    server: str, token: str, profile: str = DEFAULT_PROFILE, ca: str | None = None
+) -> Path:
+    """Save a server and token (and the CA it is trusted from, PEM) as ``profile`` and make
+    it current (mode 0600)."""
+    return profiles.save(profile, server, token, ca)
 
 
 def load_credentials() -> tuple[str, str | None]:
@@ -63,16 +66,33 @@ def server_url(server: str) -> str:
 CA_ENV = "GPUPOOL_CA"  # a CA file the CLI trusts for an HTTPS server (a site's own CA)
 
 
+def read_ca(path: str, what: str = CA_ENV) -> str:
+    """The PEM certificates of a CA file (to keep in a profile), or a clear error."""
+    try:
+        text = Path(path).read_text()
+        trust_chain(text)
+    except (OSError, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
+        raise ClientError(f"{what}: {path} is not a readable CA file ({exc})") from None
+    return text
+
+
 class ApiClient:
-    def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
+    def __init__(
+        self, server: str, token: str | None, *, timeout: float = 30.0, ca: str | None = None
+    ):
+        """``ca``: the PEM of the CA the server is trusted from (a profile's, ``--ca``);
+        without it the file ``GPUPOOL_CA`` names, else the system's authorities."""
         headers = {"User-Agent": user_agent(CLI_PRODUCT, __version__)}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.server = server_url(server)
+        verify: ssl.SSLContext | bool
         try:
-            verify = trust(os.environ.get(CA_ENV))
+            verify = trust_chain(ca) if ca else trust(os.environ.get(CA_ENV))
         except SpecError as exc:
             raise ClientError(f"{CA_ENV}: {exc}") from None
+        except (ssl.SSLError, ValueError) as exc:
+            raise ClientError(f"the CA saved with this profile: {exc}") from None
         self.http = httpx.Client(
             base_url=self.server, headers=headers, timeout=timeout, verify=verify
         )
@@ -80,7 +100,13 @@ class ApiClient:
     @classmethod
     def from_env(cls) -> "ApiClient":
         server, token = load_credentials()
-        return cls(server, token)
+        if os.environ.get(CA_ENV):  # named for this command: it wins over the profile's
+            return cls(server, token)
+        try:
+            ca = profiles.ca_for(server_url(server))
+        except profiles.ProfileError as exc:
+            raise ClientError(str(exc)) from None
+        return cls(server, token, ca=ca)
 
     def close(self) -> None:
         self.http.close()
@@ -98,7 +124,8 @@ class ApiClient:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise ClientError(
                     f"the server at {self.server} shows a certificate this client does not "
-                    f"trust (CERTIFICATE_VERIFY_FAILED): set {CA_ENV} to its CA file"
+                    f"trust (CERTIFICATE_VERIFY_FAILED): set {CA_ENV} to its CA file, or keep "
+                    "it in your profile: gpupool login --ca FILE ..."
                 ) from None
             raise ClientError(f"cannot reach the gpupool server at {self.server}") from None
         except httpx.TimeoutException:
