@@ -420,6 +420,7 @@ def job_cancel(
         raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
     if not refs and not me and all(f is None for f in (tenant, user, state, name, array)):
         raise SpecError("give job ids or at least one of --tenant, --user, --me, --state, --name")
+    replicas: list[dict[str, Any]] = []
     with ApiClient.from_env() as api:
         user = whoami(api) if me else user
         filters = {"tenant": tenant, "user": user, "state": state, "name": name}
@@ -427,16 +428,33 @@ def job_cancel(
             if array is not None:  # --array alone: the array, if it is one
                 refs = [(array, None)] if is_array(api, array) else []
             done = [cancel(api, *named(api, ref)) for ref in dict.fromkeys(refs)]
-        else:  # each job that matches, alone
+        else:  # each job that matches, alone; a service's replicas are its autoscaler's
             chosen = matching(api, refs, {**filters, "array": array}, LIVE)
+            replicas = [j for j in chosen if j.get("service")]
+            chosen = [j for j in chosen if not j.get("service")]
             done = [cancel(api, j["id"], j["array_index"] if is_head(j) else None) for j in chosen]
     if as_json:
         typer.echo(json.dumps([answer for answer, _ in done], indent=2))
         return
     for answer, whole in done:
         typer.echo(cancelled_line(answer, whole))
-    if not done:
+    for line in replicas_left(replicas):
+        typer.echo(line)
+    if not done and not replicas:
         typer.echo("no job matched")
+
+
+def replicas_left(replicas: list[dict[str, Any]]) -> list[str]:
+    """What a cancel by filters said of the service replicas it left alone."""
+    by_service: dict[str, list[int]] = {}
+    for j in replicas:
+        by_service.setdefault(j["service"], []).append(j["id"])
+    return [
+        f"left {len(ids)} service replica(s) alone: {', '.join(map(str, sorted(ids)))} of "
+        f"service {visible(svc)} (its autoscaler's: gpupool service scale {visible(svc)} N, or "
+        f"gpupool service delete {visible(svc)})"
+        for svc, ids in sorted(by_service.items())
+    ]
 
 
 def _control(verb: str, ids: list[int], array: int | None, states: tuple[str, ...], **q: Any):

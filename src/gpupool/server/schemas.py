@@ -470,6 +470,9 @@ class JobOut(BaseModel):
     chdir: str | None = None
     submit_dir: str | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
+    # the service whose replica it is (its autoscaler starts and stops it); in lists and
+    # GET /jobs/{id}
+    service: str | None = None
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str
