@@ -260,7 +260,7 @@ class Agent(ChannelLink, Harvest):
             self._next_heartbeat = sent + self.heartbeat_s
             return
         node = self.api.heartbeat(devices)
-        self.pace.sent(devices, sent)
+        self.pace.sent(devices, sent, self.held())
         self.state = node["state"]
         self._renew(node, sent)
         self._next_heartbeat = sent + self.heartbeat_s
