@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ import typer
 from gpupool.cli.errors import user_errors
 from gpupool.cli.server import _private, _settings, serve
 from gpupool.cli.server_tls import TlsFiles, tls_options
+from gpupool.cli.up_host import claim_prefix, left_behind, release_prefix
 from gpupool.client.tls import trust
 from gpupool.model import SpecError
 
@@ -86,6 +87,8 @@ def up(
             check(devices)
         tls = up_tls(settings)
         port_free(settings.host, settings.port)
+    if "log_level" not in settings.model_fields_set:  # not a line per cycle under the token
+        settings = settings.model_copy(update={"log_level": "warning"})
     where = Where.of(settings, tls)
     names = (
         {socket.gethostname(): "auto"}
@@ -105,14 +108,16 @@ def up(
             raise
     try:
         with user_errors():
-            token, agents = _prepare(settings, where, names, isolation, work_dir)
+            token, agents, on_host = _prepare(settings, where, names, isolation, work_dir)
     except BaseException:
         lock.release()
         made.undo()
         raise
     try:
-        _run(settings, where, token, agents, devices, demo, workers, tls)
+        _run(settings, where, token, agents, devices, demo, workers, tls, on_host)
     finally:
+        if on_host.prefix is not None:
+            release_prefix(on_host.prefix)
         lock.release()
 
 
@@ -187,18 +192,35 @@ class Made:
                 path.unlink(missing_ok=True)
 
 
+@dataclass
+class Host:
+    """What this instance shares with its host (``up_host``): its teams' user prefix (None:
+    no tenant users) and the line its banner says of it."""
+
+    prefix: str | None = None
+    note: str = ""
+    work_dir: Path | None = None
+
+
 def _prepare(
     settings: "Settings",
     where: Where,
     names: dict[str, str],
     isolation: str,
     work_dir: Path | None,
-) -> tuple[str, "EmbeddedAgents"]:
-    """The database, its seed and tokens, and the embedded agents (not started yet)."""
+) -> tuple[str, "EmbeddedAgents", Host]:
+    """The database, its seed and tokens, its teams' user prefix and the embedded agents
+    (not started yet)."""
     from gpupool.agent.embedded import EmbeddedAgents
-    from gpupool.agent.workloads import IsolationConfig
+    from gpupool.agent.identity import Isolation, resolve
+    from gpupool.agent.workloads import DEFAULT_WORK_DIR, IsolationConfig
     from gpupool.server.bootstrap import saved_token, seed_example
     from gpupool.server.db.engine import Database
+
+    host = Host()
+    if resolve(isolation, os.geteuid()) is Isolation.TENANT_USERS:
+        host.prefix, host.note = claim_prefix(settings.data_dir)
+        host.work_dir = work_dir or DEFAULT_WORK_DIR
 
     db = Database(settings.db_url)
     try:
@@ -210,15 +232,19 @@ def _prepare(
         )
     finally:
         db.dispose()
-    agents = EmbeddedAgents(
-        where.local,
-        agent_token,
-        settings.data_dir / "agents",
-        names,
-        IsolationConfig(mode=isolation, work_dir=work_dir),
-        verify=where.verify,
-    )
-    return token, agents
+    config = IsolationConfig(mode=isolation, work_dir=work_dir)
+    if host.prefix is not None:
+        config = replace(config, user_prefix=host.prefix)
+    try:
+        agents = EmbeddedAgents(
+            where.local, agent_token, settings.data_dir / "agents", names, config,
+            verify=where.verify,
+        )  # fmt: skip
+    except BaseException:
+        if host.prefix is not None:
+            release_prefix(host.prefix)
+        raise
+    return token, agents, host
 
 
 def _run(
@@ -230,6 +256,7 @@ def _run(
     demo: bool,
     workers: int,
     tls: TlsFiles,
+    host: Host,
 ) -> None:
     from gpupool.client.demo import submit_demo
 
@@ -238,6 +265,8 @@ def _run(
     typer.echo(f"database: {settings.db_url}")
     typer.echo(f"agents: {nodes} node(s), devices {devices}")
     typer.echo(f"workloads: {agents.describe()}")
+    if host.note:
+        typer.echo(f"workloads: {host.note}")
     if agents.agents and agents.agents[0].launcher.isolation.value == "none":
         typer.echo(
             "warning: every team's jobs run as your own user and can read each other's files "
@@ -278,6 +307,8 @@ def _run(
     finally:
         stopping.set()
         agents.stop()
+        if host.prefix is not None and host.work_dir is not None:
+            typer.echo(left_behind(host.prefix, host.work_dir))
 
 
 REGISTER_WITHIN_S = 60.0  # after the server answers, the embedded agents have this long
