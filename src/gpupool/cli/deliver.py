@@ -113,7 +113,7 @@ def deliver(entry: dict[str, Any], now: float) -> bool:
             except ClientError as exc:  # a folder gone, a disk full: said, not retried
                 log.warning("job %s: %s; not delivered", task["id"], exc)
                 continue
-            log.info("job %s: saved %s", task["id"], ", ".join(map(str, saved)))
+            log.info("job %s: saved %s", task["id"], ", ".join(str(here / p) for p in saved))
     return True
 
 

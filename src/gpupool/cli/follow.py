@@ -155,4 +155,4 @@ def save_log(api: ApiClient, job: dict[str, Any], here: Path | None = None) -> l
             f.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-    return [path for path, _ in targets]
+    return [Path(pattern) for pattern, _ in files]  # as the job named them, under ``here``
