@@ -470,9 +470,7 @@ class JobOut(BaseModel):
     chdir: str | None = None
     submit_dir: str | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
-    # the service whose replica it is (its autoscaler starts and stops it); in lists and
-    # GET /jobs/{id}
-    service: str | None = None
+    service: str | None = None  # the service whose replica it is (its autoscaler's)
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str
