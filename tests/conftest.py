@@ -22,6 +22,35 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def client_config(tmp_path_factory):
+    """The CLI's profiles and its outputs spool (``gpupool.cli.deliver``) in a folder of the
+    run's own, never in the home of whoever runs the suite; the deliverer that sbatch started
+    for the run's jobs is stopped with it (its servers are gone)."""
+    if os.environ.get("GPUPOOL_CONFIG_DIR"):
+        yield
+        return
+    folder = tmp_path_factory.mktemp("client-config")
+    os.environ["GPUPOOL_CONFIG_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        os.environ.pop("GPUPOOL_CONFIG_DIR", None)
+        stop_deliverer(folder / "outputs")
+
+
+def stop_deliverer(spool) -> None:
+    import signal
+
+    try:
+        pid = int((spool / "deliver.pid").read_text())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"gpupool.cli.deliver" in f.read():
+                os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        pass  # none runs
+
+
 @pytest.fixture(scope="session")
 def postgres():
     server = PostgresServer.start()

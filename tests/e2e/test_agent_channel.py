@@ -479,3 +479,31 @@ def test_a_refused_beat_is_sent_again_within_two_seconds_not_an_interval_later(
             failing["on"] = False
             wait_for("a recorded beat again", lambda: len(sent) >= 3, 20)
     assert sent[1] - sent[0] < 4.0, sent  # 2 s after the refusal (its flush takes up to 1 s)
+
+
+def test_simulated_cards_show_what_runs_on_them_within_a_beat_or_two(tmp_path):
+    """Issue 59, finding 10: idle simulated cards showed 72% utilisation and 1,215 W — the
+    telemetry of the job that had just left them, kept until the next paced send (60 s).
+    A card taken or let go is news: the next beat carries it."""
+    from tests.support.cluster import submit
+
+    with live_server(_settings(tmp_path, cycle_interval_s=0.2), run_scheduler=True) as srv:
+        admin = srv.admin()
+        seed_cluster(admin, nodes=0, tenants={"algo": 4})
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
+                           tmp_path / "a", heartbeat_s=0.5)  # fmt: skip
+        agent.pace.busy_s, agent.pace.idle_s = 30.0, 60.0  # as deployed
+
+        def utils() -> list[float]:
+            node = ok(admin.get("/api/v1/nodes/n1"))
+            return [d["telemetry"].get("util_pct", -1.0) for d in node["devices"]]
+
+        with agent_thread(agent):
+            wait_for("channel", agent_channel_up(agent))
+            wait_for("idle telemetry", lambda: utils() == [0.0, 0.0], 10)
+            job = submit(admin, "gpu=2", "algo", command=["sleep", "4"])
+            wait_for("busy cards", lambda: all(u > 0 for u in utils()), 10)
+            wait_for("the job's end", in_state(admin, job["id"], "succeeded"), 30)
+            ended = time.monotonic()
+            wait_for("idle cards again", lambda: utils() == [0.0, 0.0], 10)
+            assert time.monotonic() - ended < 5  # not the paced 60 s

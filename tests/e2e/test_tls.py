@@ -57,3 +57,55 @@ def test_server_cli_and_agent_over_https_with_a_sites_own_ca(tmp_path):
         server.terminate()
         server.wait(timeout=30)  # within 3 s of the signal, a client's idle connection open
     assert done["state"] == "succeeded"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl (.ci/run installs it)")
+def test_a_profile_keeps_the_ca_it_logged_in_with_and_says_when_it_becomes_current(tmp_path):
+    """Issue 59, finding 7: ``GPUPOOL_CA=ca.pem gpupool login ...`` saved the server and token
+    but not the CA, so every later command failed CERTIFICATE_VERIFY_FAILED unless GPUPOOL_CA
+    was exported again; and ``login --profile X`` made X current without a word."""
+    ca, cert, key = make_certificates(tmp_path)
+    admin = admin_token(tmp_path)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gpupool.cli.main", "server", "--data-dir", str(tmp_path),
+         "--port", str(port), "--tls-cert", cert, "--tls-key", key],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "server.log").open("w"),
+    )  # fmt: skip
+    url = f"https://127.0.0.1:{port}"
+    trusted = ssl.create_default_context(cafile=ca)
+    home = {"GPUPOOL_CONFIG_DIR": str(tmp_path / "config"), "GPUPOOL_CA": "",
+            "GPUPOOL_SERVER": "", "GPUPOOL_TOKEN": "", "GPUPOOL_PROFILE": ""}  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "no HTTPS server"
+            try:
+                if httpx.get(url + "/healthz", verify=trusted, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        logged = gpupool("login", "--server", url, "--token", admin,
+                         env={**home, "GPUPOOL_CA": ca})  # fmt: skip
+        assert logged.returncode == 0, logged.stderr
+        later = gpupool("whoami", env=home)  # GPUPOOL_CA no longer set
+        assert later.returncode == 0, later.stderr
+        assert later.stdout.startswith("root (admin")
+        # --ca says the same as GPUPOOL_CA; the CA file may go once it is saved
+        copy = tmp_path / "copy-of-ca.pem"
+        shutil.copy(ca, copy)
+        lab = gpupool("login", "--server", url, "--token", admin, "--profile", "lab",
+                      "--ca", str(copy), env=home)  # fmt: skip
+        assert lab.returncode == 0, lab.stderr
+        assert "profile lab is now current (it was default" in lab.stdout, lab.stdout
+        assert "gpupool profile use default" in lab.stdout
+        copy.unlink()
+        assert gpupool("whoami", env=home).returncode == 0
+        assert gpupool("--profile", "default", "whoami", env=home).returncode == 0
+        missing = gpupool("login", "--server", url, "--token", admin, "--ca",
+                          str(tmp_path / "nope.pem"), env=home)  # fmt: skip
+        assert missing.returncode == 2 and "nope.pem" in missing.stderr
+        assert "Traceback" not in missing.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

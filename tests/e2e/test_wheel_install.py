@@ -103,7 +103,10 @@ def test_server_and_agent_from_the_wheel_over_https_joined_by_pin(venv, tmp_path
                 "--ca-file", str(tmp_path / "etc" / "ca.pem")]  # fmt: skip
         calls = tmp_path / "systemctl-calls"
         systemctl = tmp_path / "systemctl"  # records what join asks of systemd
-        systemctl.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+        systemctl.write_text(  # a host that systemd runs
+            f'#!/bin/sh\necho "$@" >> {calls}\n[ "$1" = is-system-running ] && echo running\n'
+            "exit 0\n"
+        )
         systemctl.chmod(0o755)
         installing = [*argv, "--install-service", "--unit-dir", str(tmp_path / "units")]
         # the pin alone vouches for the server; the unit comes from the wheel itself
@@ -111,7 +114,9 @@ def test_server_and_agent_from_the_wheel_over_https_joined_by_pin(venv, tmp_path
         assert joined.returncode == 0, joined.stderr
         unit = (tmp_path / "units" / "gpupool-agent.service").read_text()
         assert f"ExecStart={gp} agent --server ${{GPUPOOL_SERVER}}" in unit
-        assert calls.read_text().splitlines() == ["daemon-reload", "enable --now gpupool-agent"]
+        assert calls.read_text().splitlines() == [
+            "is-system-running", "daemon-reload", "enable --now gpupool-agent",
+        ]  # fmt: skip
         again = _run(*argv[:-4], "--name", "gpu02", "--env-file", str(tmp_path / "b.env"))
         assert again.returncode == 2 and "spent bootstrap token" in again.stderr, again.stderr
         settings = dict(line.split("=", 1) for line in env_file.read_text().splitlines())

@@ -171,3 +171,25 @@ def test_login_says_what_is_wrong_with_the_url_or_the_kind_of_token(sqlite_serve
     assert not (tmp_path / "cfg" / "client.json").exists()
     r = gpupool("whoami", env={**env, "GPUPOOL_SERVER": bare, "GPUPOOL_TOKEN": "t"})
     assert r.returncode == 2 and "has no scheme" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_profiles_ca_is_trusted_for_its_own_server_only(tmp_path, monkeypatch):
+    """A profile keeps the CA it logged in with (issue 59, finding 7), and it vouches for
+    that profile's server only: GPUPOOL_SERVER naming another does not inherit it."""
+    from gpupool.client import profiles
+
+    monkeypatch.setenv("GPUPOOL_CONFIG_DIR", str(tmp_path / "cfg"))
+    for name in ("GPUPOOL_SERVER", "GPUPOOL_TOKEN", "GPUPOOL_PROFILE", "GPUPOOL_CA"):
+        monkeypatch.delenv(name, raising=False)
+    profiles.save("lab", "https://a.example:8080", "gp_t", ca="PEM OF A")
+    profiles.save("plain", "http://127.0.0.1:8080", "gp_u")
+    assert profiles.ca_for("http://127.0.0.1:8080") is None
+    profiles.use("lab")
+    server, _ = profiles.credentials()
+    assert profiles.ca_for(server) == "PEM OF A"
+    monkeypatch.setenv("GPUPOOL_SERVER", "https://b.example:8080")
+    server, _ = profiles.credentials()
+    assert server == "https://b.example:8080" and profiles.ca_for(server) is None
+    monkeypatch.setenv("GPUPOOL_PROFILE", "lab")  # a profile chosen for the command wins
+    server, _ = profiles.credentials()
+    assert profiles.ca_for(server) == "PEM OF A"

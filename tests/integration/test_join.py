@@ -140,10 +140,8 @@ def test_join_installs_and_starts_the_agents_unit(sqlite_server, tmp_path):
     """--install-service (issue 46: the join flow "installs/starts its service", as kubeadm
     join starts the kubelet): the shipped unit with this installation's program, then
     systemctl daemon-reload and enable --now — here a systemctl that records its calls."""
-    calls = tmp_path / "calls"
-    systemctl = tmp_path / "systemctl"
-    systemctl.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    systemctl.chmod(0o755)
+    systemctl = _systemctl(tmp_path, "systemctl", "running")
+    calls = tmp_path / "systemctl.calls"
     token = _bootstrap(sqlite_server)
     units = tmp_path / "units"
     recording = {"GPUPOOL_SYSTEMCTL": str(systemctl)}
@@ -151,16 +149,102 @@ def test_join_installs_and_starts_the_agents_unit(sqlite_server, tmp_path):
                      "--env-file", str(tmp_path / "agent.env"), "--install-service",
                      "--unit-dir", str(units), env=recording)  # fmt: skip
     assert joined.returncode == 0, joined.stderr
-    assert calls.read_text().splitlines() == ["daemon-reload", "enable --now gpupool-agent"]
+    assert calls.read_text().splitlines() == [
+        "is-system-running", "daemon-reload", "enable --now gpupool-agent",
+    ]  # fmt: skip
     unit = (units / "gpupool-agent.service").read_text()
     here = Path(sys.executable).with_name("gpupool")
     assert f"ExecStart={here} agent --server ${{GPUPOOL_SERVER}}" in unit
     assert "KillMode=process" in unit  # the shipped unit, not a copy of it
-    failing = tmp_path / "failing"
-    failing.write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
-    failing.chmod(0o755)
+    failing = _systemctl(tmp_path, "failing", "running", "Failed to connect to bus\\n")
     again = gpupool("join", sqlite_server.url, "--token", _bootstrap(sqlite_server), "--name",
                     "gpu12", "--env-file", str(tmp_path / "b.env"), "--install-service",
                     "--unit-dir", str(units), env={"GPUPOOL_SYSTEMCTL": str(failing)})  # fmt: skip
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert "systemctl daemon-reload failed (Failed to connect to bus)" in again.stderr
+
+
+def _systemctl(tmp_path, name: str, state: str, fail_reload: str = "") -> Path:
+    """A stand-in systemctl: ``is-system-running`` answers ``state`` (exit 0 only for
+    running, as systemd's does); ``daemon-reload`` fails with ``fail_reload`` when given."""
+    calls = tmp_path / f"{name}.calls"
+    script = tmp_path / name
+    code = 0 if state == "running" else 1
+    reload = f'printf "{fail_reload}" >&2; exit 1' if fail_reload else "true"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {calls}\n'
+        f'case "$1" in is-system-running) echo {state}; exit {code};;\n'
+        f"  daemon-reload) {reload};; esac\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_install_service_checks_systemd_runs_before_the_token_is_spent(sqlite_server, tmp_path):
+    """Issue 59, finding 7: on a host without systemd running (a container, a chroot) the
+    join spent the bootstrap token and failed only after; docs/operations.md says it is
+    checked first."""
+    offline = _systemctl(tmp_path, "offline", "offline")
+    token = _bootstrap(sqlite_server)
+    refused = gpupool("join", sqlite_server.url, "--token", token, "--name", "gpu13",
+                      "--env-file", str(tmp_path / "agent.env"), "--install-service",
+                      "--unit-dir", str(tmp_path / "units"),
+                      env={"GPUPOOL_SYSTEMCTL": str(offline)})  # fmt: skip
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "systemd is not running on this host" in refused.stderr, refused.stderr
+    assert "offline" in refused.stderr
+    listed = ok(sqlite_server.admin().get("/api/v1/join-tokens"))
+    assert [t["uses_left"] for t in listed] == [1]  # not spent
+    assert not (tmp_path / "agent.env").exists() and not (tmp_path / "units").exists()
+
+
+def test_installed_unit_reads_the_env_file_given_and_errors_keep_their_lines(
+    sqlite_server, tmp_path
+):
+    """The unit's EnvironmentFile is the --env-file the join wrote (it named
+    /etc/gpupool/agent.env whatever was given), and a failing systemctl's lines read as
+    lines, not as \\x0a escapes."""
+    running = _systemctl(tmp_path, "running", "running")
+    env_file = tmp_path / "etc" / "node.env"
+    units = tmp_path / "units"
+    joined = gpupool("join", sqlite_server.url, "--token", _bootstrap(sqlite_server), "--name",
+                     "gpu14", "--env-file", str(env_file), "--install-service",
+                     "--unit-dir", str(units), env={"GPUPOOL_SYSTEMCTL": str(running)})  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    unit = (units / "gpupool-agent.service").read_text()
+    assert f"EnvironmentFile={env_file}\n" in unit, unit
+    assert "/etc/gpupool/agent.env" not in unit.split("[Service]")[1]
+    failing = _systemctl(tmp_path, "failing", "running", "Failed to reload\\nBus is down\\n")
+    again = gpupool("join", sqlite_server.url, "--token", _bootstrap(sqlite_server), "--name",
+                    "gpu15", "--env-file", str(tmp_path / "b.env"), "--install-service",
+                    "--unit-dir", str(units), env={"GPUPOOL_SYSTEMCTL": str(failing)})  # fmt: skip
+    assert again.returncode == 2 and "\\x0a" not in again.stderr, again.stderr
+    assert "Failed to reload; Bus is down" in again.stderr, again.stderr
+
+
+def test_a_removed_nodes_agent_stops_saying_so_and_its_host_joins_again(sqlite_server, tmp_path):
+    """Issue 59, finding 7: the agent of a removed node kept calling with its revoked token
+    until its host was rate-limited, so the join that would bring the node back got "429 ...
+    retry in 0 s". It stops at the first refusal, saying the node was removed."""
+    from tests.support.agents import make_agent, wait_for
+
+    credential = _join(sqlite_server, _bootstrap(sqlite_server), "gpu21").json()["token"]
+    agent = make_agent(sqlite_server.url, credential, "gpu21", tmp_path / "agent")
+    stop = threading.Event()
+    running = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    running.start()
+    try:
+        admin = sqlite_server.admin()
+        wait_for("gpu21 ready", lambda: admin.get("/api/v1/nodes/gpu21").status_code == 200)
+        removed = gpupool("node", "remove", "gpu21", env=_env(sqlite_server))
+        assert removed.returncode == 0, removed.stderr
+        running.join(timeout=20)
+        assert not running.is_alive(), "the removed node's agent still runs"
+    finally:
+        stop.set()
+        running.join(timeout=30)
+    assert agent.refusal is not None
+    assert "node gpu21 was removed" in agent.refusal, agent.refusal
+    again = _join(sqlite_server, _bootstrap(sqlite_server), "gpu21")
+    assert again.status_code == 200, again.text  # not rate-limited by the agent's calls

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -124,5 +125,73 @@ def test_without_its_submit_directory_a_job_runs_in_its_work_folder_and_root_wri
     ran_in = log.splitlines()[0]
     assert ran_in != str(private) and "alloc-" in ran_in, log  # its work folder
     assert "--output not written: x.out: the job's directory" in log, log
-    assert not (private / "x.out").exists()  # root never wrote it for the job
     in_state(cluster.admin(), job["id"], "succeeded")
+    # the root-run agent never writes it for the job; the submitter's own gpupool saves it
+    # (cli.deliver: here the submitter is this test, root too), without the node's note
+    out = private / "x.out"
+    wait_for("x.out delivered", lambda: out.exists() and out.read_text() == f"{ran_in}\n", 60)
+
+
+def _sbatch(srv, cwd: Path, *args: str, stdin: str | None = None):
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+    return gpupool("sbatch", *args, env=env, cwd=cwd, stdin=stdin)
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root: a directory the job's user may not enter")
+def test_an_output_its_node_cannot_write_is_said_in_the_reason_and_reaches_the_submitter(
+    cluster, tmp_path
+):
+    """Issue 59, finding 4: under gpupool up as root a Slurm job runs as gp-<team>, which
+    cannot write into the submitter's folder; the job said succeeded, the file never came,
+    and why was only in its log. Now the reason says so, and the submitter's own gpupool
+    (a background deliverer sbatch starts, as --wait does in the foreground) saves the output
+    there — stdout to -o, stderr to -e."""
+    private = tmp_path / "private"  # root's tree: not the tenant's
+    private.mkdir()
+    (private / "job.sh").write_text("#!/bin/sh\n#SBATCH -A algo\necho hello; echo oops >&2\n")
+    sent = _sbatch(cluster, private, "-e", "slurm-%j.err", "job.sh")
+    assert sent.returncode == 0, sent.stderr
+    job_id = int(sent.stdout.split()[-1])
+    assert f"slurm-{job_id}.out" in sent.stderr, sent.stderr  # the submitter is told where
+    ended = _ended(cluster, {"id": job_id})
+    assert ended["state"] == "succeeded"
+    assert "--output not written" in ended["reason"], ended["reason"]
+    out, err = private / f"slurm-{job_id}.out", private / f"slurm-{job_id}.err"
+    wait_for("the output delivered", lambda: out.exists() and err.exists(), 60)
+    time.sleep(0.5)  # written whole (each file is written, then renamed in place)
+    assert out.read_text() == "hello\n"
+    assert err.read_text() == "oops\n"
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root: a directory the job's user may not enter")
+def test_sbatch_wait_writes_stderr_to_its_own_error_file(cluster, tmp_path):
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "job.sh").write_text("#!/bin/sh\necho to-out; echo to-err >&2\n")
+    done = _sbatch(cluster, private, "-A", "algo", "--wait", "-o", "o-%j.txt", "-e", "e-%j.txt",
+                   "job.sh")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.split()[-1])
+    assert (private / f"o-{job_id}.txt").read_text() == "to-out\n"
+    assert (private / f"e-{job_id}.txt").read_text() == "to-err\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "words"),
+    [("", "Batch script is empty"), ("  \n\n\t\n", "Batch script contains only whitespace")],
+)
+def test_sbatch_refuses_an_empty_script_as_slurm_does(sqlite_server, tmp_path, script, words):
+    (tmp_path / "empty.sh").write_text(script)
+    for args, stdin in ((["empty.sh"], None), ([], script)):
+        r = _sbatch(sqlite_server, tmp_path, "-A", "algo", *args, stdin=stdin)
+        assert r.returncode == 2 and words in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert ok(sqlite_server.admin().get("/api/v1/jobs"))["total"] == 0
+
+
+def test_sbatch_without_an_account_names_the_option(sqlite_server, tmp_path):
+    ok(sqlite_server.admin().post("/api/v1/tenants", json={"name": "algo"}), 201)
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho hi\n")
+    r = _sbatch(sqlite_server, tmp_path, "job.sh")
+    assert r.returncode == 2 and "-A/--account" in r.stderr, r.stderr
+    assert "#SBATCH --account" in r.stderr

@@ -169,3 +169,35 @@ def test_load_samples_older_than_the_forecaster_reads_are_pruned(server):
     with server.ctx.db.read() as s:
         kept = s.execute(select(ServiceSampleRow.time)).scalars().all()
     assert sorted(round((now - t) / 86400) for t in kept) == [1, 14]
+
+
+NO_NFT = "no: nft is missing (Debian/Ubuntu: apt-get install nftables)"
+
+
+def test_a_service_no_node_can_run_is_refused_naming_why(server):
+    """Issue 59, finding 6: without nftables every replica failed in a backoff loop while
+    ``service create`` was accepted. Nodes say whether they can run replicas (the label
+    gpupool.io/replicas their agents set); a pool where none can refuses the service with
+    their words, and one where some cannot says which."""
+    from tests.support.cluster import node_body
+
+    admin = server.admin()
+    seed_cluster(admin, nodes=0, tenants={"algo": 4})
+    for name in ("n1", "n2"):
+        labels = {"gpupool.io/replicas": NO_NFT}
+        ok(admin.post("/api/v1/nodes", json=node_body(name, labels=labels)))
+    refused = admin.post("/api/v1/services", json={**BODY, "tenant": "algo"})
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert "no node of this pool can run a service replica" in detail, detail
+    assert "2 node(s) (n1, n2): nft is missing (Debian/Ubuntu: apt-get install nftables)" in detail
+    ok(admin.post("/api/v1/nodes", json=node_body("n3", labels={"gpupool.io/replicas": "yes"})))
+    made = ok(admin.post("/api/v1/services", json={**BODY, "tenant": "algo"}), 201)
+    assert made["warnings"] == [
+        "2 of 3 nodes cannot run service replicas: 2 node(s) (n1, n2): nft is missing "
+        "(Debian/Ubuntu: apt-get install nftables)"
+    ], made["warnings"]
+    # nodes of agents that do not say (older ones) are taken to run them, as before
+    ok(admin.post("/api/v1/nodes", json=node_body("n4")))
+    other = ok(admin.post("/api/v1/services", json={**BODY, "name": "two", "tenant": "algo"}), 201)
+    assert len(other["warnings"]) == 1

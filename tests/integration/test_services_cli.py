@@ -56,3 +56,38 @@ def test_the_service_commands(sqlite_server):
     assert gone.returncode == 0 and "deleted service chat" in gone.stdout
     missing = run("show", "chat", "--tenant", "algo")
     assert missing.returncode == 2 and "service chat not found" in missing.stderr
+
+
+def test_cancel_by_filters_leaves_service_replicas_to_their_service(sqlite_server):
+    """Issue 59, finding 10: ``job cancel --me --state pending`` (or running) cancelled the
+    admin's service replicas with the admin's own jobs; replicas are the autoscaler's, so the
+    filters leave them alone and say which were left and why."""
+    admin = sqlite_server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    env = {"GPUPOOL_SERVER": sqlite_server.url, "GPUPOOL_TOKEN": sqlite_server.admin_token}
+    made = gpupool("service", "create", "chat", "--tenant", "algo", "--request", "gpu=1",
+                   "--target", "8", "--min", "2", "--", "python3", "serve.py", env=env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert sqlite_server.ctx.loop.leadership.try_acquire()
+    sqlite_server.ctx.loop.services.step(force=True)
+    mine = gpupool("job", "submit", "--tenant", "algo", "--cpu", "1", "--json", "--", "true",
+                   env=env)  # fmt: skip
+    assert mine.returncode == 0, mine.stderr
+    mine_id = json.loads(mine.stdout)["id"]
+    jobs = admin.get("/api/v1/jobs", params={"state": "pending"}).json()["items"]
+    replicas = sorted(j["id"] for j in jobs if j["name"] == "chat-replica")
+    assert len(replicas) == 2
+    done = gpupool("job", "cancel", "--me", "--state", "pending", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"job {mine_id} cancelled" in done.stdout
+    assert f"left 2 service replica(s) alone: {replicas[0]}, {replicas[1]} of service chat" in (
+        done.stdout
+    ), done.stdout
+    assert "gpupool service scale chat" in done.stdout and "gpupool service delete chat" in (
+        done.stdout
+    )
+    for job_id in replicas:
+        assert admin.get(f"/api/v1/jobs/{job_id}").json()["state"] == "pending"
+    listed = admin.get("/api/v1/jobs", params={"state": "pending"}).json()["items"]
+    assert sorted(j["id"] for j in listed if j["service"] == "chat") == replicas
+    assert admin.get(f"/api/v1/jobs/{mine_id}").json()["service"] is None

@@ -50,6 +50,7 @@ from gpupool.agent.node import (
     telemetry,
 )
 from gpupool.agent.poller import OrdersPoller
+from gpupool.agent.refusal import refused
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.agent.vnpu_binding import bind_vnpus
@@ -134,6 +135,7 @@ class Agent(ChannelLink, Harvest):
         self.pace = TelemetryPace()
         self._lease_lock = threading.Lock()  # the channel's thread renews it too
         self._round_at: float | None = None  # its beats say how long a round has run
+        self.refusal: str | None = None  # why it stopped: the server refused its credential
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -163,6 +165,7 @@ class Agent(ChannelLink, Harvest):
         and look after the workloads at least every ``sync_s``. The server being away is
         logged and retried, never fatal; nor is anything else."""
         started, self._stopping = False, stop
+        quit_ = threading.Event()  # its threads' stop: set when this loop ends, however
         self.store.lock()  # raises StateLocked: one agent per state dir
         poller = self.poller = OrdersPoller(self.api, self.config.sync_s, self.config.orders_wait_s)
         polling: threading.Thread | None = None
@@ -179,16 +182,17 @@ class Agent(ChannelLink, Harvest):
                         started = True
                     if polling is None:
                         polling = threading.Thread(
-                            target=poller.run, args=(stop,), daemon=True, name=f"orders-{self.name}"
-                        )
+                            target=poller.run, args=(quit_,), daemon=True,
+                            name=f"orders-{self.name}",
+                        )  # fmt: skip
                         polling.start()
                         threading.Thread(
-                            target=self.watch.run, args=(stop,), daemon=True,
+                            target=self.watch.run, args=(quit_,), daemon=True,
                             name=f"replicas-{self.name}",
                         ).start()  # fmt: skip
                         if self.channel is not None:
                             threading.Thread(
-                                target=self.channel.run, args=(stop,), daemon=True,
+                                target=self.channel.run, args=(quit_,), daemon=True,
                                 name=f"channel-{self.name}",
                             ).start()  # fmt: skip
                     self._round_at = time.monotonic()
@@ -214,6 +218,9 @@ class Agent(ChannelLink, Harvest):
                     self._round_at = None  # waiting for the server is not falling behind
                     if stop.is_set():  # shutting down: the server may be gone already
                         break
+                    if exc.status == 401:  # removed, revoked: retrying only gets its host 429s
+                        self.refusal = refused(self.name, exc)
+                        break
                     log.warning("agent %s: %s", self.name, exc)
                     if exc.status == 404:  # the node was removed: register it again
                         started = False
@@ -225,17 +232,8 @@ class Agent(ChannelLink, Harvest):
                     log.exception("agent %s: unexpected error; carrying on", self.name)
                     stop.wait(ERROR_PAUSE_S)
         finally:
-            if self.channel is not None:
-                self.channel.close()
-            if self.config.stop_workloads_on_exit:
-                self.stop_all()
-                self.remove_stopped_workdirs()
-                self.launcher.cgroups.remove_all()  # nothing runs in them any more
-                if self.launcher.networks is not None:
-                    self.launcher.networks.remove_all()
-            self.api.close()
-            self.replica_client.close()
-            self.store.unlock()
+            quit_.set()
+            shutdown.leave(self)
 
     def stop_all(self) -> None:
         """Stop every workload (embedded agents, on the way out): ``agent.shutdown``."""
@@ -262,7 +260,7 @@ class Agent(ChannelLink, Harvest):
             self._next_heartbeat = sent + self.heartbeat_s
             return
         node = self.api.heartbeat(devices)
-        self.pace.sent(devices, sent)
+        self.pace.sent(devices, sent, self.held())
         self.state = node["state"]
         self._renew(node, sent)
         self._next_heartbeat = sent + self.heartbeat_s

@@ -53,12 +53,17 @@ class ChannelLink:
         if ch is None or not ch.up.is_set() or ch.telemetry_refused:
             return False
         busy = any(not r.released for r in self.records.values())
-        if not self.pace.due(devices, busy, now):
+        held = self.held()
+        if not self.pace.due(devices, busy, now, held):
             return True
         if ch.send_telemetry(devices):
-            self.pace.sent(devices, now)
+            self.pace.sent(devices, now, held)
             return True
         return False
+
+    def held(self) -> frozenset[int]:
+        """The cards the workloads here hold (their telemetry follows them)."""
+        return frozenset(i for r in self.records.values() for i in r.load)
 
     def _beat_recorded(self, frame: dict[str, Any], sent: float) -> None:
         """On the channel's thread: the server recorded a beat sent at ``sent``."""

@@ -42,13 +42,16 @@ class EmbeddedAgents:
         state_dir: Path,
         nodes: dict[str, str],
         isolation: IsolationConfig | None = None,
+        verify: ssl.SSLContext | bool = True,
     ):
-        """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``)."""
+        """``nodes`` maps node names to device specs (``simulated:4xA100-80G`` or ``auto``);
+        ``verify``: whom the server's certificate is trusted from (HTTPS)."""
         self.server = server
         # a client per agent: one client shared by 1,000 agents held 2,000 connections in one
         # pool, which httpcore scans under one lock for every request (a fifth of the process's
         # time went to waiting on it); one TLS context for all of them (each costs ~ms)
-        tls = ssl.create_default_context()
+        tls = ssl.create_default_context() if verify is True else verify
+        self.verify = tls
         self.clients = [agent_client(server, token, verify=tls) for _ in nodes]
         heartbeat_s, sync_s = pace(len(nodes))
         self.agents = [
@@ -92,7 +95,7 @@ class EmbeddedAgents:
 
     def _start_when_ready(self) -> None:
         with contextlib.suppress(ClientError):  # not up in time: the agents retry and say so
-            wait_until_healthy(self.server, lambda: not self._stop.is_set(), timeout=300)
+            wait_until_healthy(self.server, lambda: not self._stop.is_set(), 300, self.verify)
         for i, agent in enumerate(self.agents):
             if self._stop.is_set():
                 return

@@ -87,6 +87,8 @@ class Harvest:
             fenced = proc.note(self.store.dir(alloc_id), proc.FENCED)
             if not rec.released or fenced:
                 state, code, reason = outcome(rec, self.store.dir(rec.alloc_id), self.name)
+                if rec.output_note:  # in its state's reason, not only in its log
+                    reason = f"{reason}; {not_written(rec)}"
                 ended = proc.ended_at(self.store.dir(alloc_id))
                 self.api.report(alloc_id, rec.generation, state, exit_code=code, reason=reason,
                                 started_at=rec.started_at, ended_at=ended,
@@ -123,6 +125,7 @@ class Harvest:
         if why:
             with (self.store.dir(rec.alloc_id) / "stderr").open("a") as err:
                 err.write(f"{NOT_WRITTEN}{why}\n")
+            rec.output_note = why
         rec.outputs = None  # once: an agent that restarts now does not write them again
         self.store.save(rec)
         return True
@@ -154,6 +157,14 @@ class Harvest:
         if reason:
             log.warning("agent %s: allocation %s: %s", self.name, rec.alloc_id, reason)
             self._begin_stop(rec, reason)
+
+
+def not_written(rec: Record) -> str:
+    """The words a job's reason ends with when its outputs could not be written here."""
+    return (
+        f"--output not written: {rec.output_note} (its submitter's gpupool saves it where "
+        f"it was submitted: gpupool job wait {rec.job_id})"
+    )
 
 
 def _write(plan: OutputPlan, folder: Any) -> str:

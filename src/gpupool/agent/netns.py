@@ -30,6 +30,7 @@ from gpupool.agent.host_registry import locked_json
 from gpupool.agent.replica_ports import CONTROL, SERVE, NoPortError, ReplicaPorts
 
 SUBNET = "10.231"
+INSTALL_NFT = "Debian/Ubuntu: apt-get install nftables"
 REGISTRY = Path("/run/gpupool/netns.json")
 MAX_NAMESPACES = 16_000  # /30s in 10.231.0.0/16 (N = index: third and fourth octets)
 
@@ -74,13 +75,28 @@ class TenantNetworks:
         """Namespaces are walled from each other and replicas' ports can be published."""
         return self.available and self.firewall.available
 
+    def not_walled(self) -> str | None:
+        """Why namespaces are not walled here — and service replicas cannot run, as their
+        ports are published through the wall — or None."""
+        if not self.available:
+            return "the ip command is missing (Debian/Ubuntu: apt-get install iproute2)"
+        if not self.firewall.available:
+            return f"nft is missing ({INSTALL_NFT})"
+        return None
+
     def describe(self) -> str:
         if not self.available:
-            return "no per-tenant network namespaces (the ip command is missing)"
+            return (
+                "no per-tenant network namespaces (the ip command is missing); service "
+                "replicas cannot run here"
+            )
         if self.walled:
             return "a network namespace per tenant, walled from the others (nftables)"
         nat = "NAT through iptables" if self.nat else "no NAT (nft/iptables missing)"
-        return f"a network namespace per tenant, NOT walled from the others (nft missing; {nat})"
+        return (
+            f"a network namespace per tenant, NOT walled from the others (nft missing; {nat}); "
+            f"service replicas cannot run here ({INSTALL_NFT})"
+        )
 
     def name(self, tenant: str) -> str:
         return "gpupool-" + hashlib.sha256(f"{self.scope}\0{tenant}".encode()).hexdigest()[:10]

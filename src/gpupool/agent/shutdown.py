@@ -5,6 +5,7 @@ jobs are requeued rather than failed. Their records stay; their working folders 
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gpupool.agent import processes as proc
 from gpupool.agent.state import Record, Store
@@ -51,3 +52,20 @@ def remove_workdirs(
             continue
         rec.workdir = ""
         store.save(rec)
+
+
+def leave(agent: Any) -> None:
+    """What an agent does as its loop ends (``Agent.run``): its channel closed; with
+    ``stop_workloads_on_exit`` (embedded agents) every workload stopped and its folders,
+    cgroups and namespaces removed; its clients closed and its state dir let go."""
+    if agent.channel is not None:
+        agent.channel.close()
+    if agent.config.stop_workloads_on_exit:
+        agent.stop_all()
+        agent.remove_stopped_workdirs()
+        agent.launcher.cgroups.remove_all()  # nothing runs in them any more
+        if agent.launcher.networks is not None:
+            agent.launcher.networks.remove_all()
+    agent.api.close()
+    agent.replica_client.close()
+    agent.store.unlock()

@@ -37,6 +37,7 @@ class Record:
     mps: list[str] = field(default_factory=list)  # GPUs whose MPS daemon it uses
     mem_mib: int = 0  # its host-memory grant (named when the OOM killer stops it)
     outputs: dict | None = None  # gpupool.agent.job_output.OutputPlan's fields
+    output_note: str = ""  # why its --output / --error could not be written (its reason too)
     port: int | None = None  # a service replica's port (gpupool.agent.replica_ports)
     control: str | None = None  # where its agent reaches its control endpoints (host:port)
     disk_mib: int | None = None  # its working folder's limit (None: an older agent's record)

@@ -1,5 +1,7 @@
 """When an agent whose lease travels on its channel sends telemetry: at once when what the
-scheduler acts on changed (a card's health, mode, MIG layout, a failed mode switch), else every
+scheduler acts on changed (a card's health, mode, MIG layout, a failed mode switch) or a card
+was taken or let go (its telemetry then changes for good: an idle card kept the busy figures
+of the job that had left it for up to a minute), else every
 ``busy_s`` while workloads run (idle-card accounting samples at most a minute at a time) and
 every ``idle_s`` otherwise (the dashboard counts telemetry older than two minutes as unknown).
 Over HTTP, every heartbeat carries it, as before."""
@@ -23,13 +25,22 @@ class TelemetryPace:
         self._sent_at: float | None = None
         self._signature: tuple | None = None
 
-    def due(self, devices: Sequence[dict[str, Any]], busy: bool, now: float) -> bool:
-        if self._sent_at is None or signature(devices) != self._signature:
+    def due(
+        self,
+        devices: Sequence[dict[str, Any]],
+        busy: bool,
+        now: float,
+        held: frozenset[int] = frozenset(),
+    ) -> bool:
+        """``held``: the cards workloads hold now."""
+        if self._sent_at is None or (signature(devices), held) != self._signature:
             return True
         return now - self._sent_at >= (self.busy_s if busy else self.idle_s)
 
-    def sent(self, devices: Sequence[dict[str, Any]], now: float) -> None:
-        self._sent_at, self._signature = now, signature(devices)
+    def sent(
+        self, devices: Sequence[dict[str, Any]], now: float, held: frozenset[int] = frozenset()
+    ) -> None:
+        self._sent_at, self._signature = now, (signature(devices), held)
 
     def forget(self) -> None:
         """The next telemetry goes at once (the channel is new: the server may have missed

@@ -38,6 +38,7 @@ from gpupool.agent.replica_ports import CONTROL, DEFAULT_RANGE, NoPortError, Rep
 from gpupool.agent.sandbox import Sandbox
 from gpupool.agent.slurm_env import install_tools, node_env
 from gpupool.model import SpecError
+from gpupool.model.labels import REPLICAS_LABEL
 from gpupool.model.protocol import OrderOut
 from gpupool.model.workload import check_workload
 from gpupool.sharing.runtime_env import Grant, LocalDevice, slice_env
@@ -199,7 +200,18 @@ class Launcher:
         return {
             "gpupool.io/isolation": self.isolation.value,
             "gpupool.io/cgroup": f"v{version}" if version else "none",
+            REPLICAS_LABEL: self.replicas(),
         }
+
+    def replicas(self) -> str:
+        """Whether service replicas can run here: "yes", or "no: why" (the server refuses a
+        service no node can run, with these words)."""
+        if self.isolation is not Isolation.TENANT_USERS:
+            return "yes"  # on the host's network, ports held by the agent
+        if self.networks is None:
+            return "no: the agent runs with --no-tenant-network"
+        why = self.networks.not_walled()
+        return f"no: {why}" if why else "yes"
 
     # -- one order ------------------------------------------------------------------------
     def identity(self, tenant: str) -> Identity | None:

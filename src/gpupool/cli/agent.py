@@ -202,6 +202,11 @@ def agent(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
         worker.run(stop)
+    if worker.refusal is not None:  # its credential is refused: retrying cannot help
+        from gpupool.agent.refusal import EXIT_REFUSED
+
+        typer.echo(f"error: {worker.refusal}", err=True)
+        raise typer.Exit(EXIT_REFUSED)
 
 
 @friendly

@@ -60,21 +60,43 @@ def login(
     profile: str = typer.Option(
         "default", "--profile", help="Save them under this name (several servers)"
     ),
+    ca: str = typer.Option(
+        None,
+        "--ca",
+        envvar="GPUPOOL_CA",
+        help="The CA file an HTTPS server's certificate is trusted from (a site's own CA); "
+        "kept in the profile for later commands [default: the system's]",
+    ),
 ) -> None:
-    """Check a token against the server and save both for later commands (mode 0600), as
-    the current profile."""
-    with _errors(), ApiClient(server, token) as api:
-        status = api.get("/api/v1/status")
-        if status["role"] in MACHINE_ROLES:  # it works, but not for a person's commands
-            raise ClientError(
-                f"this token is {MACHINE_ROLES[status['role']]} (role {status['role']}), not a "
-                "person's: log in with an admin, tenant-admin, member, viewer or finance token"
-            )
-        path = save_credentials(api.server, token, profile)
+    """Check a token against the server and save both for later commands (mode 0600), with
+    the CA it was trusted from, as the current profile (said when another was current)."""
+    from gpupool.client import profiles
+    from gpupool.client.http import read_ca
+
+    with _errors():
+        pem = read_ca(ca, "--ca (GPUPOOL_CA)") if ca else None
+        was = profiles.current()
+        with ApiClient(server, token, ca=pem) as api:
+            status = api.get("/api/v1/status")
+            if status["role"] in MACHINE_ROLES:  # it works, but not for a person's commands
+                raise ClientError(
+                    f"this token is {MACHINE_ROLES[status['role']]} (role {status['role']}), "
+                    "not a person's: log in with an admin, tenant-admin, member, viewer or "
+                    "finance token"
+                )
+            saved_ca = pem if api.server.startswith("https://") else None
+            path = save_credentials(api.server, token, profile, saved_ca)
     typer.echo(
         f"logged in to {api.server} as {status['user']} (gpupool {status['version']}); "
         f"saved as profile {profile} in {path}"
     )
+    if saved_ca:
+        typer.echo(f"profile {profile} trusts the CA of {ca} (kept in the profile)")
+    if was is not None and was != profile:
+        typer.echo(
+            f"profile {profile} is now current (it was {was}: gpupool profile use {was} goes "
+            f"back, gpupool --profile {was} ... for one command)"
+        )
 
 
 def all_items(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """Following jobs to their end (``job submit --wait``, ``job wait``): state changes on
 stderr, logs saved to the job's ``--output`` pattern, and the exit status a shell expects."""
 
+import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,7 @@ def exit_status(job: dict[str, Any]) -> int:
     return 1
 
 
-def _tasks(api: ApiClient, job: dict[str, Any]) -> list[dict[str, Any]]:
+def tasks_of(api: ApiClient, job: dict[str, Any]) -> list[dict[str, Any]]:
     """A job now, or every task of the array it names."""
     if job.get("array_job") == job["id"]:
         return sorted(all_items(api, "/api/v1/jobs", array=job["id"]), key=lambda t: t["id"])
@@ -44,7 +46,7 @@ def follow(api: ApiClient, jobs: list[dict[str, Any]], timeout: float = 0) -> li
     seen: dict[int, str] = {}
     delay = 0.2
     while True:
-        now = [t for job in jobs for t in _tasks(api, job)]
+        now = [t for job in jobs for t in tasks_of(api, job)]
         for t in now:
             if seen.get(t["id"]) != t["state"]:
                 seen[t["id"]] = t["state"]
@@ -70,10 +72,11 @@ def log_chunks(api: ApiClient, job_id: int) -> Iterator[dict[str, Any]]:
         after = chunks[-1]["id"]
 
 
-def output_path(job: dict[str, Any]) -> str:
-    """The job's ``--output`` with its patterns expanded (``%N``: no node here)."""
+def output_path(job: dict[str, Any], pattern: str | None = None) -> str:
+    """The job's ``--output`` (or ``pattern``) with its patterns expanded (``%N``: no node
+    here)."""
     return expand_output(
-        job["output"],
+        pattern or job["output"],
         job["id"],
         job["array_job"],
         job["array_index"],
@@ -82,41 +85,74 @@ def output_path(job: dict[str, Any]) -> str:
     )
 
 
-def written_by_node(job: dict[str, Any]) -> bool:
-    """Whether the node already wrote the job's ``--output`` here (the directory is shared
-    with the node): the file exists and was written since the job started."""
+def output_files(job: dict[str, Any]) -> list[tuple[str, frozenset[str]]]:
+    """(path, the streams it takes) of the job's ``--output`` / ``--error``: stderr joins
+    the output unless ``--error`` names a file of its own (sbatch)."""
+    out = output_path(job) if job.get("output") else None
+    err = output_path(job, job["error"]) if job.get("error") else None
+    if out and err and err != out:
+        return [(out, frozenset({"stdout"})), (err, frozenset({"stderr"}))]
+    if out:
+        return [(out, frozenset({"stdout", "stderr"}))]
+    return [(err, frozenset({"stderr"}))] if err else []
+
+
+def written_by_node(job: dict[str, Any], here: Path | None = None) -> bool:
+    """Whether the node already wrote the job's output files in ``here`` (the directory is
+    shared with the node): each exists and was written since the job started."""
+    folder = here or Path.cwd()
+    files = output_files(job)
     try:
-        path = Path(output_path(job))
-        return path.is_file() and path.stat().st_mtime >= (job.get("started_at") or 0) - 2
+        since = (job.get("started_at") or 0) - 2
+        return bool(files) and all(
+            (folder / path).is_file() and (folder / path).stat().st_mtime >= since
+            for path, _ in files
+        )
     except (OSError, KeyError, TypeError):
         return False
 
 
-def save_log(api: ApiClient, job: dict[str, Any]) -> Path:
-    """Write the job's log to its ``--output`` pattern, inside the current directory (where
-    the node could not: the job ran where this directory is not): the path is checked again
-    here (a job stored before the server checked it), its folders must resolve inside the
-    current directory, and a symlink in its place is not followed. The node's note why it
-    could not write it stays out of the file (written here, it is not true of it; it stays
-    in gpupool job logs)."""
-    pattern = output_path(job)
+def save_log(api: ApiClient, job: dict[str, Any], here: Path | None = None) -> list[Path]:
+    """Write the job's log to its ``--output`` pattern — its stderr to ``--error`` when that
+    names a file of its own — inside ``here`` (the current directory by default; where the
+    node could not: the job ran where this directory is not): the paths are checked again
+    here (a job stored before the server checked them), their folders must resolve inside
+    ``here``, and each file is written aside and renamed into place, so a symlink there is
+    replaced, never followed. The node's note why it could not write them stays out (written
+    here, it is not true of them; it stays in gpupool job logs)."""
+    folder = (here or Path.cwd()).resolve()
+    files = output_files(job)
+    targets: list[tuple[Path, frozenset[str]]] = []
+    for pattern, streams in files:
+        try:
+            targets.append((folder / check_output_path(pattern), streams))
+        except SpecError as exc:
+            raise ClientError(str(exc)) from None
+    written: list[tuple[Path, Any, str]] = []
     try:
-        path = Path(check_output_path(pattern))
-    except SpecError as exc:
-        raise ClientError(str(exc)) from None
-    here = Path.cwd().resolve()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.parent.resolve().is_relative_to(here):
-            raise ClientError(f"output: {path} leads out of the current directory")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-        with os.fdopen(os.open(path, flags, 0o644), "w") as f:
-            for chunk in log_chunks(api, job["id"]):
-                text = chunk["text"]
-                if chunk.get("stream") == "stderr" and NOT_WRITTEN in text:
-                    lines = text.splitlines(keepends=True)
-                    text = "".join(x for x in lines if not x.startswith(NOT_WRITTEN))
-                f.write(text)
+        for path, _ in targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.resolve().is_relative_to(folder):
+                raise ClientError(f"output: {path} leads out of {folder}")
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            os.fchmod(fd, 0o644)
+            written.append((path, os.fdopen(fd, "w"), tmp))
+        for chunk in log_chunks(api, job["id"]):
+            stream, text = chunk.get("stream") or "stdout", chunk["text"]
+            if stream == "stderr" and NOT_WRITTEN in text:
+                lines = text.splitlines(keepends=True)
+                text = "".join(x for x in lines if not x.startswith(NOT_WRITTEN))
+            for (_, streams), (_, f, _) in zip(targets, written, strict=True):
+                if stream in streams:
+                    f.write(text)
+        for path, f, tmp in written:
+            f.close()
+            os.replace(tmp, path)
     except OSError as exc:
-        raise ClientError(f"output: cannot write {path}: {exc.strerror or exc}") from None
-    return path
+        raise ClientError(f"output: cannot write in {folder}: {exc.strerror or exc}") from None
+    finally:
+        for _, f, tmp in written:
+            f.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return [Path(pattern) for pattern, _ in files]  # as the job named them, under ``here``

@@ -24,7 +24,7 @@ from gpupool.cli.follow import (
     exit_status,
     follow,
     log_chunks,
-    output_path,
+    output_files,
     save_log,
     written_by_node,
 )
@@ -141,6 +141,7 @@ def job_submit(
         job = api.post("/api/v1/jobs", body)
         if as_json and not wait:
             typer.echo(json.dumps(job, indent=2))
+            _deliver_later(job, say=False)
             return
         if job.get("array_size"):
             limit = f", at most {job['array_limit']} at once" if job["array_limit"] else ""
@@ -151,6 +152,17 @@ def job_submit(
         typer.echo(said, err=wait)
         if wait:
             raise typer.Exit(_wait(api, [job], as_json))
+    _deliver_later(job, say=True)
+
+
+def _deliver_later(job: dict[str, Any], say: bool) -> None:
+    """Outputs reach this directory however its node runs the job (``cli.deliver``)."""
+    if output_files(job):
+        from gpupool.cli.deliver import spool_submitted
+
+        said = spool_submitted(job)
+        if say:
+            typer.echo(said, err=True)
 
 
 def _body(given: dict[str, Any], argv: list[str], max_runtime: int | None, key: str | None):
@@ -249,12 +261,13 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
     """Follow jobs (an array: all its tasks) to their end, save logs to their ``--output``,
     and return the exit status a shell should see (the highest of them, as sbatch --wait)."""
     ended = follow(api, jobs, timeout)
-    me = api.get("/api/v1/status")["user"] if any(j.get("output") for j in ended) else None
+    me = api.get("/api/v1/status")["user"] if any(output_files(j) for j in ended) else None
     for job in ended:
-        if not job.get("output"):
+        if not output_files(job):
             continue
         if written_by_node(job):
-            typer.echo(f"job {job['id']}: its node wrote {visible(output_path(job))}", err=True)
+            wrote = ", ".join(visible(path) for path, _ in output_files(job))
+            typer.echo(f"job {job['id']}: its node wrote {wrote}", err=True)
             continue
         if job["submitted_by"] != me:  # someone else's path choice is not written here
             typer.echo(
@@ -263,8 +276,8 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
                 err=True,
             )
             continue
-        path = save_log(api, job)
-        typer.echo(f"job {job['id']}: log saved to {visible(str(path))}", err=True)
+        paths = ", ".join(visible(str(p)) for p in save_log(api, job))
+        typer.echo(f"job {job['id']}: log saved to {paths}", err=True)
     if as_json:
         typer.echo(json.dumps(ended, indent=2))
     return max(exit_status(j) for j in ended)
@@ -279,8 +292,11 @@ def job_wait(
 ) -> None:
     """Wait until the jobs end, printing their state changes; exit with their exit code
     (the highest; 1 for a job cancelled or failed without one)."""
+    from gpupool.cli.deliver import unspool
+
     with ApiClient.from_env() as api:
         jobs = [api.get(f"/api/v1/jobs/{i}") for i in dict.fromkeys(job_ids)]
+        unspool(api.server, [j["id"] for j in jobs])  # their outputs are saved here instead
         raise typer.Exit(_wait(api, jobs, as_json, timeout))
 
 
@@ -404,6 +420,7 @@ def job_cancel(
         raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
     if not refs and not me and all(f is None for f in (tenant, user, state, name, array)):
         raise SpecError("give job ids or at least one of --tenant, --user, --me, --state, --name")
+    replicas: list[dict[str, Any]] = []
     with ApiClient.from_env() as api:
         user = whoami(api) if me else user
         filters = {"tenant": tenant, "user": user, "state": state, "name": name}
@@ -411,16 +428,33 @@ def job_cancel(
             if array is not None:  # --array alone: the array, if it is one
                 refs = [(array, None)] if is_array(api, array) else []
             done = [cancel(api, *named(api, ref)) for ref in dict.fromkeys(refs)]
-        else:  # each job that matches, alone
+        else:  # each job that matches, alone; a service's replicas are its autoscaler's
             chosen = matching(api, refs, {**filters, "array": array}, LIVE)
+            replicas = [j for j in chosen if j.get("service")]
+            chosen = [j for j in chosen if not j.get("service")]
             done = [cancel(api, j["id"], j["array_index"] if is_head(j) else None) for j in chosen]
     if as_json:
         typer.echo(json.dumps([answer for answer, _ in done], indent=2))
         return
     for answer, whole in done:
         typer.echo(cancelled_line(answer, whole))
-    if not done:
+    for line in replicas_left(replicas):
+        typer.echo(line)
+    if not done and not replicas:
         typer.echo("no job matched")
+
+
+def replicas_left(replicas: list[dict[str, Any]]) -> list[str]:
+    """What a cancel by filters said of the service replicas it left alone."""
+    by_service: dict[str, list[int]] = {}
+    for j in replicas:
+        by_service.setdefault(j["service"], []).append(j["id"])
+    return [
+        f"left {len(ids)} service replica(s) alone: {', '.join(map(str, sorted(ids)))} of "
+        f"service {visible(svc)} (its autoscaler's: gpupool service scale {visible(svc)} N, or "
+        f"gpupool service delete {visible(svc)})"
+        for svc, ids in sorted(by_service.items())
+    ]
 
 
 def _control(verb: str, ids: list[int], array: int | None, states: tuple[str, ...], **q: Any):

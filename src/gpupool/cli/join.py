@@ -125,7 +125,7 @@ def join_command(
         return
     from gpupool.client.agent_service import install_and_start
 
-    unit = install_and_start(unit_dir)
+    unit = install_and_start(unit_dir, env_file)
     typer.echo(f"installed {unit} and started gpupool-agent (systemctl status gpupool-agent)")
 
 

@@ -29,6 +29,7 @@ from gpupool.cli import (
     server,
     services,
     simulate,
+    up,
 )
 from gpupool.cli.errors import friendly
 from gpupool.model import SpecError, parse_request
@@ -67,7 +68,7 @@ app.add_typer(server.admin_app, name="admin")
 server.admin_app.command("backup")(backup.backup)
 server.admin_app.command("restore")(backup.restore)
 app.command("server")(server.server)
-app.command("up")(server.up)
+app.command("up")(up.up)
 app.command("agent")(agent.agent)
 app.command("devices")(agent.devices)
 app.command("login")(client.login)

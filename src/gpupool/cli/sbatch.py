@@ -13,7 +13,7 @@ import typer
 import yaml
 
 from gpupool.cli.client import client_command
-from gpupool.client import ApiClient
+from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
 from gpupool.model.sbatch import SbatchJob, Site, translate
 from gpupool.model.sbatch_options import Option, read_words, script_options
@@ -83,12 +83,22 @@ def _script(rest: list[str], wrap: str | None) -> tuple[str, str, list[str]]:
             raise SpecError(f"--wrap and a script {rest[0]!r}: one of them")
         return f"#!/bin/sh\n{wrap}\n", "wrap", []
     if not rest:
-        return sys.stdin.read(), "sbatch", []
+        return _not_empty(sys.stdin.read(), "the batch script on stdin"), "sbatch", []
     path = Path(rest[0])
     try:
-        return path.read_text(), path.name, rest[1:]
+        text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{rest[0]}: cannot read the batch script: {exc}") from None
+    return _not_empty(text, rest[0]), path.name, rest[1:]
+
+
+def _not_empty(text: str, what: str) -> str:
+    """As sbatch: a script with nothing in it is refused, not run as a job doing nothing."""
+    if not text:
+        raise SpecError(f"{what}: Batch script is empty! (sbatch refuses it too)")
+    if not text.strip():
+        raise SpecError(f"{what}: Batch script contains only whitespace! (sbatch refuses it too)")
+    return text
 
 
 def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, str]):
@@ -151,9 +161,23 @@ def sbatch(ctx: typer.Context) -> None:
         typer.echo(f"gpupool sbatch: warning: {warning}", err=True)
     parsable = any(o.name == "parsable" for o in merged)
     with ApiClient.from_env() as api:
-        out = api.post("/api/v1/jobs", body(job, text, name, args, env))
+        try:
+            out = api.post("/api/v1/jobs", body(job, text, name, args, env))
+        except ClientError as exc:
+            if exc.status == 422 and str(exc).startswith("422 tenant: required"):
+                raise ClientError(
+                    f"{exc}: give the account to run as with -A/--account TEAM (or "
+                    "#SBATCH --account=TEAM in the script; --site FILE maps accounts to teams)",
+                    422,
+                ) from None
+            raise
         typer.echo(str(out["id"]) if parsable else f"Submitted batch job {out['id']}")
         if job.wait:
             from gpupool.cli.jobs import _wait
 
             raise typer.Exit(_wait(api, [out], False))
+    from gpupool.cli.deliver import spool_submitted
+
+    said = spool_submitted(out)  # its outputs reach this directory however its node runs it
+    if not parsable:
+        typer.echo(f"gpupool sbatch: {said}", err=True)

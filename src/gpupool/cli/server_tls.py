@@ -55,9 +55,10 @@ def tls_options(settings: "Settings") -> TlsFiles:
         where = f"plain HTTP on {settings.host}:{settings.port}: tokens cross the network in clear"
         if not settings.allow_plain_http:
             raise SpecError(
-                f"{where}; give tls_cert_file and tls_key_file (gpupool cert create), or "
-                "allow_plain_http (--allow-plain-http, GPUPOOL_ALLOW_PLAIN_HTTP=true) behind a "
-                "TLS proxy (docs/operations.md)",
+                f"{where}; serve HTTPS with --tls-cert and --tls-key (tls_cert_file, "
+                "tls_key_file; gpupool cert create makes them), or allow plain HTTP behind a "
+                "TLS proxy with --allow-plain-http (allow_plain_http, "
+                "GPUPOOL_ALLOW_PLAIN_HTTP=true) (docs/operations.md)",
                 field="host",
             )
         typer.echo(f"warning: serving {where} (allow_plain_http)", err=True)

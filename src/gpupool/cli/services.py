@@ -75,6 +75,8 @@ def create(
     }  # fmt: skip
     with ApiClient.from_env() as api:
         svc = api.post("/api/v1/services", {k: v for k, v in body.items() if v is not None})
+    for warning in svc.get("warnings") or []:
+        typer.echo(f"warning: {warning}", err=True)
     emit([_row(svc)], COLUMNS, as_json=as_json)
 
 

@@ -17,6 +17,10 @@ UNIT = "gpupool-agent.service"
 SHIPPED_PREFIX = "/opt/gpupool/bin/gpupool"  # the unit's program as shipped
 SYSTEMCTL_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")  # not the caller's PATH
 SYSTEMCTL_ENV = "GPUPOOL_SYSTEMCTL"  # another systemctl (tests; systemd in odd places)
+SHIPPED_ENV_FILE = "EnvironmentFile=/etc/gpupool/agent.env"  # the unit's, as shipped
+# what ``systemctl is-system-running`` says of a system that systemd runs (degraded: a unit
+# failed; the others are passing states) — "offline" or a bus error: it does not run
+SYSTEMD_RUNS = ("initializing", "starting", "running", "degraded", "maintenance", "stopping")
 
 
 def shipped_unit(name: str = UNIT) -> Path:
@@ -40,8 +44,18 @@ def this_gpupool() -> str:
     return str(Path(found).resolve())
 
 
-def unit_text(program: str) -> str:
-    return shipped_unit().read_text().replace(SHIPPED_PREFIX, program)
+def unit_text(program: str, env_file: Path | None = None) -> str:
+    """The shipped unit, its program this installation's and its ``EnvironmentFile`` the
+    one the join wrote (an absolute path, as systemd needs)."""
+    text = shipped_unit().read_text().replace(SHIPPED_PREFIX, program)
+    if env_file is not None:
+        text = text.replace(SHIPPED_ENV_FILE, f"EnvironmentFile={env_file.absolute()}")
+    return text
+
+
+def lines(text: str) -> str:
+    """A program's several lines of output as one line of an error ("a; b")."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _systemctl() -> str:
@@ -57,18 +71,35 @@ def _systemctl() -> str:
 
 
 def preflight() -> None:
-    """What --install-service needs, checked before a bootstrap token is spent."""
+    """What --install-service needs, checked before a bootstrap token is spent: the unit,
+    this installation's program, and systemd running (not only its systemctl installed:
+    a container or chroot has the one without the other)."""
     shipped_unit()
     this_gpupool()
-    _systemctl()
+    systemctl = _systemctl()
+    try:
+        done = subprocess.run(
+            [systemctl, "is-system-running"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SpecError(f"{systemctl} is-system-running: {exc}") from None
+    state = done.stdout.strip().split("\n")[0]
+    if state not in SYSTEMD_RUNS:
+        said = lines(f"{done.stdout}\n{done.stderr}") or f"exit code {done.returncode}"
+        raise SpecError(
+            f"systemd is not running on this host (systemctl is-system-running: {said}): "
+            "--install-service needs it. Nothing was spent: join without --install-service "
+            "and start the agent with its own command (gpupool agent ...)"
+        )
 
 
-def install_and_start(unit_dir: Path) -> Path:
-    """Write the unit into ``unit_dir``, reload systemd, enable and start the agent; returns
-    the unit's path. A step that fails says which and what was done before it."""
+def install_and_start(unit_dir: Path, env_file: Path | None = None) -> Path:
+    """Write the unit into ``unit_dir`` (reading ``env_file``), reload systemd, enable and
+    start the agent; returns the unit's path. A step that fails says which and what was
+    done before it."""
     unit_dir.mkdir(parents=True, exist_ok=True)
     path = unit_dir / UNIT
-    path.write_text(unit_text(this_gpupool()))
+    path.write_text(unit_text(this_gpupool(), env_file))
     systemctl = _systemctl()
     for args in (["daemon-reload"], ["enable", "--now", UNIT.removesuffix(".service")]):
         done = subprocess.run(
@@ -76,7 +107,7 @@ def install_and_start(unit_dir: Path) -> Path:
         )
         if done.returncode != 0:
             raise SpecError(
-                f"systemctl {' '.join(args)} failed ({done.stderr.strip() or done.returncode}); "
+                f"systemctl {' '.join(args)} failed ({lines(done.stderr) or done.returncode}); "
                 f"the unit is written at {path}"
             )
     return path

@@ -4,6 +4,7 @@ long-lived inference services, short dev/test jobs. Every job is a real process 
 progress; idempotency keys make a restart with ``--demo`` submit nothing twice."""
 
 import random
+import ssl
 import time
 
 import httpx
@@ -60,10 +61,19 @@ def demo_jobs(seed: int = 1) -> list[dict]:
     return jobs
 
 
-def submit_demo(url: str, token: str, nodes: int, timeout_s: float = 60) -> int:
+def submit_demo(
+    url: str,
+    token: str,
+    nodes: int,
+    timeout_s: float = 60,
+    verify: ssl.SSLContext | bool = True,
+) -> int:
     """Wait for ``nodes`` nodes to register, then submit the mix; returns jobs submitted."""
     with httpx.Client(
-        base_url=url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        base_url=url + "/api/v1",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        verify=verify,
     ) as c:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

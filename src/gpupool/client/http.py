@@ -1,6 +1,7 @@
 """``ApiClient``: httpx with the bearer token, and errors a person can read."""
 
 import os
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ import httpx
 from gpupool import __version__
 from gpupool.client import profiles
 from gpupool.client.profiles import DEFAULT_PROFILE
-from gpupool.client.tls import trust
+from gpupool.client.tls import trust, trust_chain
 from gpupool.model import SpecError
 from gpupool.model.versions import CLI_PRODUCT, user_agent
 
@@ -24,9 +25,12 @@ class ClientError(Exception):
         self.status = status
 
 
-def save_credentials(server: str, token: str, profile: str = DEFAULT_PROFILE) -> Path:
-    """Save a server and token as ``profile`` and make it current (mode 0600)."""
-    return profiles.save(profile, server, token)
+def save_credentials(
+    server: str, token: str, profile: str = DEFAULT_PROFILE, ca: str | None = None
+) -> Path:
+    """Save a server and token (and the CA it is trusted from, PEM) as ``profile`` and make
+    it current (mode 0600)."""
+    return profiles.save(profile, server, token, ca)
 
 
 def load_credentials() -> tuple[str, str | None]:
@@ -62,16 +66,33 @@ def server_url(server: str) -> str:
 CA_ENV = "GPUPOOL_CA"  # a CA file the CLI trusts for an HTTPS server (a site's own CA)
 
 
+def read_ca(path: str, what: str = CA_ENV) -> str:
+    """The PEM certificates of a CA file (to keep in a profile), or a clear error."""
+    try:
+        text = Path(path).read_text()
+        trust_chain(text)
+    except (OSError, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
+        raise ClientError(f"{what}: {path} is not a readable CA file ({exc})") from None
+    return text
+
+
 class ApiClient:
-    def __init__(self, server: str, token: str | None, *, timeout: float = 30.0):
+    def __init__(
+        self, server: str, token: str | None, *, timeout: float = 30.0, ca: str | None = None
+    ):
+        """``ca``: the PEM of the CA the server is trusted from (a profile's, ``--ca``);
+        without it the file ``GPUPOOL_CA`` names, else the system's authorities."""
         headers = {"User-Agent": user_agent(CLI_PRODUCT, __version__)}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.server = server_url(server)
+        verify: ssl.SSLContext | bool
         try:
-            verify = trust(os.environ.get(CA_ENV))
+            verify = trust_chain(ca) if ca else trust(os.environ.get(CA_ENV))
         except SpecError as exc:
             raise ClientError(f"{CA_ENV}: {exc}") from None
+        except (ssl.SSLError, ValueError) as exc:
+            raise ClientError(f"the CA saved with this profile: {exc}") from None
         self.http = httpx.Client(
             base_url=self.server, headers=headers, timeout=timeout, verify=verify
         )
@@ -79,7 +100,13 @@ class ApiClient:
     @classmethod
     def from_env(cls) -> "ApiClient":
         server, token = load_credentials()
-        return cls(server, token)
+        if os.environ.get(CA_ENV):  # named for this command: it wins over the profile's
+            return cls(server, token)
+        try:
+            ca = profiles.ca_for(server_url(server))
+        except profiles.ProfileError as exc:
+            raise ClientError(str(exc)) from None
+        return cls(server, token, ca=ca)
 
     def close(self) -> None:
         self.http.close()
@@ -97,7 +124,8 @@ class ApiClient:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise ClientError(
                     f"the server at {self.server} shows a certificate this client does not "
-                    f"trust (CERTIFICATE_VERIFY_FAILED): set {CA_ENV} to its CA file"
+                    f"trust (CERTIFICATE_VERIFY_FAILED): set {CA_ENV} to its CA file, or keep "
+                    "it in your profile: gpupool login --ca FILE ..."
                 ) from None
             raise ClientError(f"cannot reach the gpupool server at {self.server}") from None
         except httpx.TimeoutException:
@@ -141,15 +169,21 @@ class ApiClient:
         return self.call("DELETE", path)
 
 
-def wait_until_healthy(url: str, alive: Callable[[], bool], timeout: float = 60) -> None:
+def wait_until_healthy(
+    url: str,
+    alive: Callable[[], bool],
+    timeout: float = 60,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     """Poll ``url``/healthz until it answers 200; ``alive`` says whether the server process
-    still runs (a dead one fails at once instead of after ``timeout``)."""
+    still runs (a dead one fails at once instead of after ``timeout``); ``verify``: whom an
+    HTTPS server's certificate is trusted from."""
     deadline = time.monotonic() + timeout
     while True:
         if not alive():
             raise ClientError(f"the server at {url} exited before it was ready")
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

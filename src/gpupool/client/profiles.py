@@ -5,7 +5,8 @@ command.
 
 Which server and token a command uses: a profile chosen for the command (``--profile`` or
 ``GPUPOOL_PROFILE``) wins; otherwise ``GPUPOOL_SERVER`` / ``GPUPOOL_TOKEN`` win over the
-current profile; otherwise the local default server without a token. A file from before
+current profile; otherwise the local default server without a token. A profile may keep the CA
+of its HTTPS server (``ca_for``); ``GPUPOOL_CA`` wins over it. A file from before
 profiles (``{"server", "token"}``) reads as the profile ``default``."""
 
 import json
@@ -56,12 +57,32 @@ def store(data: dict[str, Any]) -> Path:
     return path
 
 
-def save(name: str, server: str, token: str) -> Path:
-    """Add or replace profile ``name`` and make it the current one."""
+def save(name: str, server: str, token: str, ca: str | None = None) -> Path:
+    """Add or replace profile ``name`` and make it the current one. ``ca``: the PEM of the
+    certificate authority its HTTPS server is trusted from (a site's own CA), kept in the
+    profile itself, so later commands trust it without ``GPUPOOL_CA`` and the file may go."""
     data = load()
-    data["profiles"][name] = {"server": server, "token": token}
+    data["profiles"][name] = {"server": server, "token": token} | ({"ca": ca} if ca else {})
     data["current"] = name
     return store(data)
+
+
+def current() -> str | None:
+    """The current profile's name (None: none yet)."""
+    return load()["current"]
+
+
+def ca_for(server: str) -> str | None:
+    """The CA (PEM) saved with the profile a command uses, when that profile's server is
+    ``server``: a CA vouches for the server it was given for, never for another one a
+    command names (``GPUPOOL_SERVER``)."""
+    data = load()
+    name = os.environ.get("GPUPOOL_PROFILE") or data["current"] or ""
+    profile = data["profiles"].get(name) or {}
+    if str(profile.get("server") or "").rstrip("/") != server.rstrip("/"):
+        return None
+    ca = profile.get("ca")
+    return ca if isinstance(ca, str) and ca else None
 
 
 def use(name: str) -> Path:

@@ -11,6 +11,10 @@ ADDRESS_LABEL = "gpupool.io/address"
 # set by agents that look at their service replicas on the replicas' control ports and send
 # what they find (``agent.replica_watch``); the server probes replicas on other nodes itself
 REPLICA_CONTROL_LABEL = "gpupool.io/replica-control"
+# whether a node's agent can run service replicas: "yes", or "no: why" (a root agent without
+# nft cannot publish their ports into their tenant's walled namespace); a node without it
+# (an older agent) is taken to run them
+REPLICAS_LABEL = "gpupool.io/replicas"
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 

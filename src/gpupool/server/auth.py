@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpupool.model import SpecError
-from gpupool.server.db.tables import TenantRow, TokenRow, UserRow
+from gpupool.server.db.tables import NodeRow, TenantRow, TokenRow, UserRow
 
 TOKEN_PREFIX = "gp_"
 SESSION_PREFIX = "gps_"  # a browser session's token (the dashboard): listed like any token
@@ -137,6 +137,29 @@ def issue_token(
     session.add(row)
     session.flush()
     return token, row.id
+
+
+REFUSED = "unknown, revoked or expired token, or a disabled user"
+
+
+def refusal_for(session: Session, token: str) -> str:
+    """Why a token that has no principal is refused: said plainly for an agent's token
+    revoked with its node (``gpupool node remove``) — its agent stops on it — else the one
+    sentence for every other refusal (a guess learns nothing)."""
+    found = session.execute(
+        select(TokenRow.revoked, UserRow.role, UserRow.node)
+        .join(UserRow, TokenRow.user == UserRow.name)
+        .where(TokenRow.token_hash == token_hash(token))
+    ).one_or_none()
+    if found is None:
+        return REFUSED
+    revoked, role, node = found
+    if revoked and role == Role.AGENT and node and node != "*" and not session.get(NodeRow, node):
+        return (
+            f"node {node} was removed (gpupool node remove) and this agent's credential "
+            "revoked with it; to come back the node joins again (gpupool join)"
+        )
+    return REFUSED
 
 
 def principal_for(session: Session, token: str, now: float | None = None) -> Principal | None:

@@ -1,5 +1,6 @@
 """What every route needs: the server context, the caller, and role checks."""
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpupool.server.admission import LimitCache
-from gpupool.server.auth import Principal, Role, principal_for, token_hash
+from gpupool.server.auth import REFUSED, Principal, Role, principal_for, refusal_for, token_hash
 from gpupool.server.cache import TtlCache
 from gpupool.server.capacity import PoolCapacity
 from gpupool.server.change_feed import ChangeFeed, read_digests, read_stamp
@@ -39,7 +40,8 @@ class ServerContext:
     writes: GroupCommit
     principals: TtlCache[str, Principal] = field(default_factory=lambda: TtlCache(2.0))
     names: TtlCache[tuple[str, str], bool] = field(default_factory=lambda: TtlCache(5.0))
-    bad_tokens: TtlCache[str, bool] = field(default_factory=lambda: TtlCache(2.0))
+    # a bad token seen recently -> why it is refused (the 401's words)
+    bad_tokens: TtlCache[str, str] = field(default_factory=lambda: TtlCache(2.0))
     auth_failures: FailedAuthLimiter = field(init=False)
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
     # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
@@ -79,6 +81,13 @@ def lookup_principal(db: Database, token: str) -> Principal | None:
         return principal_for(s, token)
 
 
+def lookup_principal_or_why(db: Database, token: str) -> tuple[Principal | None, str]:
+    """The token's principal, or None and why it is refused (``auth.refusal_for``)."""
+    with db.read() as s:
+        who = principal_for(s, token)
+        return who, "" if who is not None else refusal_for(s, token)
+
+
 async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
     """The principal of the request's bearer token, or else of its dashboard session cookie
     (whose changes need the page's CSRF header). Async so that a cached token costs no hop
@@ -102,7 +111,7 @@ async def authenticate(request: Request, creds: HTTPAuthorizationCredentials | N
         address = client_address(request)
         throttle(ctx, address, now)
         ctx.auth_failures.failed(address, now)
-        raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
+        raise ApiError(401, ctx.bad_tokens.get(token_hash(token)) or REFUSED)
     if who.role is Role.AGENT and ctx.settings.tls_client_ca_file is not None:
         refused = agent_refusal(request.scope.get("state") or {}, who.node)
         if refused is not None:
@@ -115,10 +124,11 @@ def throttle(ctx: ServerContext, address: str, now: float) -> None:
     """429 for an address that kept presenting bad tokens (``gpupool.server.ratelimit``)."""
     wait = ctx.auth_failures.retry_after(address, now)
     if wait is not None:
+        after = max(1, math.ceil(wait))  # never "retry in 0 s"
         raise ApiError(
             429,
-            f"too many failed authentications from {address}; retry in {wait:.0f} s",
-            headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+            f"too many failed authentications from {address}; retry in {after} s",
+            headers={"Retry-After": str(after)},
         )
 
 
@@ -134,11 +144,11 @@ async def principal_of(ctx: ServerContext, token: str, now: float) -> Principal 
     if who is None:
         if ctx.bad_tokens.get(key):
             return None
-        who = await run_in_threadpool(lookup_principal, ctx.db, token)
+        who, why = await run_in_threadpool(lookup_principal_or_why, ctx.db, token)
         if who is not None:
             ctx.principals.put(key, who)
         else:
-            ctx.bad_tokens.put(key, True)
+            ctx.bad_tokens.put(key, why or REFUSED)
     return who
 
 

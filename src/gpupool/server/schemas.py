@@ -470,6 +470,7 @@ class JobOut(BaseModel):
     chdir: str | None = None
     submit_dir: str | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
+    service: str | None = None  # the service whose replica it is (its autoscaler's)
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str

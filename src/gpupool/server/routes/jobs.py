@@ -42,7 +42,7 @@ from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
 from gpupool.server.kube_mirror import ACTOR as KUBE_ACTOR
 from gpupool.server.middleware import audit_values
-from gpupool.server.routes.views import job_out, page, scoped
+from gpupool.server.routes.views import job_out, page, replica_services, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 from gpupool.server.snapshot import cached_request
 from gpupool.server.submission import (
@@ -290,9 +290,9 @@ def list_jobs(
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)
         allocs = _active_allocations(s, [j.id for j in jobs])
-    return Page(
-        items=[job_out(j, allocs.get(j.id)) for j in jobs], total=total, limit=limit, offset=offset
-    )
+        services = replica_services(s, [j.id for j in jobs])
+    items = [job_out(j, allocs.get(j.id), services.get(j.id)) for j in jobs]
+    return Page(items=items, total=total, limit=limit, offset=offset)
 
 
 def _active_allocations(s: Session, job_ids: list[int]) -> dict[int, AllocationRow]:
@@ -311,7 +311,8 @@ def get_job(job_id: Id, ctx: Ctx, who: Caller) -> JobOut:
     human(who)
     with ctx.db.read() as s:
         job = visible_job(s, who, job_id)
-        return job_out(job, _active_allocations(s, [job.id]).get(job.id))
+        service = replica_services(s, [job.id]).get(job.id)
+        return job_out(job, _active_allocations(s, [job.id]).get(job.id), service)
 
 
 @router.get("/jobs/{job_id}/events", response_model=list[JobEventOut])

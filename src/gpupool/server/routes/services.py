@@ -24,6 +24,7 @@ from gpupool.server.deps import Caller, Ctx, human, may_manage
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.routes.jobs import request_spec
 from gpupool.server.schemas import Name
+from gpupool.server.services.replica_nodes import replica_places
 from gpupool.server.services.replicas import Replica, read_replicas, stop_replica
 from gpupool.server.services.schemas import (
     EndpointOut,
@@ -106,6 +107,9 @@ def create(body: ServiceIn, ctx: Ctx, who: Caller, request: Request) -> ServiceO
     with ctx.db.write() as s:
         if s.get(TenantRow, tenant) is None:
             raise ApiError(422, f"tenant: unknown tenant {tenant!r}", "tenant")
+        nowhere, warnings = replica_places(s)
+        if nowhere is not None:
+            raise ApiError(422, f"service: {nowhere}", "request")
         taken = select(ServiceRow.id).where(
             ServiceRow.tenant == tenant, ServiceRow.name == body.name
         )
@@ -121,7 +125,7 @@ def create(body: ServiceIn, ctx: Ctx, who: Caller, request: Request) -> ServiceO
         )  # fmt: skip
         s.add(svc)
         s.flush()
-        out = service_out(s, svc)
+        out = service_out(s, svc).model_copy(update={"warnings": warnings})
     request.state.audit_target = f"service {tenant}/{body.name}"
     ctx.loop.wake()
     return out

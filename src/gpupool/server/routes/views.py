@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from gpupool.model.job import job_shape
 from gpupool.model.protocol import AllocationOut
 from gpupool.server.auth import Principal
-from gpupool.server.db.tables import AllocationRow, JobRow
+from gpupool.server.db.tables import AllocationRow, JobRow, ServiceReplicaRow, ServiceRow
 from gpupool.server.schemas import JobOut
 
 API = "/api/v1"
@@ -51,7 +51,19 @@ def allocation_out(a: AllocationRow) -> AllocationOut:
     )
 
 
-def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
+def replica_services(s: Session, job_ids: list[int]) -> dict[int, str]:
+    """Job id -> the name of the service whose replica it is (jobs the autoscaler owns)."""
+    if not job_ids:
+        return {}
+    rows = s.execute(
+        select(ServiceReplicaRow.job_id, ServiceRow.name)
+        .join(ServiceRow, ServiceRow.id == ServiceReplicaRow.service_id)
+        .where(ServiceReplicaRow.job_id.in_(job_ids))
+    ).all()
+    return {job_id: name for job_id, name in rows}
+
+
+def job_out(j: JobRow, alloc: AllocationRow | None = None, service: str | None = None) -> JobOut:
     return JobOut(
         id=j.id,
         tenant=j.tenant,
@@ -88,6 +100,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None) -> JobOut:
         chdir=j.chdir,
         submit_dir=j.submit_dir,
         replaces=j.replaces,
+        service=service,
         allocation=allocation_out(alloc) if alloc is not None else None,
         logs_url=f"{API}/jobs/{j.id}/logs",
         events_url=f"{API}/jobs/{j.id}/events",

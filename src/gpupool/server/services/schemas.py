@@ -109,6 +109,8 @@ class ServiceOut(Strict):
     replicas: list[ReplicaOut]
     created_by: str
     created_at: float
+    # at creation: what may keep replicas from running (nodes that cannot run them)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class EndpointOut(Strict):
