@@ -255,12 +255,13 @@ def billing_report(
             tenant=tenant,
             limit=limit,
         )
+    so_far = f", so far: to {zoned(out['as_of'])}" if out.get("draft") else ""
     emit(
         out["items"],
         REPORT_COLUMNS[report],
         as_json=as_json,
         as_csv=as_csv,
-        title=f"{report} {month} ({zone})",
+        title=f"{report} {month} ({zone}){so_far}",
         empty=f"nothing to report for {month}",
     )
 

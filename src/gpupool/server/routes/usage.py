@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from gpupool.billing.invoice import parts
 from gpupool.server.auth import Principal
-from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.db.tables import UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
-from gpupool.server.lifecycle import device_models, unmetered_rows
+from gpupool.server.ledger import live_entries
 from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
 
@@ -91,17 +91,8 @@ def usage_totals(
     # live allocations: what their workloads ran since their last checkpoint, inside the
     # window (a client's "until now" is a moment before the server's now: it still counts them)
     upto = now if until is None else min(until, now)
-    live = s.execute(
-        select(AllocationRow).where(
-            AllocationRow.state == "active", AllocationRow.started_at.is_not(None)
-        )
-    )
-    mine = [a for a in live.scalars() if who.sees(a.tenant)]
-    if mine:
-        models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
-        for a in mine:
-            for rec in unmetered_rows(s, a, upto, since, models):
-                add(a.tenant, rec["model"], rec)
+    for e in live_entries(s, upto, since=since, keep=who.sees):
+        add(e.tenant, e.model, {k: getattr(e, k) for k in QUANTITIES})
     return totals
 
 
@@ -112,10 +103,12 @@ def usage_summary(
     """Totals per tenant and device model: released allocations (records ending in the
     window) plus live allocations metered up to now."""
     human(who)
+    now = time.time()
     with ctx.db.read() as s:
-        totals = usage_totals(s, who, since, until, time.time())
+        totals = usage_totals(s, who, since, until, now)
     return {
         "since": since,
         "until": until,
+        "as_of": now,
         "items": [{"tenant": t, "model": m, **v} for (t, m), v in sorted(totals.items())],
     }
