@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from gpupool.cli.client import JSON_OPT, client_command
-from gpupool.cli.output import emit
+from gpupool.cli.output import emit, zoned
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 
@@ -62,12 +62,14 @@ def register_issuing(billing_app: typer.Typer) -> None:
                             lang=lang,
                         )
         state = "final" if final else "draft"
+        counted = [r["as_of"] for r in rows if r.get("as_of") and r["state"] == "draft"]
         emit(
             rows,
             COLUMNS,
             as_json=as_json,
             title=f"{month} invoices ({zone})",
             caption=f"{sum(r['changed'] for r in rows)} {state} made"
+            + (f", so far: to {zoned(min(counted))}" if counted else "")
             + (f"; saved in {out}" if out else ""),
             empty=f"nothing to bill for {month}",
         )

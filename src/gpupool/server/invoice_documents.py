@@ -6,23 +6,12 @@ from typing import Literal
 
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+from gpupool.billing.invoice_csv import invoice_csv
 from gpupool.billing.invoice_html import DOCUMENT_HEADERS, invoice_html
 from gpupool.billing.invoice_pdf import PdfUnavailable, invoice_pdf
 from gpupool.server.errors import ApiError
-from gpupool.spreadsheet import csv_text
 
 Format = Literal["json", "csv", "html", "pdf"]
-COLUMNS = ("description", "quantity", "unit", "unit_price", "amount")
-
-
-def invoice_csv(out: dict) -> str:
-    rows: list[list[object]] = []
-    if out.get("number"):
-        rows.append(["number", out["number"], "", "", ""])
-    rows.append(list(COLUMNS))
-    rows += [[line[k] for k in COLUMNS] for line in out["lines"]]
-    rows.append(["total", "", "", "", out["total"]])
-    return csv_text(None, rows)
 
 
 def filename(out: dict, ext: str) -> str:

@@ -135,6 +135,8 @@ def month_invoice(
         ],
     )
     out["kind"] = settings.kind if settings else "chargeback"
+    if live_until is not None:  # running jobs counted up to then: a draft says so
+        out["as_of"] = live_until
     out["breakdown"] = who_ran(s, rows, start, end)
     if issuer:
         out["issuer"] = issuer

@@ -42,6 +42,9 @@ class IssuedOut(BaseModel):
     mode: str
     issued_at: str
     finalised_at: str | None
+    as_of: float | None = Field(
+        None, description="a draft: running jobs are counted up to this moment (epoch seconds)"
+    )
     changed: bool = Field(True, description="issue: made by this run (False: final already)")
 
 
@@ -58,6 +61,7 @@ def _out(r: IssuedInvoiceRow, changed: bool = True) -> IssuedOut:
         mode=r.body.get("mode", "card-hour"),
         issued_at=iso_utc(r.issued_at),
         finalised_at=iso_utc(r.finalised_at) if r.finalised_at is not None else None,
+        as_of=r.body.get("as_of") if r.state == "draft" else None,
         changed=changed,
     )
 
