@@ -71,7 +71,8 @@ def register_issuing(billing_app: typer.Typer) -> None:
             caption=f"{sum(r['changed'] for r in rows)} {state} made"
             + (f", so far: to {zoned(min(counted))}" if counted else "")
             + (f"; saved in {out}" if out else ""),
-            empty=f"nothing to bill for {month}",
+            empty=f"nothing to bill for {month} ({zone}): no usage, rental plan or credit in "
+            "it; no invoice made",
         )
 
     @billing_app.command("invoices")

@@ -36,7 +36,8 @@
       if (final && !window.confirm(t('billing.finalise_confirm', { month }))) return;
       try {
         const out = await api('/api/v1/billing/invoices/issue', { method: 'POST', body: { month, final } });
-        msg.textContent = t(final ? 'billing.finalised_n' : 'billing.drafted_n', { n: out.filter((x) => x.changed).length });
+        msg.textContent = out.length ? t(final ? 'billing.finalised_n' : 'billing.drafted_n', { n: out.filter((x) => x.changed).length })
+          : t('billing.nothing', { month });
         const again = await issued(); issuedBox.replaceChildren(again);
         issuedBox.querySelector('#issue-result').textContent = msg.textContent;
       } catch (err) { msg.textContent = t('jobs.refused', { why: err.message }); }
