@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gpupool.cli.output import visible
+from gpupool.cli.output import users_zone, visible
 from gpupool.model import SpecError
 
 P = ParamSpec("P")
@@ -20,7 +20,8 @@ err_console = Console(stderr=True, highlight=False)
 def print_error(exc: Exception) -> None:
     """``error: ...`` in red on stderr; the message (often the server's, quoting what a user
     typed) shown as text, control characters made visible."""
-    err_console.print(f"[bold red]error:[/] {escape(visible(str(exc)))}", soft_wrap=True)
+    text = visible(users_zone(str(exc)))  # the server writes UTC: said in the user's zone
+    err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
 
 
 @contextmanager
@@ -28,9 +29,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except SpecError as exc:
-        err_console.print(
-            f"[bold red]error:[/] {escape(visible(str(exc)))}", markup=True, soft_wrap=True
-        )
+        print_error(exc)
         raise typer.Exit(code=2) from None
 
 

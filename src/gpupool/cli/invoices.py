@@ -32,7 +32,11 @@ def register_issuing(billing_app: typer.Typer) -> None:
     @client_command
     def billing_issue(
         month: str = typer.Option(..., help="YYYY-MM"),
-        zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
+        zone: str = typer.Option(
+            None,
+            help="The time zone its month is in [default: the server's billing zone, "
+            "Asia/Shanghai]",
+        ),
         final: bool = typer.Option(
             False, "--final", help="Number and freeze them (the month must be over)"
         ),
@@ -49,6 +53,8 @@ def register_issuing(billing_app: typer.Typer) -> None:
             rows = api.post(
                 "/api/v1/billing/invoices/issue", {"month": month, "zone": zone, "final": final}
             )
+            if zone is None:  # the month was the server's billing zone's
+                zone = rows[0]["zone"] if rows else api.get("/api/v1/status")["billing_zone"]
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
                 for r in rows:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from sqlalchemy import or_, select
 
-from gpupool.billing.invoice import DEFAULT_ZONE, month_bounds
+from gpupool.billing.invoice import month_bounds
 from gpupool.billing.reports import IdleHold, JobUsage, daily_usage, idle_costs, job_costs
 from gpupool.model import SpecError
 from gpupool.server.auth import Role
@@ -17,7 +17,7 @@ from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
 from gpupool.server.ledger import entries
 from gpupool.server.lifecycle import device_models
-from gpupool.server.routes.billing import READERS
+from gpupool.server.routes.billing import READERS, BillingZone
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 Report = Literal["usage", "top-jobs", "idle"]
@@ -29,7 +29,7 @@ def report(
     ctx: Ctx,
     who: Caller,
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
-    zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
+    zone: BillingZone = None,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
 ) -> dict[str, object]:
@@ -43,6 +43,7 @@ def report(
         require(who, READERS, "reading cost reports")
     if tenant is not None and not who.sees(tenant):  # as every tenant-scoped route answers
         raise not_found(f"tenant {tenant}")
+    zone = zone or ctx.settings.billing_zone
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:
