@@ -33,8 +33,8 @@ def _replica_jobs(admin, tenant: str = "algo") -> list[dict]:
         ({"request": "gpu=16"}, "request", "can never run"),
         ({"command": []}, "command", "required"),
         ({"env": {"PORT": "80"}}, "env", "PORT is set by the service"),
-        ({"target": 0}, "target", "greater than 0"),
-        ({"health_path": "health"}, "health_path", "pattern"),
+        ({"target": 0}, "target", "must be above 0"),
+        ({"health_path": "health"}, "health_path", "a path is '/' then printable ASCII"),
         ({"tenant": "nobody"}, "tenant", "unknown tenant"),
     ],
 )

@@ -47,8 +47,11 @@ def register_issuing(billing_app: typer.Typer) -> None:
         """Issue every tenant's invoice for a month (admins, company-wide finance): drafts,
         made again by each run, or with --final numbered and never changed again."""
         folder = Path(out) if out else None
-        if folder is not None and folder.exists() and not folder.is_dir():
-            raise SpecError(f"out: {out} is not a folder", field="out")
+        try:
+            if folder is not None and folder.exists() and not folder.is_dir():
+                raise SpecError(f"out: {out} is not a folder", field="out")
+        except OSError as exc:  # a name too long for the file system, say
+            raise SpecError(f"--out: {out}: {exc.strerror}", field="out") from None
         with ApiClient.from_env() as api:
             rows = api.post(
                 "/api/v1/billing/invoices/issue", {"month": month, "zone": zone, "final": final}
@@ -56,7 +59,11 @@ def register_issuing(billing_app: typer.Typer) -> None:
             if zone is None:  # the month was the server's billing zone's
                 zone = rows[0]["zone"] if rows else api.get("/api/v1/status")["billing_zone"]
             if folder is not None:
-                folder.mkdir(parents=True, exist_ok=True)
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    what = f"--out: cannot make the folder {out}: {exc.strerror}"
+                    raise SpecError(what, field="out") from None
                 for r in rows:
                     stem = r["number"] or f"{r['month']}-{r['tenant']}-draft"
                     for fmt in FORMATS:

@@ -13,7 +13,7 @@ import typer
 import yaml
 
 from gpupool.cli.client import client_command
-from gpupool.client import ApiClient
+from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
 from gpupool.model.sbatch import SbatchJob, Site, translate
 from gpupool.model.sbatch_options import Option, read_words, script_options
@@ -91,6 +91,24 @@ def _script(rest: list[str], wrap: str | None) -> tuple[str, str, list[str]]:
         raise SpecError(f"{rest[0]}: cannot read the batch script: {exc}") from None
 
 
+# the request fields an sbatch option is sent as, and that option: a refusal names it
+SLURM_OPTIONS = {
+    "max_runtime_s": "--time",
+    "tenant": "--account",
+    "name": "--job-name",
+    "priority_class": "--qos",
+    "gang_size": "--nodes",
+    "array": "--array",
+    "dependency": "--dependency",
+    "output": "--output",
+    "error": "--error",
+    "chdir": "--chdir",
+    "checkpoint.signal": "--signal",
+    "checkpoint.grace_s": "--signal",
+    "env": "--export",
+}
+
+
 def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, str]):
     """The API body of the job the script describes."""
     interpreter = ["/bin/sh"]
@@ -151,7 +169,11 @@ def sbatch(ctx: typer.Context) -> None:
         typer.echo(f"gpupool sbatch: warning: {warning}", err=True)
     parsable = any(o.name == "parsable" for o in merged)
     with ApiClient.from_env() as api:
-        out = api.post("/api/v1/jobs", body(job, text, name, args, env))
+        try:
+            out = api.post("/api/v1/jobs", body(job, text, name, args, env))
+        except ClientError as exc:
+            exc.options = SLURM_OPTIONS  # said as the option a Slurm user wrote (issue 59)
+            raise
         typer.echo(str(out["id"]) if parsable else f"Submitted batch job {out['id']}")
         if job.wait:
             from gpupool.cli.jobs import _wait

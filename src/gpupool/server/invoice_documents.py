@@ -3,6 +3,7 @@ for: JSON, CSV, a printable HTML page or a PDF of that page."""
 
 import time
 from typing import Literal
+from urllib.parse import quote
 
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
@@ -20,6 +21,16 @@ def filename(out: dict, ext: str) -> str:
     return f"{stem}.{ext}"
 
 
+def attachment(name: str) -> str:
+    """A download's header for ``name``: an ASCII fallback, and the name itself in UTF-8
+    (RFC 6266) — a team named 研发部 made the header unsendable, and the PDF a 500."""
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_"
+                       for c in name)  # fmt: skip
+    if fallback == name:
+        return f'attachment; filename="{name}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
 def invoice_response(
     out: dict, format: Format, lang: str, issued: float | None = None
 ) -> dict | Response:
@@ -35,8 +46,5 @@ def invoice_response(
         pdf = invoice_pdf(page, lang)
     except PdfUnavailable as exc:
         raise ApiError(503, str(exc), exc.field or "format") from None
-    headers = {
-        **DOCUMENT_HEADERS,
-        "Content-Disposition": f'attachment; filename="{filename(out, "pdf")}"',
-    }
+    headers = {**DOCUMENT_HEADERS, "Content-Disposition": attachment(filename(out, "pdf"))}
     return Response(pdf, media_type="application/pdf", headers=headers)
