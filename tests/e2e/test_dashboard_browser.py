@@ -109,6 +109,7 @@ def test_the_overview_shows_the_apis_numbers(browser, cluster):
     assert _kpi(page, "overview.free") == str(sum(m["free"] for m in api["models"]))
     assert _kpi(page, "overview.pending") == str(api["queue"]["pending"])
     assert page.inner_text('[data-kpi="overview.cost"] .value').startswith("CN¥")
+    assert page.inner_text("#cost-as-of").startswith("so far, to ")  # the moment it counts to
     row = page.locator("table tbody tr").first.inner_text().split()
     assert row[:4] == ["A100-80G", "4", str(u["allocated"]), str(api["models"][0]["free"])]
     assert page.problems == []
@@ -344,6 +345,7 @@ def test_month_end_invoicing_from_one_button(browser, cluster):
     page.fill("#billing-month", "2026-10")
     page.dispatch_event("#billing-month", "change")
     page.locator("text=No invoice issued for this month yet.").wait_for()
+    expect(page.locator("#usage-as-of")).to_contain_text("counted to ")
     page.click("#issue-drafts")
     expect(page.locator("#issue-result")).to_have_text("1 draft(s) made.")
     page.click("#issue-final")  # the confirmation dialog is accepted
@@ -353,6 +355,13 @@ def test_month_end_invoicing_from_one_button(browser, cluster):
     pdf = page.request.get(cluster.url + row.locator("a", has_text="PDF").get_attribute("href"))
     assert pdf.ok and pdf.headers["content-type"] == "application/pdf"
     assert pdf.body().startswith(b"%PDF")
+    page.fill("#billing-month", "2020-01")  # before the pool ran: nothing is made, it says so
+    page.dispatch_event("#billing-month", "change")
+    page.locator("text=No invoice issued for this month yet.").wait_for()
+    page.click("#issue-drafts")
+    expect(page.locator("#issue-result")).to_have_text(
+        "Nothing to bill for 2020-01: no usage, rental plan or credit in it; no invoice made."
+    )
     assert not page.problems, page.problems
     context.close()
     # a team's own admin sees its invoice but no button to issue everyone's

@@ -34,8 +34,8 @@ def _replica_jobs(admin, tenant: str = "algo") -> list[dict]:
         ({"command": []}, "command", "required"),
         ({"env": {"PORT": "80"}}, "env", "PORT is set by the service"),
         ({"env": {"GPUPOOL_CONTROL_PORT": "80"}}, "env", "GPUPOOL_CONTROL_PORT is set by the"),
-        ({"target": 0}, "target", "greater than 0"),
-        ({"health_path": "health"}, "health_path", "pattern"),
+        ({"target": 0}, "target", "must be above 0"),
+        ({"health_path": "health"}, "health_path", "a path is '/' then printable ASCII"),
         ({"tenant": "nobody"}, "tenant", "unknown tenant"),
     ],
 )

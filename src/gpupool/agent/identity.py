@@ -60,13 +60,19 @@ def resolve(mode: str, euid: int) -> Isolation:
 
 
 def unix_name(prefix: str, tenant: str) -> str:
-    """``gp-algorithm`` for tenant ``algorithm``. Tenant names allow capitals, dots and up to
-    100 characters, user names do not: such names get a hash suffix so two tenants never
-    share a user (``Team.A`` → ``gp-team-a-3f2a1c``)."""
+    """``gp-algorithm`` for tenant ``algorithm``. Tenant names allow capitals, dots, letters
+    of any script and up to 100 characters, user names do not: such names get a hash suffix
+    so two tenants never share a user (``Team.A`` → ``gp-team-a-3f2a1c``; ``研发部`` →
+    ``gp-5d1e0c``, ``vision研发`` → ``gp-vision-9b04aa``: the ASCII they have, then the
+    hash)."""
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:6]
+    if not tenant.isascii():
+        kept = re.sub(r"[^a-z0-9_]+", "-", tenant.lower()).strip("-")
+        base = (prefix + kept)[: MAX_USER_NAME - 7].rstrip("-") or "t"  # starts with a letter
+        return f"{base}-{digest}"
     plain = re.sub(r"[^a-z0-9_-]", "-", tenant.lower())
     name = prefix + plain
     if plain != tenant or len(name) > MAX_USER_NAME:
-        digest = hashlib.sha256(tenant.encode()).hexdigest()[:6]
         name = f"{name[: MAX_USER_NAME - 7]}-{digest}"
     return name
 

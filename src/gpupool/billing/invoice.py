@@ -71,15 +71,54 @@ def parts(
     u: Spanned, start: float, end: float, cuts: Sequence[float]
 ) -> list[tuple[float, float, Fraction]]:
     """(from, to, share of the record) for each part of ``u`` inside [start, end), cut at
-    ``cuts`` (price changes, hours)."""
+    ``cuts`` (price changes, hours, a month's edge). A share is the part's whole seconds
+    over the record's, as metering counts them (``floor(end) - floor(start)``): the part of
+    a running job before a cut is then the same however far the job has run on (split by
+    fractional time it moved with every look, issue 59), and the parts add up to the whole.
+    A record shorter than a whole second is split by time."""
     lo, hi = max(u.start, start), min(u.end, end)
     if u.end <= u.start:  # an instant: wholly where it lies
         return [(u.start, u.start, Fraction(1))] if start <= u.start < end else []
     if hi <= lo:
         return []
     edges = [lo, *(c for c in cuts if lo < c < hi), hi]
+    seconds = math.floor(u.end) - math.floor(u.start)
+    if seconds > 0:
+        return [
+            (a, b, Fraction(math.floor(b) - math.floor(a), seconds)) for a, b in pairwise(edges)
+        ]
     span = Fraction(u.end) - Fraction(u.start)
     return [(a, b, (Fraction(b) - Fraction(a)) / span) for a, b in pairwise(edges)]
+
+
+def local_span(a: float, b: float, zone: str, to: str = "to") -> str:
+    """``2027-01-01 00:00 to 2027-01-15 00:00 +08:00`` in ``zone`` (each end's offset when
+    they differ, across a daylight-saving change)."""
+    tz = ZoneInfo(zone)
+    first, last = datetime.fromtimestamp(a, tz), datetime.fromtimestamp(b, tz)
+    one, two = (f"{d:%Y-%m-%d %H:%M}" for d in (first, last))
+    off1, off2 = (f"{d:%z}"[:3] + ":" + f"{d:%z}"[3:] for d in (first, last))
+    return f"{one} {to} {two} {off2}" if off1 == off2 else f"{one} {off1} {to} {two} {off2}"
+
+
+def _dated(
+    item: dict,
+    description: str,
+    model: str,
+    since: float,
+    catalog: Catalog,
+    start: float,
+    end: float,
+    zone: str,
+) -> tuple[dict, str]:
+    """A usage line of a price that changes within [start, end): dated with the part of the
+    month its price was in force (two lines of one model were told apart by nothing)."""
+    cuts = catalog.boundaries(model, start, end)
+    if not cuts:
+        return item, description
+    lo = max(since, start)
+    hi = min([c for c in cuts if c > lo] + [end])
+    return {**item, "from": lo, "to": hi}, f"{description}, {local_span(lo, hi, zone)}"
 
 
 def invoice(
@@ -136,12 +175,15 @@ def invoice(
                 entry = acc.setdefault((u.model, price.effective_from), [0, Fraction(0), price])
                 entry[1] += amount * share
         unit = "card-hour" if card else "GB-hour"
-        for (model, _), (whole, partial, price) in sorted(acc.items()):
+        for (model, since), (whole, partial, price) in sorted(acc.items()):
             quantity = (whole + partial) / per_unit
             rate = price.hourly() if card else price.gb_hour()
-            item = {"kind": "usage", "model": model}
-            lines.append(_line(f"{model} ({unit}s)", quantity, unit, rate, item))
-        lines += _beyond_plans(hours, plans, catalog, start, end)
+            item, what = _dated(
+                {"kind": "usage", "model": model}, f"{model} ({unit}s)", model, since, catalog,
+                start, end, zone,
+            )  # fmt: skip
+            lines.append(_line(what, quantity, unit, rate, item))
+        lines += _beyond_plans(hours, plans, catalog, start, end, zone)
     if discount_pct:
         on_demand = sum(
             line["amount_fen"] for line in lines if not line["item"]["kind"].startswith("plan")
@@ -274,6 +316,7 @@ def _beyond_plans(
     catalog: Catalog,
     start: float,
     end: float,
+    zone: str = DEFAULT_ZONE,
 ) -> list[dict]:
     """Per model, the card-hours used beyond the plans' cards in each hour, at the on-demand
     rate in force at that hour's start."""
@@ -289,13 +332,11 @@ def _beyond_plans(
             price = catalog.at(model, lo)
             entry = acc.setdefault((model, price.effective_from), [Fraction(0), price.hourly()])
             entry[0] += beyond / HOUR
-    return [
-        _line(
-            f"{model} beyond plans (card-hours)",
-            quantity,
-            "card-hour",
-            rate,
-            {"kind": "beyond", "model": model},
-        )
-        for (model, _), (quantity, rate) in sorted(acc.items())
-    ]
+    out = []
+    for (model, since), (quantity, rate) in sorted(acc.items()):
+        item, what = _dated(
+            {"kind": "beyond", "model": model}, f"{model} beyond plans (card-hours)", model,
+            since, catalog, start, end, zone,
+        )  # fmt: skip
+        out.append(_line(what, quantity, "card-hour", rate, item))
+    return out

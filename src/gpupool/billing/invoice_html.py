@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, PackageLoader
 
+from gpupool.billing.invoice import DEFAULT_ZONE, local_span
 from gpupool.billing.money import parse_cny, yuan
 from gpupool.model import SpecError
 
@@ -37,6 +38,7 @@ LABELS: dict[str, dict[str, str]] = {
         "amount": "金额（元）",
         "total": "合计（人民币）",
         "draft": "草稿：本账期尚未结束，金额为截至目前（含运行中的作业），会变化",
+        "as_of": "统计至 {time}",
         "empty": "本账期没有计费的用量",
         "issued": "生成于",
         "card-hour": "卡时",
@@ -81,6 +83,7 @@ LABELS: dict[str, dict[str, str]] = {
         "amount": "Amount (CNY)",
         "total": "Total (CNY)",
         "draft": "Draft: the period is not over; amounts so far (running jobs included)",
+        "as_of": "counted to {time}",
         "empty": "No billable usage in this period",
         "issued": "Issued",
         "card-hour": "card-hours",
@@ -154,6 +157,7 @@ DESCRIPTIONS = {
     },
 }
 CANCELLED = {"zh": "（已提前终止）", "en": " (cancelled early)"}
+SPAN = {"zh": ("（{span}）", "至"), "en": (", {span}", "to")}  # a price in force part of a month
 PARTIAL = {
     "zh": "（共 ¥{credit}，本期抵扣 ¥{applied}，账单不低于零）",
     "en": " (¥{credit}; ¥{applied} applies, an invoice never goes below zero)",
@@ -165,8 +169,9 @@ STEPS = {
 NO_DISCOUNT = {"zh": "（不享受包年折扣）", "en": " (without the annual discount)"}
 
 
-def describe(item: dict, lang: str) -> str:
-    """A line's description in ``lang`` from its structured ``item``."""
+def describe(item: dict, lang: str, zone: str = DEFAULT_ZONE) -> str:
+    """A line's description in ``lang`` from its structured ``item`` (dated, in ``zone``,
+    when its price was in force for part of the month)."""
     kind = item.get("kind")
     template = DESCRIPTIONS[lang].get(kind or "", DESCRIPTIONS[lang]["usage"])
     partial = item.get("applied") not in (None, item.get("credit"))
@@ -179,7 +184,11 @@ def describe(item: dict, lang: str) -> str:
         "step": STEPS[lang].get(item.get("step", ""), ""),
         "no_discount": NO_DISCOUNT[lang] if item.get("term") == "annual" else "",
     }
-    return template.format_map(values)
+    text = template.format_map(values)
+    if item.get("from") is not None and item.get("to") is not None:
+        pattern, to = SPAN[lang]
+        text += pattern.format(span=local_span(item["from"], item["to"], zone, to))
+    return text
 
 
 def _signed_fen(amount: str) -> int:
@@ -202,7 +211,7 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
     when = datetime.fromtimestamp(issued or 0, ZoneInfo(inv["zone"]))
     lines = [
         {
-            "what": describe(line.get("item") or {}, lang),
+            "what": describe(line.get("item") or {}, lang, inv["zone"]),
             "quantity": line["quantity"].rstrip("0").rstrip("."),
             "unit": t.get(line["unit"], line["unit"]),
             "unit_price": line["unit_price"],
@@ -222,6 +231,7 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
         lines=lines,
         total=yuan(_signed_fen(inv["total"])),
         draft=inv.get("draft", False),
+        as_of=t["as_of"].format(time=_stamp(inv["as_of"], inv["zone"])) if inv.get("as_of") else "",
         number=inv.get("number"),
         issued=when.strftime("%Y-%m-%d %H:%M"),
         issuer=inv.get("issuer", ""),
@@ -235,6 +245,13 @@ def invoice_html(inv: dict, lang: str = "zh", issued: float | None = None) -> st
             for team in inv.get("sub_teams") or []
         ],
     )
+
+
+def _stamp(t: float, zone: str) -> str:
+    """A moment in the invoice's zone with its offset: 2027-01-01 02:00 +08:00."""
+    d = datetime.fromtimestamp(t, ZoneInfo(zone))
+    z = d.strftime("%z")
+    return f"{d:%Y-%m-%d %H:%M} {z[:3]}:{z[3:]}"
 
 
 def _hours(text: str) -> str:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from gpupool.cli.client import JSON_OPT, all_items, client_command
-from gpupool.cli.output import SafeTable, emit, local, pick_columns, zone_now
+from gpupool.cli.output import SafeTable, emit, local, pick_columns, zone_now, zoned
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
@@ -91,23 +91,30 @@ def _cell(row: dict, column: str) -> str:
 @client_command
 def usage(
     tenant: str = typer.Option(None, help="Only this tenant"),
-    month: str = typer.Option(None, help="A month, e.g. 2026-11 (local time)"),
+    month: str = typer.Option(
+        None, help="A month, e.g. 2026-11, in the billing zone (as invoices count it; see --zone)"
+    ),
     since: str = typer.Option(None, help=f"From: {WHEN} (instead of --month)"),
     until: str = typer.Option("now", help=f"Until: {WHEN}"),
+    zone: str = typer.Option(
+        None, help="--month's time zone [default: the server's billing zone, Asia/Shanghai]"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Card-hours per tenant and GPU model (whole-card equivalents), GPU-memory GiB-hours and
-    CPU-hours, released allocations plus what live ones used so far."""
-    from gpupool.cli.views import month_window
-
+    CPU-hours, released allocations plus what live ones used so far. A month is the billing
+    zone's, as invoices and billing reports count it (docs/billing.md, "Months")."""
     if month and since:
         raise SpecError("give --month or --since, not both", field="month")
-    if month:
-        start, end = month_window(month)
-    else:
-        start, end = _window(since or "now-30d", until)
+    if zone and not month:
+        raise SpecError("zone: applies to --month only", field="zone")
     with ApiClient.from_env() as api:
-        out = api.get("/api/v1/usage/summary", since=start, until=end)
+        if month:
+            out = api.get("/api/v1/usage/summary", month=month, zone=zone)
+        else:
+            start, end = _window(since or "now-30d", until)
+            out = api.get("/api/v1/usage/summary", since=start, until=end)
+    start, end = out["since"], out["until"]
     rows = [
         {
             "tenant": r["tenant"],
@@ -120,7 +127,8 @@ def usage(
         if tenant is None or r["tenant"] == tenant
     ]
     if as_json:
-        typer.echo(json.dumps({"since": start, "until": end, "items": rows}, indent=2))
+        window = {"since": start, "until": end, "zone": out.get("zone"), "as_of": out["as_of"]}
+        typer.echo(json.dumps({**window, "items": rows}, indent=2))
         return
     table = SafeTable(
         "tenant", "model", "card-h", "gpu mem GiB-h", "cpu-h", box=None, header_style="bold"
@@ -131,4 +139,6 @@ def usage(
             f"{r['cpu_hours']:.2f}",
         )  # fmt: skip
     Console().print(table)
-    typer.echo(f"{local(start)} – {local(end)} ({zone_now()})")  # as wide as the terminal
+    which = f"{month} in {out['zone']}: " if month else ""
+    counted = f", so far: to {zoned(out['as_of'])}" if end > out["as_of"] else ""
+    typer.echo(f"{which}{zoned(start)} – {zoned(end)}{counted}")  # as wide as the terminal

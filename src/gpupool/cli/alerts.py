@@ -4,7 +4,7 @@ long, idle cards, exhausted quotas, budgets), or what resolved."""
 import typer
 
 from gpupool.cli.client import JSON_OPT, client_command
-from gpupool.cli.output import emit
+from gpupool.cli.output import emit, plain, users_zone
 from gpupool.client import ApiClient
 
 
@@ -20,5 +20,6 @@ def alerts(
         rows,
         ["id", "state", "kind", "tenant", "message"],
         as_json=as_json,
+        cell=lambda r, c: users_zone(plain(r.get(c))),  # the server writes UTC
         empty=f"no alert {state}" if state != "all" else "no alert",
     )

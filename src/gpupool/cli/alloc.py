@@ -22,7 +22,7 @@ from gpupool.cli.jobs import (
     TENANT_OPT,
     _body,
 )
-from gpupool.cli.output import zoned
+from gpupool.cli.output import users_zone, zoned
 from gpupool.cli.views import where
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
@@ -61,7 +61,7 @@ def alloc(
     body["allocation"] = True
     with ApiClient.from_env() as api:
         job = api.post("/api/v1/jobs", body)
-        typer.echo(f"job {job['id']} {job['state']}: {job['reason']}", err=True)
+        typer.echo(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}", err=True)
         deadline = time.monotonic() + wait
         while wait > 0 and job["state"] not in ("running", *ENDED):
             if time.monotonic() > deadline:
@@ -77,7 +77,7 @@ def alloc(
     if job["state"] in ENDED:
         raise SpecError(f"job {job['id']} {job['state']}: {job['reason']}")
     if job["state"] != "running":
-        typer.echo(f"job {job['id']} {job['state']}: {job['reason']}")
+        typer.echo(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}")
         return
     until = (job["started_at"] or time.time()) + job["max_runtime_s"]
     typer.echo(

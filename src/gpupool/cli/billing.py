@@ -11,8 +11,11 @@ from gpupool.billing.catalog import Catalog
 from gpupool.billing.plans import PLANS, quote
 from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.invoices import register_issuing, save_document
-from gpupool.cli.output import SafeTable, emit, show, zoned
+from gpupool.cli.output import SafeTable, emit, epoch, local, show, zone_now, zoned
 from gpupool.client import ApiClient
+
+# one rule for every month a command takes (docs/billing.md, "Months")
+ZONE_HELP = "The time zone its month is in [default: the server's billing zone, Asia/Shanghai]"
 
 billing_app = typer.Typer(
     help="Prices, quotes, rental plans, invoices (month-end: issue), budgets and reports (CNY)."
@@ -51,13 +54,19 @@ def billing_prices(as_json: bool = JSON_OPT) -> None:
     """The price catalog: each model's list price and every price set since, with its date."""
     with ApiClient.from_env() as api:
         rows = api.get("/api/v1/billing/prices")
+
+    def cell(r: dict, c: str) -> str:
+        if c != "effective_from":
+            return str(r[c])
+        return "always" if r["source"] == "list" else local(epoch(r[c]))
+
     emit(
         rows,
         ["model", "monthly", "hourly", "effective_from", "source"],
         as_json=as_json,
-        cell=lambda r, c: "always" if c == "effective_from" and r["source"] == "list" else r[c],
+        cell=cell,
         headers={"effective_from": "from"},
-        caption="CNY per card; hourly = monthly / 720 unless set",
+        caption=f"CNY per card; hourly = monthly / 720 unless set; from: {zone_now()}",
     )
 
 
@@ -88,7 +97,7 @@ def billing_set_price(
         out,
         as_json,
         f"{out['model']}: ¥{out['monthly']} a card-month (¥{out['hourly']} an "
-        f"hour) from {out['effective_from']}",
+        f"hour) from {zoned(epoch(out['effective_from']))}",
     )
 
 
@@ -97,7 +106,7 @@ def billing_set_price(
 def billing_invoice(
     tenant: str = typer.Option(..., help="The tenant billed"),
     month: str = typer.Option(..., help="YYYY-MM"),
-    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
+    zone: str = typer.Option(None, help=ZONE_HELP),
     mode: str = typer.Option(
         None, help="card-hour, gpu-mem (GB-hours) or per-task (default: the tenant's mode)"
     ),
@@ -130,7 +139,7 @@ def billing_invoice(
     emit(
         out["lines"],
         ["description", "quantity", "unit", "unit_price", "amount"],
-        title=f"{tenant} {month} ({zone}){draft}",
+        title=f"{tenant} {month} ({out['zone']}){draft}",
         headers={"unit_price": "unit price"},
         caption=f"total ¥{out['total']} CNY",
     )
@@ -181,7 +190,7 @@ def plan_create(
         out,
         as_json,
         f"plan {out['id']}: {out['cards']} x {out['model']} for {out['tenant']}, "
-        f"{out['start']} to {out['end']}, ¥{out['total']}",
+        f"from {zoned(epoch(out['start']))} to {zoned(epoch(out['end']))}, ¥{out['total']}",
     )
 
 
@@ -193,13 +202,20 @@ def plan_list(
     """Rental plans you may read (finance and admins: all)."""
     with ApiClient.from_env() as api:
         rows = api.get("/api/v1/billing/plans", tenant=tenant)
-    emit(rows, PLAN_COLUMNS, as_json=as_json, cell=_plan_cell, empty="no rental plan")
+    emit(
+        rows,
+        PLAN_COLUMNS,
+        as_json=as_json,
+        cell=_plan_cell,
+        empty="no rental plan",
+        caption=f"start, end: the day in your zone ({zone_now()}); --json has the time",
+    )
 
 
 def _plan_cell(row: dict, column: str) -> str:
     value = row[column]
     if column in ("start", "end"):
-        return str(value)[:10]  # the day; --json has the time
+        return local(epoch(value))[:10]  # the day, the user's; --json has the time
     if column == "plan":  # short, so a line fits 80 columns
         return {"hourly": "hour", "daily": "day", "monthly": "month", "annual": "year"}[value]
     if column == "active":
@@ -217,7 +233,8 @@ def plan_cancel(plan_id: int = typer.Argument(...), as_json: bool = JSON_OPT) ->
     show(
         out,
         as_json,
-        f"plan {plan_id} cancelled at {out['cancelled_at']}; it owes ¥{out['owed']} of "
+        f"plan {plan_id} cancelled at {zoned(epoch(out['cancelled_at']))}; it owes "
+        f"¥{out['owed']} of "
         f"¥{out['total']}",
     )
 
@@ -234,7 +251,7 @@ REPORT_COLUMNS = {
 def billing_report(
     report: str = typer.Argument(..., help="usage, top-jobs or idle"),
     month: str = typer.Option(..., help="YYYY-MM"),
-    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month and days are in"),
+    zone: str = typer.Option(None, help=ZONE_HELP),
     tenant: str = typer.Option(None, help="Only this tenant"),
     limit: int = typer.Option(10, help="top-jobs: how many"),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
@@ -255,13 +272,14 @@ def billing_report(
             tenant=tenant,
             limit=limit,
         )
+    so_far = f", so far: to {zoned(out['as_of'])}" if out.get("draft") else ""
     emit(
         out["items"],
         REPORT_COLUMNS[report],
         as_json=as_json,
         as_csv=as_csv,
-        title=f"{report} {month} ({zone})",
-        empty=f"nothing to report for {month}",
+        title=f"{report} {month} ({out['zone']}){so_far}",
+        empty=f"nothing to report for {month} ({out['zone']}){so_far}",
     )
 
 
@@ -269,7 +287,7 @@ def billing_report(
 @client_command
 def billing_usage(
     month: str = typer.Option(..., help="YYYY-MM"),
-    zone: str = typer.Option("Asia/Shanghai", help="The time zone its month and days are in"),
+    zone: str = typer.Option(None, help=ZONE_HELP),
     tenant: str = typer.Option(None, help="Only this tenant"),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV"),
     as_json: bool = JSON_OPT,

@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 
 from gpupool.cli.errors import print_error
-from gpupool.cli.output import FORMAT_HELP, emit, pick_columns
+from gpupool.cli.output import FORMAT_HELP, emit, pick_columns, plain, users_zone
 from gpupool.client import ApiClient, ClientError, save_credentials
 from gpupool.client.profiles import ProfileError
 from gpupool.model import SpecError, canonical_model
@@ -231,6 +231,7 @@ def queue(
         columns,
         dim=lambda r: r["st"] == "PD",
         headers={"where": "where / reason"},
+        cell=lambda r, c: users_zone(plain(r.get(c))) if c == "where" else plain(r.get(c)),
         wide=long,
         cut="where",  # one line a job: the reason cut to what the terminal leaves (-l: whole)
         caption=f"{waiting} pending, {len(rows) - waiting} running (-l: whole reasons)",

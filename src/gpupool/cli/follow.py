@@ -13,6 +13,7 @@ import typer
 
 from gpupool.agent.job_output import NOT_WRITTEN
 from gpupool.cli.client import all_items
+from gpupool.cli.output import users_zone
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
 from gpupool.model.batch import check_output_path, expand_output
@@ -50,7 +51,8 @@ def follow(api: ApiClient, jobs: list[dict[str, Any]], timeout: float = 0) -> li
         for t in now:
             if seen.get(t["id"]) != t["state"]:
                 seen[t["id"]] = t["state"]
-                typer.echo(f"job {t['id']} {t['state']}: {t['reason']}", err=True)
+                said = users_zone(t["reason"] or "")
+                typer.echo(f"job {t['id']} {t['state']}: {said}", err=True)
         if all(t["state"] in ENDED for t in now):
             return now
         if deadline is not None and time.monotonic() >= deadline:

@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from gpupool.cli.client import JSON_OPT, client_command
-from gpupool.cli.output import emit
+from gpupool.cli.output import emit, zoned
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 
@@ -32,7 +32,11 @@ def register_issuing(billing_app: typer.Typer) -> None:
     @client_command
     def billing_issue(
         month: str = typer.Option(..., help="YYYY-MM"),
-        zone: str = typer.Option("Asia/Shanghai", help="The time zone its month is in"),
+        zone: str = typer.Option(
+            None,
+            help="The time zone its month is in [default: the server's billing zone, "
+            "Asia/Shanghai]",
+        ),
         final: bool = typer.Option(
             False, "--final", help="Number and freeze them (the month must be over)"
         ),
@@ -43,14 +47,23 @@ def register_issuing(billing_app: typer.Typer) -> None:
         """Issue every tenant's invoice for a month (admins, company-wide finance): drafts,
         made again by each run, or with --final numbered and never changed again."""
         folder = Path(out) if out else None
-        if folder is not None and folder.exists() and not folder.is_dir():
-            raise SpecError(f"out: {out} is not a folder", field="out")
+        try:
+            if folder is not None and folder.exists() and not folder.is_dir():
+                raise SpecError(f"out: {out} is not a folder", field="out")
+        except OSError as exc:  # a name too long for the file system, say
+            raise SpecError(f"--out: {out}: {exc.strerror}", field="out") from None
         with ApiClient.from_env() as api:
             rows = api.post(
                 "/api/v1/billing/invoices/issue", {"month": month, "zone": zone, "final": final}
             )
+            if zone is None:  # the month was the server's billing zone's
+                zone = rows[0]["zone"] if rows else api.get("/api/v1/status")["billing_zone"]
             if folder is not None:
-                folder.mkdir(parents=True, exist_ok=True)
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    what = f"--out: cannot make the folder {out}: {exc.strerror}"
+                    raise SpecError(what, field="out") from None
                 for r in rows:
                     stem = r["number"] or f"{r['month']}-{r['tenant']}-draft"
                     for fmt in FORMATS:
@@ -62,14 +75,17 @@ def register_issuing(billing_app: typer.Typer) -> None:
                             lang=lang,
                         )
         state = "final" if final else "draft"
+        counted = [r["as_of"] for r in rows if r.get("as_of") and r["state"] == "draft"]
         emit(
             rows,
             COLUMNS,
             as_json=as_json,
             title=f"{month} invoices ({zone})",
             caption=f"{sum(r['changed'] for r in rows)} {state} made"
+            + (f", so far: to {zoned(min(counted))}" if counted else "")
             + (f"; saved in {out}" if out else ""),
-            empty=f"nothing to bill for {month}",
+            empty=f"nothing to bill for {month} ({zone}): no usage, rental plan or credit in "
+            "it; no invoice made",
         )
 
     @billing_app.command("invoices")

@@ -28,7 +28,15 @@ from gpupool.cli.follow import (
     save_log,
     written_by_node,
 )
-from gpupool.cli.output import FORMAT_HELP, SafeTable, emit, pick_columns, show, visible
+from gpupool.cli.output import (
+    FORMAT_HELP,
+    SafeTable,
+    emit,
+    pick_columns,
+    show,
+    users_zone,
+    visible,
+)
 from gpupool.client import ApiClient
 from gpupool.model import SpecError, parse_request
 from gpupool.model.batch import Script, parse_array, parse_dependency, parse_time
@@ -315,6 +323,7 @@ def _job_cell(j: dict[str, Any], column: str) -> str:
         "held": "yes" if j["held"] else "",
         "class": j["priority_class"],
         "request": j.get("shape") or j["request"],
+        "reason": users_zone(j["reason"] or ""),
     }.get(column, j.get(column))
     return "-" if value is None else str(value)
 
@@ -362,7 +371,7 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
     t = SafeTable("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
     for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
         t.add_row(k, str(job.get("shape") or job[k]) if k == "request" else str(job[k]))
-    t.add_row("reason", job["reason"])
+    t.add_row("reason", users_zone(job["reason"] or ""))
     if job.get("checkpoint"):
         c = job["checkpoint"]
         t.add_row("checkpoint", f"saves on SIG{c['signal']} within {c['grace_s']} s")
@@ -380,7 +389,7 @@ def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
             t.add_row("node", f"{n['node']} devices {devs}")
     for e in job["events"]:
         change = f"{e['from_state'] or 'submitted'} -> {e['to_state']}"
-        t.add_row("event", f"{_ago(e['time'])} ago {change} {e['reason']}")
+        t.add_row("event", f"{_ago(e['time'])} ago {change} {users_zone(e['reason'] or '')}")
     show(job, as_json, t)
 
 
@@ -465,7 +474,7 @@ def _control(verb: str, ids: list[int], array: int | None, states: tuple[str, ..
         chosen = _select(api, ids, {"array": array}, states)
         for job_id in chosen:
             job = api.call("POST", f"/api/v1/jobs/{job_id}/{verb}", params=q or None)
-            typer.echo(f"job {job['id']} {job['state']}: {job['reason']}")
+            typer.echo(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}")
     if not chosen:
         typer.echo("no job matched")
 

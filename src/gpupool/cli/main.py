@@ -31,7 +31,7 @@ from gpupool.cli import (
     simulate,
     up,
 )
-from gpupool.cli.errors import friendly
+from gpupool.cli.errors import PlainGroup, friendly
 from gpupool.model import SpecError, parse_request
 from gpupool.model.units import format_mib
 from gpupool.sharing import TABLES, plan_repartition, table_for
@@ -45,6 +45,7 @@ app = typer.Typer(
     # panels gave every option a type column, <bool> on flags, and squeezed the words into a
     # 25-character sliver at 80 columns); tests/unit/test_cli_help.py checks every command
     rich_markup_mode=None,
+    cls=PlainGroup,  # values it cannot read said in words, not the validator's
 )
 
 

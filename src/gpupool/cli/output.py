@@ -72,6 +72,33 @@ def zone_now() -> str:
     return "UTC" + _offset(datetime.now().astimezone())
 
 
+def epoch(text: str | None) -> float | None:
+    """An ISO 8601 time the API gave (``2027-01-31T16:00:00Z``) as epoch seconds."""
+    if text is None:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# a moment in UTC as the server writes one into a sentence (a reason, an error): to the
+# minute or the second, with Z or +00:00
+UTC_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(?:Z|\+00:00)")
+
+
+def users_zone(text: str) -> str:
+    """The server's words with every UTC moment in them said in the user's zone, with its
+    offset (``expected start by 2026-12-03T15:04Z`` → ``… by 2026-12-03 23:04 +08:00``): the
+    API writes UTC, a person reads their own time (issue 59)."""
+
+    def local_stamp(m: re.Match[str]) -> str:
+        seconds = m[3] or ""
+        at = datetime.fromisoformat(f"{m[1]}T{m[2]}{seconds}+00:00").astimezone()
+        shown = at.strftime("%Y-%m-%d %H:%M:%S" if seconds[1:3] not in ("", "00") else
+                            "%Y-%m-%d %H:%M")  # fmt: skip
+        return f"{shown} {_offset(at)}"
+
+    return UTC_STAMP.sub(local_stamp, text)
+
+
 def show(data: Any, as_json: bool, text: str | Table) -> None:
     """``data`` as JSON, or a table or a line for people."""
     if as_json:

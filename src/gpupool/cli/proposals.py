@@ -4,7 +4,7 @@ and deciding its proposals (admins)."""
 import typer
 
 from gpupool.cli.client import JSON_OPT, client_command
-from gpupool.cli.output import emit, local, pick_columns, show
+from gpupool.cli.output import emit, local, pick_columns, show, users_zone
 from gpupool.client import ApiClient
 from gpupool.model import SpecError
 from gpupool.scheduler.advice import ACTIONS
@@ -75,7 +75,7 @@ def proposal_list(
             "tenant": p["tenant"],
             "action": p["action"],
             "state": p["state"],
-            "reason": p["reason"],
+            "reason": users_zone(p["reason"] or ""),
             "gain": p["gain"],
             "expires": local(p["expires_at"]),
             "decided_by": p["decided_by"],

@@ -101,6 +101,24 @@ def _not_empty(text: str, what: str) -> str:
     return text
 
 
+# the request fields an sbatch option is sent as, and that option: a refusal names it
+SLURM_OPTIONS = {
+    "max_runtime_s": "--time",
+    "tenant": "--account",
+    "name": "--job-name",
+    "priority_class": "--qos",
+    "gang_size": "--nodes",
+    "array": "--array",
+    "dependency": "--dependency",
+    "output": "--output",
+    "error": "--error",
+    "chdir": "--chdir",
+    "checkpoint.signal": "--signal",
+    "checkpoint.grace_s": "--signal",
+    "env": "--export",
+}
+
+
 def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, str]):
     """The API body of the job the script describes."""
     interpreter = ["/bin/sh"]
@@ -164,7 +182,8 @@ def sbatch(ctx: typer.Context) -> None:
         try:
             out = api.post("/api/v1/jobs", body(job, text, name, args, env))
         except ClientError as exc:
-            if exc.status == 422 and str(exc).startswith("422 tenant: required"):
+            exc.options = SLURM_OPTIONS  # said as the option a Slurm user wrote (issue 59)
+            if exc.status == 422 and exc.field == "tenant":
                 raise ClientError(
                     f"{exc}: give the account to run as with -A/--account TEAM (or "
                     "#SBATCH --account=TEAM in the script; --site FILE maps accounts to teams)",

@@ -225,17 +225,3 @@ def acct_rows(jobs: list[dict], usage: list[dict]) -> list[dict]:
             }
         )
     return rows
-
-
-def month_window(month: str) -> tuple[float, float]:
-    """``2026-11`` as [start, end) epoch seconds, local time."""
-    from datetime import datetime
-
-    try:
-        first = datetime.strptime(month, "%Y-%m").astimezone()
-    except ValueError:
-        from gpupool.model import SpecError
-
-        raise SpecError(f"month: {month!r} is not YYYY-MM", field="month") from None
-    nxt = first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
-    return first.timestamp(), nxt.timestamp()

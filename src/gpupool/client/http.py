@@ -18,11 +18,14 @@ from gpupool.model.versions import CLI_PRODUCT, user_agent
 
 
 class ClientError(Exception):
-    """A failed call, with the HTTP status (0 when the server could not be reached)."""
+    """A failed call, with the HTTP status (0 when the server could not be reached) and the
+    request field the server named (its answer's ``field``), if any."""
 
-    def __init__(self, message: str, status: int = 0):
+    def __init__(self, message: str, status: int = 0, field: str | None = None):
         super().__init__(message)
         self.status = status
+        self.field = field
+        self.options: dict[str, str] = {}  # field -> the option it was sent as (a CLI's)
 
 
 def save_credentials(
@@ -49,6 +52,16 @@ def explain(resp: httpx.Response) -> str:
     if isinstance(body, dict) and "detail" in body:
         return str(body["detail"])
     return str(body)[:200]
+
+
+def _field(resp: httpx.Response) -> str | None:
+    """The field an error answer names (``{"detail": ..., "field": ...}``), if any."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return None
+    field = body.get("field") if isinstance(body, dict) else None
+    return field if isinstance(field, str) and field else None
 
 
 def server_url(server: str) -> str:
@@ -135,7 +148,7 @@ class ApiClient:
         if resp.status_code == 401:
             raise ClientError(f"401 not logged in: {explain(resp)} (gpupool login)", 401)
         if resp.status_code >= 400:
-            raise ClientError(f"{resp.status_code} {explain(resp)}", resp.status_code)
+            raise ClientError(f"{resp.status_code} {explain(resp)}", resp.status_code, _field(resp))
         if resp.status_code == 204 or not resp.content:
             return None
         kind = resp.headers.get("content-type", "")

@@ -31,6 +31,9 @@ from gpupool.server.settings import Settings
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
 
 
+MONTH_COST_TTL_S = 5.0  # the overview refreshes every 5 s
+
+
 @dataclass
 class ServerContext:
     settings: Settings
@@ -44,8 +47,10 @@ class ServerContext:
     bad_tokens: TtlCache[str, str] = field(default_factory=lambda: TtlCache(2.0))
     auth_failures: FailedAuthLimiter = field(init=False)
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
-    # the dashboard's month-to-date cost per set of visible tenants (invoices are not free)
-    month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(60.0))
+    # the dashboard's month-to-date cost per set of visible tenants (invoices are not free),
+    # kept as long as the overview waits between refreshes (it lagged the billing page by a
+    # minute when kept 60 s, issue 59)
+    month_costs: TtlCache[tuple, dict] = field(default_factory=lambda: TtlCache(MONTH_COST_TTL_S))
     changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
     beats: BeatBatcher = field(init=False)  # agents' beats on their channels, written together
     limits: LimitCache = field(init=False)  # tenants' admission limits (the loop's own)

@@ -2,6 +2,7 @@
 Bad input is a 4xx; a 500 is a bug and is logged with its traceback."""
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,6 +12,7 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpupool.model import SpecError
+from gpupool.plain_errors import plain
 from gpupool.server.lifecycle import TransitionError
 
 log = logging.getLogger("gpupool.api")
@@ -49,6 +51,19 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or (str(loc[-1]) if loc else "")
 
 
+def validation_body(raw: Sequence[Any]) -> dict[str, Any]:
+    """A request that failed validation: every error in the field's own terms
+    (``gpupool.server.plain_errors``), the first one as the answer's detail."""
+    errors = []
+    for e in raw:
+        field = field_path(tuple(e.get("loc", ())))
+        errors.append({"field": field, "message": plain(e, field)})
+    first = errors[0] if errors else {"field": None, "message": "invalid request"}
+    message = str(first["message"])
+    detail = f"{first['field']}: {message}" if first["field"] else message
+    return _body(detail, first["field"], errors=errors)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
@@ -82,14 +97,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"field": field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
-            for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"field": None, "message": "invalid request"}
-        message = str(first["message"])
-        detail = f"{first['field']}: {message}" if first["field"] else message
-        return JSONResponse(_body(detail, first["field"], errors=errors), 422)
+        return JSONResponse(validation_body(exc.errors()), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

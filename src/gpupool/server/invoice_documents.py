@@ -3,32 +3,32 @@ for: JSON, CSV, a printable HTML page or a PDF of that page."""
 
 import time
 from typing import Literal
+from urllib.parse import quote
 
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+from gpupool.billing.invoice_csv import invoice_csv
 from gpupool.billing.invoice_html import DOCUMENT_HEADERS, invoice_html
 from gpupool.billing.invoice_pdf import PdfUnavailable, invoice_pdf
 from gpupool.server.errors import ApiError
-from gpupool.spreadsheet import csv_text
 
 Format = Literal["json", "csv", "html", "pdf"]
-COLUMNS = ("description", "quantity", "unit", "unit_price", "amount")
-
-
-def invoice_csv(out: dict) -> str:
-    rows: list[list[object]] = []
-    if out.get("number"):
-        rows.append(["number", out["number"], "", "", ""])
-    rows.append(list(COLUMNS))
-    rows += [[line[k] for k in COLUMNS] for line in out["lines"]]
-    rows.append(["total", "", "", "", out["total"]])
-    return csv_text(None, rows)
 
 
 def filename(out: dict, ext: str) -> str:
     """``2026-11-algo.pdf``, or the number's when the invoice is final."""
     stem = out.get("number") or f"{out['month']}-{out['tenant']}"
     return f"{stem}.{ext}"
+
+
+def attachment(name: str) -> str:
+    """A download's header for ``name``: an ASCII fallback, and the name itself in UTF-8
+    (RFC 6266) — a team named 研发部 made the header unsendable, and the PDF a 500."""
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_"
+                       for c in name)  # fmt: skip
+    if fallback == name:
+        return f'attachment; filename="{name}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 def invoice_response(
@@ -46,8 +46,5 @@ def invoice_response(
         pdf = invoice_pdf(page, lang)
     except PdfUnavailable as exc:
         raise ApiError(503, str(exc), exc.field or "format") from None
-    headers = {
-        **DOCUMENT_HEADERS,
-        "Content-Disposition": f'attachment; filename="{filename(out, "pdf")}"',
-    }
+    headers = {**DOCUMENT_HEADERS, "Content-Disposition": attachment(filename(out, "pdf"))}
     return Response(pdf, media_type="application/pdf", headers=headers)

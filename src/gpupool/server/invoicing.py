@@ -8,15 +8,13 @@ from gpupool.billing.breakdown import JobUsage, breakdown, descendants, sub_team
 from gpupool.billing.catalog import DEFAULT_MONTHLY_FEN, Catalog, Price
 from gpupool.billing.invoice import Task, Usage, invoice, month_bounds
 from gpupool.server.db.tables import (
-    AllocationRow,
     CreditRow,
     JobRow,
     PriceRow,
     TenantBillingRow,
     TenantRow,
-    UsageRow,
 )
-from gpupool.server.lifecycle import unmetered_rows
+from gpupool.server.ledger import Entry, entries
 from gpupool.server.rentals import plans_between
 
 
@@ -28,50 +26,17 @@ def catalog(s: Session) -> Catalog:
     return Catalog(entries)
 
 
-Row = tuple[int, str, float, float, int, int, bool]  # job, model, start, end, pct-s, MiB-s, lent
-
-
 def usage_of(
     s: Session, tenant: str, start: float, end: float, live_until: float | None
-) -> list[Row]:
-    """The tenant's usage records overlapping [start, end) with their job and whether their
-    allocation was borrowed; with ``live_until``, what its live allocations used since their
-    last checkpoint up to that moment too (no record holds it yet)."""
-    usage = UsageRow.__table__.c
-    rows: list[Row] = [
-        (r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
-        for r in s.execute(
-            select(
-                usage.job_id,
-                usage.model,
-                usage.start,
-                usage.end,
-                usage.compute_pct_seconds,
-                usage.mem_mib_seconds,
-                AllocationRow.borrowed,
-            )
-            .outerjoin(AllocationRow, AllocationRow.id == usage.allocation_id)
-            .where(usage.tenant == tenant, usage.end > start, usage.start < end)
-        )
-    ]
-    if live_until is not None:
-        live = s.execute(
-            select(AllocationRow).where(
-                AllocationRow.tenant == tenant, AllocationRow.state == "active"
-            )
-        ).scalars()
-        for a in live:
-            rows += [
-                (a.job_id, r["model"], r["start"], r["end"], r["compute_pct_seconds"],
-                 r["mem_mib_seconds"], bool(a.borrowed))
-                for r in unmetered_rows(s, a, live_until)
-            ]  # fmt: skip
-    return rows
+) -> list[Entry]:
+    """The tenant's ledger of [start, end) (``gpupool.server.ledger``): its usage records
+    and, with ``live_until``, what its live allocations used up to that moment."""
+    return entries(s, start, end, live_until, tenant=tenant)
 
 
-def who_ran(s: Session, rows: list[Row], start: float, end: float) -> dict:
+def who_ran(s: Session, rows: list[Entry], start: float, end: float) -> dict:
     """The invoice's breakdown (``gpupool.billing.breakdown``): users and names of the jobs."""
-    ids = sorted({r[0] for r in rows})
+    ids = sorted({r.job_id for r in rows})
     about: dict[int, tuple[str, str]] = {}
     for i in range(0, len(ids), 500):
         chunk = ids[i : i + 500]
@@ -79,8 +44,16 @@ def who_ran(s: Session, rows: list[Row], start: float, end: float) -> dict:
         about.update({job: (user, name or "") for job, user, name in s.execute(q)})
     return breakdown(
         (
-            JobUsage(job, *about.get(job, ("?", "")), lent, model, a, b, pct)
-            for job, model, a, b, pct, _, lent in rows
+            JobUsage(
+                r.job_id,
+                *about.get(r.job_id, ("?", "")),
+                r.borrowed,
+                r.model,
+                r.start,
+                r.end,
+                r.compute_pct_seconds,
+            )
+            for r in rows
         ),
         start,
         end,
@@ -123,7 +96,9 @@ def month_invoice(
     ``issuer``: who issues it (the ``invoice_issuer`` setting), printed at its top."""
     start, end = month_bounds(month, zone)
     rows = usage_of(s, tenant, start, end, live_until)
-    records = [Usage(model, a, b, pct, mib) for _, model, a, b, pct, mib, _ in rows]
+    records = [
+        Usage(r.model, r.start, r.end, r.compute_pct_seconds, r.mem_mib_seconds) for r in rows
+    ]
     settings = s.get(TenantBillingRow, tenant)
     mode = mode or (settings.mode if settings else "card-hour")
     tasks = []
@@ -160,6 +135,8 @@ def month_invoice(
         ],
     )
     out["kind"] = settings.kind if settings else "chargeback"
+    if live_until is not None:  # running jobs counted up to then: a draft says so
+        out["as_of"] = live_until
     out["breakdown"] = who_ran(s, rows, start, end)
     if issuer:
         out["issuer"] = issuer

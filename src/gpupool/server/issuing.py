@@ -119,7 +119,7 @@ def issue_month(
                 f"zone: {tenant}'s {month} invoice was issued in {row.zone}, not {zone}",
                 field="zone",
             )
-        if not body["lines"] and row is None and not body.get("sub_teams"):
+        if row is None and not _anything(body, bodies):
             continue  # nothing to bill or to list
         number = number_for(s, month) if final else None  # before the row joins the session
         if row is None:
@@ -133,6 +133,13 @@ def issue_month(
         out.append(Issued(row, changed=True))
     s.flush()
     return out
+
+
+def _anything(body: dict, bodies: dict[str, dict]) -> bool:
+    """Whether an invoice bills anything, or lists a sub-team that does (a department's
+    invoice of a month none of its teams used is nothing: it was numbered ¥0.00, issue 59)."""
+    teams = [t["tenant"] for t in body.get("sub_teams") or []]
+    return bool(body["lines"]) or any(bodies[t]["lines"] for t in teams if t in bodies)
 
 
 def is_final(s: Session, tenant: str, month: str) -> bool:

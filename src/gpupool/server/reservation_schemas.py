@@ -2,11 +2,11 @@
 
 from pydantic import BaseModel, Field, model_validator
 
-from gpupool.server.schemas import Name, NodeName, Strict
+from gpupool.server.schemas import NodeName, Strict, TenantName
 
 
 class ReservationIn(Strict):
-    tenant: Name
+    tenant: TenantName
     # the nodes held whole; with cards, the nodes the cards are held on (default: the fewest
     # nodes of model that have them)
     nodes: list[NodeName] | None = Field(None, min_length=1, max_length=10000)

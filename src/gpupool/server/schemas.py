@@ -18,11 +18,14 @@ from gpupool.model.checkpoint import signal_name
 from gpupool.model.errors import SpecError
 from gpupool.model.job import CLASS_OF_KIND
 from gpupool.model.labels import ADDRESS_LABEL, check_address
+from gpupool.model.names import check_tenant_name
 from gpupool.model.protocol import AllocationOut
 
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ]
+# a team's name: letters of any script too (gpupool.model.names), where other names are ASCII
+TenantName = Annotated[str, AfterValidator(check_tenant_name)]
 NodeName = Annotated[
     str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 ]
@@ -203,8 +206,8 @@ class PoolOut(BaseModel):
 
 
 class TenantIn(Strict):
-    name: Name
-    parent: Name | None = None
+    name: TenantName
+    parent: TenantName | None = None
     weight: float = Field(1.0, gt=0, le=1000)
 
 
@@ -269,7 +272,7 @@ Expiry = Annotated[
 class UserIn(Strict):
     name: Name
     role: Literal["admin", "tenant-admin", "member", "viewer", "finance", "agent", "metrics"]
-    tenant: Name | None = None
+    tenant: TenantName | None = None
     node: NodeName | None = None
     expires_at: Expiry = None
 
@@ -339,7 +342,7 @@ class CheckpointIn(Strict):
 
 class JobIn(Strict):
     request: str = Field(min_length=1, max_length=500, examples=["gpu=A100-80G:1,cpu=4"])
-    tenant: Name | None = None  # defaults to the caller's tenant
+    tenant: TenantName | None = None  # defaults to the caller's tenant
     name: str = Field("", max_length=200)
     kind: Literal["training", "inference", "dev", "batch"] = "batch"
     # when not given: by kind, inference online-inference, dev dev-test, else training

@@ -75,6 +75,7 @@ def status(ctx: Ctx, who: Caller) -> dict[str, object]:
         "scheduler": _scheduler_name(ctx),
         "cycles": ctx.loop.cycles,
         "last_cycle_error": ctx.loop.last_error,
+        "billing_zone": ctx.settings.billing_zone,  # where a month starts and ends
     }
     if who.is_admin:  # each control-plane duty here: last success, failures, the last error
         out["duties"] = {**ctx.loop.duties.report(), **ctx.loop.service_duties.report()}

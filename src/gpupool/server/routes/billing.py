@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import select
 
 from gpupool.billing.catalog import Price
-from gpupool.billing.invoice import DEFAULT_ZONE, MODES, month_bounds
+from gpupool.billing.invoice import MODES, month_bounds
 from gpupool.billing.money import cny, parse_cny
 from gpupool.billing.plans import unit_price
 from gpupool.model import SpecError, canonical_model
@@ -36,6 +36,13 @@ from gpupool.server.schemas import Strict
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 READERS = (Role.ADMIN, Role.FINANCE, Role.TENANT_ADMIN)
 BACKDATE_SLACK_S = 60  # clocks differ a little; a closed month never changes
+BillingZone = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="the time zone a month is in (default: the server's billing_zone)",
+    ),
+]
 
 
 class PriceIn(Strict):
@@ -173,7 +180,7 @@ def get_invoice(
     who: Caller,
     tenant: Annotated[str, Query(max_length=100)],
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
-    zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
+    zone: BillingZone = None,
     mode: Annotated[
         str | None, Query(description=" | ".join(MODES) + " (default: the tenant's)")
     ] = None,
@@ -190,6 +197,7 @@ def get_invoice(
         raise forbidden(f"{who.user} may not read tenant {tenant}'s invoices")
     if mode is not None and mode not in MODES:
         raise ApiError(422, f"mode: {mode!r} is not one of {', '.join(MODES)}", "mode")
+    zone = zone or ctx.settings.billing_zone
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:

@@ -2,12 +2,13 @@
 with who holds it, and utilisation over time. Every human role may call them; jobs, tenants
 and money are narrowed to the tenants the caller sees, like every other route."""
 
+import math
 import time
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select
 
 from gpupool.billing.catalog import Catalog
 from gpupool.billing.estimate import job_estimate
@@ -16,17 +17,10 @@ from gpupool.billing.money import cny, to_fen
 from gpupool.model import SpecError
 from gpupool.server.alerts.facts import current_month
 from gpupool.server.cache import TtlCache
-from gpupool.server.db.tables import (
-    AlertRow,
-    AllocationRow,
-    JobRow,
-    PoolSampleRow,
-    TenantRow,
-    UsageRow,
-)
+from gpupool.server.db.tables import AlertRow, JobRow, PoolSampleRow, TenantRow
 from gpupool.server.deps import Caller, Ctx, Id, human
 from gpupool.server.invoicing import catalog, month_invoice
-from gpupool.server.lifecycle import unmetered_rows
+from gpupool.server.ledger import entries
 from gpupool.server.pool_read import read_cards, read_live
 from gpupool.server.pool_view import by_model, history, holders, tiles, utilisation
 from gpupool.server.routes.billing import READERS
@@ -55,33 +49,40 @@ def _month(s: Any, who: Any, now: float, zone: str, costs: TtlCache) -> dict[str
     who may read invoices, their cost so far: each tenant's invoice in its own billing mode
     (card-hours, GB-hours, per task, plans, discounts, credits) with live jobs up to now, by
     mode, next to what the card-hours cost at list prices — the two differ whenever a team
-    is not billed by the card-hour (recomputed at most once a minute)."""
+    is not billed by the card-hour. Both are counted to one moment, ``as_of`` (the costs
+    are kept for ``MONTH_COST_TTL_S``, the overview's refresh: every open overview does not
+    price every team's month anew; ``cost_as_of`` says when they were)."""
     month = current_month(now, zone)
+    key = (month, who.visible, who.role in READERS)
+    cached = costs.get(key)
+    if cached is not None:
+        return cached
     start, _ = month_bounds(month, zone)
     totals = usage_totals(s, who, start, None, now)
     pct_seconds = sum(
         v["compute_pct_seconds"] for (_, model), v in totals.items() if model != "cpu"
     )
-    out: dict[str, Any] = {"month": month, "card_hours": round(pct_seconds / 360000, 1)}
+    out: dict[str, Any] = {
+        "month": month,
+        "zone": zone,
+        "as_of": now,
+        "card_hours": round(pct_seconds / 360000, 1),
+    }
     if who.role in READERS:
-        key = (month, who.visible)
-        cached = costs.get(key)
-        if cached is None:
-            names = [t for t in s.execute(select(TenantRow.name)).scalars() if who.sees(t)]
-            by_mode: dict[str, int] = {}
-            for t in names:
-                inv = month_invoice(s, t, month, zone, live_until=now)
-                by_mode[inv["mode"]] = by_mode.get(inv["mode"], 0) + inv["total_fen"]
-            fen = sum(by_mode.values())
-            at_list = _at_list_prices(totals, catalog(s), now)
-            cached = {
-                "cost_fen": fen,
-                "cost": cny(fen),
-                "cost_by_mode": {m: cny(v) for m, v in sorted(by_mode.items())},
-                "list_cost_fen": to_fen(at_list),
-            }
-            costs.put(key, cached)
-        out |= cached
+        names = [t for t in s.execute(select(TenantRow.name)).scalars() if who.sees(t)]
+        by_mode: dict[str, int] = {}
+        for t in names:
+            inv = month_invoice(s, t, month, zone, live_until=now)
+            by_mode[inv["mode"]] = by_mode.get(inv["mode"], 0) + inv["total_fen"]
+        fen = sum(by_mode.values())
+        out |= {
+            "cost_fen": fen,
+            "cost": cny(fen),
+            "cost_by_mode": {m: cny(v) for m, v in sorted(by_mode.items())},
+            "list_cost_fen": to_fen(_at_list_prices(totals, catalog(s), now)),
+            "cost_as_of": now,
+        }
+    costs.put(key, out)
     return out
 
 
@@ -174,20 +175,11 @@ def job_cost(job_id: Id, ctx: Ctx, who: Caller) -> dict[str, Any]:
     now = time.time()
     with ctx.db.read() as s:
         visible_job(s, who, job_id)
-        u = UsageRow.__table__.c
+        ledger = entries(s, 0, math.inf, now, jobs=select(literal(job_id)))
         records = [
-            dict(r)
-            for r in s.execute(
-                select(u.model, u.start, u.compute_pct_seconds).where(u.job_id == job_id)
-            ).mappings()
+            {"model": e.model, "start": e.start, "compute_pct_seconds": e.compute_pct_seconds}
+            for e in ledger
         ]
-        live = s.execute(
-            select(AllocationRow).where(
-                AllocationRow.job_id == job_id, AllocationRow.state == "active"
-            )
-        ).scalar_one_or_none()
-        if live is not None:
-            records += unmetered_rows(s, live, now)
         out = job_estimate(records, catalog(s))
     out["cost"] = cny(out["cost_fen"]) if out["cost_fen"] is not None else None
     return out

@@ -10,7 +10,6 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from gpupool.billing.invoice import DEFAULT_ZONE
 from gpupool.billing.money import cny
 from gpupool.model import SpecError
 from gpupool.server.db.tables import IssuedInvoiceRow
@@ -26,7 +25,9 @@ router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 
 class IssueIn(Strict):
     month: str = Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")
-    zone: str = Field(DEFAULT_ZONE, max_length=64)
+    zone: str | None = Field(
+        None, max_length=64, description="its month's time zone (default: the billing_zone)"
+    )
     final: bool = Field(False, description="number and freeze them (the month must be over)")
 
 
@@ -42,6 +43,9 @@ class IssuedOut(BaseModel):
     mode: str
     issued_at: str
     finalised_at: str | None
+    as_of: float | None = Field(
+        None, description="a draft: running jobs are counted up to this moment (epoch seconds)"
+    )
     changed: bool = Field(True, description="issue: made by this run (False: final already)")
 
 
@@ -58,6 +62,7 @@ def _out(r: IssuedInvoiceRow, changed: bool = True) -> IssuedOut:
         mode=r.body.get("mode", "card-hour"),
         issued_at=iso_utc(r.issued_at),
         finalised_at=iso_utc(r.finalised_at) if r.finalised_at is not None else None,
+        as_of=r.body.get("as_of") if r.state == "draft" else None,
         changed=changed,
     )
 
@@ -69,14 +74,15 @@ def issue(body: IssueIn, ctx: Ctx, who: Caller, request: Request) -> list[Issued
     end. Final invoices are left as they are."""
     company_wide(who, "month-end invoices")
     now, issuer = time.time(), ctx.settings.invoice_issuer
+    zone = body.zone or ctx.settings.billing_zone
     try:
         drafts = None
         if not body.final:  # computed from a read, the write lock held for the writes only
             with ctx.db.read() as s:
-                drafts = month_bodies(s, body.month, body.zone, final=False, now=now, issuer=issuer)
+                drafts = month_bodies(s, body.month, zone, final=False, now=now, issuer=issuer)
         with ctx.db.write() as s:
             issued = issue_month(
-                s, body.month, body.zone, final=body.final, who=who.user, now=now,
+                s, body.month, zone, final=body.final, who=who.user, now=now,
                 issuer=issuer, bodies=drafts,
             )  # fmt: skip
             out = [_out(i.row, i.changed) for i in issued]

@@ -9,7 +9,7 @@ from pydantic import Field, StringConstraints
 
 from gpupool.server.deps import Ctx, KubeCaller
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
-from gpupool.server.schemas import Name, NodeIn, Strict
+from gpupool.server.schemas import Name, NodeIn, Strict, TenantName
 from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
 from gpupool.server.usage_elsewhere import standalone_usage
 
@@ -45,7 +45,7 @@ class GrantIn(Strict):
 class BoundPodIn(Strict):
     uid: Uid
     pod: Annotated[str, StringConstraints(min_length=3, max_length=317)]  # namespace/name
-    tenant: Name
+    tenant: TenantName
     request: Text
     kind: Literal["training", "inference", "dev", "batch"] = "batch"
     priority_class: Name

@@ -9,7 +9,7 @@ from gpupool.server.auth import Role
 from gpupool.server.db.tables import TenantRow
 from gpupool.server.deps import Caller, Ctx, human, require
 from gpupool.server.errors import not_found
-from gpupool.server.schemas import Name, Strict
+from gpupool.server.schemas import Strict, TenantName
 
 router = APIRouter(prefix="/api/v1", tags=["tenants"])
 
@@ -46,7 +46,7 @@ def _out(ctx, s, row: TenantRow) -> LimitsOut:
 
 
 @router.get("/tenants/{name}/limits", response_model=LimitsOut)
-def get_limits(name: Name, ctx: Ctx, who: Caller) -> LimitsOut:
+def get_limits(name: TenantName, ctx: Ctx, who: Caller) -> LimitsOut:
     human(who)
     with ctx.db.read() as s:
         row = s.get(TenantRow, name)
@@ -56,7 +56,9 @@ def get_limits(name: Name, ctx: Ctx, who: Caller) -> LimitsOut:
 
 
 @router.put("/tenants/{name}/limits", response_model=LimitsOut)
-def set_limits(name: Name, body: LimitsIn, ctx: Ctx, who: Caller, request: Request) -> LimitsOut:
+def set_limits(
+    name: TenantName, body: LimitsIn, ctx: Ctx, who: Caller, request: Request
+) -> LimitsOut:
     """Replace the tenant's own limits (admins): a field left null takes the default."""
     require(who, (Role.ADMIN,), "setting admission limits")
     with ctx.db.write() as s:

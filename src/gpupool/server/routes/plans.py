@@ -22,13 +22,13 @@ from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
 from gpupool.server.rentals import plan_of
 from gpupool.server.routes.billing import BACKDATE_SLACK_S, READERS, iso_utc
-from gpupool.server.schemas import Name, Strict
+from gpupool.server.schemas import Strict, TenantName
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 
 
 class PlanIn(Strict):
-    tenant: Name
+    tenant: TenantName
     model: str = Field(min_length=1, max_length=100, examples=["A100-80G"])
     cards: int = Field(ge=1, le=100_000)
     plan: str = Field(examples=list(PLANS), description=" | ".join(PLANS))

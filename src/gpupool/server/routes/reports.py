@@ -7,16 +7,17 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from sqlalchemy import or_, select
 
-from gpupool.billing.invoice import DEFAULT_ZONE, month_bounds
+from gpupool.billing.invoice import month_bounds
 from gpupool.billing.reports import IdleHold, JobUsage, daily_usage, idle_costs, job_costs
 from gpupool.model import SpecError
 from gpupool.server.auth import Role
-from gpupool.server.db.tables import AllocationRow, JobRow, UsageRow
+from gpupool.server.db.tables import AllocationRow, JobRow
 from gpupool.server.deps import Caller, Ctx, require
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.invoicing import catalog
+from gpupool.server.ledger import entries
 from gpupool.server.lifecycle import device_models
-from gpupool.server.routes.billing import READERS
+from gpupool.server.routes.billing import READERS, BillingZone
 
 router = APIRouter(prefix="/api/v1/billing", tags=["billing"])
 Report = Literal["usage", "top-jobs", "idle"]
@@ -28,7 +29,7 @@ def report(
     ctx: Ctx,
     who: Caller,
     month: Annotated[str, Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")],
-    zone: Annotated[str, Query(max_length=64)] = DEFAULT_ZONE,
+    zone: BillingZone = None,
     tenant: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
 ) -> dict[str, object]:
@@ -42,10 +43,12 @@ def report(
         require(who, READERS, "reading cost reports")
     if tenant is not None and not who.sees(tenant):  # as every tenant-scoped route answers
         raise not_found(f"tenant {tenant}")
+    zone = zone or ctx.settings.billing_zone
     try:
         start, end = month_bounds(month, zone)
     except SpecError as exc:
         raise ApiError(422, str(exc), exc.field or "month") from None
+    now = time.time()
     with ctx.db.read() as s:
         cat = catalog(s)
         if report == "idle":
@@ -61,23 +64,24 @@ def report(
                 models = sorted({c.model for c in device_models(s, a.placement).values()}) or [
                     "cpu"
                 ]
-                at = min(a.released_at or time.time(), end - 1)
+                at = min(a.released_at or now, end - 1)
                 holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at))
             rows = idle_costs(holds, cat)
         else:
-            usage = select(UsageRow).where(UsageRow.end > start, UsageRow.start < end)
-            if tenant is not None:
-                usage = usage.where(UsageRow.tenant == tenant)
-            if mine_only:
-                own = select(JobRow.id).where(JobRow.submitted_by == who.user)
-                usage = usage.where(UsageRow.job_id.in_(own))
+            own = select(JobRow.id).where(JobRow.submitted_by == who.user) if mine_only else None
             records = [
-                JobUsage(r.tenant, r.job_id, r.model, r.start, r.end, r.compute_pct_seconds)
-                for r in s.execute(usage).scalars()
-                if who.sees(r.tenant)
+                JobUsage(e.tenant, e.job_id, e.model, e.start, e.end, e.compute_pct_seconds)
+                for e in entries(s, start, end, now, keep=who.sees, tenant=tenant, jobs=own)
             ]
             if report == "usage":
                 rows = daily_usage(records, start, end, zone)
             else:
                 rows = job_costs(records, cat, start, end, limit)
-    return {"report": report, "month": month, "zone": zone, "items": rows}
+    return {
+        "report": report,
+        "month": month,
+        "zone": zone,
+        "as_of": now,  # what running jobs used is counted up to this moment
+        "draft": end > now,
+        "items": rows,
+    }

@@ -23,7 +23,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.deps import Caller, Ctx, human, may_manage
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.routes.jobs import request_spec
-from gpupool.server.schemas import Name
+from gpupool.server.schemas import Name, TenantName
 from gpupool.server.services.replica_nodes import replica_places
 from gpupool.server.services.replicas import Replica, read_replicas, stop_replica
 from gpupool.server.services.schemas import (
@@ -36,7 +36,9 @@ from gpupool.server.services.schemas import (
 from gpupool.server.snapshot import cached_request
 
 router = APIRouter(prefix="/api/v1", tags=["services"])
-TenantQuery = Annotated[Name | None, Query(description="the service's tenant (default: yours)")]
+TenantQuery = Annotated[
+    TenantName | None, Query(description="the service's tenant (default: yours)")
+]
 
 
 def service_out(s: Session, svc: ServiceRow, read: list[Replica] | None = None) -> ServiceOut:

@@ -8,11 +8,14 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from gpupool.billing.invoice import parts
+from gpupool.billing.invoice import month_bounds, parts
+from gpupool.model import SpecError
 from gpupool.server.auth import Principal
-from gpupool.server.db.tables import AllocationRow, UsageRow
+from gpupool.server.db.tables import UsageRow
 from gpupool.server.deps import Caller, Ctx, Limit, Offset, human
-from gpupool.server.lifecycle import device_models, unmetered_rows
+from gpupool.server.errors import ApiError
+from gpupool.server.ledger import live_entries
+from gpupool.server.routes.billing import BillingZone
 from gpupool.server.routes.views import page, scoped
 from gpupool.server.schemas import Page, UsageOut
 
@@ -91,31 +94,43 @@ def usage_totals(
     # live allocations: what their workloads ran since their last checkpoint, inside the
     # window (a client's "until now" is a moment before the server's now: it still counts them)
     upto = now if until is None else min(until, now)
-    live = s.execute(
-        select(AllocationRow).where(
-            AllocationRow.state == "active", AllocationRow.started_at.is_not(None)
-        )
-    )
-    mine = [a for a in live.scalars() if who.sees(a.tenant)]
-    if mine:
-        models = device_models(s, {"nodes": [n for a in mine for n in a.placement["nodes"]]})
-        for a in mine:
-            for rec in unmetered_rows(s, a, upto, since, models):
-                add(a.tenant, rec["model"], rec)
+    for e in live_entries(s, upto, since=since, keep=who.sees):
+        add(e.tenant, e.model, {k: getattr(e, k) for k in QUANTITIES})
     return totals
 
 
 @router.get("/usage/summary")
 def usage_summary(
-    ctx: Ctx, who: Caller, since: Since = None, until: Since = None
+    ctx: Ctx,
+    who: Caller,
+    since: Since = None,
+    until: Since = None,
+    month: Annotated[
+        str | None,
+        Query(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM, instead of since and until"),
+    ] = None,
+    zone: BillingZone = None,
 ) -> dict[str, object]:
     """Totals per tenant and device model: released allocations (records ending in the
-    window) plus live allocations metered up to now."""
+    window) plus live allocations metered up to now (``as_of``). ``month``: a calendar month
+    in ``zone`` (default: the billing zone, as invoices and reports count a month)."""
     human(who)
+    zone = zone or ctx.settings.billing_zone
+    if month is not None:
+        if since is not None or until is not None:
+            raise ApiError(422, "month: give month, or since and until, not both", "month")
+        try:
+            since, until = month_bounds(month, zone)
+        except SpecError as exc:
+            raise ApiError(422, str(exc), exc.field or "month") from None
+    now = time.time()
     with ctx.db.read() as s:
-        totals = usage_totals(s, who, since, until, time.time())
+        totals = usage_totals(s, who, since, until, now)
     return {
         "since": since,
         "until": until,
+        "month": month,
+        "zone": zone if month is not None else None,
+        "as_of": now,
         "items": [{"tenant": t, "model": m, **v} for (t, m), v in sorted(totals.items())],
     }

@@ -4,14 +4,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from gpupool.server.schemas import ArgText, Name, Strict
+from gpupool.server.schemas import ArgText, Name, Strict, TenantName
 
 HealthPath = Annotated[str, StringConstraints(max_length=200, pattern=r"^/[\x21-\x7e]*$")]
 
 
 class ServiceIn(Strict):
     name: Name
-    tenant: Name | None = None  # defaults to the caller's tenant
+    tenant: TenantName | None = None  # defaults to the caller's tenant
     request: str = Field(
         min_length=1, max_length=500, examples=["gpu=1", "gpu=0.5"], description="one replica's"
     )

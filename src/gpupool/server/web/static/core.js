@@ -25,6 +25,7 @@ const GP = (() => {
   const money = new Intl.NumberFormat(LOCALE, { style: 'currency', currency: 'CNY' });
   const dates = new Intl.DateTimeFormat(LOCALE, { dateStyle: 'medium', timeStyle: 'short' });
   const hours = new Intl.DateTimeFormat(LOCALE, { month: 'numeric', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  const clock = new Intl.DateTimeFormat(LOCALE, { month: 'numeric', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' });
   const fmt = {
     num,
     pct: (n) => (n === null || n === undefined ? '–' : num(n, 1) + '%'),
@@ -33,6 +34,7 @@ const GP = (() => {
     date: (epoch) => (epoch ? dates.format(new Date(epoch * 1000)) : '–'),
     iso: (text) => (text ? dates.format(new Date(text)) : '–'),
     hour: (epoch) => hours.format(new Date(epoch * 1000)),
+    asOf: (epoch) => (epoch ? clock.format(new Date(epoch * 1000)) : '–'),  // to the second, with the zone
     gib: (mib) => (mib === null || mib === undefined ? '–' : num(mib / 1024, 1) + ' GiB'),
     dur(seconds) {
       if (seconds === null || seconds === undefined) return '–';

@@ -12,6 +12,7 @@
       api(`/api/v1/billing/invoice?tenant=${encodeURIComponent(x.name)}&month=${month}`).catch((e) => ({ tenant: x.name, error: e.message }))));
     const link = (inv, format, text) => el('a', { href: `/api/v1/billing/invoice?tenant=${encodeURIComponent(inv.tenant)}&month=${month}&format=${format}&lang=${BOOT.lang}`, text });
     const total = all.reduce((a, inv) => a + (inv.total_fen || 0), 0);
+    const asOf = Math.min(...all.filter((i) => i.as_of).map((i) => i.as_of));  // drafts count to it
     return el('div', {},
       table([
         { key: 'tenant', label: 'col.tenant' },
@@ -22,7 +23,8 @@
         { key: 'draft', label: 'col.status', render: (i) => i.error ? '–' : i.draft ? badge(t('billing.so_far'), 'warn') : badge(t('billing.closed'), 'ok') },
         { key: 'files', label: 'col.files', render: (i) => i.error ? '–' : el('span', {}, link(i, 'html', t('billing.printable')), ' · ', link(i, 'pdf', 'PDF'), ' · ', link(i, 'csv', 'CSV')) },
       ], all, 'state.no_tenants'),
-      el('p', { class: 'state', id: 'billing-total', text: t('billing.sum', { total: fmt.cny(total) }) }));
+      el('p', { class: 'state', id: 'billing-total', text: t('billing.sum', { total: fmt.cny(total) }) }),
+      Number.isFinite(asOf) ? el('p', { class: 'state', id: 'billing-as-of', text: t('billing.as_of', { time: fmt.asOf(asOf) }) }) : '');
   }
 
   /* Month-end ("月底一键出账单"): every team's invoice, drafts then final and numbered. */
@@ -34,7 +36,8 @@
       if (final && !window.confirm(t('billing.finalise_confirm', { month }))) return;
       try {
         const out = await api('/api/v1/billing/invoices/issue', { method: 'POST', body: { month, final } });
-        msg.textContent = t(final ? 'billing.finalised_n' : 'billing.drafted_n', { n: out.filter((x) => x.changed).length });
+        msg.textContent = out.length ? t(final ? 'billing.finalised_n' : 'billing.drafted_n', { n: out.filter((x) => x.changed).length })
+          : t('billing.nothing', { month });
         const again = await issued(); issuedBox.replaceChildren(again);
         issuedBox.querySelector('#issue-result').textContent = msg.textContent;
       } catch (err) { msg.textContent = t('jobs.refused', { why: err.message }); }
@@ -61,8 +64,9 @@
       per[r.tenant][models.indexOf(r.model)] += r.card_hours;
     }
     const rows = Object.entries(per).map(([label, values]) => ({ label, values }));
-    return rows.length ? Charts.bars(rows, models, { format: (v) => t('billing.card_hours_n', { n: fmt.num(v, 1) }), title: t('billing.usage') })
+    const chart = rows.length ? Charts.bars(rows, models, { format: (v) => t('billing.card_hours_n', { n: fmt.num(v, 1) }), title: t('billing.usage') })
       : GP.status('empty', t('teams.no_usage'));
+    return el('div', {}, chart, el('p', { class: 'state', id: 'usage-as-of', text: t('billing.as_of', { time: fmt.asOf(rep.as_of) }) }));
   }
 
   async function plans() {

@@ -25,7 +25,8 @@
     const box = kpi('overview.cost', fmt.cny(m.cost_fen),
       t('overview.card_hours_list', { n: fmt.num(m.card_hours, 1), month: m.month, list: fmt.cny(m.list_cost_fen) }));
     const modes = Object.entries(m.cost_by_mode || {}).map(([mode, cny]) => `${t('billing.mode_short_' + mode)} ${fmt.yuan(cny)}`).join(' · ');
-    box.append(el('div', { class: 'sub', id: 'cost-note', title: t('overview.cost_note_help'), text: t('overview.cost_note', { modes: modes || '–' }) }));
+    box.append(el('div', { class: 'sub', id: 'cost-note', title: t('overview.cost_note_help'), text: t('overview.cost_note', { modes: modes || '–' }) }),
+      el('div', { class: 'sub', id: 'cost-as-of', text: t('overview.cost_as_of', { time: fmt.asOf(m.cost_as_of) }) }));
     return box;
   }
 

@@ -72,8 +72,10 @@
     const month = (await api('/api/v1/overview')).month.month; // the billing zone's month
     const invoices = await Promise.all(tenants.map((x) => api(`/api/v1/billing/invoice?tenant=${encodeURIComponent(x.name)}&month=${month}`).catch(() => null)));
     const data = invoices.filter(Boolean).map((inv) => ({ label: inv.tenant, values: [inv.total_fen] })).sort((a, b) => b.values[0] - a.values[0]);
-    return data.length ? Charts.bars(data, [t('teams.cost_month')], { format: fmt.cny, title: t('teams.cost') })
+    const asOf = Math.min(...invoices.filter(Boolean).map((inv) => inv.as_of));
+    const chart = data.length ? Charts.bars(data, [t('teams.cost_month')], { format: fmt.cny, title: t('teams.cost') })
       : GP.status('empty', t('teams.no_usage'));
+    return Number.isFinite(asOf) ? el('div', {}, chart, el('p', { class: 'state', id: 'cost-as-of', text: t('billing.as_of', { time: fmt.asOf(asOf) }) })) : chart;
   }
 
   async function load() {
