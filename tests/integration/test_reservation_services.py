@@ -216,7 +216,7 @@ def test_a_reservation_that_would_leave_a_service_without_a_place_is_refused_nam
                 "--start", "1m", "--end", "2h"]  # fmt: skip
         refused = gpupool(*args, env=env)
         assert refused.returncode == 2 and refused.stdout == ""
-        assert "409 nodes: it would leave service chat of inference without a place" in (
+        assert "409 --nodes: it would leave service chat of inference without a place" in (
             refused.stderr
         )
         dry = gpupool(*args, "--dry-run", env=env)
