@@ -106,6 +106,8 @@ class ApiClient:
             raise ClientError(f"{CA_ENV}: {exc}") from None
         except (ssl.SSLError, ValueError) as exc:
             raise ClientError(f"the CA saved with this profile: {exc}") from None
+        self.token = token
+        self.verify = verify  # whom it trusts: a WebSocket to the same server trusts the same
         self.http = httpx.Client(
             base_url=self.server, headers=headers, timeout=timeout, verify=verify
         )

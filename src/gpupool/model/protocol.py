@@ -85,6 +85,9 @@ class OrderOut(AllocationOut):
     # a service replica to keep asleep (parked: its card lent to training); False again: wake
     # it once the allocations in ``after`` (those vacated from its card) have stopped here
     parked: bool = False
+    # an interactive session (a shell: gpupool alloc, srun --pty): its agent keeps a link to
+    # the server for its terminals (None: a batch job, an older server)
+    interactive: Literal["shell"] | None = None
 
 
 class OrdersOut(BaseModel):

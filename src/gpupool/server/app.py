@@ -50,6 +50,7 @@ from gpupool.server.routes import (
     reservations,
     services,
     tenants,
+    terminals,
     usage,
 )
 from gpupool.server.settings import Settings
@@ -83,6 +84,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
             ctx.changes.stop()
             writes.stop()
             loop.stop()
+            ctx.tunnels.close()
             db.dispose()
 
     app = FastAPI(
@@ -98,6 +100,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, guarantees, limits, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
+    routes += (terminals,)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

@@ -27,6 +27,7 @@ from gpupool.server.metrics import Metrics
 from gpupool.server.ratelimit import FailedAuthLimiter
 from gpupool.server.session import SESSION_COOKIE, check_csrf
 from gpupool.server.settings import Settings
+from gpupool.server.tunnels import TunnelHub
 
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer gp_...`")
 
@@ -54,6 +55,7 @@ class ServerContext:
     changes: ChangeFeed = field(init=False)  # wakes agents waiting for new orders
     beats: BeatBatcher = field(init=False)  # agents' beats on their channels, written together
     limits: LimitCache = field(init=False)  # tenants' admission limits (the loop's own)
+    tunnels: TunnelHub = field(init=False)  # interactive sessions' links (server.tunnels)
 
     def __post_init__(self) -> None:
         self.changes = ChangeFeed(
@@ -65,6 +67,7 @@ class ServerContext:
         self.beats = BeatBatcher(self.writes, self.settings.beat_flush_s, self.loop.wake, time.time,
                                  self.settings.agent_lag_max_s)  # fmt: skip
         self.limits = self.loop.limits
+        self.tunnels = TunnelHub(self.settings.data_dir)
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

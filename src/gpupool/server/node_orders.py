@@ -87,6 +87,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 replica=j.id in replicas or (j.replaces or 0) in replicas,
                 probe=replicas.get(j.id) or replicas.get(j.replaces or 0),
                 parked=j.id in asleep,
+                interactive=j.interactive,
                 checkpoint=j.checkpoint,
                 started_here=started is not None,
                 ended_here=ended is not None,

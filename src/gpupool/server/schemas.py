@@ -382,6 +382,12 @@ class JobIn(Strict):
         description="An interactive hold of devices (salloc): no command, a max_runtime_s; "
         "the agent keeps the grant until the time limit or a cancel",
     )
+    interactive: Literal["shell"] | None = Field(
+        None,
+        description="An interactive session: a shell (an allocation whose sandbox takes "
+        "terminals through the server: gpupool shell, exec, attach; docs/interactive.md). "
+        "Every allocation is one",
+    )
     hold: bool = Field(False, description="Keep it pending until released (sbatch --hold)")
     dependency: list[DependencyIn] = Field(
         default_factory=list,
@@ -474,6 +480,7 @@ class JobOut(BaseModel):
     submit_dir: str | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
     service: str | None = None  # the service whose replica it is (its autoscaler's)
+    interactive: str | None = None  # a session: "shell" (docs/interactive.md)
     allocation: AllocationOut | None = None
     logs_url: str
     events_url: str

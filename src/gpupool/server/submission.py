@@ -25,6 +25,8 @@ def held_command(body: JobIn) -> list[str]:
     unless it is an allocation (salloc): then a ``sleep`` of its time limit holds the devices,
     a real process, so the agent's limits, fencing and metering apply as to any job. A job
     with an image may leave the command to the image's entrypoint."""
+    if body.interactive == "shell" and not body.allocation:
+        raise ApiError(422, "interactive: a shell session is an allocation", "interactive")
     if body.allocation:
         if body.command or body.image:
             raise ApiError(422, "command: an allocation runs no command or image", "command")

@@ -225,6 +225,8 @@ class JobRow(Base):
     submit_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     # a copy started by defragmentation (make-before-break) names the replica it replaces
     replaces: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    # an interactive session: "shell" (gpupool alloc, srun --pty); None: a batch job
+    interactive: Mapped[str | None] = mapped_column(String(10), nullable=True)
 
 
 class JobEventRow(Base):

@@ -214,6 +214,8 @@ async def submit(
         "started_at": None,
         "finished_at": None,
         "exit_code": None,
+        # an allocation (salloc) is a shell session: terminals open in it (docs/interactive.md)
+        "interactive": body.interactive or ("shell" if body.allocation else None),
     }
     scope = request.scope
 

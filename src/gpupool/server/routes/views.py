@@ -101,6 +101,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None, service: str | None =
         submit_dir=j.submit_dir,
         replaces=j.replaces,
         service=service,
+        interactive=j.interactive,
         allocation=allocation_out(alloc) if alloc is not None else None,
         logs_url=f"{API}/jobs/{j.id}/logs",
         events_url=f"{API}/jobs/{j.id}/events",
