@@ -14,6 +14,7 @@ agent has not been heard by the server for the lease time.
 import contextlib
 import logging
 import random
+import ssl
 import subprocess
 import threading
 import time
@@ -51,16 +52,17 @@ from gpupool.agent.node import (
 )
 from gpupool.agent.poller import OrdersPoller
 from gpupool.agent.refusal import refused
+from gpupool.agent.sessions import SessionKeeper
 from gpupool.agent.state import Record, Store
 from gpupool.agent.telemetry_pace import TelemetryPace
 from gpupool.agent.vnpu_binding import bind_vnpus
-from gpupool.agent.watchdog import Watched, over_limit
+from gpupool.agent.watchdog import Watched, limits_mib, over_limit
 from gpupool.agent.workloads import Launcher, LaunchError
 from gpupool.client.tls import trust
 from gpupool.devices import Located, discover
 from gpupool.model.labels import REPLICA_CONTROL_LABEL
 from gpupool.model.protocol import OrderOut, OrdersOut
-from gpupool.sharing.runtime_env import Grant, granted_uuid, local_devices
+from gpupool.sharing.runtime_env import Grant, local_devices
 
 log = logging.getLogger("gpupool.agent")
 HAMI_CORE_PATHS = ("/usr/local/vgpu/libvgpu.so", "/usr/local/lib/libvgpu.so")
@@ -136,6 +138,9 @@ class Agent(ChannelLink, Harvest):
         self._lease_lock = threading.Lock()  # the channel's thread renews it too
         self._round_at: float | None = None  # its beats say how long a round has run
         self.refusal: str | None = None  # why it stopped: the server refused its credential
+        tls = self.api.verify if isinstance(self.api.verify, ssl.SSLContext) else None
+        self.sessions = SessionKeeper(self.name, lambda: self.api.server, config.token,
+                                      self.store.dir, tls)  # fmt: skip
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -390,6 +395,7 @@ class Agent(ChannelLink, Harvest):
             if alloc_id not in self.records and alloc_id not in self.finished:
                 self._start_safely(order)
         self.watch.watch(replica_watch.targets(self.records, desired))
+        self.sessions.follow(self.records, desired)  # shell sessions: agent.sessions
         self._upload_round()
 
     def _upload_round(self) -> None:
@@ -476,7 +482,7 @@ class Agent(ChannelLink, Harvest):
             ticks=proc.start_ticks(child.pid) or 0,
             started_at=time.time(),
             max_runtime_s=order.max_runtime_s,
-            limits_mib=self._limits(grants),
+            limits_mib=limits_mib(grants, self.local),
             load={g.device: g.compute_pct / 100 for g in grants},
             workdir=ready.workdir,
             cgroups=ready.cgroups,
@@ -489,6 +495,7 @@ class Agent(ChannelLink, Harvest):
             checkpoint=order.checkpoint,
             tenant=order.tenant,
             start_reported=False,
+            interactive=order.interactive or "",
         )
         self.records[alloc_id] = rec
         self.children[alloc_id] = child
@@ -523,13 +530,6 @@ class Agent(ChannelLink, Harvest):
 
     def _mps_in_use(self) -> set[str]:
         return {uuid for r in self.records.values() for uuid in r.mps}
-
-    def _limits(self, grants: list[Grant]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for g in grants:
-            uuid = granted_uuid(g, self.local[g.device])
-            out[uuid] = out.get(uuid, 0) + g.mem_mib
-        return out
 
     def _running(self, rec: Record) -> bool:
         child = self.children.get(rec.alloc_id)

@@ -60,6 +60,7 @@ def leave(agent: Any) -> None:
     cgroups and namespaces removed; its clients closed and its state dir let go."""
     if agent.channel is not None:
         agent.channel.close()
+    agent.sessions.stop_all()  # its terminals are told and hung up
     if agent.config.stop_workloads_on_exit:
         agent.stop_all()
         agent.remove_stopped_workdirs()

@@ -49,6 +49,7 @@ class Record:
     checkpointed_at: float | None = None  # its job's checkpoint file's time, passed on
     tenant: str = ""  # whose (its chores queue with its tenant's: agent.harvest)
     start_reported: bool = True  # the server heard it started (False: say it again)
+    interactive: str = ""  # a session ("shell"): its link to the server (agent.sessions)
 
 
 class StateLocked(SpecError):

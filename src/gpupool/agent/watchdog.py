@@ -11,6 +11,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpupool.devices.base import GpuProcess
+from gpupool.sharing.runtime_env import Grant, LocalDevice, granted_uuid
+
+
+def limits_mib(grants: Iterable[Grant], local: dict[int, LocalDevice]) -> dict[str, int]:
+    """A workload's device-memory grant per device (or MIG) UUID, what it is watched by."""
+    out: dict[str, int] = {}
+    for g in grants:
+        uuid = granted_uuid(g, local[g.device])
+        out[uuid] = out.get(uuid, 0) + g.mem_mib
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,76 @@
+"""The agent's interactive sessions (docs/interactive.md): for each allocation of an
+interactive job (a shell session — ``gpupool alloc``, ``srun --pty``) that runs here, one
+``SessionLink`` to the server, kept while the allocation runs and ended, its terminals told
+why, when it stops. ``follow`` is all the agent's loop calls: it only compares sets and
+starts or ends links, whose threads do the rest."""
+
+import ssl
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from gpupool.agent.session_link import SessionLink
+from gpupool.agent.state import Record
+from gpupool.agent.terminals import Where
+from gpupool.model.protocol import OrderOut
+
+
+def tunnel_url(server: str, node: str, alloc_id: int) -> str:
+    base = server.rstrip("/")
+    return "ws" + base.removeprefix("http") + f"/api/v1/nodes/{node}/tunnels/{alloc_id}"
+
+
+class SessionKeeper:
+    def __init__(
+        self,
+        node: str,
+        server: Callable[[], str],
+        token: str,
+        folder: Callable[[int], Path],
+        tls: ssl.SSLContext | None = None,
+    ):
+        """``folder``: an allocation's state folder."""
+        self.node, self._server, self._token, self._tls = node, server, token, tls
+        self._folder = folder
+        self.links: dict[int, SessionLink] = {}
+
+    def follow(self, records: Mapping[int, Record], desired: Mapping[int, OrderOut]) -> None:
+        """A link for each interactive allocation running here; the others' links end (a
+        link whose threads stopped on a fault is made again)."""
+        for alloc_id, link in list(self.links.items()):
+            if link.done and not link.ending:
+                del self.links[alloc_id]
+        for alloc_id, order in desired.items():
+            rec = records.get(alloc_id)
+            if (
+                order.interactive
+                and rec is not None
+                and not rec.released
+                and rec.stop_sent_at is None
+                and alloc_id not in self.links
+            ):
+                self._start(rec, order)
+        for alloc_id, link in list(self.links.items()):
+            rec = records.get(alloc_id)
+            gone = alloc_id not in desired or rec is None or rec.released
+            if gone or (rec is not None and rec.stop_sent_at is not None):
+                why = (rec.stop_reason if rec is not None else "") or "released by the server"
+                link.end(f"this session's job is being stopped ({why})")
+                del self.links[alloc_id]
+
+    def stop_all(self) -> None:
+        for link in self.links.values():
+            link.end("the node's agent is stopping")
+        self.links.clear()
+
+    def _start(self, rec: Record, order: OrderOut) -> None:
+        folder = self._folder(rec.alloc_id)
+        link = SessionLink(
+            rec.alloc_id,
+            lambda: tunnel_url(self._server(), self.node, rec.alloc_id),
+            self._token,
+            lambda: Where.of(folder, rec.pid),
+            folder,
+            self._tls,
+        )
+        self.links[rec.alloc_id] = link
+        link.start()
