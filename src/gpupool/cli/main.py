@@ -28,6 +28,7 @@ from gpupool.cli import (
     sbatch,
     server,
     services,
+    sessions,
     simulate,
     up,
 )
@@ -85,6 +86,15 @@ app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
 )(sbatch.sbatch)
+app.command(
+    "srun",
+    help=sessions.SRUN_HELP,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)(sessions.srun)
+app.command("shell")(sessions.shell)
+app.command("exec")(sessions.exec_command)
+app.command("attach")(sessions.attach)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("alerts")(alerts.alerts)
