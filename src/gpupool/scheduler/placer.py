@@ -213,6 +213,8 @@ class Placer:
         explain_: bool,
     ) -> list[NodeGrant] | str:
         fe = feasibility(state, ask, allowed)
+        if any_true(fe.node_ok) and ask.request.whole_node:
+            return [_whole_grant(state, ask, fe)]
         if any_true(fe.node_ok):
             row, cols = policy.choose(state, ask, fe)
             return [_grant(state, ask, fe, row, cols, ask.cpu, mem_at(mem_need(state, ask), row))]
@@ -255,6 +257,29 @@ def _grant(
                 )
             )
     return NodeGrant(node, cpu, mem, tuple(grants))
+
+
+def _whole_grant(state: ClusterState, ask: Ask, fe: Feasibility) -> NodeGrant:
+    """A whole node (``node=whole``): the smallest that fits — fewest cards, then CPUs, then
+    memory, then the first — so big nodes stay whole for big asks; every card of it, every
+    CPU, and the memory asked (all of it without a size)."""
+    rows = np.flatnonzero(fe.node_ok)
+    cards = state.exists[rows].sum(axis=1)
+    order = np.lexsort((rows, state.mem_cap[rows], state.cpu_cap[rows], cards))
+    row = int(rows[order[0]])
+    node = state.nodes[row].name
+    grants = tuple(
+        DeviceGrant(
+            node,
+            int(state.device_index[row, col]),
+            100,
+            int(state.grantable_mem[row, col]),
+            exclusive=True,
+        )
+        for col in np.flatnonzero(state.exists[row]).tolist()
+    )
+    mem = mem_at(mem_need(state, ask), row)
+    return NodeGrant(node, int(state.cpu_cap[row]), mem, grants, whole=True)
 
 
 def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGrant] | None:

@@ -291,6 +291,12 @@ class Session:
     def quota(self, job: Job, usage: Usage, borrowing: bool) -> tuple[bool, bool, Reason]:
         """The quota plugin's answer: (fits, would borrow, why not)."""
         ok, borrows, why = self.plugins.quota(job.tenant, usage, borrowing)
+        if (
+            not ok
+            and job.request.whole_node
+            and usage.get("gpu", 0) > self.estimate(job).get("gpu", 0)
+        ):  # placed: a whole node counts all its cards, more than it asked
+            why = f"{why}; node=whole counts every card of its nodes: {usage['gpu'] // 100}"
         return ok, borrows, Reason(Wait.QUOTA, why)
 
     def bind(
