@@ -49,6 +49,7 @@ from gpupool.server.submission import (
     add_array_tasks,
     array_spec,
     check_dependencies,
+    check_node_names,
     checkpoint_of,
     held_command,
 )
@@ -185,10 +186,11 @@ async def submit(
     never = ctx.capacity.never_for(asked)
     if never is not None:
         raise ApiError(422, f"request: {never}", "request")
+    check_node_names(body, ctx.capacity.node_names())
     array = array_spec(body.array)
     tasks = len(array.indices) if array else 1
     if body.dependency:
-        deps = sorted({d.job for d in body.dependency})
+        deps = sorted({d.job for d in body.dependency if d.job is not None})
         await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
     command = held_command(body)
     checkpoint = checkpoint_of(body, ctx.settings)
@@ -199,6 +201,7 @@ async def submit(
         ),
         "command": command,
         "checkpoint": checkpoint,
+        "nodelist": list(dict.fromkeys(body.nodelist)) if body.nodelist else None,
         "held": body.hold,
         "array_job": None,
         "array_index": array.indices[0] if array else None,
