@@ -21,9 +21,11 @@ from gpupool.cli.array_refs import (
 )
 from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
 from gpupool.cli.follow import (
+    NODE_ONLY,
     exit_status,
     follow,
     log_chunks,
+    node_only,
     output_files,
     save_log,
     written_by_node,
@@ -284,8 +286,13 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
                 err=True,
             )
             continue
-        paths = ", ".join(visible(str(p)) for p in save_log(api, job))
-        typer.echo(f"job {job['id']}: log saved to {paths}", err=True)
+        saved = save_log(api, job)
+        if saved:
+            paths = ", ".join(visible(str(p)) for p in saved)
+            typer.echo(f"job {job['id']}: log saved to {paths}", err=True)
+        if node_only(job):
+            theirs = ", ".join(visible(path) for path in node_only(job))
+            typer.echo(f"job {job['id']}: {NODE_ONLY.format(path=theirs)}", err=True)
     if as_json:
         typer.echo(json.dumps(ended, indent=2))
     return max(exit_status(j) for j in ended)

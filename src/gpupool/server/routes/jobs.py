@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, SpecError, parse_request
-from gpupool.model.batch import check_directory, check_output_path, expand_output
+from gpupool.model.batch import check_directory, check_output_path, check_pattern, expand_output
 from gpupool.model.job import job_shape
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
@@ -172,7 +172,7 @@ async def submit(
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
     for field in ("output", "error"):
         if getattr(body, field) is not None:  # the pattern, and what the job's name makes of it
-            check_output_path(getattr(body, field), field)
+            check_pattern(check_output_path(getattr(body, field), field), field)
             named = expand_output(getattr(body, field), 1, None, None, body.name, who.user, "n")
             check_output_path(named, field)
     for field in ("chdir", "submit_dir"):
