@@ -33,6 +33,18 @@ class Gated:
 
 
 Singles = Mapping[tuple[str, str], Sequence[tuple[int, str]]]  # (user, name) -> (id, state)
+# how each gate's reason begins, and the word Slurm's squeue prints for it (%r): the CLI's
+# Slurm formats map a gated job's reason by these, the words gate() itself writes
+SLURM_REASONS = (
+    ("held (", "JobHeldUser"),
+    ("held by ", "JobHeldUser"),  # as submitted, before a cycle judged it
+    ("requeued and held", "JobHeldUser"),
+    ("begin time:", "BeginTime"),
+    ("dependency can never be satisfied", "DependencyNeverSatisfied"),
+    ("waiting for dependency", "Dependency"),
+    ("singleton:", "Dependency"),
+    ("array limit:", "JobArrayTaskLimit"),
+)
 
 
 def _iso(t: float) -> str:
