@@ -43,7 +43,8 @@ RUNNING = {
 }  # fmt: skip
 PENDING = RUNNING | {
     "id": 9, "state": "pending", "started_at": None, "allocation": None, "name": "sweep",
-    "reason": "begin time: 2026-01-01T00:00:00Z", "array_job": 8, "array_index": 0,
+    "reason": "begin time: ...", "wait_code": "gated", "begin_at": 4_000_000_000.0,
+    "array_job": 8, "array_index": 0,
     "gang_size": 1, "request": "gpu=A100-80G:2,cpu=8,mem=1000", "max_runtime_s": 1800,
 }  # fmt: skip
 DONE = RUNNING | {"id": 5, "state": "succeeded", "finished_at": NOW - 10, "exit_code": 0}
@@ -166,13 +167,21 @@ def test_scontrol_show_job_pairs_scripts_grep():
     assert " NumNodes=2 NumCPUs=32 " in one and "TRES=cpu=32,mem=128G,node=2,gres/gpu=8" in one
 
 
-def test_states_and_reasons_in_slurms_words():
-    assert sj.reason(PENDING | {"reason": "held by alice"}) == "JobHeldUser"
-    assert sj.reason(PENDING | {"reason": "waiting for dependency afterok:3"}) == "Dependency"
-    assert sj.reason(PENDING | {"reason": "0/2 nodes: ...", "wait_code": "no-room"}) == (
-        "Resources"
-    )
-    assert sj.reason(PENDING | {"reason": "behind 3", "wait_code": "behind"}) == "Priority"
+def test_states_and_reasons_in_slurms_words_decided_by_typed_fields():
+    def why(job: dict, states: dict | None = None) -> str:
+        return sj.reason(PENDING | {"begin_at": None} | job, states, NOW)
+
+    # the reason's words are not read: only the job's fields and the cycle's wait code
+    assert why({"held": True, "reason": "anything"}) == "JobHeldUser"
+    assert why({"begin_at": NOW + 60, "reason": ""}) == "BeginTime"
+    assert why({"begin_at": NOW - 60, "wait_code": "no-room"}) == "Resources"
+    after = {"dependency": [{"type": "afterok", "job": 3}], "reason": ""}
+    assert why(after, {3: ["running"]}) == "Dependency"
+    assert why(after, {3: ["failed"]}) == "DependencyNeverSatisfied"
+    assert why(after | {"array_limit": 2}, {3: ["succeeded"]}) == "JobArrayTaskLimit"  # met
+    assert why({"dependency": [{"type": "singleton"}], "array_job": None}) == "Dependency"
+    assert why({"wait_code": "behind"}) == "Priority"
+    assert why({"wait_code": ""}) == "None"  # not yet judged by a cycle
     assert sj.state(RUNNING | {"state": "admitted"}) == "CONFIGURING"
     assert sj.state(RUNNING | {"state": "admitted"}, sacct=True) == "RUNNING"
 

@@ -12,6 +12,7 @@ from gpupool.cli.client import all_items
 from gpupool.cli.output import visible
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
+from gpupool.scheduler.reasons import Wait
 
 # Slurm's state names (long and compact, any case) and gpupool's own, for the live states
 LIVE_WORDS = {
@@ -98,11 +99,40 @@ def _job(api: ApiClient, job_id: int) -> dict[str, Any]:
         raise SpecError(f"--jobs: no job {job_id} (that you may see)", field="jobs") from None
 
 
+def dependency_states(api: ApiClient, jobs: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """The states of the jobs (an array's: of every task) that the dependencies of the jobs
+    the gates hold name, as the server's gates read them (a job gone: no states, met)."""
+    out: dict[int, list[str]] = {}
+    for j in jobs:
+        if j["state"] != "pending" or j.get("wait_code") != Wait.GATED:
+            continue
+        for d in j.get("dependency") or []:
+            if d["type"] == "singleton" or d["job"] in out:
+                continue
+            try:
+                dep = api.get(f"/api/v1/jobs/{d['job']}")
+            except ClientError as exc:
+                if exc.status != 404:
+                    raise
+                out[d["job"]] = []
+                continue
+            tasks = [dep]
+            if dep.get("array_job") == dep["id"]:
+                tasks = all_items(api, "/api/v1/jobs", array=dep["id"])
+            out[d["job"]] = [t["state"] for t in tasks]
+    return out
+
+
 def squeue_lines(
-    jobs: list[dict[str, Any]], percent: str | None, names: str | None, header: bool
+    jobs: list[dict[str, Any]],
+    percent: str | None,
+    names: str | None,
+    header: bool,
+    states: sj.States | None = None,
 ) -> list[str]:
-    """``queue -o "%.18i %.9P %j"`` (``percent``) or ``-O "JobID:.19,Name:20"`` (``names``)."""
-    columns = sj.squeue_columns()
+    """``queue -o "%.18i %.9P %j"`` (``percent``) or ``-O "JobID:.19,Name:20"`` (``names``);
+    ``states``: those ``dependency_states`` gives, for reasons."""
+    columns = sj.squeue_columns(states=states)
     if names is not None:
         prefix, fields = "", fmt.parse_long(names, sj.SQUEUE_NAMES, "-O/--Format")
     else:
@@ -150,14 +180,19 @@ def is_sacct(spec: str | None, own: tuple[str, ...]) -> bool:
 
 
 def sacct_lines(
-    jobs: list[dict[str, Any]], spec: str, header: bool, parsable: str, delimiter: str
+    jobs: list[dict[str, Any]],
+    spec: str,
+    header: bool,
+    parsable: str,
+    delimiter: str,
+    states: sj.States | None = None,
 ) -> list[str]:
-    fields = fmt.parse_sacct(spec, sj.sacct_fields())
+    fields = fmt.parse_sacct(spec, sj.sacct_fields(states=states))
     return fmt.render_sacct(jobs, fields, header, parsable, delimiter)
 
 
-def show_job_text(job: dict[str, Any], oneliner: bool) -> str:
+def show_job_text(job: dict[str, Any], oneliner: bool, states: sj.States | None = None) -> str:
     """``scontrol show job``'s text: its first line's pairs, then each further line's
     indented by three spaces (``-o``: all on one line)."""
-    lines = [" ".join(visible(p) for p in pairs) for pairs in sj.show_job(job)]
+    lines = [" ".join(visible(p) for p in pairs) for pairs in sj.show_job(job, states=states)]
     return " ".join(lines) if oneliner else "\n   ".join(lines) + "\n"

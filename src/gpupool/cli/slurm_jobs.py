@@ -6,13 +6,15 @@ ISO 8601 in the user's zone), job ids (``ARRAY_TASK``), node lists (``n[1-2]``).
 meaning here is printed as Slurm prints an empty value; docs/slurm.md has the list. Pure."""
 
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from gpupool.cli.slurm_format import AcctField, Column
 from gpupool.model import ResourceRequest, parse_request
 from gpupool.model.hostlist import compress
-from gpupool.scheduler.gates import SLURM_REASONS
+from gpupool.scheduler.gates import dependency_status
+from gpupool.scheduler.reasons import Wait
 
 PARTITION = "gpupool"  # one pool, no partitions: every job's
 LONG_STATE = {"pending": "PENDING", "admitted": "CONFIGURING", "running": "RUNNING",
@@ -35,15 +37,34 @@ def state(j: dict[str, Any], sacct: bool = False) -> str:
     return "RUNNING" if sacct and word == "CONFIGURING" else word
 
 
-def reason(j: dict[str, Any]) -> str:
-    """squeue's ``%r``: Slurm's reason word for a pending job, None for the others."""
+States = Mapping[int, Sequence[str]]  # a dependency's job -> its (tasks') states
+
+
+def reason(j: dict[str, Any], states: States | None = None, now: float | None = None) -> str:
+    """squeue's ``%r``: Slurm's reason word for a pending job, None for the others. Decided
+    by the job's typed fields as the server's gates decide (held, begin time, dependencies
+    with ``states`` of the jobs they name, singleton, array limit) and the cycle's wait code,
+    never by reading its reason's words."""
     if j["state"] != "pending":
         return "None"
-    text = j.get("reason") or ""
-    for start, word in SLURM_REASONS:
-        if text.startswith(start):
-            return word
-    return WAIT_REASON.get(j.get("wait_code") or "", "None")
+    if j.get("held"):
+        return "JobHeldUser"
+    at = time.time() if now is None else now
+    if j.get("begin_at") is not None and at < j["begin_at"]:
+        return "BeginTime"
+    code = j.get("wait_code") or ""
+    if code != Wait.GATED:
+        return WAIT_REASON.get(code, "None")
+    deps = [(d["type"], d["job"]) for d in j.get("dependency") or [] if d["type"] != "singleton"]
+    if deps:
+        met, never = dependency_status(deps, states or {})
+        if never:
+            return "DependencyNeverSatisfied"
+        if not met or states is None:
+            return "Dependency"
+    if any(d["type"] == "singleton" for d in j.get("dependency") or []):
+        return "Dependency"
+    return "JobArrayTaskLimit" if j.get("array_limit") is not None else "Dependency"
 
 
 def job_id(j: dict[str, Any]) -> str:
@@ -181,9 +202,12 @@ def tres(j: dict[str, Any], granted: bool) -> str | None:
     return ",".join(parts)
 
 
-def squeue_columns(now: float | None = None) -> dict[str, Column]:
-    """squeue's fields by ``-o`` letter."""
+def squeue_columns(now: float | None = None, states: States | None = None) -> dict[str, Column]:
+    """squeue's fields by ``-o`` letter; ``states``: of the jobs dependencies name."""
     at = time.time() if now is None else now
+
+    def why(j: dict[str, Any]) -> str:
+        return reason(j, states, at)
 
     def left(j: dict[str, Any]) -> str:
         cap, used = j.get("max_runtime_s"), _used(j, at)
@@ -197,7 +221,7 @@ def squeue_columns(now: float | None = None) -> dict[str, Column]:
 
     def reason_list(j: dict[str, Any]) -> str:
         if j["state"] == "pending":
-            return f"({reason(j)})"
+            return f"({why(j)})"
         return compress(nodes(j))
 
     return {
@@ -224,7 +248,7 @@ def squeue_columns(now: float | None = None) -> dict[str, Column]:
         ),
         "R": Column("NODELIST(REASON)", reason_list, cut=lambda j: j["state"] == "pending"),
         "N": Column("NODELIST", lambda j: compress(nodes(j)), cut=never),
-        "r": Column("REASON", reason),
+        "r": Column("REASON", why),
         "n": Column("REQ_NODES", lambda j: compress(j.get("nodelist") or []), cut=never),
         "x": Column("EXC_NODES", lambda j: compress(j.get("exclude") or []), cut=never),
         "E": Column("DEPENDENCY", dependency),
@@ -250,7 +274,7 @@ SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
 
-def sacct_fields(now: float | None = None) -> list[AcctField]:
+def sacct_fields(now: float | None = None, states: States | None = None) -> list[AcctField]:
     """sacct's fields gpupool prints, in Slurm's (alphabetical) order, with Slurm's widths."""
     at = time.time() if now is None else now
 
@@ -285,7 +309,7 @@ def sacct_fields(now: float | None = None) -> list[AcctField]:
         AcctField("Partition", 10, lambda j: PARTITION),
         AcctField("Priority", 10, lambda j: str(j.get("priority", 0))),
         AcctField("QOS", 10, lambda j: j["priority_class"]),
-        AcctField("Reason", 22, lambda j: reason(j)),
+        AcctField("Reason", 22, lambda j: reason(j, states, at)),
         AcctField("ReqCPUS", 8, lambda j: str(cpus(j))),
         AcctField("ReqMem", 10, lambda j: mem_unit(mem_per_node(j) or 0)),
         AcctField("ReqNodes", 8, lambda j: str(j["gang_size"])),
@@ -309,7 +333,9 @@ SACCT_DEFAULT = "jobid,jobname,partition,account,alloccpus,state,exitcode"
 SACCT_BRIEF = "jobid,state,exitcode"
 
 
-def show_job(j: dict[str, Any], now: float | None = None) -> list[list[str]]:
+def show_job(
+    j: dict[str, Any], now: float | None = None, states: States | None = None
+) -> list[list[str]]:
     """``scontrol show job``'s lines of key=value pairs, in Slurm's order (the keys gpupool
     has a value for)."""
     at = time.time() if now is None else now
@@ -324,7 +350,7 @@ def show_job(j: dict[str, Any], now: float | None = None) -> list[list[str]]:
         first,
         [f"UserId={j['submitted_by']}", f"Account={j['tenant']}"],
         [f"Priority={j.get('priority', 0)}", f"QOS={j['priority_class']}"],
-        [f"JobState={state(j)}", f"Reason={reason(j)}", f"Dependency={dependency(j)}"],
+        [f"JobState={state(j)}", f"Reason={reason(j, states, at)}", f"Dependency={dependency(j)}"],
         [
             f"Requeue={1 if j.get('on_lost', 'requeue') == 'requeue' else 0}",
             "BatchFlag=1",

@@ -33,18 +33,6 @@ class Gated:
 
 
 Singles = Mapping[tuple[str, str], Sequence[tuple[int, str]]]  # (user, name) -> (id, state)
-# how each gate's reason begins, and the word Slurm's squeue prints for it (%r): the CLI's
-# Slurm formats map a gated job's reason by these, the words gate() itself writes
-SLURM_REASONS = (
-    ("held (", "JobHeldUser"),
-    ("held by ", "JobHeldUser"),  # as submitted, before a cycle judged it
-    ("requeued and held", "JobHeldUser"),
-    ("begin time:", "BeginTime"),
-    ("dependency can never be satisfied", "DependencyNeverSatisfied"),
-    ("waiting for dependency", "Dependency"),
-    ("singleton:", "Dependency"),
-    ("array limit:", "JobArrayTaskLimit"),
-)
 
 
 def _iso(t: float) -> str:
@@ -83,6 +71,15 @@ def _condition(kind: str, job: int, states: Sequence[str]) -> tuple[bool, str | 
     if any(s in FINISHED_NOT_OK for s in states):  # afternotok
         return True, None
     return False, f"afternotok:{job} but job {job} succeeded"
+
+
+def dependency_status(
+    dependency: Iterable[tuple[str, int]], states: Mapping[int, Sequence[str]]
+) -> tuple[bool, bool]:
+    """(every condition met, one can never be met): what ``dependency_reason`` says, typed
+    (the CLI's Slurm formats print Dependency or DependencyNeverSatisfied by it)."""
+    met = [_condition(kind, job, states.get(job, ())) for kind, job in dependency]
+    return all(ok for ok, _ in met), any(never is not None for _, never in met)
 
 
 def dependency_reason(
