@@ -1,9 +1,9 @@
 """Slurm's query and cancel habits through the real ``gpupool`` CLI against a live server
-(issue 63): ``queue -o``/``-O``/``-t``/``-j``/``-h`` as squeue, ``acct -j --format`` with
-sacct's fields and ``-P -n``, ``job show --slurm`` as ``scontrol show job``, and ``job cancel``
-with scancel's ``-u -t -n`` and ``ID_[1-2]``; what gpupool cannot print is refused naming it.
-The format strings are the ones public scripts use (tests/unit/test_slurm_formats.py cites
-them)."""
+(issue 63): ``queue -o``/``-O``/``-t``/``-j``/``-h`` as squeue, ``nodes -o``/``-N`` as
+sinfo, ``acct -j --format`` with sacct's fields and ``-P -n``, ``job show --slurm`` as
+``scontrol show job``, and ``job cancel`` with scancel's ``-u -t -n`` and ``ID_[1-2]``; what
+gpupool cannot print is refused naming it. The format strings are the ones public scripts use
+(tests/unit/test_slurm_formats.py cites them)."""
 
 from tests.support.cli import gpupool
 from tests.support.cluster import ok, seed_cluster
@@ -66,6 +66,12 @@ def test_queue_acct_show_and_cancel_speak_slurm(sqlite_server):
     r = gpupool("job", "cancel", "-u", "root", "-t", "PENDING", "-n", "train", env=env)
     assert r.stdout.strip() == f"job {train} cancelled", r
     assert ok(admin.get(f"/api/v1/jobs/{array}"))["state"] == "pending"
+    # sinfo -o "%P %a %l %D %t %N" (one idle node here), node by node with -N
+    r = gpupool("nodes", "-o", "%P %a %l %D %t %N", env=env)
+    assert r.stdout.splitlines() == ["PARTITION AVAIL TIMELIMIT NODES STATE NODELIST",
+                                     "gpupool* up infinite 1 idle n0"], r  # fmt: skip
+    r = gpupool("nodes", "-N", "-h", "-o", "%N %G %C", env=env)
+    assert r.stdout.splitlines() == ["n0 gpu:A100-80G:4 0/64/0/64"], r
 
 
 def test_what_gpupool_cannot_print_or_read_is_refused_naming_it(sqlite_server):
@@ -77,6 +83,8 @@ def test_what_gpupool_cannot_print_or_read_is_refused_naming_it(sqlite_server):
         (("queue", "-O", "JobID,tres-alloc"), "'tres-alloc' is not a field gpupool prints"),
         (("queue", "-h"), "--noheader: applies to squeue's formats"),
         (("queue", "-t", "CD", "-o", "%i"), "--state: 'CD' is not pending or running"),
+        (("nodes", "-N"), "--Node: applies to sinfo's formats"),
+        (("nodes", "-o", "%N %Y"), "--format: %Y is not a field gpupool prints"),
         (("acct", "--format=JobID,Group"), "'Group' is not an sacct field gpupool prints"),
         (("acct", "-P", "-o", "id,state"), "--parsable2: applies to sacct's fields"),
         (("job", "cancel", "7_[3-1]"), "'3-1' is neither a task index"),

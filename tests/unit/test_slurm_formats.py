@@ -11,6 +11,7 @@ from gpupool.cli import slurm_cli
 from gpupool.cli import slurm_format as fmt
 from gpupool.cli import slurm_jobs as sj
 from gpupool.cli.array_refs import task_refs
+from gpupool.cli.slurm_nodes import sinfo_lines
 from gpupool.cli.views import ACCT_FIELDS
 from gpupool.model import SpecError
 
@@ -211,3 +212,51 @@ def test_acct_format_is_sacct_when_a_name_is_not_gpupools():
         slurm_cli.is_sacct("bogus", ACCT_FIELDS)
     with pytest.raises(SpecError, match="'card_hours' is one of gpupool's columns and 'JobID'"):
         slurm_cli.is_sacct("card_hours,JobID", ACCT_FIELDS)
+
+
+def _api_node(name: str, used: int = 0, state: str = "up", schedulable: bool = True) -> dict:
+    return {
+        "name": name, "state": state, "schedulable": schedulable, "cpu_millis": 64000,
+        "memory_mib": 524288, "drain_reason": "" if schedulable else "maintenance",
+        "devices": [{"index": i, "model": "A100-80G"} for i in range(4)],
+        "devices_in_use": list(range(used)), "cpu_allocated_millis": 8000 * used,
+        "mem_allocated_mib": 65536 * used,
+    }  # fmt: skip
+
+
+NODES = [_api_node("s00", 4), _api_node("s01"), _api_node("s02"), _api_node("s03", 1),
+         _api_node("s04", state="lost"), _api_node("s05", 2, schedulable=False)]  # fmt: skip
+
+
+def test_sinfo_o_groups_nodes_alike_as_sinfo_does():
+    # slaclab/slurm-telegraf, run.sh: sinfo -h -e -o '%R %m %c %f %G %T %D %C'
+    lines = sinfo_lines(NODES, "%R %m %c %f %G %T %D %C", header=False, node_oriented=False)
+    assert lines == [
+        "gpupool 524288 64 A100-80G gpu:A100-80G:4 allocated 1 32/32/0/64",
+        "gpupool 524288 64 A100-80G gpu:A100-80G:4 idle 2 0/128/0/128",
+        "gpupool 524288 64 A100-80G gpu:A100-80G:4 mixed 1 8/56/0/64",
+        "gpupool 524288 64 A100-80G gpu:A100-80G:4 down* 1 0/0/64/64",
+        "gpupool 524288 64 A100-80G gpu:A100-80G:4 draining 1 16/0/48/64",
+    ]
+    # the common view: partition, availability, limit, node count, compact state, nodes
+    lines = sinfo_lines(NODES, "%P %a %l %D %t %N", header=True, node_oriented=False)
+    assert lines[0] == "PARTITION AVAIL TIMELIMIT NODES STATE NODELIST"
+    assert "gpupool* up infinite 2 idle s[01-02]" in lines
+    assert "gpupool* up infinite 1 drng s05" in lines
+
+
+def test_sinfo_node_oriented_from_a_public_cheatsheet():
+    # CUBoulder-IBG/ibg_rc_cheatsheet, monitoringSlurmActivity.md:
+    # sinfo --Node -o "%.12N %.16P %.11T %.4c %.13C %.8e /%.8m %.30f"
+    spec = "%.12N %.16P %.11T %.4c %.13C %.8e /%.8m %.30f"
+    lines = sinfo_lines(NODES[:2], spec, header=True, node_oriented=True)
+    assert lines == [
+        "    NODELIST        PARTITION       STATE CPUS CPUS(A/I/O/T) FREE_MEM /  MEMORY"
+        "                 AVAIL_FEATURES",
+        "         s00         gpupool*   allocated   64    32/32/0/64   262144 /  524288"
+        "                       A100-80G",
+        "         s01         gpupool*        idle   64     0/64/0/64   524288 /  524288"
+        "                       A100-80G",
+    ]
+    with pytest.raises(SpecError, match="--format: %Y is not a field gpupool prints"):
+        sinfo_lines(NODES, "%n,%c,%Y,%m", header=True, node_oriented=False)

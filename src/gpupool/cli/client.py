@@ -122,13 +122,45 @@ def nodes(
     reasons: bool = typer.Option(
         False, "--list-reasons", "-R", help="Only nodes drained, lost or fenced, with why"
     ),
-    fields: str = typer.Option(None, "--format", "-o", help=FORMAT_HELP + ", ".join(NODE_COLUMNS)),
+    fields: str = typer.Option(
+        None,
+        "--format",
+        "-o",
+        help=FORMAT_HELP + ", ".join(NODE_COLUMNS) + "; or sinfo's format, with %: \"%P %a %l "
+        '%D %t %N" (docs/slurm.md lists the fields)',
+    ),
+    node_oriented: bool = typer.Option(
+        False, "--Node", "-N", help="One line a node (sinfo's formats only)"
+    ),
+    noheader: bool = typer.Option(
+        False, "--noheader", "-h", help="No header line (sinfo's formats only)"
+    ),
+    exact: bool = typer.Option(
+        False, "--exact", "-e", help="Group only nodes alike exactly: what is done anyway"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Nodes as sinfo shows them: state (idle, mixed, allocated, drained, lost, fenced),
-    cards by model, in use and free, CPU and memory free."""
+    cards by model, in use and free, CPU and memory free. With sinfo's own format (-o
+    "%P %a %l %D %t %N") the lines sinfo prints for those fields."""
     from gpupool.cli import views
 
+    if fields is not None and "%" in fields:
+        from gpupool.cli.slurm_nodes import sinfo_lines
+
+        for given, flag in ((summary, "--summary"), (long, "--long"), (reasons, "-R"),
+                            (as_json, "--json")):  # fmt: skip
+            if given:
+                raise SpecError(f"{flag}: not with sinfo's formats (-o with %)", field="format")
+        del exact  # sinfo -e: nodes are grouped only when alike in every field printed
+        with ApiClient.from_env() as api:
+            found = all_items(api, "/api/v1/nodes")
+        for line in sinfo_lines(found, fields, not noheader, node_oriented):
+            typer.echo(line)
+        return
+    for given, flag in ((node_oriented, "--Node"), (noheader, "--noheader"), (exact, "--exact")):
+        if given:
+            raise SpecError(f"{flag}: applies to sinfo's formats (-o with %)", field="format")
     default = ["node", "state", "cards", "use", "free", "cpu", "mem"]
     if long:
         default += ["util", "fb", "temp", "W", "reason"]
