@@ -173,3 +173,15 @@ def test_getopt_spellings_and_comments_are_read_as_sbatch_reads_them():
     assert job.output == "o.%j" and job.partition == "gpu"
     assert [w for w in job.warnings if "--mail-type has no effect" in w]
     assert job.env["SLURM_NTASKS"] == "4" and job.env["SLURM_GPUS_PER_NODE"] == "4"
+
+
+def test_ntasks_wins_over_ntasks_per_node_as_slurm_resolves_them():
+    """Issue 63's case: --ntasks=1 with --ntasks-per-node=4 runs one task (Slurm: --ntasks
+    takes precedence; --ntasks-per-node is then a maximum), no longer refused."""
+    text = "#!/bin/sh\n#SBATCH --ntasks=1\n#SBATCH --ntasks-per-node=4 -c 8 --gres=gpu:1\ntrue\n"
+    job = translate(script_options(text, "s.sh"), SITE)
+    assert (job.nodes, job.tasks_per_node, job.request) == (1, 1, "gpu=1,cpu=8")
+    # nodes from them when -N is not given: 8 tasks, at most 4 a node -> 2 nodes
+    text = "#!/bin/sh\n#SBATCH --ntasks=8 --ntasks-per-node=4\ntrue\n"
+    job = translate(script_options(text, "s.sh"), SITE)
+    assert (job.nodes, job.tasks_per_node) == (2, 4)
