@@ -29,11 +29,14 @@ HELP = """Submit a batch script as sbatch does:
 gpupool sbatch [OPTIONS] train.sh [ARGS...]. Its #SBATCH lines and these OPTIONS
 (the same names, which win) keep Slurm's meaning: --gres=gpu[:type]:N,
 --gpus[-per-node|-per-task], -G, -N (distinct nodes), -n, --ntasks-per-node,
--c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T), -t, -a, -J,
--o, -e, -d, -D, -H, -A (tenant), -q (priority class), -p and -C (site tables:
---site FILE), --export, --wrap, --wait, --parsable. What gpupool cannot honour
-is refused naming it; mail and the like are accepted with a warning.
-docs/slurm.md has the table."""
+-c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T; --mem=0: all
+of a node's), --exclusive (whole nodes, counted whole by quotas and bills), -w
+and -x (node lists), -b/--begin, -t, -a, -J, -o, -e (sbatch's %-patterns; an
+absolute path is written by the node as the job's user), -d (also singleton),
+-D, -H, -A (tenant), -q (priority class), -p and -C (site tables: --site FILE),
+--export, --wrap, --wait, --parsable. Every directive is checked, and all that
+gpupool cannot honour is refused at once, each named (hetjob too); mail, --hint
+and the like are accepted with a warning. docs/slurm.md has the table."""
 
 
 def load_site(path: str | None) -> Site:
