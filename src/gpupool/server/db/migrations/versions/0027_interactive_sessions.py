@@ -2,18 +2,18 @@
 terminals through the server, docs/interactive.md)
 
 Revision ID: 0027
-Revises: 0025
+Revises: 0026
 Create Date: 2026-12-07 09:00:00
 
-Numbered 0027 (another branch adds a 0026): whichever merges second re-chains its
-down_revision onto the other's.
+After main's 0026 (slurm placement); a branch that adds another 0026 or 0027 re-chains its
+down_revision onto this one.
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0027"
-down_revision = "0025"
+down_revision = "0026"
 branch_labels = None
 depends_on = None
 
@@ -24,5 +24,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("interactive")
+    # not a batch: on SQLite it would rebuild "jobs", and dropping the old table deletes every
+    # allocation with it (their foreign key cascades). SQLite 3.35+ drops a column in place.
+    op.drop_column("jobs", "interactive")
