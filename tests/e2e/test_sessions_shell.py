@@ -193,7 +193,8 @@ def test_as_root_a_terminal_is_the_tenants_user_in_its_workloads_cgroup_and_name
                 wait_for_cards(srv.admin())
                 job = running_session(srv.admin(), "alpha")
                 alloc = job["allocation"]["id"]
-                first = children(agent.records[alloc].pid)[0]
+                shim = agent.records[alloc].pid  # the workload is its child, once started
+                first = wait_for("the workload", lambda: (children(shim) or [None])[0], 20)
                 term = shell(srv.url, srv.token("ann", "member", "alpha"), job["id"])
                 term.type("echo; echo user=$(id -un) home=$HOME; cat /proc/self/cgroup; "
                           "readlink /proc/self/ns/net /proc/self/ns/mnt; touch /tmp/t; "

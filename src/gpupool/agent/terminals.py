@@ -25,6 +25,8 @@ from pathlib import Path
 from gpupool.agent.processes import LaunchSpec, children, shim_environment
 from gpupool.model.relay import RING
 
+START_WAIT_S = 5.0  # a terminal opened as its job starts waits this long for its workload
+
 
 class TerminalError(Exception):
     """The terminal cannot start; the reason goes to the person who asked."""
@@ -90,8 +92,12 @@ def _namespaces(where: Where) -> tuple[int | None, int | None]:
             net = os.open(where.netns, os.O_RDONLY | os.O_CLOEXEC)
         if where.private_tmp:
             first = children(where.shim)
+            deadline = time.monotonic() + START_WAIT_S
+            while not first and time.monotonic() < deadline and _parent(where.shim) is not None:
+                time.sleep(0.05)  # the shim is still starting it (its session's thread only)
+                first = children(where.shim)
             if not first:
-                raise TerminalError("the job's workload has ended")
+                raise TerminalError("the job's workload has not started or has ended")
             mnt = os.open(f"/proc/{first[0]}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             if _parent(first[0]) != where.shim:  # it ended meanwhile and its pid was taken
                 raise TerminalError("the job's workload has ended")
