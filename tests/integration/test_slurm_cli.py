@@ -185,6 +185,7 @@ def test_alloc_holds_devices_until_cancelled_and_bare_jobs_are_refused(cluster):
     assert r.returncode == 0, r.stderr
     job_id = int(r.stdout.split()[1])
     assert r.stdout.startswith(f"job {job_id} holds n1[") and "gpupool job cancel" in r.stdout
+    assert f"a shell there: gpupool shell {job_id}" in r.stdout
     job = ok(admin.get(f"/api/v1/jobs/{job_id}"))
     assert (job["state"], job["name"], job["max_runtime_s"]) == ("running", "alloc", 600)
     assert sum(len(n["devices"]) for n in job["allocation"]["nodes"]) == 2

@@ -82,5 +82,6 @@ def alloc(
     until = (job["started_at"] or time.time()) + job["max_runtime_s"]
     typer.echo(
         f"job {job['id']} holds {where(job)} until {zoned(until)}; "
+        f"a shell there: gpupool shell {job['id']}; "
         f"release it with: gpupool job cancel {job['id']}"
     )
