@@ -54,14 +54,14 @@ def test_server_errors_and_pending_reasons_read_in_the_users_zone(sqlite_server)
     admin = sqlite_server.admin()
     seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4, "dev": 4})
     env = _env(sqlite_server, "Asia/Shanghai")
-    r = gpupool("reservation", "create", "--tenant", "algo", "--nodes", "n0", "--start", "1h",
+    r = gpupool("reservation", "create", "--tenant", "algo", "--nodes", "n0", "--start", "now",
                 "--end", "1d", env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     r = gpupool("reservation", "create", "--tenant", "dev", "--nodes", "n0", "--start", "2h",
                 "--end", "3h", env=env)  # fmt: skip
     assert r.returncode == 2 and "+08:00" in r.stderr, r.stderr
     assert not UTC_STAMP.search(r.stderr), r.stderr  # the server said it in UTC
-    job = submit(admin, "gpu=1", "dev", kind="inference")  # online work: would run past it
+    job = submit(admin, "gpu=1", "dev")  # waits for the reservation's end
     sqlite_server.cycle()
     reason = ok(admin.get(f"/api/v1/jobs/{job['id']}"))["reason"]
     assert UTC_STAMP.search(reason), reason  # the API keeps UTC

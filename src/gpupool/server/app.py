@@ -107,8 +107,10 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     @app.get("/healthz", tags=["health"])
     def healthz() -> PlainTextResponse:
         """200 once migrations ran and the server is ready; 503 saying why when its database
-        cannot be read or, on a server that runs the scheduler, when no scheduler (here or on
-        another server) has led for ``health_no_leader_s``."""
+        cannot be read, on a server that runs the scheduler when no scheduler (here or on
+        another server) has led for ``health_no_leader_s``, or when this leader's scheduling,
+        services or alert-delivery thread stopped. A duty failing now (retried with backoff)
+        is said after "ok; "."""
         if not app.state.ready:
             return PlainTextResponse("starting", status_code=503)
         try:
@@ -123,6 +125,11 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
             since = f"{now - seen:.0f} s" if seen else "ever"
             who = f" (last leader: {leader})" if leader else ""
             return PlainTextResponse(f"degraded: no scheduler has led for {since}{who}", 503)
+        stopped, failing = loop.trouble()
+        if stopped:
+            return PlainTextResponse("degraded: " + "; ".join(stopped + failing), 503)
+        if failing:  # it serves and leads; a duty that fails is retried (and said here)
+            return PlainTextResponse("ok; " + "; ".join(failing))
         return PlainTextResponse("ok")
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)

@@ -146,6 +146,23 @@ class SchedulerLoop:
         self.services.probes.close()
         self.leadership.release()
 
+    def trouble(self) -> tuple[list[str], list[str]]:
+        """What /healthz says of this process's duties while it leads: (threads that stopped
+        — it cannot do its job —, duties failing now, each with its last error)."""
+        if not self.leadership.held:
+            return [], []
+        threads = {"scheduling": self._thread, "services": self._services,
+                   "alert delivery": self._delivering}  # fmt: skip
+        stopped = [f"its {name} thread stopped" for name, t in threads.items()
+                   if t is not None and not t.is_alive() and not self._stop.is_set()]  # fmt: skip
+        failing = [
+            f"{name} failing ({h.failures} in a row: {h.last_error})"
+            for runner in (self.duties, self.service_duties, self.delivery_duties)
+            for name, h in runner.health.items()
+            if h.failures
+        ]
+        return stopped, failing
+
     @property
     def last_error(self) -> str:
         """The scheduling duty's last error while it keeps failing ("" once it succeeds)."""

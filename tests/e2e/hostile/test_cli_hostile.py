@@ -49,17 +49,23 @@ def test_job_wait_writes_a_log_only_for_its_submitter_inside_their_directory(
     r = gpupool("job", "wait", str(job["id"]), env=as_admin, cwd=admin_dir)
     assert f"job {job['id']}: log not saved (its --output was chosen by alice" in r.stderr
     assert list(admin_dir.iterdir()) == []
-    # alice's own wait writes it, in her directory, and follows no symlink planted there
+    # alice's own wait writes it, in her directory, and follows no symlink planted there:
+    # the log is written aside and renamed over the link, so its target stays untouched
     (alice_dir / "logs").mkdir()
     target = tmp_path / "elsewhere"
-    (alice_dir / "logs" / f"{job['id']}.out").symlink_to(target)
+    log = alice_dir / "logs" / f"{job['id']}.out"
+    log.symlink_to(target)
     as_alice = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": alice_token}
     r = gpupool("job", "wait", str(job["id"]), env=as_alice, cwd=alice_dir)
-    assert "cannot write" in r.stderr and not target.exists()
-    (alice_dir / "logs" / f"{job['id']}.out").unlink()
-    r = gpupool("job", "wait", str(job["id"]), env=as_alice, cwd=alice_dir)
     assert f"log saved to logs/{job['id']}.out" in r.stderr, r.stderr
-    assert (alice_dir / "logs" / f"{job['id']}.out").is_file()
+    assert not target.exists() and not log.is_symlink() and log.is_file()
+    # a planted symlinked folder is not followed either
+    log.unlink()
+    (alice_dir / "logs").rmdir()
+    (tmp_path / "outside").mkdir()
+    (alice_dir / "logs").symlink_to(tmp_path / "outside")
+    r = gpupool("job", "wait", str(job["id"]), env=as_alice, cwd=alice_dir)
+    assert "leads out of" in r.stderr and list((tmp_path / "outside").iterdir()) == [], r.stderr
 
 
 def test_control_characters_never_reach_the_terminal(sqlite_server):
