@@ -135,6 +135,20 @@ def test_the_model_uses_the_most_similar_history_capped_by_the_limit():
     assert Expected(300.0, "u+n+r", 37).words() == "history of 37 similar jobs"
 
 
+def test_a_running_job_is_expected_to_run_what_its_longer_similar_jobs_ran():
+    h = RuntimeHistory(RuntimeModel(recent=5, min_similar=2))
+    for run in (60.0, 120.0, 600.0, 3600.0, 7200.0):
+        h.add(Ended("t", "ann", "train", "gpu=1", run))
+    assert h.expect("t", "ann", "train", "gpu=1", None).seconds == 600.0  # not started
+    # ran 300 s: of 600, 3600 and 7200 (the ones that ran longer) the median
+    assert h.expect("t", "ann", "train", "gpu=1", None, ran_s=300.0).seconds == 3600.0
+    assert h.expect("t", "ann", "train", "gpu=1", 1800, ran_s=300.0).seconds == 1800.0
+    # ran longer than all of them: what it ran, so remaining() gives as long again
+    longest = h.expect("t", "ann", "train", "gpu=1", None, ran_s=8000.0)
+    assert longest == Expected(8000.0, "u+n+r", 5)
+    assert remaining(longest, 8000.0, None) == 8000.0
+
+
 def test_quantiles_and_what_is_left_to_run():
     assert quantile([1, 2, 3, 4], 0.5) == 2.5 and quantile([5], 0.9) == 5
     assert remaining(Expected(100.0, "x"), 30.0, None) == 70.0

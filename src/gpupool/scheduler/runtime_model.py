@@ -8,13 +8,16 @@ recent jobs and cap the prediction by the limit). So a job's expected run time i
 1. the run times of the most similar ended jobs of its own tenant — the first level with at
    least ``min_similar`` of them: same user, name (or command) and request; same user and
    request; same request (the team's) — the last ``recent`` of them, their ``quantile``
-   (the median by default): ``history of N similar jobs``;
+   (the median by default): ``history of N similar jobs``. A running job that has already
+   run ``x`` seconds is expected to run the quantile of those of them that ran longer than
+   ``x`` (its residual life: run times are heavy-tailed, so a job that ran long is likely to
+   run longer still);
 2. capped by its time limit where it has one (a job never runs past it);
 3. without history: its time limit (``time limit``); without either: the site's default
    (``site default``), or unknown (None: it is not expected to end within any plan).
 
-A job that has already run past what was expected is expected to run as long again as it has
-run (at most to its limit): ``remaining``.
+A job that has run longer than every similar one, or past what was expected otherwise, is
+expected to run as long again as it has run (at most to its limit): ``remaining``.
 """
 
 from collections import deque
@@ -97,12 +100,17 @@ class RuntimeHistory:
         request: str,
         limit_s: float | None,
         default_s: float | None = None,
+        ran_s: float = 0.0,
     ) -> Expected:
-        """The expected run time of a job of ``tenant`` (its time limit ``limit_s``)."""
+        """The expected run time of a job of ``tenant`` (its time limit ``limit_s``) that has
+        run ``ran_s`` seconds so far (0: not started)."""
         for key in self.keys(tenant, user, name, request):
             runs = self._runs.get(key)
             if runs is not None and len(runs) >= self.model.min_similar:
-                guess = quantile(runs, self.model.quantile)
+                longer = [r for r in runs if r > ran_s] if ran_s > 0 else list(runs)
+                if not longer:  # it ran longer than all of them: remaining() doubles it
+                    return Expected(ran_s, key[0], len(runs))
+                guess = quantile(longer, self.model.quantile)
                 if limit_s is not None:
                     guess = min(guess, float(limit_s))
                 return Expected(guess, key[0], len(runs))
