@@ -14,6 +14,7 @@ from gpupool.cli import (
     simulate_advisory,
     simulate_autoscale,
     simulate_estimates,
+    simulate_fairness,
     simulate_topology,
 )
 from gpupool.cli.errors import err_console, friendly
@@ -27,6 +28,7 @@ simulate_autoscale.register(app)
 simulate_topology.register(app)
 simulate_advisory.register(app)
 simulate_estimates.register(app)
+simulate_fairness.register(app)
 
 
 @app.command("fgd")
