@@ -15,9 +15,11 @@ with its engine (``dra: true``); create→bound runs from the claim's create cal
 phase the claims are checked: how many are allocated, and whether any card was given twice.
 """
 
+import contextlib
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +44,30 @@ from gpupool.model import SpecError
 GPU_MIX = ((1, 0.7), (2, 0.2), (0, 0.1))  # cards per pod and share of pods
 CREATORS = 16
 TIMEOUT_S = 600.0
+
+
+class BenchFailed(Exception):
+    """The benchmark stopped part way: the phase it was in, why, and the figures it had
+    (its control plane and schedulers are stopped by then)."""
+
+    def __init__(self, phase: str, error: BaseException, partial: dict[str, Any]):
+        super().__init__(f"bench kubernetes failed in {phase}: {type(error).__name__}: {error}")
+        self.phase, self.error, self.partial = phase, error, partial
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "failed": True,
+            "phase": self.phase,
+            "error": f"{type(self.error).__name__}: {self.error}",
+            "partial": self.partial,
+        }
+
+
+class Phase:
+    """Where the run is, for the failure report."""
+
+    def __init__(self) -> None:
+        self.now = "starting the control plane"
 
 
 def node_object(i: int) -> dict[str, Any]:
@@ -214,70 +240,93 @@ def _claims_for(pods: list[dict[str, Any]], mix: list[int], dra: bool) -> dict[s
 
 
 def _run_one(
-    cp: ControlPlane, who: str, pods: int, steady: int, mix: list[int], folder: Path, dra: bool
-):
+    cp: ControlPlane,
+    who: str,
+    pods: int,
+    steady: int,
+    mix: list[int],
+    folder: Path,
+    dra: bool,
+    phase: Phase,
+) -> dict[str, Any]:
     api = cp.api
     ns = f"bench-{who}"
     cp.namespace(ns)
     scheduler = "default-scheduler" if who == "kube-scheduler" else "gpupool"
     watch = BindWatch(api, ns)
-    burst = [pod_object(f"b-{i:05d}", ns, scheduler, mix[i], dra) for i in range(pods)]
-    t0 = time.monotonic()
-    create_pods(api, burst, _claims_for(burst, mix, dra))
-    created_s = time.monotonic() - t0
-    start = time.monotonic()
-    proc = None
-    if who == "kube-scheduler":
-        pid = cp.start_kube_scheduler()
-    else:
-        proc = _start_gpupool(cp, ns, folder, dra)
-        pid = proc.pid
-    watch.expect(pods)
-    watch.done.wait(TIMEOUT_S)
-    times = sorted(watch.bound_at.values())
-    bound = len(times)
-    out: dict[str, Any] = {
-        "burst_pods_bound": bound,
-        "burst_create_pods_per_s": round(pods / created_s, 1),
-        "burst_all_bound_s": round(times[-1] - start, 2) if bound == pods else None,
-        "burst_pods_per_s": round((bound - 1) / (times[-1] - times[0]), 1) if bound > 1 else 0.0,
-    }
-    if dra:
-        out["burst_claims"] = claims_check(api, ns)
-    cpu_after_burst = cpu_seconds(pid)
-    cp.delete_pods(ns)
-    if dra:  # no kube-controller-manager here deallocates kube-scheduler's claims
-        cp.delete_claims(ns)
-    time.sleep(2.0)  # the scheduler sees the room come back
-    before = len(watch.bound_at)
-    steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i], dra) for i in range(steady)]
-    created = create_pods(api, steady_pods, _claims_for(steady_pods, mix, dra))
-    watch.done.clear()
-    watch.expect(before + steady)
-    watch.done.wait(TIMEOUT_S)
-    lat = [watch.bound_at[n] - t for n, t in created.items() if n in watch.bound_at]
-    out.update(
-        {
-            "steady_pods_bound": len(lat),
-            "steady_create_to_bound_p50_ms": _percentile_ms(lat, 50),
-            "steady_create_to_bound_p99_ms": _percentile_ms(lat, 99),
-            "cpu_s_burst": round(cpu_after_burst, 2),
-            "cpu_s_total": round(cpu_seconds(pid), 2),
+    proc: subprocess.Popen | None = None
+    pid: int | None = None
+    try:
+        phase.now = f"{who}: creating the burst's pods"
+        burst = [pod_object(f"b-{i:05d}", ns, scheduler, mix[i], dra) for i in range(pods)]
+        t0 = time.monotonic()
+        create_pods(api, burst, _claims_for(burst, mix, dra))
+        created_s = time.monotonic() - t0
+        phase.now = f"{who}: binding the burst"
+        start = time.monotonic()
+        if who == "kube-scheduler":
+            pid = cp.start_kube_scheduler()
+        else:
+            proc = _start_gpupool(cp, ns, folder, dra)
+            pid = proc.pid
+        watch.expect(pods)
+        watch.done.wait(TIMEOUT_S)
+        times = sorted(watch.bound_at.values())
+        bound = len(times)
+        out: dict[str, Any] = {
+            "burst_pods_bound": bound,
+            "burst_create_pods_per_s": round(pods / created_s, 1),
+            "burst_all_bound_s": round(times[-1] - start, 2) if bound == pods else None,
+            "burst_pods_per_s": (
+                round((bound - 1) / (times[-1] - times[0]), 1) if bound > 1 else 0.0
+            ),
         }
-    )
-    if dra:
-        out["steady_claims"] = claims_check(api, ns)
-    watch.stop()
+        if dra:
+            out["burst_claims"] = claims_check(api, ns)
+        cpu_after_burst = cpu_seconds(pid)
+        phase.now = f"{who}: deleting the burst's pods"
+        cp.delete_pods(ns)
+        if dra:  # no kube-controller-manager here deallocates kube-scheduler's claims
+            cp.delete_claims(ns)
+        time.sleep(2.0)  # the scheduler sees the room come back
+        phase.now = f"{who}: steady pods"
+        before = len(watch.bound_at)
+        steady_pods = [pod_object(f"s-{i:05d}", ns, scheduler, mix[i], dra) for i in range(steady)]
+        created = create_pods(api, steady_pods, _claims_for(steady_pods, mix, dra))
+        watch.done.clear()
+        watch.expect(before + steady)
+        watch.done.wait(TIMEOUT_S)
+        lat = [watch.bound_at[n] - t for n, t in created.items() if n in watch.bound_at]
+        out.update(
+            {
+                "steady_pods_bound": len(lat),
+                "steady_create_to_bound_p50_ms": _percentile_ms(lat, 50),
+                "steady_create_to_bound_p99_ms": _percentile_ms(lat, 99),
+                "cpu_s_burst": round(cpu_after_burst, 2),
+                "cpu_s_total": round(cpu_seconds(pid), 2),
+            }
+        )
+        if dra:
+            out["steady_claims"] = claims_check(api, ns)
+    finally:  # on every path: the scheduler stopped, its watch ended
+        watch.stop()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        elif pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
     if proc is not None:
-        proc.terminate()
-        proc.wait(30)
         said = re.search(
             r"in (\d+) cycles \(mean (\d+) ms\)", (folder / "gpupool-kube.log").read_text()
         )
         if said:
             out["cycles"], out["mean_cycle_ms"] = int(said[1]), int(said[2])
-    else:
-        os.kill(pid, 15)
+    phase.now = f"{who}: deleting its pods"
     cp.delete_pods(ns)
     if dra:
         cp.delete_claims(ns)
@@ -307,17 +356,17 @@ def run_kubernetes_bench(
         raise SpecError(f"bench kubernetes: {pods} pods need more than 90% of {nodes * 8} cards")
     cp = ControlPlane()
     folder = Path(tempfile.mkdtemp(prefix="gpupool-bench-k8s-"))
+    phase = Phase()
+    result: dict[str, Any] = {"nodes": nodes, "pods": pods, "steady_pods": steady}
     try:
         api = cp.start()
+        phase.now = "creating the nodes"
         t0 = time.monotonic()
         with ThreadPoolExecutor(CREATORS) as pool:
             list(pool.map(cp.apply, (node_object(i) for i in range(nodes))))
         node_s = time.monotonic() - t0
         mix = card_mix(max(pods, steady), seed)
-        result: dict[str, Any] = {
-            "nodes": nodes,
-            "pods": pods,
-            "steady_pods": steady,
+        result |= {
             "gpus_per_node": 8,
             "pod_mix": {f"{c} gpu": w for c, w in GPU_MIX},
             "nodes_created_per_s": round(nodes / node_s, 1),
@@ -325,15 +374,20 @@ def run_kubernetes_bench(
             "dra": dra,
         }
         if dra:
+            phase.now = "publishing the ResourceSlices"
             result["slices_published_s"] = round(_publish(cp, nodes), 1)
         for who in ("kube-scheduler", "gpupool"):
-            result[who] = _run_one(cp, who, pods, steady, mix, folder, dra)
+            result[who] = _run_one(cp, who, pods, steady, mix, folder, dra, phase)
         k, g = result["kube-scheduler"], result["gpupool"]
         if k["burst_pods_per_s"]:
             result["burst_ratio_gpupool_to_kube"] = round(
                 g["burst_pods_per_s"] / k["burst_pods_per_s"], 2
             )
         result["api_server"] = api.host
+        shutil.rmtree(folder, ignore_errors=True)
         return result
-    finally:
+    except Exception as exc:
+        result["kept_for_reading"] = str(folder)  # gpupool's own log of the run
+        raise BenchFailed(phase.now, exc, result) from exc
+    finally:  # Ctrl-C and SIGTERM (the CLI makes it SystemExit) come here too
         cp.stop()

@@ -181,10 +181,6 @@ class Plan:
             return Fraction(0)
         return self.owed() - self.scheduled_between(self.start, self.until)
 
-    def cost_between(self, start: float, end: float) -> Fraction:
-        """Its charges dated in [start, end) (fen, exact); over all time they add to owed()."""
-        return self.scheduled_between(start, end) + self.adjustment_between(start, end)
-
     def card_seconds_between(self, start: float, end: float) -> Fraction:
         lo, hi = max(start, self.start), min(end, self.until)
         return Fraction(self.cards) * max(Fraction(0), Fraction(hi) - Fraction(lo))

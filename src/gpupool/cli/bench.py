@@ -1,6 +1,9 @@
 """``gpupool bench ...``: performance figures as JSON (targets live here, not in unit tests)."""
 
+import contextlib
 import json
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,12 +196,35 @@ def kubernetes(
     kube-apiserver + etcd (scripts/k8s-control-plane.sh): same nodes, same pods (with --dra:
     the same ResourceSlices, and claims each allocates)."""
     require("kubernetes", "gpupool bench kubernetes")
-    from gpupool.bench.kubernetes import run_kubernetes_bench
+    from gpupool.bench.kubernetes import BenchFailed, run_kubernetes_bench
     from gpupool.kube.control_plane import ENABLE, binaries_available
 
     if not binaries_available():
         raise SpecError(ENABLE)
-    _emit(run_kubernetes_bench(nodes, pods, steady, seed, dra), as_json, "kubernetes benchmark")
+    with stopped_cleanly_on_sigterm():
+        try:
+            result = run_kubernetes_bench(nodes, pods, steady, seed, dra)
+        except BenchFailed as failed:
+            if as_json:
+                typer.echo(json.dumps(failed.as_dict()))
+            typer.echo(f"error: {failed}", err=True)
+            raise typer.Exit(1) from None
+    _emit(result, as_json, "kubernetes benchmark")
+
+
+@contextlib.contextmanager
+def stopped_cleanly_on_sigterm() -> Iterator[None]:
+    """SIGTERM (a timeout, a killed CI step) as SystemExit while a benchmark runs, so its
+    ``finally`` stops the processes it started, as Ctrl-C does."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _emit(result: dict[str, Any], as_json: bool, title: str) -> None:

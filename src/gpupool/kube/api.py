@@ -118,7 +118,10 @@ class KubeApi:
         body: object = None,
         params: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
+        """One call; ``timeout_s`` replaces the client's timeout for a call known to be long
+        (a collection delete of thousands of objects)."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))
         resp = self.http.request(
             method,
@@ -126,6 +129,7 @@ class KubeApi:
             content=data,
             params=params,
             headers=self._headers(content_type if data else None),
+            timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s,
         )
         if resp.status_code >= 400:
             raise _error(resp.status_code, resp.content)

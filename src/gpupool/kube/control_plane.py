@@ -18,6 +18,7 @@ from gpupool.model import SpecError
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "k8s-control-plane.sh"
+COLLECTION_DELETE_S = 600.0  # a collection delete answers when its last object is gone
 DEPLOY = ROOT / "deploy" / "kubernetes"
 ENABLE = (
     "the Kubernetes tests and bench need kube-apiserver and etcd: install Go (they build "
@@ -211,20 +212,25 @@ class ControlPlane:
         ]
 
     def delete_pods(self, namespace: str) -> None:
-        """Every pod of the namespace at once (no kubelet here to wait for)."""
+        """Every pod of the namespace at once (no kubelet here to wait for). The API server
+        answers a collection delete when its last object is gone: 5,000 pods took longer
+        than the client's 30 s on 2 cores, so this call waits up to COLLECTION_DELETE_S."""
         self.api.request(
             "DELETE",
             f"/api/v1/namespaces/{namespace}/pods",
             {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+            timeout_s=COLLECTION_DELETE_S,
         )
 
     def clear(self, namespaces: list[str]) -> None:
         for ns in namespaces:
             self.delete_pods(ns)
-            self.api.request("DELETE", f"/api/v1/namespaces/{ns}/events")
+            self.api.request(
+                "DELETE", f"/api/v1/namespaces/{ns}/events", timeout_s=COLLECTION_DELETE_S
+            )
             self.delete_claims(ns)
-        self.api.request("DELETE", "/api/v1/nodes")
-        self.api.request("DELETE", CLUSTER["ResourceSlice"])
+        self.api.request("DELETE", "/api/v1/nodes", timeout_s=COLLECTION_DELETE_S)
+        self.api.request("DELETE", CLUSTER["ResourceSlice"], timeout_s=COLLECTION_DELETE_S)
 
     def delete_claims(self, namespace: str) -> None:
         """ResourceClaims, their finalizers dropped (no controller here removes them)."""

@@ -17,13 +17,13 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpupool.model import Node, SpecError
-from gpupool.scheduler.types import DeviceGrant, NodeGrant, Placement
+from gpupool.scheduler.types import DeviceGrant, NodeGrant
 
 GRANT_ANNOTATION = "gpupool.io/grant"
 JOB_ANNOTATION = "gpupool.io/job"
@@ -157,7 +157,3 @@ def grant_of(pod: Mapping[str, Any], key: GrantKey) -> tuple[str, str, NodeGrant
 def signed(key: GrantKey, uid: str, raw: str) -> dict[str, str]:
     """The annotations that grant ``raw`` to the pod ``uid``."""
     return {GRANT_ANNOTATION: raw, SIGNATURE_ANNOTATION: key.sign(uid, raw)}
-
-
-def placement_of(job_id: str, pieces: Sequence[NodeGrant], policy: str) -> Placement:
-    return Placement(job_id, tuple(pieces), policy)

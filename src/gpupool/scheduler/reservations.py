@@ -186,22 +186,6 @@ def fence(
     return Fence(tuple(kept))
 
 
-def node_mask(
-    reservations: Sequence[Reservation],
-    job: Job,
-    now: float,
-    index: dict[str, int],
-    owners: tuple[str, ...],
-    room: Callable[[Reservation], dict[str, int]] | None = None,
-) -> tuple[np.ndarray | None, str]:
-    """Nodes ``job`` may use now, and the reason charged to the others (naming every
-    reservation that keeps the job out, with its nodes); (None, "") when no reservation
-    restricts it. Online work's last resort, the nodes of reservations ahead, is
-    ``fence(...).mask(index, ahead=False)``."""
-    f = fence(reservations, job, now, owners, room)
-    return f.mask(index), f.reason()
-
-
 def moved_by_copy(job: Job) -> bool:
     """Whether a reservation that begins moves ``job`` off its nodes by a copy started
     elsewhere first (make-before-break): online work, a service's replica — stopping it
