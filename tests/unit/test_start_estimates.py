@@ -149,6 +149,17 @@ def test_a_running_job_is_expected_to_run_what_its_longer_similar_jobs_ran():
     assert remaining(longest, 8000.0, None) == 8000.0
 
 
+def test_by_limit_the_jobs_with_the_same_limit_come_first():
+    h = RuntimeHistory(RuntimeModel(by_limit=True))
+    for run, limit in ((100.0, 3600), (200.0, 3600), (90000.0, 93600), (91000.0, 93600)):
+        h.add(Ended("t", "ann", "train", "gpu=1", run, limit))
+    assert h.expect("t", "ann", "train", "gpu=1", 93600) == Expected(90500.0, "u+n+r+l", 2)
+    assert h.expect("t", "ann", "train", "gpu=1", 3600) == Expected(150.0, "u+n+r+l", 2)
+    # a limit none of them had: all four of the same user, name and request (capped)
+    assert h.expect("t", "ann", "train", "gpu=1", 7200) == Expected(7200.0, "u+n+r", 4)
+    assert h.expect("t", "ann", "train", "gpu=1", None).seconds == 45100.0  # no limit
+
+
 def test_quantiles_and_what_is_left_to_run():
     assert quantile([1, 2, 3, 4], 0.5) == 2.5 and quantile([5], 0.9) == 5
     assert remaining(Expected(100.0, "x"), 30.0, None) == 70.0

@@ -55,16 +55,19 @@ class Ended:
     name: str  # its name, or its command when it has none
     request: str  # the canonical request
     run_s: float
+    limit_s: float | None = None  # its time limit
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeModel:
     """``recent``: ended jobs kept per similarity key (the latest); ``min_similar``: how many a
-    level needs to be used; ``quantile`` of their run times."""
+    level needs to be used; ``quantile`` of their run times; ``by_limit``: at every level,
+    those that also had the same time limit first."""
 
     recent: int = 20
     min_similar: int = 2
     quantile: float = 0.5
+    by_limit: bool = False
 
 
 class RuntimeHistory:
@@ -76,17 +79,23 @@ class RuntimeHistory:
         for e in ended:
             self.add(e)
 
-    @staticmethod
-    def keys(tenant: str, user: str, name: str, request: str) -> tuple[tuple[str, ...], ...]:
-        """Most similar first: user + name + request, user + request, the team's request."""
-        return (
+    def keys(
+        self, tenant: str, user: str, name: str, request: str, limit_s: float | None = None
+    ) -> tuple[tuple[str, ...], ...]:
+        """Most similar first: user + name + request, user + request, the team's request
+        (with ``by_limit`` and a limit, each preceded by the same with the same limit)."""
+        levels = (
             ("u+n+r", tenant, user, name, request),
             ("u+r", tenant, user, request),
             ("r", tenant, request),
         )
+        if not self.model.by_limit or limit_s is None:
+            return levels
+        limit = f"{float(limit_s):g}"
+        return tuple(k for level in levels for k in ((level[0] + "+l", *level[1:], limit), level))
 
     def add(self, e: Ended) -> None:
-        for key in self.keys(e.tenant, e.user, e.name, e.request):
+        for key in self.keys(e.tenant, e.user, e.name, e.request, e.limit_s):
             runs = self._runs.get(key)
             if runs is None:
                 runs = self._runs[key] = deque(maxlen=self.model.recent)
@@ -104,7 +113,7 @@ class RuntimeHistory:
     ) -> Expected:
         """The expected run time of a job of ``tenant`` (its time limit ``limit_s``) that has
         run ``ran_s`` seconds so far (0: not started)."""
-        for key in self.keys(tenant, user, name, request):
+        for key in self.keys(tenant, user, name, request, limit_s):
             runs = self._runs.get(key)
             if runs is not None and len(runs) >= self.model.min_similar:
                 longer = [r for r in runs if r > ran_s] if ran_s > 0 else list(runs)

@@ -188,7 +188,8 @@ def replay_estimates(
             state.release(job_id)
             r = running.pop(job_id)
             del ends[job_id]
-            history.add(Ended(TENANT, "", "", spec_of[job_id], t - r.start_time))
+            limit = r.job.max_runtime_s
+            history.add(Ended(TENANT, "", "", spec_of[job_id], t - r.start_time, limit))
         arrived = []
         while i < len(jobs) and jobs[i].submit_time <= t:
             queue[jobs[i].id] = jobs[i]
