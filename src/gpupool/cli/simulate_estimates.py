@@ -38,12 +38,16 @@ def register(app: typer.Typer) -> None:
         time_scale: float = typer.Option(4.0, min=0.01, max=1000, help="Arrivals x this."),
         from_day: float = typer.Option(132.0, min=0, help="Score pods created from this day."),
         until_day: float = typer.Option(150.0, min=0, help="... and before this day."),
+        every: int = typer.Option(1, min=1, max=1000, help="Estimate every n-th pod only."),
+        quantile: float = typer.Option(0.25, min=0.01, max=0.99, help="Run-time quantile."),
+        by_limit: bool = typer.Option(True, help="Similar jobs with the same limit first."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Estimate each pod's start at its submission (the real cycle run forward) with
         gpupool's run-time model and with Slurm's method (every job runs to its limit: its run
         time rounded up to the hour); compare with the start it got in the same replay:
         absolute error / actual wait, median and p90, for short (< 1 h) and long waits."""
+        from gpupool.scheduler.runtime_model import RuntimeModel
         from gpupool.sim.estimate_replay import held_out
         from gpupool.sim.traces.openb import load_nodes, load_pods
 
@@ -61,6 +65,8 @@ def register(app: typer.Typer) -> None:
             node_fraction=node_fraction,
             time_scale=time_scale,
             days=(from_day, until_day),
+            model=RuntimeModel(quantile=quantile, by_limit=by_limit),
+            every=every,
         )
         if as_json:
             typer.echo(json.dumps(result))
