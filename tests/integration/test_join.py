@@ -22,7 +22,9 @@ def _bootstrap(srv, **body) -> str:
 
 
 def _join(srv, token: str, node: str) -> httpx.Response:
-    return httpx.post(f"{srv.url}/api/v1/join", json={"token": token, "node": node})
+    # httpx's 5-s default once ran out on a machine loaded by other suites (a write per try)
+    body = {"token": token, "node": node}
+    return httpx.post(f"{srv.url}/api/v1/join", json=body, timeout=30)
 
 
 def _register(srv, token: str, node: str) -> int:

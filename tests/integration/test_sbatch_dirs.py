@@ -195,3 +195,54 @@ def test_sbatch_without_an_account_names_the_option(sqlite_server, tmp_path):
     r = _sbatch(sqlite_server, tmp_path, "job.sh")
     assert r.returncode == 2 and "-A/--account" in r.stderr, r.stderr
     assert "#SBATCH --account" in r.stderr
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root: workloads run as their tenant's user")
+def test_an_absolute_output_is_written_by_its_node_as_the_jobs_user_or_not_at_all(
+    cluster, shared, tmp_path
+):
+    """Issue 63: sbatch's absolute --output / --error on shared storage (/scratch/...) are
+    written as the job's own user, so the file system's permissions decide — never by root,
+    never by the submitter's gpupool. %J is the batch script's job id, as in Slurm."""
+    logs = shared / "abs"
+    logs.mkdir(mode=0o1777)
+    logs.chmod(0o1777)
+    locked = Path(tempfile.mkdtemp(prefix="gpupool-root-only-", dir="/srv"))  # 0700, root's
+    try:
+        (tmp_path / "job.sh").write_text(
+            f"#!/bin/sh\n#SBATCH -A algo -J abs\n#SBATCH -o {logs}/%x.%J.out\n"
+            f"#SBATCH -e {locked}/%j.err\necho hello; echo oops >&2\n"
+        )
+        sent = _sbatch(cluster, tmp_path, "job.sh")
+        assert sent.returncode == 0, sent.stderr
+        job_id = int(sent.stdout.split()[-1])
+        theirs = (
+            f"{logs}/abs.{job_id}.out, {locked}/{job_id}.err: its node's to write, as the job's"
+        )
+        assert theirs in sent.stderr, sent.stderr
+        ended = _ended(cluster, {"id": job_id})
+        out = logs / f"abs.{job_id}.out"
+        assert out.read_text() == "hello\n"
+        assert out.stat().st_uid != 0  # the job's user wrote it
+        assert ended["state"] == "succeeded"
+        assert f"--output not written: {locked}/{job_id}.err" in ended["reason"], ended
+        time.sleep(1)  # nothing else writes it: not root, not the submitter's deliverer
+        assert not (locked / f"{job_id}.err").exists()
+    finally:
+        shutil.rmtree(locked, ignore_errors=True)
+
+
+def test_sbatch_names_everything_it_cannot_honour_at_once(sqlite_server, tmp_path):
+    """Issue 63: every directive is checked before refusing; the refusal lists all, the most
+    fundamental first (the script itself, resources, then the site's names)."""
+    (tmp_path / "job.sh").write_text(
+        "#!/bin/sh\n#SBATCH -p nowhere\n#SBATCH --gres=gpumem:20g\n#SBATCH -A algo\n"
+        "#SBATCH hetjob\n#SBATCH -N 2\ntrue\n"
+    )
+    r = _sbatch(sqlite_server, tmp_path, "job.sh")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    said = r.stderr
+    at = [said.find(w) for w in ("line 5: a heterogeneous job", "line 3: --gres=gpumem:20g",
+                                 "line 2: --partition=nowhere")]  # fmt: skip
+    assert all(i >= 0 for i in at) and at == sorted(at), said
+    assert "3 things gpupool cannot honour" in said

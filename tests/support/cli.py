@@ -23,6 +23,25 @@ class Ran:
     exception: BaseException | None = field(default=None, repr=False)
 
 
+def _build_the_command_once() -> None:
+    """typer's runner builds click's command tree from the app at every call: two thirds of
+    a call's time (83 of 123 ms, measured with cProfile). The tree is the same each time."""
+    import typer.main
+    import typer.testing
+
+    if getattr(typer.testing, "_gpupool_cached", False):
+        return
+    built: dict[int, object] = {}
+
+    def cached(app):
+        if id(app) not in built:
+            built[id(app)] = typer.main.get_command(app)
+        return built[id(app)]
+
+    typer.testing._get_command = cached  # type: ignore[attr-defined]
+    typer.testing._gpupool_cached = True  # type: ignore[attr-defined]
+
+
 def run_in_process(
     args: list[str], env: dict[str, str] | None, stdin: str | None, cwd: Path | None
 ) -> Ran:
@@ -34,6 +53,8 @@ def run_in_process(
     from typer.testing import CliRunner
 
     from gpupool.cli.main import app
+
+    _build_the_command_once()
 
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
     try:

@@ -2,6 +2,8 @@
 
 import httpx
 
+from gpupool.client.tls import system_trust
+
 
 def node_body(name: str, model: str = "A100-80G", cards: int = 4, **extra: object) -> dict:
     return {
@@ -62,7 +64,12 @@ def team(admin: httpx.Client, name: str, cards: float) -> None:
 
 
 def seed_client(url: str, token: str, nodes: int, cards: int, tenants: list[str]) -> httpx.Client:
-    c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    c = httpx.Client(
+        base_url=url,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        verify=system_trust(),
+    )
     for i in range(nodes):
         assert c.post("/api/v1/nodes", json=node_body(f"n{i}", cards=cards)).status_code == 200
     for t in tenants:

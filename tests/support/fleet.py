@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from gpupool.client.tls import system_trust
 from tests.support.agents import wait_for
 from tests.support.netns import Forward, Host, Network, spawn
 from tests.support.postgres import _as_postgres, _binary
@@ -119,7 +120,9 @@ class Fleet:
 
     def client(self, server: str) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.admin_token}"}
-        return httpx.Client(base_url=self.forwards[server].url, headers=headers, timeout=10)
+        return httpx.Client(
+            base_url=self.forwards[server].url, headers=headers, timeout=10, verify=system_trust()
+        )
 
     def start_servers(self, *roles: str) -> None:
         """Start them all, then wait until each answers (a restart of the control plane)."""

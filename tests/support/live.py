@@ -11,6 +11,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from gpupool.client.tls import system_trust
 from gpupool.server.app import create_app
 from gpupool.server.auth import create_user_token
 from gpupool.server.db.engine import Database
@@ -26,7 +27,7 @@ class LiveServer:
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=system_trust())
 
     def admin(self) -> httpx.Client:
         return self.client(self.admin_token)

@@ -40,6 +40,9 @@ def node_env(order: OrderOut, node: str, workdir: str, cpu_millis: int) -> dict[
         "SLURM_SUBMIT_DIR": str(order.submit_dir or workdir),
         "SLURM_CPUS_ON_NODE": cpus, "SLURM_JOB_CPUS_PER_NODE": cpus,
     }  # fmt: skip
+    here = next((n for n in order.nodes if n.node == node), None)
+    if here is not None and here.devices:  # the cards granted here (a whole node: all of them)
+        out["SLURM_GPUS_ON_NODE"] = str(len(here.devices))
     for part in ("JOB_ID", "TASK_ID", "TASK_COUNT", "TASK_MIN", "TASK_MAX"):
         if f"GPUPOOL_ARRAY_{part}" in env:
             out[f"SLURM_ARRAY_{part}"] = str(env[f"GPUPOOL_ARRAY_{part}"])

@@ -13,15 +13,41 @@ Ref = tuple[int, int | None]  # a job or array id, and a task index (ARRAY_TASK)
 _REF = re.compile(r"([0-9]{1,18})(?:_([0-9]{1,9}))?")
 
 
-def task_ref(text: str) -> Ref:
-    """``24`` or ``24_3``; anything else is refused naming it."""
+def task_ref(text: str, option: str = "job") -> Ref:
+    """``24`` or ``24_3``; anything else is refused naming it (and ``option``)."""
     found = _REF.fullmatch(text.strip())
     if found is None:
         raise SpecError(
-            f"job: {text!r} is neither a job id (24) nor an array task (24_3)", field="job"
+            f"{option}: {text!r} is neither a job id (24) nor an array task (24_3)",
+            field=option.lstrip("-"),
         )
     job, task = found.groups()
     return int(job), None if task is None else int(task)
+
+
+_RANGE = re.compile(r"([0-9]{1,18})_\[([0-9,\-]{1,200})\]")
+
+
+def task_refs(text: str, option: str = "job") -> list[Ref]:
+    """``24``, ``24_3`` or, as scancel and squeue write several tasks, ``24_[1-3,7]``."""
+    found = _RANGE.fullmatch(text.strip())
+    if found is None:
+        return [task_ref(text, option)]
+    job, spec = int(found.group(1)), found.group(2)
+    indexes: list[int] = []
+    for part in spec.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            raise SpecError(
+                f"{option}: {text!r}: {part!r} is neither a task index (3) nor a range (1-3)",
+                field=option.lstrip("-"),
+            )
+        indexes += range(int(lo), int(hi if dash else lo) + 1)
+        if len(indexes) > 10_000:
+            raise SpecError(
+                f"{option}: {text!r} names more than 10,000 tasks", field=option.lstrip("-")
+            )
+    return [(job, i) for i in dict.fromkeys(indexes)]
 
 
 def is_head(job: dict[str, Any]) -> bool:

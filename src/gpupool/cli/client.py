@@ -122,13 +122,45 @@ def nodes(
     reasons: bool = typer.Option(
         False, "--list-reasons", "-R", help="Only nodes drained, lost or fenced, with why"
     ),
-    fields: str = typer.Option(None, "--format", "-o", help=FORMAT_HELP + ", ".join(NODE_COLUMNS)),
+    fields: str = typer.Option(
+        None,
+        "--format",
+        "-o",
+        help=FORMAT_HELP + ", ".join(NODE_COLUMNS) + "; or sinfo's format, with %: \"%P %a %l "
+        '%D %t %N" (docs/slurm.md lists the fields)',
+    ),
+    node_oriented: bool = typer.Option(
+        False, "--Node", "-N", help="One line a node (sinfo's formats only)"
+    ),
+    noheader: bool = typer.Option(
+        False, "--noheader", "-h", help="No header line (sinfo's formats only)"
+    ),
+    exact: bool = typer.Option(
+        False, "--exact", "-e", help="Group only nodes alike exactly: what is done anyway"
+    ),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Nodes as sinfo shows them: state (idle, mixed, allocated, drained, lost, fenced),
-    cards by model, in use and free, CPU and memory free."""
+    cards by model, in use and free, CPU and memory free. With sinfo's own format (-o
+    "%P %a %l %D %t %N") the lines sinfo prints for those fields."""
     from gpupool.cli import views
 
+    if fields is not None and "%" in fields:
+        from gpupool.cli.slurm_nodes import sinfo_lines
+
+        for given, flag in ((summary, "--summary"), (long, "--long"), (reasons, "-R"),
+                            (as_json, "--json")):  # fmt: skip
+            if given:
+                raise SpecError(f"{flag}: not with sinfo's formats (-o with %)", field="format")
+        del exact  # sinfo -e: nodes are grouped only when alike in every field printed
+        with ApiClient.from_env() as api:
+            found = all_items(api, "/api/v1/nodes")
+        for line in sinfo_lines(found, fields, not noheader, node_oriented):
+            typer.echo(line)
+        return
+    for given, flag in ((node_oriented, "--Node"), (noheader, "--noheader"), (exact, "--exact")):
+        if given:
+            raise SpecError(f"{flag}: applies to sinfo's formats (-o with %)", field="format")
     default = ["node", "state", "cards", "use", "free", "cpu", "mem"]
     if long:
         default += ["util", "fb", "temp", "W", "reason"]
@@ -189,39 +221,92 @@ def whoami_command(as_json: bool = JSON_OPT) -> None:
         typer.echo(f"{me['user']} ({me['role']}, tenant {me['tenant'] or '-'}) at {api.server}")
 
 
+QUEUE_FORMAT_HELP = (
+    FORMAT_HELP + ", ".join(QUEUE_COLUMNS) + "; or squeue's format, with %: \"%.18i %.9P %.30j "
+    '%.8T %.10M %R" (docs/slurm.md lists the fields)'
+)
+
+
 @client_command
 def queue(
-    state: str = typer.Option(None, help="pending or running (default: both)"),
-    tenant: str = typer.Option(None, help="Only this tenant"),
-    user: str = typer.Option(None, help="Only jobs this user submitted"),
+    state: str = typer.Option(
+        None,
+        "--state",
+        "-t",
+        help="pending or running (default: both); also squeue's PD, R, "
+        "CF, PENDING, RUNNING, CONFIGURING, comma-separated",
+    ),
+    tenant: str = typer.Option(None, "--tenant", "-A", help="Only this tenant (squeue -A)"),
+    user: str = typer.Option(None, "--user", "-u", help="Only jobs this user submitted"),
     me: bool = typer.Option(False, "--me", help="Only jobs you submitted"),
+    jobs: str = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        help="Only these jobs: 24,25, an array's id (every task), 24_3, 24_[1-3]",
+    ),
     long: bool = typer.Option(False, "--long", "-l", help="Names, time left, whole reasons"),
-    fields: str = typer.Option(None, "--format", "-o", help=FORMAT_HELP + ", ".join(QUEUE_COLUMNS)),
+    fields: str = typer.Option(None, "--format", "-o", help=QUEUE_FORMAT_HELP),
+    slurm_names: str = typer.Option(
+        None, "--Format", "-O", help='squeue\'s -O: "JobID:.19 ,Name:20,State"'
+    ),
+    noheader: bool = typer.Option(
+        False, "--noheader", "-h", help="No header line (squeue's formats only)"
+    ),
     limit: int = typer.Option(1000, help="How many of each"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Jobs as squeue shows them: pending (PD) in queue order with the reason they wait and
-    how long, then running (R) with where, how long and the time left of their limit."""
-    from gpupool.cli import views
+    how long, then running (R) with where, how long and the time left of their limit. With
+    squeue's own format (-o "%.18i %.9P %j", -O) the lines squeue prints for those fields."""
+    from gpupool.cli import slurm_cli, views
 
-    if state not in (None, "pending", "running"):
-        raise SpecError(f"state: {state!r} is not pending or running")
+    states = slurm_cli.live_states(state, "--state", "pending or running") or (
+        "pending",
+        "admitted",
+        "running",
+    )
+    refs = slurm_cli.job_refs(jobs)
+    slurm = slurm_names is not None or (fields is not None and "%" in fields)
+    if slurm_names is not None and fields is not None:
+        raise SpecError("give -o/--format or -O/--Format, not both", field="Format")
+    if noheader and not slurm:
+        raise SpecError("--noheader: applies to squeue's formats (-o with %, -O)", field="noheader")
+    if slurm and (as_json or long):
+        given = "--json" if as_json else "--long"
+        raise SpecError(f"{given}: not with squeue's formats (-o with %, -O)", field="Format")
     default = ["id", "tenant", "user", "st", "time", "request", "where"]
     if long:
         default[3:3] = ["name"]
         default[-2:-2] = ["left"]
-    columns = pick_columns(fields, QUEUE_COLUMNS, default)
+    columns = [] if slurm else pick_columns(fields, QUEUE_COLUMNS, default)
     with ApiClient.from_env() as api:
         user = whoami(api) if me else user
-        pending = []
-        if state != "running":
+        named = None if refs is None else {j["id"] for j in slurm_cli.named_jobs(api, refs)}
+        pending, full = [], []
+        if "pending" in states:
             pending = api.get("/api/v1/queue", tenant=tenant, user=user, limit=limit)["items"]
+            if slurm:  # the API's whole jobs, in queue order
+                order = {q["id"]: i for i, q in enumerate(pending)}
+                page = api.get("/api/v1/jobs", state="pending", tenant=tenant, user=user,
+                               limit=limit)  # fmt: skip
+                full = sorted(page["items"], key=lambda j: (order.get(j["id"], 1e18), j["id"]))
         running = []
-        if state != "pending":
-            for s in ("admitted", "running"):
-                page = api.get("/api/v1/jobs", state=s, tenant=tenant, user=user, limit=limit)
-                running += page["items"]
-    rows = views.queue_rows(pending, sorted(running, key=lambda j: j["id"]))
+        for s in (s for s in ("admitted", "running") if s in states):
+            page = api.get("/api/v1/jobs", state=s, tenant=tenant, user=user, limit=limit)
+            running += page["items"]
+        deps = slurm_cli.dependency_states(api, full) if slurm else {}
+    running = sorted(running, key=lambda j: j["id"])
+    if named is not None:
+        pending = [q for q in pending if q["id"] in named]
+        full = [j for j in full if j["id"] in named]
+        running = [j for j in running if j["id"] in named]
+    if slurm:
+        lines = slurm_cli.squeue_lines(full + running, fields, slurm_names, not noheader, deps)
+        for line in lines:
+            typer.echo(line)  # each value's control characters made visible
+        return
+    rows = views.queue_rows(pending, running)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

@@ -27,9 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpupool.cli.follow import ENDED, output_files, save_log, tasks_of, written_by_node
+from gpupool.cli.follow import (
+    ENDED,
+    NODE_ONLY,
+    node_only,
+    output_files,
+    save_log,
+    tasks_of,
+    written_by_node,
+)
 from gpupool.client import ApiClient, ClientError
 from gpupool.client.profiles import config_dir
+from gpupool.model.batch import deliverable
 
 log = logging.getLogger("gpupool.deliver")
 LOCK, LOG, PID = "deliver.lock", "deliver.log", "deliver.pid"
@@ -127,13 +136,17 @@ def spool_submitted(job: dict[str, Any]) -> str:
     server = server_url(server)
     ca_file = os.environ.get(CA_ENV)
     ca = read_ca(ca_file) if ca_file else profiles.ca_for(server)
+    mine = [path for path, _ in output_files(job) if deliverable(path)]
+    theirs = NODE_ONLY.format(path=", ".join(node_only(job))) if node_only(job) else ""
+    if not mine:  # nothing this user's gpupool may save: no deliverer
+        return theirs
     enqueue(server, token, ca, int(job["id"]), Path.cwd())
-    files = ", ".join(path for path, _ in output_files(job))
+    files = ", ".join(mine)
     more = " (and its other tasks')" if job.get("array_size") else ""
     return (
         f"{files}{more} will be here when job {job['id']} ends: written by its node where "
         "it may write here, else saved by your gpupool (a background deliverer; gpupool job "
-        f"wait {job['id']} saves it now)"
+        f"wait {job['id']} saves it now)" + (f"; {theirs}" if theirs else "")
     )
 
 

@@ -16,9 +16,13 @@ from gpupool.cli.client import all_items
 from gpupool.cli.output import users_zone
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
-from gpupool.model.batch import check_output_path, expand_output
+from gpupool.model.batch import check_output_path, deliverable, expand_output
 
 ENDED = frozenset({"succeeded", "failed", "cancelled"})
+NODE_ONLY = (
+    "{path}: its node's to write, as the job's own user (your gpupool saves only paths "
+    "inside the directory you submitted from); its reason says if it could not"
+)
 TIMED_OUT = 124  # as timeout(1)
 
 
@@ -99,6 +103,12 @@ def output_files(job: dict[str, Any]) -> list[tuple[str, frozenset[str]]]:
     return [(err, frozenset({"stderr"}))] if err else []
 
 
+def node_only(job: dict[str, Any]) -> list[str]:
+    """The job's output files that only its node writes (absolute, or leading out of the
+    submit directory): the submitter's gpupool never saves those."""
+    return [path for path, _ in output_files(job) if not deliverable(path)]
+
+
 def written_by_node(job: dict[str, Any], here: Path | None = None) -> bool:
     """Whether the node already wrote the job's output files in ``here`` (the directory is
     shared with the node): each exists and was written since the job started."""
@@ -120,10 +130,11 @@ def save_log(api: ApiClient, job: dict[str, Any], here: Path | None = None) -> l
     node could not: the job ran where this directory is not): the paths are checked again
     here (a job stored before the server checked them), their folders must resolve inside
     ``here``, and each file is written aside and renamed into place, so a symlink there is
-    replaced, never followed. The node's note why it could not write them stays out (written
+    replaced, never followed. A path outside ``here`` (absolute, ``..``) is its node's alone
+    (``node_only``): not saved here. The node's note why it could not write them stays out (written
     here, it is not true of them; it stays in gpupool job logs)."""
     folder = (here or Path.cwd()).resolve()
-    files = output_files(job)
+    files = [(path, streams) for path, streams in output_files(job) if deliverable(path)]
     targets: list[tuple[Path, frozenset[str]]] = []
     for pattern, streams in files:
         try:

@@ -17,13 +17,15 @@ from gpupool.cli.array_refs import (
     is_head,
     matching,
     named,
-    task_ref,
+    task_refs,
 )
 from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
 from gpupool.cli.follow import (
+    NODE_ONLY,
     exit_status,
     follow,
     log_chunks,
+    node_only,
     output_files,
     save_log,
     written_by_node,
@@ -284,8 +286,13 @@ def _wait(api: ApiClient, jobs: list[dict[str, Any]], as_json: bool, timeout: fl
                 err=True,
             )
             continue
-        paths = ", ".join(visible(str(p)) for p in save_log(api, job))
-        typer.echo(f"job {job['id']}: log saved to {paths}", err=True)
+        saved = save_log(api, job)
+        if saved:
+            paths = ", ".join(visible(str(p)) for p in saved)
+            typer.echo(f"job {job['id']}: log saved to {paths}", err=True)
+        if node_only(job):
+            theirs = ", ".join(visible(path) for path in node_only(job))
+            typer.echo(f"job {job['id']}: {NODE_ONLY.format(path=theirs)}", err=True)
     if as_json:
         typer.echo(json.dumps(ended, indent=2))
     return max(exit_status(j) for j in ended)
@@ -363,10 +370,29 @@ def job_list(
 
 @job_app.command("show")
 @client_command
-def job_show(job_id: int, as_json: bool = JSON_OPT) -> None:
-    """One job with its allocation and its state history."""
+def job_show(
+    job_id: int,
+    slurm: bool = typer.Option(
+        False, "--slurm", help="As scontrol show job prints it: Key=value pairs"
+    ),
+    oneliner: bool = typer.Option(
+        False, "--oneliner", help="With --slurm: all pairs on one line (scontrol -o)"
+    ),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """One job with its allocation and its state history (--slurm: scontrol show job's
+    Key=value pairs, for scripts that read them)."""
+    if oneliner and not slurm:
+        raise SpecError("--oneliner: applies to --slurm", field="oneliner")
+    if slurm and as_json:
+        raise SpecError("--json: not with --slurm", field="slurm")
     with ApiClient.from_env() as api:
         job = api.get(f"/api/v1/jobs/{job_id}")
+        if slurm:
+            from gpupool.cli.slurm_cli import dependency_states, show_job_text
+
+            typer.echo(show_job_text(job, oneliner, dependency_states(api, [job])))
+            return
         job["events"] = api.get(f"/api/v1/jobs/{job_id}/events")
     t = SafeTable("field", "value", title=f"job {job['id']}", box=None, header_style="bold")
     for k in ("tenant", "submitted_by", "name", "request", "kind", "priority_class", "state"):
@@ -411,34 +437,47 @@ def _select(
 @client_command
 def job_cancel(
     job_ids: list[str] = typer.Argument(
-        None, help="Job ids; an array's id cancels the whole array, ARRAY_TASK (24_3) one task"
+        None,
+        help="Job ids; an array's id cancels the whole array, ARRAY_TASK (24_3) one "
+        "task, 24_[1-3,7] those tasks",
     ),
-    tenant: str = typer.Option(None, help="Every live job of this tenant"),
-    user: str = typer.Option(None, help="…submitted by this user"),
+    tenant: str = typer.Option(None, "--tenant", "-A", help="Every live job of this tenant"),
+    user: str = typer.Option(None, "--user", "-u", help="…submitted by this user"),
     me: bool = typer.Option(False, "--me", help="…submitted by you"),
-    state: str = typer.Option(None, help="…in this state: pending, admitted or running"),
-    name: str = typer.Option(None, help="…with this name"),
+    state: str = typer.Option(
+        None,
+        "--state",
+        "-t",
+        help="…in this state: pending, admitted or running (also "
+        "scancel's PENDING/PD, CONFIGURING/CF, RUNNING/R: running and admitted)",
+    ),
+    name: str = typer.Option(None, "--name", "-n", help="…with this name"),
     array: int = typer.Option(None, help="…of this array (every task still live)"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Cancel jobs (their devices are released at once), as scancel: by ids — an array's id
     cancels every task not yet ended, ARRAY_TASK (24_3) that task alone — or every live job
     that matches all the filters given."""
-    refs = [task_ref(i) for i in job_ids or []]
-    if state is not None and state not in LIVE:
-        raise SpecError(f"state: {state!r} is not one of {', '.join(LIVE)}", field="state")
+    from gpupool.cli.slurm_cli import live_states
+
+    refs = [ref for i in job_ids or [] for ref in task_refs(i)]
+    states = live_states(state, "--state", "one of pending, admitted, running")
     if not refs and not me and all(f is None for f in (tenant, user, state, name, array)):
         raise SpecError("give job ids or at least one of --tenant, --user, --me, --state, --name")
     replicas: list[dict[str, Any]] = []
     with ApiClient.from_env() as api:
         user = whoami(api) if me else user
-        filters = {"tenant": tenant, "user": user, "state": state, "name": name}
-        if all(f is None for f in filters.values()) and (array is None or not refs):
+        filters = {"tenant": tenant, "user": user, "name": name}
+        if (
+            states is None
+            and all(f is None for f in filters.values())
+            and (array is None or not refs)
+        ):
             if array is not None:  # --array alone: the array, if it is one
                 refs = [(array, None)] if is_array(api, array) else []
             done = [cancel(api, *named(api, ref)) for ref in dict.fromkeys(refs)]
         else:  # each job that matches, alone; a service's replicas are its autoscaler's
-            chosen = matching(api, refs, {**filters, "array": array}, LIVE)
+            chosen = matching(api, refs, {**filters, "array": array}, states or LIVE)
             replicas = [j for j in chosen if j.get("service")]
             chosen = [j for j in chosen if not j.get("service")]
             done = [cancel(api, j["id"], j["array_index"] if is_head(j) else None) for j in chosen]

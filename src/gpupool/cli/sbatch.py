@@ -15,8 +15,9 @@ import yaml
 from gpupool.cli.client import client_command
 from gpupool.client import ApiClient, ClientError
 from gpupool.model import SpecError
-from gpupool.model.sbatch import SbatchJob, Site, translate
+from gpupool.model.sbatch import Refusal, SbatchJob, Site, translate
 from gpupool.model.sbatch_options import Option, read_words, script_options
+from gpupool.model.sbatch_plan import SCRIPT
 
 # variables of the submitting shell that belong to its host, its user there or gpupool's
 # client: the node sets HOME, USER and TMPDIR for the job's own user and folder
@@ -28,11 +29,14 @@ HELP = """Submit a batch script as sbatch does:
 gpupool sbatch [OPTIONS] train.sh [ARGS...]. Its #SBATCH lines and these OPTIONS
 (the same names, which win) keep Slurm's meaning: --gres=gpu[:type]:N,
 --gpus[-per-node|-per-task], -G, -N (distinct nodes), -n, --ntasks-per-node,
--c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T), -t, -a, -J,
--o, -e, -d, -D, -H, -A (tenant), -q (priority class), -p and -C (site tables:
---site FILE), --export, --wrap, --wait, --parsable. What gpupool cannot honour
-is refused naming it; mail and the like are accepted with a warning.
-docs/slurm.md has the table."""
+-c, --cpus-per-gpu, --mem[-per-cpu|-per-gpu] (MiB unless K/M/G/T; --mem=0: all
+of a node's), --exclusive (whole nodes, counted whole by quotas and bills), -w
+and -x (node lists), -b/--begin, -t, -a, -J, -o, -e (sbatch's %-patterns; an
+absolute path is written by the node as the job's user), -d (also singleton),
+-D, -H, -A (tenant), -q (priority class), -p and -C (site tables: --site FILE),
+--export, --wrap, --wait, --parsable. Every directive is checked, and all that
+gpupool cannot honour is refused at once, each named (hetjob too); mail, --hint
+and the like are accepted with a warning. docs/slurm.md has the table."""
 
 
 def load_site(path: str | None) -> Site:
@@ -116,6 +120,9 @@ SLURM_OPTIONS = {
     "checkpoint.signal": "--signal",
     "checkpoint.grace_s": "--signal",
     "env": "--export",
+    "nodelist": "--nodelist",
+    "exclude": "--exclude",
+    "begin_at": "--begin",
 }
 
 
@@ -146,8 +153,21 @@ def body(job: SbatchJob, text: str, name: str, args: list[str], env: dict[str, s
         "chdir": os.path.normpath(os.path.join(here, job.chdir)) if job.chdir else None,
         "submit_dir": here,
         "checkpoint": job.checkpoint,
+        "nodelist": job.nodelist,
+        "exclude": job.exclude,
+        "begin_at": job.begin_at,
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def whole_nodes(out: dict[str, Any], job: SbatchJob) -> str:
+    """What --exclusive means for this job's quota and bill, said at submission."""
+    nodes = f"{job.nodes} whole nodes" if job.nodes > 1 else "a whole node"
+    return (
+        f"--exclusive: job {out['id']} gets {nodes}: every card and CPU of each, and nothing "
+        f"else runs there meanwhile; {out['tenant']}'s quota and bill count all of them, not "
+        "only the cards and CPUs asked"
+    )
 
 
 @client_command
@@ -169,11 +189,16 @@ def sbatch(ctx: typer.Context) -> None:
             site_path = word.split("=", 1)[1]
             del words[i]
             break
-    options, rest = read_words(words, "the command line")
+    refusals: list[Refusal] = []  # every problem found: one refusal names them all
+
+    def refuse(text: str) -> None:
+        refusals.append(Refusal(SCRIPT, text, "script"))
+
+    options, rest = read_words(words, "the command line", refuse)
     wrap = next((o.value for o in options if o.name == "wrap"), None)
     text, name, args = _script(rest, wrap)
-    merged: list[Option] = [*script_options(text, name), *options]
-    job = translate([o for o in merged if o.name != "wrap"], load_site(site_path))
+    merged: list[Option] = [*script_options(text, name, refuse), *options]
+    job = translate([o for o in merged if o.name != "wrap"], load_site(site_path), refusals)
     env = exported(job.export, dict(os.environ))
     for warning in job.warnings:
         typer.echo(f"gpupool sbatch: warning: {warning}", err=True)
@@ -191,6 +216,8 @@ def sbatch(ctx: typer.Context) -> None:
                 ) from None
             raise
         typer.echo(str(out["id"]) if parsable else f"Submitted batch job {out['id']}")
+        if job.exclusive and not parsable:
+            typer.echo(f"gpupool sbatch: {whole_nodes(out, job)}", err=True)
         if job.wait:
             from gpupool.cli.jobs import _wait
 

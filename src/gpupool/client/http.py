@@ -12,7 +12,7 @@ import httpx
 from gpupool import __version__
 from gpupool.client import profiles
 from gpupool.client.profiles import DEFAULT_PROFILE
-from gpupool.client.tls import trust, trust_chain
+from gpupool.client.tls import system_trust, trust, trust_chain
 from gpupool.model import SpecError
 from gpupool.model.versions import CLI_PRODUCT, user_agent
 
@@ -102,6 +102,8 @@ class ApiClient:
         verify: ssl.SSLContext | bool
         try:
             verify = trust_chain(ca) if ca else trust(os.environ.get(CA_ENV))
+            if verify is True:
+                verify = system_trust()
         except SpecError as exc:
             raise ClientError(f"{CA_ENV}: {exc}") from None
         except (ssl.SSLError, ValueError) as exc:

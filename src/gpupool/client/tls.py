@@ -1,10 +1,26 @@
 """Whom a client trusts when it speaks HTTPS to a gpupool server: the system's certificate
 authorities, or a CA file of the site's own (a self-signed control plane)."""
 
+import functools
+import os
 import ssl
 from pathlib import Path
 
+import httpx
+
 from gpupool.model import SpecError
+
+
+def system_trust() -> ssl.SSLContext:
+    """The system's authorities as httpx trusts them by default (``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` honoured), made once per process: each costs ~30 ms, and a process
+    that makes many clients (the CLI run in-process, a dashboard) paid it for every one."""
+    return _system_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=4)
+def _system_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()
 
 
 def trust(

@@ -35,10 +35,12 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 _UNITS = re.compile(r"^(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
 
 
-def parse_time(text: str) -> int:
+def parse_time(text: str, strict: bool = True) -> int:
     """Slurm's ``--time`` in seconds: ``90`` (minutes), ``1:30`` (minutes:seconds),
     ``4:00:00``, ``2-12`` (days-hours), ``2-12:30``, ``2-12:30:00``; also the units every other
-    gpupool duration takes: ``2h``, ``90m``, ``1d12h``, ``45s``."""
+    gpupool duration takes: ``2h``, ``90m``, ``1d12h``, ``45s``. ``strict``: fields past 59
+    are refused (gpupool's own options); sbatch's reading (``strict=False``) adds them up as
+    Slurm's ``time_str2secs`` does (``0:120:0`` is two hours)."""
     units = _UNITS.match(text.strip())
     if units is not None and any(units.groups()):
         total = sum(int(v[:-1]) * UNIT_SECONDS[v[-1]] for v in units.groups() if v)
@@ -65,7 +67,7 @@ def parse_time(text: str) -> int:
         bounded = [seconds]
     else:
         days, hours, minutes, seconds = 0, 0, int(m["a"]), 0
-    if any(v > 59 for v in bounded):
+    if strict and any(v > 59 for v in bounded):
         raise SpecError(f"time: {text!r} has a field out of range", field="time")
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
@@ -190,6 +192,13 @@ def parse_dependency(text: str) -> list[Dependency]:
     return deps
 
 
+# sbatch's filename patterns (man sbatch, "filename pattern"; Slurm's expand_stdio_fields):
+# a number between % and the letter zero-pads a number (at most 10 digits)
+_PATTERN = re.compile(r"%(\d*)(.)", re.DOTALL)
+PATTERN_LETTERS = "AabJjNnstux"
+NOT_KEPT = {"r": "the restart count is not kept", "S": "no SLUID"}  # Slurm has, gpupool not
+
+
 def expand_output(
     pattern: str,
     job_id: int,
@@ -198,19 +207,54 @@ def expand_output(
     name: str = "",
     user: str = "",
     node: str = "",
+    node_index: int = 0,
 ) -> str:
-    """sbatch's ``--output`` / ``--error`` patterns: ``%j`` job id, ``%A`` array job id,
-    ``%a`` task index, ``%x`` job name, ``%u`` user, ``%N`` node, ``%%`` a percent sign."""
-    values = {
-        "j": str(job_id),
-        "A": str(array_job if array_job is not None else job_id),
-        "a": str(index) if index is not None else "",
-        "x": name.replace("/", "_") or "job",
-        "u": user.replace("/", "_"),
-        "N": node.replace("/", "_"),
-        "%": "%",
+    """sbatch's ``--output`` / ``--error`` patterns as Slurm expands them for a batch script:
+    ``%j`` job id, ``%J`` job id (``jobid.stepid`` for a step: the batch script's is the id),
+    ``%A`` array job id (the job id outside an array), ``%a`` task index, ``%b`` index modulo
+    10, ``%x`` job name, ``%u`` user, ``%N`` node, ``%n`` node index (each part of a job
+    spanning nodes writes its own), ``%t`` task rank (0: the batch script), ``%s`` step
+    (``batch``), ``%%`` a percent sign; ``%4j`` zero-pads to 4 digits. Another letter stays
+    as written, as in Slurm; a pattern with a backslash is not expanded, its backslashes
+    dropped. Outside an array ``%a`` and ``%b`` are empty (Slurm prints 4294967294 and 4)."""
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
+    numbers = {
+        "j": job_id,
+        "J": job_id,
+        "A": array_job if array_job is not None else job_id,
+        "a": index,
+        "b": None if index is None else index % 10,
+        "n": node_index,
+        "t": 0,
     }
-    return re.sub(r"%([jAaxuN%])", lambda m: values[m[1]], pattern)
+    words = {"x": name.replace("/", "_") or "job", "u": user.replace("/", "_"),
+             "N": node.replace("/", "_"), "s": "batch"}  # fmt: skip
+
+    def one(m: re.Match[str]) -> str:
+        pad, letter = m[1], m[2]
+        if letter == "%" and not pad:
+            return "%"
+        if letter in numbers:
+            value = numbers[letter]
+            return "" if value is None else f"{value:0{min(int(pad or 0), 10)}d}"
+        if letter in words:
+            return words[letter]
+        return m[0]  # not a pattern: kept as written, as Slurm keeps it
+
+    return _PATTERN.sub(one, pattern)
+
+
+def check_pattern(path: str, field: str = "output") -> str:
+    """A filename pattern gpupool can expand as Slurm does: ``%r`` (restart count) and ``%S``
+    (SLUID) are Slurm's and not kept here: refused naming them."""
+    if "\\" not in path:
+        for m in _PATTERN.finditer(path):
+            if m[2] in NOT_KEPT:
+                raise SpecError(
+                    f"{field}: %{m[2]} in {path[:80]!r}: {NOT_KEPT[m[2]]} here", field=field
+                )
+    return path
 
 
 def check_directory(path: str, field: str) -> str:
@@ -227,16 +271,26 @@ def check_directory(path: str, field: str) -> str:
 
 
 def check_output_path(path: str, field: str = "output") -> str:
-    """An ``--output`` / ``--error`` path is relative to the job's working directory and
-    stays inside it: not absolute, no ``~``, no ``..``, no NUL or line break. (A job's output
-    used to be written wherever its submitter said — ``job wait`` run by an admin overwrote
-    the admin's ``~/.bashrc``.) Returns the path."""
+    """An ``--output`` / ``--error`` path: relative to the job's working directory or absolute
+    (shared storage: ``/scratch/...``), as in Slurm; its node writes it as the job's own user,
+    never as root, so the file system's permissions decide. Not empty, no NUL or line break;
+    no leading ``~`` (Slurm does not expand it: it would name a folder called ``~``). Where the
+    submitter's own gpupool saves what its node could not write, only paths inside the submit
+    directory are saved (``deliverable``). Returns the path."""
     if not path or any(c in path for c in "\x00\n\r"):
         raise SpecError(f"{field}: an empty path or one with a NUL or line break", field=field)
-    if path.startswith(("/", "~")) or any(part == ".." for part in re.split(r"[/\\]", path)):
+    if path.startswith("~"):
         raise SpecError(
-            f"{field}: {path[:80]!r} must be a relative path inside the job's working "
-            "directory (no leading / or ~, no ..)",
+            f"{field}: {path[:80]!r} starts with ~, which sbatch does not expand: give the "
+            "path itself (absolute, or relative to the job's working directory)",
             field=field,
         )
     return path
+
+
+def deliverable(path: str) -> bool:
+    """Whether the submitter's own gpupool may save ``path`` (a job's output its node did not
+    write) in the submit directory: relative and inside it (no ``..``). An absolute path is
+    its node's alone, written as the job's user (a job's output used to be written wherever
+    its submitter said — ``job wait`` run by an admin overwrote the admin's ``~/.bashrc``)."""
+    return not path.startswith("/") and all(part != ".." for part in re.split(r"[/\\]", path))

@@ -53,6 +53,10 @@ class Job:
     nodes: frozenset[str] | None = None
     nodes_why: str = ""  # why the others are not allowed, when not the default words
     one_per_node: bool = False  # its gang's workers on distinct nodes (sbatch -N)
+    # sbatch -w/--nodelist: it holds each of these nodes (one worker each, the first ones),
+    # its other workers anywhere; -x/--exclude: never these
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: frozenset[str] = frozenset()
     # it saves its work on a signal within this many seconds (None: it does not say so)
     checkpoint_grace_s: int | None = None
     policy: str | None = None  # its placement policy under the server's auto (None: by kind)
@@ -66,6 +70,12 @@ class Job:
             raise SpecError(
                 f"job {self.id}: on_preempt must be suspend or kill, not {self.on_preempt!r}",
                 field="on_preempt",
+            )
+        if len(self.required_nodes) > self.gang_size:
+            raise SpecError(
+                f"job {self.id}: names {len(self.required_nodes)} nodes for "
+                f"{self.gang_size} worker(s)",
+                field="nodelist",
             )
         if self.max_runtime_s is not None and self.max_runtime_s <= 0:
             raise SpecError(f"job {self.id}: max_runtime_s must be positive", field="max_runtime_s")

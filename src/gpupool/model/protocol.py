@@ -25,6 +25,7 @@ class NodeGrantOut(BaseModel):
     cpu_millis: int
     mem_mib: int
     devices: list[DeviceGrantOut]
+    whole: bool = False  # the whole node (node=whole, sbatch --exclusive)
 
 
 class AllocationOut(BaseModel):

@@ -8,8 +8,11 @@
 ``gpu=8,topology=nvlink`` — eight whole cards on one NVLink island.
 ``gpu=V100M16|V100M32:1`` — one card of either model (a trace's ``gpu_spec``).
 ``vendor=ascend`` — restrict any GPU ask to one vendor.
+``gpu=4,node=whole`` — a whole node with at least 4 cards: every card and CPU of it, nothing
+else placed there (sbatch --exclusive); ``mem=all`` — all of a node's memory (--mem=0).
 
-Keys: gpu, gpu_mem, gpu_share, mig, vnpu, cpu, mem, topology, vendor. See docs/request-grammar.md.
+Keys: gpu, gpu_mem, gpu_share, mig, vnpu, cpu, mem, topology, vendor, node. See
+docs/request-grammar.md.
 """
 
 import copy
@@ -23,7 +26,8 @@ from gpupool.model.devices import Vendor, canonical_model, catalog_entry
 from gpupool.model.errors import SpecError
 from gpupool.model.units import format_mib, parse_cpu_millis, parse_memory_mib, parse_share_percent
 
-KEYS = ("gpu", "gpu_mem", "gpu_share", "mig", "vnpu", "cpu", "mem", "topology", "vendor")
+KEYS = ("gpu", "gpu_mem", "gpu_share", "mig", "vnpu", "cpu", "mem", "topology", "vendor", "node")
+MEM_ALL = "all"  # mem=all: all of a node's memory (sbatch --mem=0)
 MAX_GPUS_PER_REQUEST = 1024
 _MODEL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._ -]*\d[A-Za-z0-9._ -]*$")
 _MIG_PROFILE = re.compile(r"^\d+g\.\d+gb(\+me)?$")
@@ -44,6 +48,11 @@ class Topology(StrEnum):
 
 NETWORK_LEVELS = (Topology.LEAF, Topology.BLOCK, Topology.RACK, Topology.ZONE)
 PREFER = "prefer-"  # topology=prefer-leaf: under one leaf if it can, else as low as it can
+
+
+class NodeUse(StrEnum):
+    SHARED = "shared"  # the default: the node's other cards, CPUs and memory are others'
+    WHOLE = "whole"  # every card and CPU of the node, nothing else placed there (--exclusive)
 
 
 class SliceKind(StrEnum):
@@ -73,6 +82,10 @@ class ResourceRequest:
     topology: Topology = Topology.NODE
     vendor: Vendor | None = None
     topology_preferred: bool = False  # a network level the job prefers, not requires
+    # the whole node: every card (at least ``gpu`` of them) and CPU of it, and ``mem_mib``
+    # (all of it without mem=); nothing else is placed there while the job runs
+    whole_node: bool = False
+    mem_all: bool = False  # all of the node's memory (mem=all); ``mem_mib`` is then 0
     kind: SliceKind = field(init=False)
 
     def __post_init__(self) -> None:
@@ -132,11 +145,15 @@ class ResourceRequest:
             parts.append(f"cpu={self.cpu_millis}m")
         if self.mem_mib:
             parts.append(f"mem={format_mib(self.mem_mib)}")
+        if self.mem_all:
+            parts.append(f"mem={MEM_ALL}")
         if self.topology is not Topology.NODE:
             prefer = PREFER if self.topology_preferred else ""
             parts.append(f"topology={prefer}{self.topology}")
         if self.vendor is not None:
             parts.append(f"vendor={self.vendor}")
+        if self.whole_node:
+            parts.append(f"node={NodeUse.WHOLE}")
         return ",".join(parts) or "cpu=0"
 
     def __str__(self) -> str:
@@ -182,6 +199,19 @@ def _validate(r: ResourceRequest) -> None:
             )
     if r.topology is Topology.NVLINK and r.kind is not SliceKind.WHOLE:
         raise SpecError("topology=nvlink: only applies to whole-card requests", field="topology")
+    if r.mem_all and r.mem_mib:
+        raise SpecError("mem: all or a size, not both", field="mem")
+    if r.whole_node and r.kind in (SliceKind.SHARE, SliceKind.MIG):
+        raise SpecError(
+            f"node=whole takes whole cards, every card of the node (not {r.kind} slices)",
+            field="node",
+        )
+    if r.whole_node and r.topology in (Topology.NVLINK, Topology.ANY):
+        raise SpecError(
+            f"node=whole: one node a worker (not topology={r.topology}; a gang of whole "
+            "nodes spans nodes)",
+            field="node",
+        )
     if r.topology_preferred and r.topology not in NETWORK_LEVELS:
         raise SpecError(
             f"topology: only a network level can be preferred (prefer-leaf, prefer-block, "
@@ -280,6 +310,9 @@ def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
     if share is not None and not given:
         gpu = 1
     topology = str(fields.get("topology") or "node").strip().lower()
+    mem = fields.get("mem", 0) or 0
+    mem_all = isinstance(mem, str) and mem.strip().lower() == MEM_ALL
+    use = _enum(NodeUse, "node", str(fields.get("node") or NodeUse.SHARED))
     return ResourceRequest(
         gpu=gpu,
         gpu_model=model,
@@ -287,7 +320,9 @@ def request_from_mapping(fields: Mapping[str, Any]) -> ResourceRequest:
         gpu_share_pct=share,
         mig_profile=mig,
         cpu_millis=parse_cpu_millis(fields.get("cpu", 0) or 0),
-        mem_mib=parse_memory_mib(fields.get("mem", 0) or 0, "mem"),
+        mem_mib=0 if mem_all else parse_memory_mib(mem, "mem"),
+        mem_all=mem_all,
+        whole_node=use is NodeUse.WHOLE,
         topology=_enum(Topology, "topology", topology.removeprefix(PREFER)),
         topology_preferred=topology.startswith(PREFER),
         vendor=_enum(Vendor, "vendor", str(fields["vendor"])) if fields.get("vendor") else None,

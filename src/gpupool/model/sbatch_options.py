@@ -4,11 +4,19 @@ cannot change where or how the job runs), or refuses it naming why. Reading ``#S
 and command-line words into (option, value) pairs, as sbatch's getopt does. Pure."""
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from gpupool.model.batch import directive_lines
 from gpupool.model.errors import SpecError
+
+Refuse = Callable[[str], None]  # collects a refusal of the script itself (sbatch_plan.SCRIPT)
+HETJOB = (
+    "a heterogeneous job (#SBATCH hetjob: components of different shapes started together) "
+    "is not supported: gpupool starts a job of one shape; submit each component as a job of "
+    "its own (--dependency to order them)"
+)
 
 
 class Takes(Enum):
@@ -27,7 +35,8 @@ HONOURED = {
     "account": Takes.VALUE, "qos": Takes.VALUE, "partition": Takes.VALUE,
     "constraint": Takes.VALUE, "wait": Takes.NONE, "wait-all-nodes": Takes.VALUE,
     "requeue": Takes.NONE, "export": Takes.VALUE, "wrap": Takes.VALUE, "parsable": Takes.NONE,
-    "signal": Takes.VALUE,
+    "signal": Takes.VALUE, "exclusive": Takes.OPTIONAL, "nodelist": Takes.VALUE,
+    "exclude": Takes.VALUE, "begin": Takes.VALUE,
 }  # fmt: skip
 # accepted with a warning: they change neither where nor how the job runs here
 NO_EFFECT = {
@@ -35,18 +44,17 @@ NO_EFFECT = {
     "comment": "kept nowhere", "verbose": "", "quiet": "",
     "open-mode": "the node writes --output once, at the job's end",
     "acctg-freq": "usage is metered from the allocation", "profile": "",
+    "hint": "gpupool does not bind tasks to cores or threads: each CPU asked is one of the "
+    "node's CPUs, the kernel schedules its threads",
 }  # fmt: skip
 NO_EFFECT_TAKES = {"verbose": Takes.NONE, "quiet": Takes.NONE}
 REFUSED = {
-    "exclusive": "gpupool shares nodes: ask for the cards, CPUs and memory the job needs",
-    "nodelist": "gpupool places jobs itself; name no hosts",
-    "exclude": "gpupool places jobs itself; name no hosts",
-    "begin": "no deferred start", "deadline": "no deadline",
+    "deadline": "no deadline",
     "time-min": "no flexible time limit: give --time",
     "no-requeue": "a job is requeued when its node is lost (submit with on_lost=fail "
     "through the API instead)",
     "gpu-bind": "no GPU binding", "gpu-freq": "no GPU clock setting",
-    "distribution": "no task distribution", "hint": "no CPU hints", "tmp": "no node-local disk",
+    "distribution": "no task distribution", "tmp": "no node-local disk",
     "licenses": "no licenses", "reservation": "reservations are the administrator's "
     "(gpupool reservation)", "switches": "use a topology= request (leaf, block...)",
     "oversubscribe": "no oversubscription", "overcommit": "no overcommit",
@@ -67,7 +75,7 @@ REFUSED = {
     "delay-boot": "", "reboot": "", "x11": "", "prefer": "use --constraint",
 }  # fmt: skip
 REFUSED_TAKES = {
-    "exclusive": Takes.OPTIONAL, "no-requeue": Takes.NONE, "overcommit": Takes.NONE,
+    "no-requeue": Takes.NONE, "overcommit": Takes.NONE,
     "oversubscribe": Takes.NONE, "contiguous": Takes.NONE, "no-kill": Takes.OPTIONAL,
     "use-min-nodes": Takes.NONE, "test-only": Takes.NONE, "spread-job": Takes.NONE,
     "reboot": Takes.NONE, "x11": Takes.OPTIONAL, "kill-on-invalid-dep": Takes.VALUE,
@@ -124,58 +132,84 @@ def known(name: str) -> bool:
     return name in HONOURED or name in NO_EFFECT or name in REFUSED
 
 
-def read_words(words: list[str], where: str) -> tuple[list[Option], list[str]]:
+def _raise(text: str) -> None:
+    raise SpecError(text, field="script")
+
+
+def read_words(
+    words: list[str], where: str, refuse: Refuse = _raise
+) -> tuple[list[Option], list[str]]:
     """sbatch's options at the head of ``words`` and what follows them (the script and its
-    arguments, on a command line)."""
+    arguments, on a command line). What is not an option sbatch reads is refused through
+    ``refuse`` (by default at once; a collector checks the rest too)."""
     out: list[Option] = []
     i = 0
     while i < len(words):
         word = words[i]
         if word == "--":
             return out, words[i + 1 :]
+        if word == ":":  # sbatch's separator of a heterogeneous job's components
+            refuse(f"{where}: {HETJOB}")
+            i += 1
+            continue
         if not word.startswith("-") or word == "-":
             return out, words[i:]
-        if word.startswith("--"):
-            name, eq, inline = word[2:].partition("=")
-            name = long_name(name, where)
-            value: str | None = inline if eq else None
-        else:
-            letter, rest = word[1:2], word[2:]
-            if letter not in SHORT:
-                raise SpecError(f"{where}: unknown sbatch option -{letter}", field="script")
-            name = SHORT[letter]
-            value = rest.removeprefix("=") if rest else None
-        kind = takes(name)
-        if kind is Takes.NONE and value is not None:
-            raise SpecError(f"{where}: --{name} takes no value", field="script")
-        if kind is Takes.VALUE and value is None:
-            if i + 1 >= len(words):
-                raise SpecError(f"{where}: --{name} needs a value", field="script")
+        try:
+            option, i = _one(words, i, where)
+        except SpecError as exc:
+            refuse(str(exc))
             i += 1
-            value = words[i]
-        out.append(Option(name, value, where))
-        i += 1
+            continue
+        out.append(option)
     return out, []
 
 
-def script_options(text: str, name: str = "script") -> list[Option]:
+def _one(words: list[str], i: int, where: str) -> tuple[Option, int]:
+    """The option at ``words[i]`` and where the next one starts."""
+    word = words[i]
+    if word.startswith("--"):
+        name, eq, inline = word[2:].partition("=")
+        name = long_name(name, where)
+        value: str | None = inline if eq else None
+    else:
+        letter, rest = word[1:2], word[2:]
+        if letter not in SHORT:
+            raise SpecError(f"{where}: unknown sbatch option -{letter}", field="script")
+        name = SHORT[letter]
+        value = rest.removeprefix("=") if rest else None
+    kind = takes(name)
+    if kind is Takes.NONE and value is not None:
+        raise SpecError(f"{where}: --{name} takes no value", field="script")
+    if kind is Takes.VALUE and value is None:
+        if i + 1 >= len(words):
+            raise SpecError(f"{where}: --{name} needs a value", field="script")
+        i += 1
+        value = words[i]
+    return Option(name, value, where), i + 1
+
+
+def script_options(text: str, name: str = "script", refuse: Refuse = _raise) -> list[Option]:
     """The ``#SBATCH`` lines of a batch script, as sbatch reads them: at its head, up to the
     first line that is neither blank nor a comment; a ``#SBATCH`` line's words after the
-    first ``#`` that is not quoted are a comment."""
+    first ``#`` that is not quoted are a comment. ``#SBATCH hetjob`` (a heterogeneous job's
+    next component) is refused naming it."""
     out: list[Option] = []
     for number, body in directive_lines(text, "#SBATCH"):
         if body and not (body[0].isspace() or body[0] == "-"):
             continue  # "#SBATCHX": not a directive ("#SBATCH--time=1" is one)
+        where = f"{name}: line {number}"
         try:
             lexer = shlex.shlex(body, posix=True)
             lexer.whitespace_split, lexer.commenters = True, "#"
             words = list(lexer)
         except ValueError as exc:
-            raise SpecError(f"{name}: line {number}: {exc}", field="script") from None
-        options, rest = read_words(words, f"{name}: line {number}")
+            refuse(f"{where}: {exc}")
+            continue
+        if words and words[0] in ("hetjob", "packjob"):
+            refuse(f"{where}: {HETJOB}")
+            continue
+        options, rest = read_words(words, where, refuse)
         if rest:
-            raise SpecError(
-                f"{name}: line {number}: {rest[0]!r} is not an sbatch option", field="script"
-            )
+            refuse(f"{where}: {rest[0]!r} is not an sbatch option")
         out += options
     return out

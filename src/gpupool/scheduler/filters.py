@@ -55,6 +55,7 @@ class _Steps:
 
 
 HOST_REASONS = ("insufficient cpu", "insufficient memory")
+HELD_WHOLE = "held whole by an exclusive job"
 _FAST = _Steps(explain=False)  # records nothing, so one instance serves every call
 
 
@@ -181,6 +182,9 @@ def _run(
     if steps.explain:
         steps.node("drained, lost or fenced", ~state.closed | state.behind)
         steps.node("its agent behind", ~state.behind)
+    open_nodes = ~state.whole_held if state.whole_count else None
+    if open_nodes is not None:
+        steps.node(HELD_WHOLE, open_nodes)
     mem = mem_need(state, ask) if host else ask.mem
     if steps.explain or (ask.cpu and takes_memory(mem)):
         cpu_ok = state.cpu_free >= ask.cpu
@@ -194,6 +198,10 @@ def _run(
         node_ok = state.mem_free >= mem
     else:
         node_ok = state.usable_node  # nothing but devices asked: every node so far
+    if open_nodes is not None:
+        node_ok = node_ok & open_nodes
+    if ask.request.whole_node:
+        return _whole_node(state, ask, steps, node_ok, static)
     if ask.kind is SliceKind.NONE:
         return Feasibility(node_ok.copy() if node_ok is state.usable_node else node_ok, None, None)
 
@@ -258,6 +266,25 @@ def _run(
         if ask.count > 1:
             steps.node(_fewer(ask), enough)
     return Feasibility(node_ok & enough, dev, units, need_mem)
+
+
+def _whole_node(
+    state: "ClusterState | _Rows", ask: Ask, steps: _Steps, node_ok: np.ndarray, static: np.ndarray
+) -> Feasibility:
+    """Nodes a whole-node ask can take: nothing of anyone's on them (no card, CPU or memory
+    granted), every card out of MIG mode and healthy, and at least ``ask.count`` cards of the
+    ask's model. Its grant is every card of the node (``placer``)."""
+    busy = state.exists & (state.exclusive | (state.sharers > 0) | (state.mem_used > 0))
+    empty = ~row_any(busy) & (state.cpu_free == state.cpu_cap) & (state.mem_free == state.mem_cap)
+    steps.node("not empty", empty)
+    whole = ~row_any(state.exists & ~(state.healthy & (state.mode != _MIG)))
+    steps.node("MIG-mode or unhealthy cards", whole)
+    enough = empty & whole
+    if ask.count:
+        cards = row_count(static & state.exists)
+        steps.node(f"fewer than {ask.count} {ask.what}", cards >= ask.count)
+        enough &= cards >= ask.count
+    return Feasibility(node_ok & enough, state.exists, None)
 
 
 def _units(dev: np.ndarray, count: int) -> tuple[np.ndarray | None, np.ndarray]:

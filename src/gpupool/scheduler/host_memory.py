@@ -6,8 +6,9 @@ least ``FLOOR_MIB`` and at most the node's memory. A slice counts as its part of
 share its compute (or, memory only, its card memory of 80 GiB), a MIG or vNPU instance a
 seventh.
 
-Only states whose owner turned it on (``ClusterState.use_default_memory``: the server) apply
-it; the simulators replay traces whose jobs reserve what the trace says."""
+A whole node (``node=whole``) without ``mem=`` takes all of its node's memory, as ``mem=all``
+does anywhere. Only states whose owner turned it on (``ClusterState.use_default_memory``: the
+server) apply it; the simulators replay traces whose jobs reserve what the trace says."""
 
 from typing import Any
 
@@ -21,6 +22,9 @@ FLOOR_MIB = 256
 def mem_need(state: Any, ask: Ask) -> int | np.ndarray:
     """The memory ``ask`` takes on each node: its own ``mem=``, or the default per node.
     ``state``: a ClusterState, or a view of some of its rows read by the same names."""
+    if ask.request.mem_all or (ask.request.whole_node and not ask.mem):
+        whole: np.ndarray = state.mem_cap  # all of it: mem=all, or a whole node without a size
+        return whole
     per_card = getattr(state, "default_mem_per_card", None)
     if ask.mem or per_card is None:
         return int(ask.mem)

@@ -11,6 +11,7 @@ def placement_to_json(p: Placement) -> dict[str, Any]:
         "policy": p.policy,
         "nodes": [
             {
+                **({"whole": True} if n.whole else {}),  # stored as before otherwise
                 "node": n.node,
                 "cpu_millis": n.cpu_millis,
                 "mem_mib": n.mem_mib,
@@ -38,6 +39,7 @@ def placement_from_json(job_id: str, data: dict[str, Any]) -> Placement:
             cpu_millis=n["cpu_millis"],
             mem_mib=n["mem_mib"],
             devices=tuple(DeviceGrant(node=n["node"], **d) for d in n["devices"]),
+            whole=bool(n.get("whole", False)),
         )
         for n in data["nodes"]
     )

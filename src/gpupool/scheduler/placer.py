@@ -27,6 +27,7 @@ LOOKAHEAD = "fgd-lookahead"  # FGD or best-fit, judged by the next jobs of the q
 POLICY_NAMES = (*POLICIES, LOOKAHEAD, "auto")
 Mask = np.ndarray | None
 SPANNING = (Topology.ANY, *NETWORK_LEVELS)  # a whole-card request may span nodes
+NAMED = "not the nodes it names (-w/--nodelist)"
 
 
 def make_policy(name: str, mix: ShapeMix | None = None) -> Policy:
@@ -123,6 +124,7 @@ class Placer:
             and upcoming
             and allowed is None
             and job.gang_size == 1
+            and not job.required_nodes
             and job.request.topology not in NETWORK_LEVELS
         ):
             result = self._lookahead.place(state, job, upcoming)
@@ -181,10 +183,18 @@ class Placer:
         free = None  # sbatch -N: nodes no worker of this gang holds yet
         if job.one_per_node and job.gang_size > 1:
             free = np.ones(state.size, dtype=bool) if allowed is None else allowed.copy()
+        missing = [n for n in job.required_nodes if n not in state.index]
+        if missing:
+            return Unplaceable(job.id, f"node {missing[0]} (-w/--nodelist) is not in the pool")
         try:
             for worker in range(job.gang_size):
                 mask = allowed if free is None else free
-                result = self._place_one(state, ask, policy, mask, masked_reason, explain)
+                why = masked_reason
+                if worker < len(job.required_nodes):  # sbatch -w: this worker on that node
+                    named = np.zeros(state.size, dtype=bool)
+                    named[state.index[job.required_nodes[worker]]] = True
+                    mask, why = named if mask is None else named & mask, NAMED
+                result = self._place_one(state, ask, policy, mask, why, explain)
                 if isinstance(result, str):
                     prefix = f"gang {worker}/{job.gang_size} placed; " if job.gang_size > 1 else ""
                     return Unplaceable(job.id, prefix + result)
@@ -213,6 +223,8 @@ class Placer:
         explain_: bool,
     ) -> list[NodeGrant] | str:
         fe = feasibility(state, ask, allowed)
+        if any_true(fe.node_ok) and ask.request.whole_node:
+            return [_whole_grant(state, ask, fe)]
         if any_true(fe.node_ok):
             row, cols = policy.choose(state, ask, fe)
             return [_grant(state, ask, fe, row, cols, ask.cpu, mem_at(mem_need(state, ask), row))]
@@ -255,6 +267,29 @@ def _grant(
                 )
             )
     return NodeGrant(node, cpu, mem, tuple(grants))
+
+
+def _whole_grant(state: ClusterState, ask: Ask, fe: Feasibility) -> NodeGrant:
+    """A whole node (``node=whole``): the smallest that fits — fewest cards, then CPUs, then
+    memory, then the first — so big nodes stay whole for big asks; every card of it, every
+    CPU, and the memory asked (all of it without a size)."""
+    rows = np.flatnonzero(fe.node_ok)
+    cards = state.exists[rows].sum(axis=1)
+    order = np.lexsort((rows, state.mem_cap[rows], state.cpu_cap[rows], cards))
+    row = int(rows[order[0]])
+    node = state.nodes[row].name
+    grants = tuple(
+        DeviceGrant(
+            node,
+            int(state.device_index[row, col]),
+            100,
+            int(state.grantable_mem[row, col]),
+            exclusive=True,
+        )
+        for col in np.flatnonzero(state.exists[row]).tolist()
+    )
+    mem = mem_at(mem_need(state, ask), row)
+    return NodeGrant(node, int(state.cpu_cap[row]), mem, grants, whole=True)
 
 
 def _span_nodes(state: ClusterState, ask: Ask, fe: Feasibility) -> list[NodeGrant] | None:

@@ -23,6 +23,7 @@ from gpupool.scheduler.types import Placement, RunningJob, Unplaceable
 from gpupool.sharing import TABLES
 
 NOT_ALLOWED = "not allowed by its node selector, affinity or tolerations"
+EXCLUDED = "excluded by the job (-x/--exclude)"
 MIG_PERCENT = {
     p.name: round(100 * p.compute_slices / t.compute_slices)
     for t in TABLES.values()
@@ -235,19 +236,27 @@ class Session:
         ``fenced``: ``self.fence(job)`` when the caller has it."""
         f = self.fence(job) if fenced is None else fenced
         mask, reason = f.mask(self.state.index, ahead), f.reason(ahead)
+        if job.excluded_nodes:  # sbatch -x: never these
+            kept = ~self._node_mask(job.excluded_nodes)
+            mask, reason = (kept, EXCLUDED) if mask is None else (mask & kept, reason or EXCLUDED)
         if job.nodes is None:
             return mask, reason
-        allowed = self._allowed.get(job.nodes)
-        if allowed is None:
-            allowed = np.zeros(len(self.state.index), dtype=bool)
-            for name in job.nodes:
-                if name in self.state.index:
-                    allowed[self.state.index[name]] = True
-            self._allowed[job.nodes] = allowed
+        allowed = self._node_mask(job.nodes)
         why = job.nodes_why or NOT_ALLOWED
         if mask is None:
             return allowed, why
         return mask & allowed, reason or why
+
+    def _node_mask(self, names: frozenset[str]) -> np.ndarray:
+        """The nodes of ``names`` that the snapshot has, as a mask (cached per set)."""
+        allowed = self._allowed.get(names)
+        if allowed is None:
+            allowed = np.zeros(len(self.state.index), dtype=bool)
+            for name in names:
+                if name in self.state.index:
+                    allowed[self.state.index[name]] = True
+            self._allowed[names] = allowed
+        return allowed
 
     def ahead_of(self, job: Job, placement: Placement) -> tuple[str, ...]:
         """The reservations ahead whose nodes ``placement`` takes, that keep ``job`` off
@@ -306,6 +315,12 @@ class Session:
     def quota(self, job: Job, usage: Usage, borrowing: bool) -> tuple[bool, bool, Reason]:
         """The quota plugin's answer: (fits, would borrow, why not)."""
         ok, borrows, why = self.plugins.quota(job.tenant, usage, borrowing)
+        if (
+            not ok
+            and job.request.whole_node
+            and usage.get("gpu", 0) > self.estimate(job).get("gpu", 0)
+        ):  # placed: a whole node counts all its cards, more than it asked
+            why = f"{why}; node=whole counts every card of its nodes: {usage['gpu'] // 100}"
         return ok, borrows, Reason(Wait.QUOTA, why)
 
     def bind(

@@ -72,6 +72,9 @@ class ClusterState:
         # what they hold); kept apart so reasons can say "drained" rather than "unhealthy"
         self.closed = np.array([bool(x.closed) for x in self.nodes], dtype=bool)
         self.behind = np.array([x.closed == AGENT_BEHIND for x in self.nodes], dtype=bool)
+        # nodes a whole-node job holds (node=whole): nothing else is placed there meanwhile
+        self.whole_held = np.zeros(n, dtype=bool)
+        self.whole_count = 0
 
         self.exists = np.zeros((n, g), dtype=bool)
         self.model = np.full((n, g), NO_DEVICE, dtype=np.int16)
@@ -237,6 +240,9 @@ class ClusterState:
     def _change(self, placement: Placement, sign: int) -> None:
         for ng in placement.nodes:
             row = self.index[ng.node]
+            if ng.whole:
+                self.whole_held[row] = sign > 0
+                self.whole_count += sign
             self.cpu_free[row] -= sign * ng.cpu_millis
             self.mem_free[row] -= sign * ng.mem_mib
             for grant in ng.devices:

@@ -27,6 +27,7 @@ class NodeGrant:
     cpu_millis: int
     mem_mib: int
     devices: tuple[DeviceGrant, ...]
+    whole: bool = False  # the whole node (node=whole): nothing else is placed there meanwhile
 
 
 @dataclass(frozen=True, slots=True)

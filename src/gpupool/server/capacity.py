@@ -97,6 +97,12 @@ class PoolCapacity:
             self._pool = (states, {})
             self._version = version if version is not None else -1
 
+    def node_names(self) -> frozenset[str] | None:
+        """The pool's nodes, or None before any has registered (names are then not checked)."""
+        if self._pool is None or self._pool[0][0].size == 0:
+            return None
+        return frozenset(self._pool[0][0].index)
+
     def never_for(self, job: Job) -> str | None:
         """Why ``job`` can never run: no node could hold it, or its tenant may never hold
         so much; None when it may run some day."""

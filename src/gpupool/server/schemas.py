@@ -315,8 +315,14 @@ class TokenInfo(BaseModel):
 
 # -- jobs -------------------------------------------------------------------------------------
 class DependencyIn(Strict):
-    type: Literal["afterok", "afterany", "afternotok"]
-    job: int = Field(gt=0, lt=2**62)
+    type: Literal["afterok", "afterany", "afternotok", "singleton"]
+    job: int | None = Field(None, gt=0, lt=2**62, description="none for singleton")
+
+    @model_validator(mode="after")
+    def _job(self) -> "DependencyIn":
+        if (self.job is None) != (self.type == "singleton"):
+            raise ValueError("a job id for afterok/afterany/afternotok, none for singleton")
+        return self
 
 
 class CheckpointIn(Strict):
@@ -338,6 +344,9 @@ class CheckpointIn(Strict):
             return signal_name(v)
         except SpecError as e:
             raise ValueError(str(e).removeprefix("checkpoint.signal: ")) from None
+
+
+NODELIST = "sbatch -w: it holds each of these nodes (one gang worker each), the rest anywhere"
 
 
 class JobIn(Strict):
@@ -414,6 +423,9 @@ class JobIn(Strict):
         description="Where it was submitted from: without chdir the job runs there when the "
         "node has it and the job's user may enter it, else in a work folder of its own",
     )
+    begin_at: float | None = Field(None, ge=0, description="sbatch --begin: not before then")
+    nodelist: list[NodeName] | None = Field(None, max_length=1024, description=NODELIST)
+    exclude: list[NodeName] | None = Field(None, max_length=1024, description="never these")
 
     @model_validator(mode="before")
     @classmethod
@@ -472,6 +484,9 @@ class JobOut(BaseModel):
     error: str | None = None
     chdir: str | None = None
     submit_dir: str | None = None
+    begin_at: float | None = None
+    nodelist: list[str] | None = None
+    exclude: list[str] | None = None
     replaces: int | None = None  # the replica this copy replaces (defragmentation)
     service: str | None = None  # the service whose replica it is (its autoscaler's)
     allocation: AllocationOut | None = None

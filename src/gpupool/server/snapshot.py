@@ -79,6 +79,8 @@ _JOB_FIELDS = (
     "one_per_node",
     "checkpoint",
     "policy",
+    "nodelist",
+    "exclude",
 )
 JOB_COLUMNS = tuple(JobRow.__table__.c[name] for name in _JOB_FIELDS)
 
@@ -99,6 +101,8 @@ def _job(row, request: ResourceRequest) -> Job:
         one_per_node=bool(row.one_per_node),
         checkpoint_grace_s=row.checkpoint["grace_s"] if row.checkpoint else None,
         policy=row.policy,
+        required_nodes=tuple(row.nodelist or ()),
+        excluded_nodes=frozenset(row.exclude or ()),
     )
 
 
@@ -264,8 +268,10 @@ class SnapshotBuilder:
 
 GATE_COLUMNS = tuple(
     JobRow.__table__.c[name]
-    for name in ("held", "dependency", "array_job", "array_index", "array_limit")
-)
+    for name in ("held", "dependency", "array_job", "array_index", "array_limit", "begin_at",
+                 "name", "submitted_by")
+)  # fmt: skip
+LIVE = ("pending", "admitted", "running")
 
 
 def job_gates(conn: Connection, rows: Sequence[Row[*tuple[Any, ...]]]) -> dict[int, str]:
@@ -276,13 +282,17 @@ def job_gates(conn: Connection, rows: Sequence[Row[*tuple[Any, ...]]]) -> dict[i
         Gated(
             r.id,
             r.held,
-            tuple((d["type"], int(d["job"])) for d in r.dependency or ()),
+            tuple((d["type"], int(d["job"])) for d in r.dependency or () if d.get("job")),
             r.array_job,
             r.array_index,
             r.array_limit,
+            r.begin_at,
+            (r.submitted_by, r.name)
+            if any(d["type"] == "singleton" for d in r.dependency or ())
+            else None,
         )
         for r in rows
-        if r.held or r.dependency or r.array_limit is not None
+        if r.held or r.dependency or r.array_limit is not None or r.begin_at is not None
     ]
     if not gated:
         return {}
@@ -310,7 +320,23 @@ def job_gates(conn: Connection, rows: Sequence[Row[*tuple[Any, ...]]]) -> dict[i
                 .group_by(jobs.array_job)
             ).all()
         )
-    return gate(gated, states, holding)
+    return gate(gated, states, holding, time.time(), _singles(conn, gated))
+
+
+def _singles(conn: Connection, gated: list[Gated]) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    """For each (user, name) of a singleton job: that user's live jobs of that name."""
+    keys = sorted({g.singleton for g in gated if g.singleton is not None})
+    out: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    jobs = JobRow.__table__.c
+    for start in range(0, len(keys), 200):
+        pairs = [and_(jobs.submitted_by == u, jobs.name == n) for u, n in keys[start : start + 200]]
+        for job_id, user, name, state in conn.execute(
+            select(jobs.id, jobs.submitted_by, jobs.name, jobs.state).where(
+                or_(*pairs), jobs.state.in_(LIVE)
+            )
+        ):
+            out.setdefault((user, name), []).append((job_id, state))
+    return out
 
 
 def _held_on_nodes(session: Session) -> dict[str, tuple[int, int]]:

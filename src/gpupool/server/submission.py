@@ -68,6 +68,30 @@ def checkpoint_of(body: JobIn, settings: Settings) -> dict[str, Any] | None:
     return Checkpoint(c.signal, grace, c.shell_only, before).as_json()
 
 
+def check_node_names(body: JobIn, pool: frozenset[str] | None) -> None:
+    """sbatch -w/--nodelist and -x/--exclude name nodes of this pool (refused naming those
+    that do not exist, as Slurm's "Invalid node name specified"); a job holds every node it
+    names, so no more than its workers, and none it excludes."""
+    for field in ("nodelist", "exclude"):
+        names = getattr(body, field) or []
+        unknown = sorted({n for n in names if pool is not None and n not in pool})
+        if unknown:
+            raise ApiError(422, f"{field}: no node {', '.join(unknown)} in this pool", field)
+    named, excluded = set(body.nodelist or ()), set(body.exclude or ())
+    if len(named) > body.gang_size:
+        raise ApiError(
+            422,
+            f"nodelist: names {len(named)} nodes for {body.gang_size} worker(s) (a job holds "
+            "every node it names)",
+            "nodelist",
+        )
+    if named & excluded:
+        both = ", ".join(sorted(named & excluded))
+        raise ApiError(422, f"exclude: {both} also in nodelist", "exclude")
+    if pool is not None and pool <= excluded:
+        raise ApiError(422, "exclude: every node of this pool", "exclude")
+
+
 def array_spec(text: str | None) -> ArraySpec | None:
     if text is None:
         return None

@@ -3,32 +3,62 @@ log only for the person who asked for it, inside their current directory (it ove
 admin's ``~/.bashrc``), and control characters in names and reasons never reach a terminal
 (an escape sequence in a job name reached the admin's)."""
 
-import pytest
-
 from tests.support.cli import gpupool
 from tests.support.cluster import ok, seed_cluster
 
 
-@pytest.mark.parametrize(
-    "output", ["/root/.bashrc", "~/.bashrc", "../up.out", "logs/../../up.out", "a\\..\\..\\b"]
-)
-def test_an_output_path_outside_the_directory_is_refused(sqlite_server, output):
-    admin = sqlite_server.admin()
+def test_an_output_path_outside_the_directory_is_written_by_no_client(sqlite_server, tmp_path):
+    """Issue 63: an absolute --output (shared storage) or one with .. is Slurm's to accept —
+    its node writes it as the job's own user — but no gpupool client writes it, not even the
+    submitter's own ``job wait``: it saves only paths inside the directory it runs in. A
+    leading ~ (which sbatch does not expand) is refused."""
+    srv = sqlite_server
+    admin = srv.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
-    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "output": output}
-    r = admin.post("/api/v1/jobs", json=body)
-    assert r.status_code == 422 and r.json()["field"] == "output", r.text
-    assert "must be a relative path inside the job's working directory" in r.json()["detail"]
+    refused = admin.post(
+        "/api/v1/jobs",
+        json={"request": "gpu=1", "tenant": "algo", "command": ["true"], "output": "~/.bashrc"},
+    )
+    assert refused.status_code == 422 and refused.json()["field"] == "output", refused.text
+    assert "starts with ~, which sbatch does not expand" in refused.json()["detail"]
+    box = tmp_path / "box"
+    here = box / "here"
+    here.mkdir(parents=True)
+    victim = box / "victim"
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+    for output in (str(victim), "../up.out", "logs/../../up2.out"):
+        body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "output": output,
+                "hold": True}  # fmt: skip
+        job = ok(admin.post("/api/v1/jobs", json=body), 201)
+        ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+        r = gpupool("job", "wait", str(job["id"]), env=env, cwd=here)
+        assert "its node's to write, as the job's own user" in r.stderr, (output, r.stderr)
+    assert sorted(p.name for p in box.iterdir()) == ["here"], list(box.iterdir())
+    assert list(here.iterdir()) == []
+    # a backslash turns sbatch's expansion off and is dropped (Slurm): a plain file here
+    body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "hold": True,
+            "output": "a\\..\\..\\b"}  # fmt: skip
+    job = ok(admin.post("/api/v1/jobs", json=body), 201)
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    r = gpupool("job", "wait", str(job["id"]), env=env, cwd=here)
+    assert [p.name for p in here.iterdir()] == ["a....b"], r.stderr
 
 
-def test_a_job_name_cannot_lead_its_output_out_of_its_directory(sqlite_server):
-    admin = sqlite_server.admin()
+def test_a_job_name_cannot_lead_a_client_to_write_out_of_its_directory(sqlite_server, tmp_path):
+    srv = sqlite_server
+    admin = srv.admin()
     seed_cluster(admin, nodes=1, tenants={"algo": 4})
     body = {"request": "gpu=1", "tenant": "algo", "command": ["true"], "name": "..",
-            "output": "%x/up.out"}  # fmt: skip
-    r = admin.post("/api/v1/jobs", json=body)
-    assert r.status_code == 422 and r.json()["field"] == "output", r.text
-    ok(admin.post("/api/v1/jobs", json={**body, "name": "train"}), 201)
+            "output": "%x/up.out", "hold": True}  # fmt: skip
+    job = ok(admin.post("/api/v1/jobs", json=body), 201)  # its node's, as its user, to write
+    ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+    box = tmp_path / "box"
+    here = box / "here"
+    here.mkdir(parents=True)
+    env = {"GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": srv.admin_token}
+    r = gpupool("job", "wait", str(job["id"]), env=env, cwd=here)
+    assert "../up.out: its node's to write" in r.stderr, r.stderr
+    assert sorted(p.name for p in box.iterdir()) == ["here"]
 
 
 def test_job_wait_writes_a_log_only_for_its_submitter_inside_their_directory(

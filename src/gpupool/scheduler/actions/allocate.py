@@ -46,7 +46,7 @@ def allocate(cy: Session, queue: list[Job]) -> tuple[list[Job], list[Job], list[
             if cy.q.starving(job, cy.now):
                 head = job
             continue
-        if cy.exact_after_placement:
+        if cy.exact_after_placement or job.request.whole_node:  # a whole node: all its cards
             ok, borrows, reason = cy.quota(job, cy.usage(result), False)
         if ok:
             cy.bind(job, result, False, "allocate")

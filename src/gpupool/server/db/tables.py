@@ -211,7 +211,7 @@ class JobRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # job control (sbatch/scontrol habits): a held job is not scheduled until released; a
-    # dependency is [{"type": "afterok", "job": 12}, ...], all of which must hold
+    # dependency is [{"type": "afterok", "job": 12}, ..., {"type": "singleton"}], all must hold
     held: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     dependency: Mapped[list[Any]] = mapped_column(default=list, server_default=text("'[]'"))
     # the tasks of an array share array_job (the first task's id); at most array_limit of
@@ -223,6 +223,10 @@ class JobRow(Base):
     error: Mapped[str | None] = mapped_column(String(500), nullable=True)  # sbatch --error
     chdir: Mapped[str | None] = mapped_column(Text, nullable=True)  # sbatch --chdir
     submit_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # sbatch --begin (not before then), -w/--nodelist and -x/--exclude (node names)
+    begin_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    nodelist: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    exclude: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     # a copy started by defragmentation (make-before-break) names the replica it replaces
     replaces: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
 

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpupool.model import Job, SpecError, parse_request
-from gpupool.model.batch import check_directory, check_output_path, expand_output
+from gpupool.model.batch import check_directory, check_output_path, check_pattern, expand_output
 from gpupool.model.job import job_shape
 from gpupool.model.workload import check_workload
 from gpupool.scheduler.cycle import MIG_PERCENT
@@ -49,6 +49,7 @@ from gpupool.server.submission import (
     add_array_tasks,
     array_spec,
     check_dependencies,
+    check_node_names,
     checkpoint_of,
     held_command,
 )
@@ -171,7 +172,7 @@ async def submit(
     check_workload(body.command, body.env, body.image)  # SpecError: 422 naming the field
     for field in ("output", "error"):
         if getattr(body, field) is not None:  # the pattern, and what the job's name makes of it
-            check_output_path(getattr(body, field), field)
+            check_pattern(check_output_path(getattr(body, field), field), field)
             named = expand_output(getattr(body, field), 1, None, None, body.name, who.user, "n")
             check_output_path(named, field)
     for field in ("chdir", "submit_dir"):
@@ -185,10 +186,11 @@ async def submit(
     never = ctx.capacity.never_for(asked)
     if never is not None:
         raise ApiError(422, f"request: {never}", "request")
+    check_node_names(body, ctx.capacity.node_names())
     array = array_spec(body.array)
     tasks = len(array.indices) if array else 1
     if body.dependency:
-        deps = sorted({d.job for d in body.dependency})
+        deps = sorted({d.job for d in body.dependency if d.job is not None})
         await run_in_threadpool(check_dependencies, ctx.db, who, tenant, deps)
     command = held_command(body)
     checkpoint = checkpoint_of(body, ctx.settings)
@@ -199,6 +201,7 @@ async def submit(
         ),
         "command": command,
         "checkpoint": checkpoint,
+        "nodelist": list(dict.fromkeys(body.nodelist)) if body.nodelist else None,
         "held": body.hold,
         "array_job": None,
         "array_index": array.indices[0] if array else None,
