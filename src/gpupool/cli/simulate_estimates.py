@@ -33,11 +33,11 @@ def register(app: typer.Typer) -> None:
     def estimates_command(
         nodes: Path = typer.Option(None, help=f"Node list CSV (openb format) {DEFAULT_TRACE}"),
         pods: Path = typer.Option(None, help=f"Pod list CSV with times {DEFAULT_TRACE}"),
-        seeds: str = typer.Option("1,2,3", help="Node samples to replay on (held out: 1,2,3)."),
+        seeds: str = typer.Option("1", help="Node samples to replay on (at 1%: one cluster)."),
         node_fraction: float = typer.Option(0.01, min=0.001, max=1.0, help="Share of nodes."),
         time_scale: float = typer.Option(4.0, min=0.01, max=1000, help="Arrivals x this."),
         from_day: float = typer.Option(132.0, min=0, help="Score pods created from this day."),
-        until_day: float = typer.Option(150.0, min=0, help="... and before this day."),
+        until_day: float = typer.Option(147.0, min=0, help="... and before this day."),
         every: int = typer.Option(1, min=1, max=1000, help="Estimate every n-th pod only."),
         quantile: float = typer.Option(0.25, min=0.01, max=0.99, help="Run-time quantile."),
         by_limit: bool = typer.Option(True, help="Similar jobs with the same limit first."),
