@@ -23,7 +23,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("exclude")
-        batch.drop_column("nodelist")
-        batch.drop_column("begin_at")
+    # not a batch: on SQLite it rebuilds "jobs", and dropping the old table deleted every
+    # allocation with it (their foreign key cascades). SQLite 3.35+ drops a column in place.
+    for column in ("exclude", "nodelist", "begin_at"):
+        op.drop_column("jobs", column)
