@@ -8,9 +8,10 @@ import time
 import typer
 from rich.console import Console
 
-from gpupool.cli.client import JSON_OPT, all_items, client_command
+from gpupool.cli.client import JSON_OPT, client_command
 from gpupool.cli.output import SafeTable, emit, local, pick_columns, zone_now, zoned
 from gpupool.client import ApiClient
+from gpupool.client.paging import all_items
 from gpupool.model import SpecError
 from gpupool.model.units import parse_point_in_time
 

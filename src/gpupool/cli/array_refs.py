@@ -5,8 +5,8 @@ a whole array in one transaction (``POST /jobs/{id}/cancel``), one task of it wi
 import re
 from typing import Any
 
-from gpupool.cli.client import all_items
 from gpupool.client import ApiClient
+from gpupool.client.paging import all_items
 from gpupool.model import SpecError
 
 Ref = tuple[int, int | None]  # a job or array id, and a task index (ARRAY_TASK) or None

@@ -13,6 +13,7 @@ import typer
 from gpupool.cli.errors import print_error
 from gpupool.cli.output import FORMAT_HELP, emit, pick_columns, plain, users_zone
 from gpupool.client import ApiClient, ClientError, save_credentials
+from gpupool.client.paging import all_items
 from gpupool.client.profiles import ProfileError
 from gpupool.model import SpecError, canonical_model
 
@@ -97,16 +98,6 @@ def login(
             f"profile {profile} is now current (it was {was}: gpupool profile use {was} goes "
             f"back, gpupool --profile {was} ... for one command)"
         )
-
-
-def all_items(api: ApiClient, path: str, **params: Any) -> list[dict[str, Any]]:
-    """Every item of a paged list (pages of 1,000)."""
-    items: list[dict[str, Any]] = []
-    while True:
-        page = api.get(path, limit=1000, offset=len(items), **params)
-        items += page["items"]
-        if not page["items"] or len(items) >= page["total"]:
-            return items
 
 
 NODE_COLUMNS = ("node", "pool", "state", "cards", "use", "free", "cpu", "mem", "util", "fb",

@@ -12,9 +12,9 @@ from typing import Any
 import typer
 
 from gpupool.agent.job_output import NOT_WRITTEN
-from gpupool.cli.client import all_items
 from gpupool.cli.output import users_zone
 from gpupool.client import ApiClient, ClientError
+from gpupool.client.paging import all_items
 from gpupool.model import SpecError
 from gpupool.model.batch import check_output_path, deliverable, expand_output
 

@@ -19,7 +19,7 @@ from gpupool.cli.array_refs import (
     named,
     task_refs,
 )
-from gpupool.cli.client import JSON_OPT, _ago, all_items, client_command, whoami
+from gpupool.cli.client import JSON_OPT, _ago, client_command, whoami
 from gpupool.cli.follow import (
     NODE_ONLY,
     exit_status,
@@ -40,6 +40,7 @@ from gpupool.cli.output import (
     visible,
 )
 from gpupool.client import ApiClient
+from gpupool.client.paging import all_items
 from gpupool.model import SpecError, parse_request
 from gpupool.model.batch import Script, parse_array, parse_dependency, parse_time
 from gpupool.model.checkpoint import signal_name

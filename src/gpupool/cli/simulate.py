@@ -10,7 +10,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from gpupool.cli import simulate_advisory, simulate_autoscale, simulate_topology
+from gpupool.cli import (
+    simulate_advisory,
+    simulate_autoscale,
+    simulate_estimates,
+    simulate_fairness,
+    simulate_topology,
+)
 from gpupool.cli.errors import err_console, friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, trace_files, trace_paths
 from gpupool.model import SpecError
@@ -21,6 +27,8 @@ app = typer.Typer(help="Replay cluster traces through the same engine the server
 simulate_autoscale.register(app)
 simulate_topology.register(app)
 simulate_advisory.register(app)
+simulate_estimates.register(app)
+simulate_fairness.register(app)
 
 
 @app.command("fgd")

@@ -8,9 +8,9 @@ from typing import Any
 from gpupool.cli import slurm_format as fmt
 from gpupool.cli import slurm_jobs as sj
 from gpupool.cli.array_refs import Ref, task_refs
-from gpupool.cli.client import all_items
 from gpupool.cli.output import visible
 from gpupool.client import ApiClient, ClientError
+from gpupool.client.paging import all_items
 from gpupool.model import SpecError
 from gpupool.scheduler.reasons import Wait
 

@@ -24,6 +24,7 @@ from gpupool.scheduler.actions.park import ParkAsk, park_and_wake
 from gpupool.scheduler.actions.preempt import preempt
 from gpupool.scheduler.actions.reclaim import reclaim
 from gpupool.scheduler.actions.reserve import move_replicas, reserve
+from gpupool.scheduler.fairshare import UsageHistory
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins
 from gpupool.scheduler.reasons import Reason, Wait
@@ -65,12 +66,15 @@ def run_cycle(
     placer: Placer | None = None,
     plugins: Plugins | None = None,
     parks: Sequence[ParkAsk] = (),
+    history: UsageHistory | None = None,
 ) -> CycleResult:
     """Decide one cycle. ``tenants`` must carry no usage yet: running jobs are charged here.
-    ``plugins``: policy hooks other than gpupool's defaults (``scheduler/plugins.py``)."""
+    ``plugins``: policy hooks other than gpupool's defaults (``scheduler/plugins.py``).
+    ``history``: the tenants' decayed usage (fair share over time, ``scheduler/fairshare.py``);
+    None: borrowers take turns by their present dominant share alone, as before it."""
     config = config or CycleConfig()
     placer = placer or Placer(config.policy)
-    cy = Session(state, running, tenants, reservations, now, config, placer, plugins)
+    cy = Session(state, running, tenants, reservations, now, config, placer, plugins, history)
     park_and_wake(cy, parks)  # a service's replicas first: a wake is seconds from serving
     homeless = move_replicas(cy)  # copies off a reservation that began, before any binding
     queue = enqueue(cy, pending)

@@ -4,7 +4,7 @@ where a job goes (the placer's policy: node order). ``default_plugins`` is gpupo
 behaviour; a new policy is one file that builds ``Plugins`` with its function in place of the
 default one (``dataclasses.replace(default_plugins(...), preemptable=mine)``)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +32,18 @@ class Plugins:
     place: Place
 
 
-def default_plugins(queue: QueuePolicy, tree: TenantTree, placer: Placer) -> Plugins:
+def default_plugins(
+    queue: QueuePolicy,
+    tree: TenantTree,
+    placer: Placer,
+    factors: Mapping[str, float] | None = None,
+) -> Plugins:
+    """``factors``: each tenant's fair-share factor, when the cycle has a usage history (the
+    queue orders jobs within a class by it)."""
+
+    def job_order(jobs: list[Job], now: float) -> list[Job]:
+        return queue.order(jobs, now, factors)
+
     def quota(tenant: str, usage: Usage, allow_borrow: bool = True) -> tuple[bool, bool, str]:
         return tree.check(tenant, usage, allow_borrow=allow_borrow)
 
@@ -62,4 +73,4 @@ def default_plugins(queue: QueuePolicy, tree: TenantTree, placer: Placer) -> Plu
     ) -> PlacementResult:
         return placer.place(state, job, mask, reason, explain=explain, upcoming=upcoming)
 
-    return Plugins(queue.order, quota, preemptable, place)
+    return Plugins(job_order if factors else queue.order, quota, preemptable, place)

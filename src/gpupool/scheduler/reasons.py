@@ -19,6 +19,8 @@ class Wait(StrEnum):
     GATED = "gated"  # a dependency, array throttle, hold or begin time (the server's gates)
     APPROVAL = "approval"  # advisory mode: its decision waits for an operator's approval
     WAKING = "waking"  # a parked replica whose card cannot be taken back yet (says why)
+    PROTECTED = "protected"  # the only jobs that would make room are within their minimum run
+    # time (until when is said; scheduler/min_runtime.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +43,12 @@ class Cause(StrEnum):
     RECLAIM = "reclaim"  # its tenant borrowed what the owner now wants back
     DEFRAGMENT = "defragment"  # moved so that a waiting job gets room (it restarts elsewhere)
     RESERVATION = "reservation"  # on a reservation's nodes when its window began, not its owner's
+
+
+class Protection(StrEnum):
+    """Where a stopped job stood against its minimum run time (``scheduler/min_runtime.py``)."""
+
+    NONE = "none"  # it has none, or ran past it
+    # within it: nothing else freed the cards for a claim within its guarantee that had
+    # waited past the bound
+    WAIVED = "waived"

@@ -9,11 +9,13 @@ from typing import Literal
 import numpy as np
 
 from gpupool.model import Job, ResourceRequest
+from gpupool.scheduler.fairshare import FairShare, UsageHistory, present_borrowing
 from gpupool.scheduler.memo import RefusedAsks
+from gpupool.scheduler.min_runtime import MinRuntime, minutes
 from gpupool.scheduler.placer import Placer
 from gpupool.scheduler.plugins import Plugins, default_plugins
 from gpupool.scheduler.priorities import QueuePolicy
-from gpupool.scheduler.reasons import Cause, Reason, Wait
+from gpupool.scheduler.reasons import Cause, Protection, Reason, Wait
 from gpupool.scheduler.reservations import Fence, Reservation, fence, held_on, iso, owned
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
@@ -51,8 +53,11 @@ class Preemption:
     action: str  # suspend (requeue, keeps its place) or kill
     cause: Cause = Cause.PREEMPT
     reservation: str = ""  # cause reservation: the reservation whose window began
+    # within its minimum run time, taken for a guarantee that waited past the bound
+    protection: Protection = Protection.NONE
 
 
+VictimlessKey = tuple[str, str, ResourceRequest, int, int, bool]
 VictimOrder = Literal["work", "age"]
 VICTIM_ORDERS: tuple[VictimOrder, ...] = ("work", "age")
 
@@ -87,6 +92,8 @@ class CycleConfig:
     # a reservation that begins copies online work off its nodes first (make-before-break);
     # False: it stops it like the rest (Kubernetes mode: a pod is not copied, it is evicted)
     copy_for_reservations: bool = True
+    # minimum run times before a job may be stopped for another (none by default)
+    min_runtime: MinRuntime = field(default_factory=MinRuntime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +168,7 @@ class Session:
         config: CycleConfig,
         placer: Placer,
         plugins: Plugins | None = None,
+        history: UsageHistory | None = None,
     ):
         self.state = state
         self.tree = tenants
@@ -169,7 +177,6 @@ class Session:
         self.config = config
         self.placer = placer
         self.q = config.queue
-        self.plugins = plugins or default_plugins(config.queue, tenants, placer)
         self.models = state.device_model
         self._usage = state.usage_cache
         self._estimates: dict[tuple[ResourceRequest, int], Usage] = {}  # (request, gang size)
@@ -180,12 +187,20 @@ class Session:
             if r.job.id not in state.placements:
                 state.apply(r.placement)
             self.tree.charge(r.job.tenant, self.usage(r.placement))
+        # fair share over time, when the cycle is given the past (scheduler/fairshare.py)
+        self.fairshare = (
+            None if history is None else FairShare(tenants, history, present_borrowing(tenants))
+        )
+        factors = None if self.fairshare is None else self.fairshare.factors()
+        self.plugins = plugins or default_plugins(config.queue, tenants, placer, factors)
+        self.min_runtime = config.min_runtime
         self.result = CycleResult()
         self.failed = RefusedAsks(state)  # (request, gang) -> reason
         self.searches_left = config.max_victim_searches
-        # victim searches that failed, by (action, tenant, request, gang size, priority)
-        # (the releases count then, and what the job's reason adds: "" for nothing)
-        self.victimless: dict[tuple[str, str, ResourceRequest, int, int], tuple[int, str]] = {}
+        # victim searches that failed, by (action, tenant, request, gang size, priority,
+        # past the minimum run time's bound) (the releases count then, and what the job's
+        # reason adds: "" for nothing)
+        self.victimless: dict[VictimlessKey, tuple[int, str]] = {}
         self._allowed: dict[frozenset[str], np.ndarray] = {}  # jobs' own node sets as masks
         # hold_room's answers, with the nodes' versions they were computed at
         self._rooms: dict[str, tuple[tuple[str, tuple[int, ...]], dict[str, int]]] = {}
@@ -356,10 +371,35 @@ class Session:
         )
 
     def evict(self, victim: RunningJob, by: Job, reason: str, cause: Cause) -> None:
-        self.stop(victim, by.id, reason, cause)
+        protection = Protection.NONE
+        if self.protected(victim):
+            protection = Protection.WAIVED
+            reason += (
+                f" (within its minimum run time of {minutes(self.min_runtime_of(victim))}, "
+                f"until {iso(self.protected_until(victim))}: nothing else frees the cards "
+                f"for job {by.id}, which waited past the "
+                f"{minutes(self.min_runtime.bound_s)} bound for a guarantee)"
+            )
+        self.stop(victim, by.id, reason, cause, protection=protection)
+
+    def min_runtime_of(self, r: RunningJob) -> float:
+        return self.min_runtime.of(r.job, self.tree.chain.get(r.job.tenant, ()))
+
+    def protected_until(self, r: RunningJob) -> float:
+        return r.start_time + self.min_runtime_of(r)
+
+    def protected(self, r: RunningJob) -> bool:
+        """Whether ``r`` is within its minimum run time now (``scheduler/min_runtime.py``)."""
+        return self.min_runtime.active and self.now < self.protected_until(r)
 
     def stop(
-        self, victim: RunningJob, by: str, reason: str, cause: Cause, reservation: str = ""
+        self,
+        victim: RunningJob,
+        by: str,
+        reason: str,
+        cause: Cause,
+        reservation: str = "",
+        protection: Protection = Protection.NONE,
     ) -> None:
         """Stop ``victim`` for ``by`` (a job's id, or what else stops it: a reservation)."""
         self.state.release(victim.job.id)
@@ -367,5 +407,5 @@ class Session:
         del self.running[victim.job.id]
         grace, action = self.config.grace_s, victim.job.on_preempt
         self.result.preemptions.append(
-            Preemption(victim.job.id, by, reason, grace, action, cause, reservation)
+            Preemption(victim.job.id, by, reason, grace, action, cause, reservation, protection)
         )

@@ -105,7 +105,16 @@ def defragment(cy: Session, blocked: list[Job]) -> None:
                 # beyond a guarantee: never at the cost of another team's guaranteed work
                 and (guaranteed or r.borrowed or r.job.tenant == job.tenant)
             ]
-            plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=min(budget, MAX_MOVES))
+            # jobs within their minimum run time move only for a guarantee that waited past
+            # the bound, and only when no plan without them frees the room (min_runtime.py)
+            free = [m for m in live if not cy.protected(cy.running[m.job.id])]
+            moves = min(budget, MAX_MOVES)
+            plan = plan_defrag(cy.state, job, free, place, cy.now, max_moves=moves)
+            waived = guaranteed and cy.min_runtime.waived(job, cy.now)
+            if plan is None and len(free) < len(live) and waived:
+                plan = plan_defrag(cy.state, job, live, place, cy.now, max_moves=moves)
+            else:
+                live = free
             if plan is None:
                 why = "no defragmentation move frees room for it"
                 if budget < MAX_MOVES:  # would more moves than are left serve it?

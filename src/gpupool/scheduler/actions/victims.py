@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 from gpupool.model import Job
 from gpupool.model.checkpoint import work_lost_s
-from gpupool.scheduler.reasons import Cause
+from gpupool.scheduler.min_runtime import minutes
+from gpupool.scheduler.reasons import Cause, Reason, Wait
+from gpupool.scheduler.reservations import iso
 from gpupool.scheduler.session import RunningJob, Session, estimate_usage
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.tenants import fmt_amount, resource_label
@@ -62,7 +64,8 @@ def _take(
     candidates" and "over the guarantee" hold for the same ask until something is freed."""
     if cy.searches_left <= 0:
         return False
-    key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job))
+    waived = cy.min_runtime.active and cy.min_runtime.waived(job, cy.now)
+    key = (action, job.tenant, job.request, job.gang_size, cy.q.base_priority(job), waived)
     memo = cy.victimless.get(key)
     if memo is not None and memo[0] == cy.state.releases:
         _say(cy, job, memo[1])  # the same ask found no victims and nothing was freed since
@@ -78,7 +81,17 @@ def _take(
         _say(cy, job, why)
         return False
     cy.searches_left -= 1
-    chosen = choose_victims(cy, job, candidates, within_guarantee=True)
+    free = [r for r in candidates if not cy.protected(r)]
+    chosen = choose_victims(cy, job, free, within_guarantee=True) if free else None
+    if chosen is None and len(free) < len(candidates) and cy.searches_left > 0:
+        # jobs within their minimum run time would make room: only for a guarantee that
+        # waited past the bound (scheduler/min_runtime.py); else the job is told until when
+        cy.searches_left -= 1
+        wider = choose_victims(cy, job, candidates, within_guarantee=True)
+        if wider is not None and not waived:
+            _wait_for_protected(cy, job, [r for r in candidates if cy.protected(r)], action)
+            return False
+        chosen = wider
     if chosen is None:
         cy.victimless[key] = (cy.state.releases, "")
         return False
@@ -92,6 +105,20 @@ def _take(
         cy.evict(v, job, why, Cause.PREEMPT if action == "preempt" else Cause.RECLAIM)
     cy.bind(job, placement, False, action, tuple(v.job.id for v in victims))
     return True
+
+
+def _wait_for_protected(cy: Session, job: Job, protected: list[RunningJob], action: str) -> None:
+    """``job`` waits: only jobs within their minimum run time would make room (not
+    remembered: the protections end and the job's wait grows)."""
+    ends = min(cy.protected_until(r) for r in protected)
+    bound = cy.min_runtime.bound_s
+    verb = "reclaim" if action == "reclaim" else "preempt"
+    cy.result.pending[job.id] = Reason(
+        Wait.PROTECTED,
+        f"{verb}: the jobs that would make room are within their minimum run time (the first "
+        f"of them until {iso(ends)}); a job within its guarantee takes them once it has "
+        f"waited {minutes(bound)} (from {iso(job.submit_time + bound)})",
+    )
 
 
 def _say(cy: Session, job: Job, why: str) -> None:
@@ -132,9 +159,9 @@ def choose_victims(
 
     per_card = cy.config.victim_order == "age"
 
-    def cost(r: RunningJob) -> tuple[int, float, float, str]:
-        lost = lost_if_stopped(r, cy.now, per_card)
-        return cy.q.base_priority(r.job), lost, -r.start_time, r.job.id
+    def cost(r: RunningJob) -> tuple[bool, int, float, float, str]:
+        lost = lost_if_stopped(r, cy.now, per_card)  # protected jobs last (min_runtime.py)
+        return cy.protected(r), cy.q.base_priority(r.job), lost, -r.start_time, r.job.id
 
     order = sorted(candidates, key=cost)
     trial = cy.state.clone()
@@ -152,7 +179,11 @@ def choose_victims(
             break
     if placement is None:
         return None
-    for victim in sorted(chosen[:-1], key=lambda r: (-cy.q.base_priority(r.job), r.start_time)):
+
+    def keep_first(r: RunningJob) -> tuple[bool, int, float]:  # protected ones put back first
+        return not cy.protected(r), -cy.q.base_priority(r.job), r.start_time
+
+    for victim in sorted(chosen[:-1], key=keep_first):
         trial.apply(victim.placement)
         if victim.job.tenant == job.tenant:
             usage = cy.usage(victim.placement)
