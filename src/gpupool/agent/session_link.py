@@ -33,7 +33,7 @@ from gpupool.agent.terminals import Terminal, TerminalError, Where, spawn
 from gpupool.model.relay import (
     CHUNK,
     MAX_COLS,
-    MAX_CONTROL,
+    MAX_MESSAGE,
     MAX_ROWS,
     MAX_STREAMS,
     MAX_TERMINALS,
@@ -90,6 +90,11 @@ class SessionLink:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        # the pump closes the pipe when it ends while the link thread may still post: a
+        # write after the close would land on whatever the kernel gave that number next
+        # (another session's pipe, a socket, a database file)
+        self._wake_lock = threading.Lock()
+        self._wake_closed = False
         self._stop = threading.Event()  # both threads end
         self.terminals: dict[int, Terminal] = {}
         self.streams: dict[int, Stream] = {}
@@ -124,8 +129,9 @@ class SessionLink:
 
     def _post(self, kind: str, value: Any = None) -> None:
         self._inbox.append((kind, value))
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+        with self._wake_lock, contextlib.suppress(BlockingIOError, OSError):
+            if not self._wake_closed:
+                os.write(self._wake_w, b"x")
 
     # -- the link thread ------------------------------------------------------------------
     def _link(self) -> None:
@@ -139,7 +145,7 @@ class SessionLink:
                     additional_headers={"Authorization": f"Bearer {self._token}"},
                     ssl=self._tls if url.startswith("wss:") else None,
                     open_timeout=10, close_timeout=2, ping_interval=20, ping_timeout=20,
-                    max_size=MAX_CONTROL + CHUNK, compression=None, logger=WIRE_LOG,
+                    max_size=MAX_MESSAGE, compression=None, logger=WIRE_LOG,
                 ) as ws:  # fmt: skip
                     failures = 0
                     self.ws = ws
@@ -201,9 +207,11 @@ class SessionLink:
             ws = self.ws
             if ws is not None:
                 ws.close()
-            for fd in (self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            with self._wake_lock:
+                self._wake_closed = True
+                for fd in (self._wake_r, self._wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def _poll_once(self) -> None:
         poller = select.poll()

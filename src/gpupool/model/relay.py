@@ -28,6 +28,7 @@ RING = 64 * 1024  # what a terminal keeps of its output for the next attach
 MAX_COMMAND = 256  # arguments of a command run in a session
 MAX_ARG = 4096  # characters of one argument
 MAX_CONTROL = 64 * 1024  # characters of one control frame
+MAX_MESSAGE = MAX_CONTROL + CHUNK + 16  # one message on the node's link, either way
 SIGNALS = ("INT", "TERM", "HUP", "QUIT", "KILL")
 TERM_NAME = re.compile(r"[A-Za-z0-9._+-]{1,64}")  # $TERM: xterm-256color, screen.linux
 MAX_COLS = MAX_ROWS = 10_000

@@ -24,7 +24,7 @@ from gpupool.server.group_commit import GroupCommit
 from gpupool.server.heartbeats import BeatBatcher
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
-from gpupool.server.ratelimit import FailedAuthLimiter
+from gpupool.server.ratelimit import FailedAuthLimiter, Pace
 from gpupool.server.session import SESSION_COOKIE, check_csrf
 from gpupool.server.settings import Settings
 from gpupool.server.tunnels import TunnelHub
@@ -47,6 +47,9 @@ class ServerContext:
     # a bad token seen recently -> why it is refused (the 401's words)
     bad_tokens: TtlCache[str, str] = field(default_factory=lambda: TtlCache(2.0))
     auth_failures: FailedAuthLimiter = field(init=False)
+    # terminals a user may open: each start costs its node ~0.1 s of CPU before the
+    # terminal's process joins the job's cgroup
+    terminal_opens: Pace = field(default_factory=lambda: Pace(rate=2.0, burst=20))
     capacity: PoolCapacity = field(default_factory=PoolCapacity)  # jobs that can never run
     # the dashboard's month-to-date cost per set of visible tenants (invoices are not free),
     # kept as long as the overview waits between refreshes (it lagged the billing page by a

@@ -41,3 +41,24 @@ class FailedAuthLimiter:
             self._failures[address] = times  # most recent last
             while len(self._failures) > self.max_addresses:
                 self._failures.popitem(last=False)
+
+
+class Pace:
+    """A token bucket per key: ``rate`` a second, at most ``burst`` at once; kept in memory
+    per API process for the ``max_keys`` keys seen last."""
+
+    def __init__(self, rate: float, burst: float, max_keys: int = 10_000):
+        self.rate, self.burst, self.max_keys = rate, burst, max_keys
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+        self._lock = threading.Lock()
+
+    def take(self, key: str, now: float) -> float | None:
+        """None when ``key`` may go now (one token taken), else the seconds until it may."""
+        with self._lock:
+            tokens, at = self._buckets.pop(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            wait = None if tokens >= 1 else (1 - tokens) / self.rate
+            self._buckets[key] = (tokens - 1 if wait is None else tokens, now)
+            while len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
+            return wait

@@ -579,6 +579,7 @@ class AuditOut(BaseModel):
     target: str
     result: int
     client: str
+    detail: str = ""  # what the action did beyond its route (an admin's terminal: whose)
 
 
 class QueueEntry(BaseModel):

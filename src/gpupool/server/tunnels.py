@@ -26,12 +26,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from gpupool.model.relay import CHUNK, MAX_CONTROL, MAX_STREAMS, WINDOW, data_frame, read_data
+from gpupool.model.relay import MAX_MESSAGE, MAX_STREAMS, WINDOW, data_frame, read_data
 
 log = logging.getLogger(__name__)
 LINK = struct.Struct(">cI")  # kind, length
 TEXT, BINARY = b"T", b"B"
-MAX_MESSAGE = MAX_CONTROL + CHUNK + 16
 # a stream's end when the node's link drops: the terminal runs on there, and the person's
 # client attaches again once the agent has dialled back ("retry")
 DROPPED = b'{"t":"closed","retry":true,"detail":"the link to the session\'s node dropped"}'

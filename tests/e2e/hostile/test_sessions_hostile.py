@@ -15,6 +15,7 @@ standing attack suite"), with a real server on a socket, a real agent and real p
 """
 
 import json
+import time
 
 import pytest
 from sqlalchemy import select
@@ -94,6 +95,9 @@ def test_only_the_sessions_tenant_and_admins_open_its_terminal(pool):
     assert ("root", "admin") in {o[:2] for o in opened}, opened
     mine = [o for o in opened if o[0] == "root"]
     assert "tenant alpha" in mine[0][2] and mine[0][3].startswith("admin root"), mine
+    # and the API an admin reads it through says so (its detail was stored, not served)
+    log = ok(srv.admin().get("/api/v1/audit", params={"action": "/terminal"}))["items"]
+    assert any(e["actor"] == "root" and e["detail"].startswith("admin root") for e in log), log
     _still_serves(srv, srv.token("ann", "member", "alpha"), job["id"])
 
 
@@ -200,3 +204,45 @@ def test_garbage_frames_from_a_person_or_into_the_link_harm_nothing(pool):
     assert not link.done and link.up.is_set()
     assert srv.admin().get("/api/v1/jobs").is_success
     _still_serves(srv, ann, job["id"])
+
+
+def test_floods_of_opens_and_controls_are_paced_and_an_open_too_big_for_the_link_drops_nothing(
+    pool,
+):
+    """Round 5 of the hostile review: opens cost the node a process start before the job's
+    cgroup holds it (~0.1 s of CPU each, 150 in 10 s), control frames carry no credit (a
+    resize flood slowed another tenant's open from 0.3 s to 6–8 s), and an open of non-ASCII
+    arguments grew past the link's bound once encoded and dropped the link under every
+    terminal of the session."""
+    from gpupool.server.ratelimit import Pace
+
+    srv, _ = pool
+    job = running_session(srv.admin(), "alpha")
+    ann = srv.token("ann", "member", "alpha")
+    bystander = shell(srv.url, ann, job["id"])
+    # a link too big once encoded for the node: refused to its sender, the link stays up
+    wide = ["echo", *(["é" * 4000] * 4), "é" * 361]
+    with _raw(srv, ann, job["id"]) as ws:
+        ws.send(json.dumps({"t": "open", "command": wide}, ensure_ascii=False))
+        answer = _answer(ws)
+    assert answer.get("t") == "error" and "too long once encoded" in answer["detail"], answer
+    bystander.type("echo still-$((40+2))\n")
+    bystander.read_until("still-42")
+    # control frames are paced (20 a second past a burst of 40): 100 resizes then a line,
+    # served in order, take at least 3 s to reach the shell
+    started = time.monotonic()
+    for i in range(100):
+        bystander.control(t="resize", cols=80 + i % 2, rows=24)
+    bystander.type("echo after-$((1+1))\n")
+    bystander.read_until("after-2", timeout=60)
+    assert time.monotonic() - started >= 2.9
+    bystander.type("exit 0\n")
+    assert bystander.wait_exit() == 0
+    # opens are paced per user: past the bucket a 429, another user opens at once
+    srv.ctx.terminal_opens = Pace(rate=0.01, burst=3)
+    for _ in range(3):
+        with _raw(srv, ann, job["id"]) as ws:
+            ws.send(json.dumps({"t": "open", "command": ["true"]}))
+            assert json.loads(ws.recv(timeout=10))["t"] == "opened"
+    assert _refused(srv, ann, job["id"]) == 429
+    _still_serves(srv, srv.token("amy", "member", "alpha"), job["id"])

@@ -36,7 +36,7 @@ def may_open(who: Principal, tenant: str) -> bool:
 
 
 def refused(job_id: int) -> ApiError:
-    return forbidden(f"forbidden: job {job_id} is not a running session of your tenant")
+    return forbidden(f"job {job_id} is not a running session of your tenant")
 
 
 def target(s: Session, who: Principal, job_id: int, kind: str | None = None) -> Target:

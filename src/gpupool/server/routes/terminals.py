@@ -33,6 +33,7 @@ from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, AuditRow,
 from gpupool.server.deps import ServerContext, principal_of
 from gpupool.server.errors import ApiError
 from gpupool.server.interactive.access import Target, audit_detail, target
+from gpupool.server.ratelimit import Pace
 from gpupool.server.tunnels import BINARY, DROPPED, RelayClosed, RelayConn
 
 router = APIRouter(prefix="/api/v1", tags=["sessions"])
@@ -102,6 +103,10 @@ async def terminal(ws: WebSocket, job_id: int) -> None:
     except ApiError as exc:
         await deny(ws, exc.status, exc.detail)
         return
+    wait = ctx.terminal_opens.take(who.user, time.monotonic())
+    if wait is not None:  # each open starts a process on the node before its cgroup holds it
+        await deny(ws, 429, f"{who.user} opens terminals too fast; retry in {wait:.0f} s")
+        return
     conn = await ctx.tunnels.connect(t.alloc_id, TUNNEL_WAIT_S)
     if conn is None:
         await deny(ws, 503, f"job {job_id}'s node has not linked the session yet (its agent "
@@ -136,7 +141,14 @@ async def _open(ws: WebSocket, conn: RelayConn) -> None:
     if not isinstance(frame, dict) or frame.get("t") != "open":
         raise FrameError('the first message must be {"t": "open", ...}')
     req = open_request({**frame, "kind": "terminal"})
+    # as the node gets it: characters beyond ASCII grow sixfold as \uXXXX, and a message
+    # over the link's bound would drop the session's link for every terminal on it
+    if len(json.dumps({"t": "open", **req, "s": 2**31}, separators=(",", ":"))) > MAX_CONTROL:
+        raise FrameError("the open message is too long once encoded for the node")
     await conn.control(t="open", **req)
+
+
+CONTROLS_PER_S, CONTROLS_BURST = 20.0, 40.0  # a person resizes and interrupts far less
 
 
 class Relay:
@@ -147,6 +159,9 @@ class Relay:
         self.credit = WINDOW
         self.room = asyncio.Event()
         self.room.set()
+        # resize, signal and eof carry no credit: paced, so a flood of them waits on its own
+        # socket instead of taking the server's and the node's time from other tenants
+        self.controls = Pace(CONTROLS_PER_S, CONTROLS_BURST)
 
     async def run(self) -> None:
         """Until either side ends; a garbled frame from the person is answered with an
@@ -195,6 +210,9 @@ class Relay:
                 raise FrameError("a control message is too long")
             frame = json.loads(text)
             kind = frame.get("t") if isinstance(frame, dict) else None
+            if kind in ("resize", "signal", "eof"):
+                while (wait := self.controls.take("", time.monotonic())) is not None:
+                    await asyncio.sleep(wait)
             if kind == "resize":
                 cols, rows = (
                     bounded(frame.get("cols"), "cols", 10_000),
