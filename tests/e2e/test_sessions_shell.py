@@ -66,6 +66,22 @@ def test_a_terminal_runs_in_the_slice_with_its_size_ctrl_c_and_exit_code(pool):
     assert term.wait_exit() == 7
 
 
+def test_a_terminal_is_told_why_it_ends_at_its_time_limit_and_on_a_cancel(pool):
+    """The hostile review saw a terminal end at its job's time limit with exit 137 and no
+    word why: the agent told the session's link a round after the stop, when the job's
+    processes (its terminals too) were gone already."""
+    srv, _ = pool
+    member = srv.token("ann", "member", "alpha")
+    limited = running_session(srv.admin(), "alpha", max_runtime_s=4)
+    term = shell(srv.url, member, limited["id"])
+    text = term.read_until(r"this terminal ends now", timeout=30)
+    assert "max runtime 4 s exceeded" in text, text[-500:]
+    other = running_session(srv.admin(), "alpha")
+    term = shell(srv.url, member, other["id"])
+    ok(srv.admin().post(f"/api/v1/jobs/{other['id']}/cancel"))
+    term.read_until(r"this terminal ends now", timeout=30)
+
+
 def test_a_dropped_link_on_either_side_keeps_the_terminal_for_the_next_attach(pool):
     srv, agent = pool
     job = running_session(srv.admin(), "alpha")

@@ -541,6 +541,7 @@ class Agent(ChannelLink, Harvest):
         if rec.stop_sent_at is None:
             rec.stop_reason = rec.stop_reason or reason
             rec.stop_sent_at = time.time()
+            self.sessions.end(rec.alloc_id, rec.stop_reason)  # its terminals told first
             stop_signal.send_stop(rec)
             self.store.save(rec)
 

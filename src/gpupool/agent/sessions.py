@@ -57,6 +57,14 @@ class SessionKeeper:
                 link.end(f"this session's job is being stopped ({why})")
                 del self.links[alloc_id]
 
+    def end(self, alloc_id: int, why: str) -> None:
+        """The session's job is being stopped here (its time limit, a memory or disk limit):
+        its terminals are told before the stop reaches them, not a round later, when the
+        job's processes (and the terminals with them) may be gone already."""
+        link = self.links.pop(alloc_id, None)
+        if link is not None:
+            link.end(f"this session's job is being stopped ({why})")
+
     def stop_all(self) -> None:
         for link in self.links.values():
             link.end("the node's agent is stopping")
