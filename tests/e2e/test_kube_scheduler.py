@@ -205,6 +205,8 @@ def test_a_binding_lost_to_the_network_is_tried_again_within_seconds(kube, start
     kube.apply(pod_obj("once", gpus=1))
     # nothing about the pod changes after the failed call, and the next resync is 30 s off
     wait_for("bound after the retry", lambda: bound(kube, "team-a", "once"), timeout=8)
+    # the API server shows the binding before the scheduler's call returns and counts it
+    wait_for("the bind counted", lambda: s.stats["binds"] == 1, timeout=5)
     assert api.cuts == 0 and s.stats["bind_errors"] == 1 and s.stats["binds"] == 1
 
 

@@ -216,6 +216,8 @@ def test_as_root_a_terminal_is_the_tenants_user_in_its_workloads_cgroup_and_name
                           "readlink /proc/self/ns/net /proc/self/ns/mnt; touch /tmp/t; "
                           "echo devs=$CUDA_VISIBLE_DEVICES done\n")  # fmt: skip
                 text = term.read_until(r"devs=GPU\S* done")
+                # read while the workload runs: once the agent stops, its process is gone
+                spaces = {k: os.readlink(f"/proc/{first}/ns/{k}") for k in ("net", "mnt")}
                 term.type("exit\n")
                 term.wait_exit()
         finally:
@@ -223,7 +225,7 @@ def test_as_root_a_terminal_is_the_tenants_user_in_its_workloads_cgroup_and_name
                 agent.launcher.networks.remove_all()
     assert "user=gpt-alpha" in text, text
     assert f"alloc-{alloc}" in text, text  # its cgroup
-    for kind in ("net", "mnt"):
-        assert os.readlink(f"/proc/{first}/ns/{kind}") in text, (kind, text)
+    for kind, space in spaces.items():
+        assert space in text, (kind, text)
     assert "devs=GPU-sim-n1-" in text, text
     assert not os.path.exists("/tmp/t")  # its /tmp is the workload's, not the host's
