@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,15 +54,28 @@ class LaunchSpec:
             json.dump(asdict(self), f)
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or
-    None when there is no such live process."""
+def stat_of(pid: int | str) -> list[str] | None:
+    """``/proc/PID/stat`` from its third field (the state) on — what follows the command's
+    name, which may hold spaces and parentheses — or None when there is no such process."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):  # zombie or dead
+    return text[text.rindex(")") + 2 :].split()
+
+
+def every_stat() -> Iterator[tuple[int, list[str]]]:
+    """Every process's pid with its ``stat_of`` fields (zombies too)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := stat_of(entry.name)) is not None:
+            yield int(entry.name), fields
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or
+    None when there is no such live process."""
+    fields = stat_of(pid)
+    if fields is None or fields[0] in ("Z", "X"):  # gone, zombie or dead
         return None
     return int(fields[19])
 
@@ -72,18 +86,8 @@ def alive(pid: int, ticks: int) -> bool:
 
 def group_pids(pgid: int) -> set[int]:
     """Every process in a process group (a workload and its children)."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            out.add(int(entry.name))
-    return out
+    live = ((pid, f) for pid, f in every_stat() if f[0] not in ("Z", "X"))
+    return {pid for pid, fields in live if int(fields[2]) == pgid}
 
 
 def shim_environment() -> dict[str, str]:
@@ -122,18 +126,7 @@ def children(pid: int) -> list[int]:
         return [int(p) for p in text.split()]
     except (OSError, ValueError):
         pass
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == str(pid):
-            out.append(int(entry.name))
-    return out
+    return [p for p, fields in every_stat() if len(fields) > 1 and fields[1] == str(pid)]
 
 
 def signal_group(pgid: int, sig: int) -> None:

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpupool.agent.processes import LaunchSpec, children, shim_environment
+from gpupool.agent.processes import LaunchSpec, children, every_stat, shim_environment, stat_of
 from gpupool.model.relay import RING
 
 START_WAIT_S = 5.0  # a terminal opened as its job starts waits this long for its workload
@@ -77,11 +77,8 @@ class Where:
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2 :].split()[1])
+    fields = stat_of(pid)
+    return None if fields is None else int(fields[1])
 
 
 def _namespaces(where: Where) -> tuple[int | None, int | None]:
@@ -226,21 +223,13 @@ def session_members(sid: int, uid: int | None = None) -> list[int]:
     process group of its own, but all stay in its session), of user ``uid`` when given (a
     session whose processes all ended frees its number: a later session of that number is
     someone else's)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if fields[0] in ("Z", "X") or int(fields[3]) != sid:
-            continue
-        if uid is not None and _real_uid(entry) != uid:
-            continue
-        out.append(int(entry.name))
-    return out
+    return [
+        pid
+        for pid, fields in every_stat()
+        if fields[0] not in ("Z", "X")
+        and int(fields[3]) == sid
+        and (uid is None or _real_uid(Path(f"/proc/{pid}")) == uid)
+    ]
 
 
 def _real_uid(proc: Path) -> int | None:
