@@ -9,18 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import err_console, friendly
-from gpupool.cli.trace_args import DEFAULT_TRACE, trace_files
+from gpupool.cli.trace_args import DEFAULT_TRACE, seed_list, trace_files
 from gpupool.model import SpecError
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise SpecError(f"seeds: {text!r} is not a comma-separated list of integers") from None
-    if not seeds:
-        raise SpecError("seeds: give at least one")
-    return seeds
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -61,7 +51,7 @@ def register(app: typer.Typer) -> None:
         result = held_out(
             node_list,
             pod_list,
-            seeds=_seeds(seeds),
+            seeds=seed_list(seeds),
             node_fraction=node_fraction,
             time_scale=time_scale,
             days=(from_day, until_day),

@@ -9,18 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpupool.cli.errors import err_console, friendly
-from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, trace_files
-from gpupool.model import SpecError
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise SpecError(f"seeds: {text!r} is not a comma-separated list of integers") from None
-    if not seeds:
-        raise SpecError("seeds: give at least one")
-    return seeds
+from gpupool.cli.trace_args import DEFAULT_TRACE, require_files, seed_list, trace_files
 
 
 def _cell(value: float | None, fmt: str = "{:,.1f}") -> str:
@@ -59,7 +48,7 @@ def register(app: typer.Typer) -> None:
             pod_list, errors = load_pods(pods)
             for e in errors[:20]:
                 err_console.print(f"skipped {e}")
-        result = compare(tree, _seeds(seeds), jobs, load, pod_list, background)
+        result = compare(tree, seed_list(seeds), jobs, load, pod_list, background)
         if as_json:
             typer.echo(json.dumps(result))
             return

@@ -26,3 +26,14 @@ def trace_files(nodes: Path | None, pods: Path | None) -> tuple[Path, Path]:
     nodes, pods = trace_paths(nodes, pods)
     require_files(nodes, pods)
     return nodes, pods
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds 0,1,2``: at least one integer."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SpecError(f"seeds: {text!r} is not a comma-separated list of integers") from None
+    if not seeds:
+        raise SpecError("seeds: give at least one")
+    return seeds
