@@ -23,8 +23,9 @@ from gpupool.cli.jobs import (
     _body,
 )
 from gpupool.cli.output import users_zone, zoned
+from gpupool.cli.sessions import started
 from gpupool.cli.views import where
-from gpupool.client import ApiClient, ClientError
+from gpupool.client import ApiClient
 from gpupool.model import SpecError
 
 
@@ -61,16 +62,7 @@ def alloc(
     body["allocation"] = True
     with ApiClient.from_env() as api:
         job = api.post("/api/v1/jobs", body)
-        typer.echo(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}", err=True)
-        deadline = time.monotonic() + wait
-        while wait > 0 and job["state"] not in ("running", *ENDED):
-            if time.monotonic() > deadline:
-                raise ClientError(
-                    f"job {job['id']} still {job['state']} after {wait:g} s: {job['reason']} "
-                    f"(it stays queued; gpupool job cancel {job['id']} to give up)"
-                )
-            time.sleep(0.5)
-            job = api.get(f"/api/v1/jobs/{job['id']}")
+        job = started(api, job, wait)
     if as_json:
         typer.echo(json.dumps(job, indent=2))
         return

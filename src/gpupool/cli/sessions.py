@@ -19,13 +19,12 @@ from gpupool.model.sbatch_options import read_words
 SRUN_TIME = "1:00:00"  # an srun's allocation without --time
 
 
-def wait_running(api: ApiClient, job: dict[str, Any], wait: float) -> dict[str, Any]:
-    """Until the job runs (its session can be opened), saying so on stderr."""
+def started(api: ApiClient, job: dict[str, Any], wait: float) -> dict[str, Any]:
+    """Say the job's state on stderr; then follow it until it runs or ends, at most ``wait``
+    seconds (0: not at all) — past them an error that says it stays queued."""
     typer.echo(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}", err=True)
     deadline = time.monotonic() + wait
-    while job["state"] != "running":
-        if job["state"] in ENDED:
-            raise SpecError(f"job {job['id']} {job['state']}: {job['reason']}")
+    while wait > 0 and job["state"] not in ("running", *ENDED):
         if time.monotonic() > deadline:
             raise ClientError(
                 f"job {job['id']} still {job['state']} after {wait:g} s: {job['reason']} (it "
@@ -33,6 +32,14 @@ def wait_running(api: ApiClient, job: dict[str, Any], wait: float) -> dict[str, 
             )
         time.sleep(0.5)
         job = api.get(f"/api/v1/jobs/{job['id']}")
+    return job
+
+
+def wait_running(api: ApiClient, job: dict[str, Any], wait: float) -> dict[str, Any]:
+    """Until the job runs (its session can be opened), saying so on stderr."""
+    job = started(api, job, wait)
+    if job["state"] != "running":
+        raise SpecError(f"job {job['id']} {job['state']}: {job['reason']}")
     return job
 
 
