@@ -201,3 +201,32 @@ def test_a_service_no_node_can_run_is_refused_naming_why(server):
     ok(admin.post("/api/v1/nodes", json=node_body("n4")))
     other = ok(admin.post("/api/v1/services", json={**BODY, "name": "two", "tenant": "algo"}), 201)
     assert len(other["warnings"]) == 1
+
+
+def test_replicas_are_placed_only_on_nodes_that_can_run_them(server):
+    """A node whose agent says ``gpupool.io/replicas: no`` takes no replica: the service is
+    accepted with a warning (some nodes can), and its replicas land on the others — or wait
+    saying why — never on a node where the replica's port cannot be published."""
+    from tests.support.cluster import node_body
+
+    admin = server.admin()
+    seed_cluster(admin, nodes=0, tenants={"algo": 8})
+    ok(admin.post("/api/v1/nodes", json=node_body("n1", labels={"gpupool.io/replicas": NO_NFT})))
+    ok(admin.post("/api/v1/nodes", json=node_body("n2", cards=2)))
+    body = {**BODY, "tenant": "algo", "min_replicas": 3, "max_replicas": 3}
+    made = ok(admin.post("/api/v1/services", json=body), 201)
+    assert len(made["warnings"]) == 1, made
+    _step(server)
+    server.ctx.loop.run_once()
+    jobs = {j["id"]: j for j in _replica_jobs(admin)}
+    assert len(jobs) == 3, jobs
+    placed = [
+        ok(admin.get(f"/api/v1/jobs/{i}")) for i, j in jobs.items() if j["state"] != "pending"
+    ]
+    nodes = {g["node"] for job in placed for g in job["allocation"]["nodes"]}
+    assert len(placed) == 2 and nodes == {"n2"}, (placed, nodes)
+    waiting = [j for j in jobs.values() if j["state"] == "pending"]
+    assert len(waiting) == 1, jobs
+    assert (
+        "cannot run service replicas" in ok(admin.get(f"/api/v1/jobs/{waiting[0]['id']}"))["reason"]
+    ), waiting

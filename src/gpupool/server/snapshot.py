@@ -41,6 +41,7 @@ from gpupool.server.db.tables import (
 from gpupool.server.kube_mirror import KUBERNETES_ACTION
 from gpupool.server.rentals import active_plans
 from gpupool.server.replacements import replacing
+from gpupool.server.services.replica_nodes import CANNOT_RUN_REPLICAS, cannot_run_replicas
 
 
 @lru_cache(maxsize=4096)
@@ -130,6 +131,8 @@ class SnapshotBuilder:
         self.copies: dict[int, int] = {}  # allocation id -> its job, a replica's copy
         self.generations: dict[int, int] = {}  # allocation id -> the generation read
         self.closed: set[str] = set()  # nodes that take no new work
+        self.names: frozenset[str] = frozenset()  # every agent node
+        self.no_replicas: frozenset[str] = frozenset()  # agent nodes that say replicas "no"
         self._node_cache: dict[str, tuple[tuple, Node]] = {}  # name -> (its rows, its Node)
 
     def _nodes(self, session: Session) -> list[Node]:
@@ -144,6 +147,7 @@ class SnapshotBuilder:
         held: dict[str, tuple[int, int]] | None = None  # read only if a node is closed
         nodes: list[Node] = []
         self.closed = set()
+        no_replicas: set[str] = set()
         cache, self._node_cache = self._node_cache, {}
         agents = select(*_NODE_COLUMNS).where(NodeRow.source == "agent").order_by(NodeRow.name)
         for row in conn.execute(agents):  # Kubernetes nodes: its own scheduler's
@@ -159,8 +163,39 @@ class SnapshotBuilder:
                 why = AGENT_BEHIND if behind and row.state == "ready" else "closed"
                 node = _closed(node, held.get(row.name, (0, 0)), why)
                 self.closed.add(row.name)
+            if cannot_run_replicas(row.labels):
+                no_replicas.add(row.name)
             nodes.append(node)
+        self.names = frozenset(n.name for n in nodes)
+        self.no_replicas = frozenset(no_replicas)
         return nodes
+
+    def _replica_nodes(self, conn: Connection, pending: list[Job]) -> list[Job]:
+        """Pending service replicas kept to the nodes whose agents can run one (the others
+        say ``gpupool.io/replicas: no``: a root agent without nft cannot publish the port)."""
+        if not self.no_replicas or not pending:
+            return pending
+        replicas = {
+            str(job_id)
+            for (job_id,) in conn.execute(
+                select(ServiceReplicaRow.job_id)
+                .join(JobRow, JobRow.id == ServiceReplicaRow.job_id)
+                .where(JobRow.state == "pending")
+            )
+        }
+        if not replicas:
+            return pending
+        allowed = self.names - self.no_replicas
+        return [
+            replace(
+                job,
+                nodes=allowed if job.nodes is None else job.nodes & allowed,
+                nodes_why=CANNOT_RUN_REPLICAS,
+            )
+            if job.id in replicas
+            else job
+            for job in pending
+        ]
 
     def build(self, session: Session, closed: Mapping[str, str] | None = None) -> CycleInputs:
         version = session.execute(select(Meta.nodes_version).where(Meta.id == 1)).scalar_one()
@@ -249,6 +284,7 @@ class SnapshotBuilder:
             except SpecError as exc:
                 invalid[str(row.id)] = str(exc)
             reasons[str(row.id)] = (row.reason, row.wait_code)
+        pending = self._replica_nodes(conn, pending)
         return CycleInputs(
             state=state.clone(),
             running=running,

@@ -11,6 +11,17 @@ from gpupool.model.labels import REPLICAS_LABEL
 from gpupool.server.db.tables import NodeRow
 
 NAMED = 5  # nodes named per reason; the rest counted
+CANNOT_RUN_REPLICAS = f"its agent cannot run service replicas ({REPLICAS_LABEL}: no)"
+
+
+def replicas_said(labels: dict | None) -> str:
+    """What a node's agent says about running replicas ("yes" when it says nothing)."""
+    return str((labels or {}).get(REPLICAS_LABEL) or "yes")
+
+
+def cannot_run_replicas(labels: dict | None) -> bool:
+    """Whether a node's agent says it cannot run a service replica."""
+    return replicas_said(labels).startswith("no")
 
 
 def _cannot(s: Session) -> tuple[int, dict[str, list[str]]]:
@@ -20,8 +31,8 @@ def _cannot(s: Session) -> tuple[int, dict[str, list[str]]]:
     rows = select(NodeRow.name, NodeRow.labels).where(NodeRow.source == "agent")
     for name, labels in s.execute(rows.order_by(NodeRow.name)).all():
         nodes += 1
-        said = str((labels or {}).get(REPLICAS_LABEL) or "yes")
-        if said.startswith("no"):
+        said = replicas_said(labels)
+        if cannot_run_replicas(labels):
             reason = said.removeprefix("no").lstrip(":").strip() or "its agent says no"
             why.setdefault(reason, []).append(name)
     return nodes, why
