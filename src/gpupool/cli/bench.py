@@ -91,11 +91,36 @@ def cycle(
     defrag_moves: int = typer.Option(
         0, min=0, max=10000, help="Let defragmentation move this many jobs (server: 12/h)."
     ),
+    server: bool = typer.Option(
+        False,
+        "--server",
+        help="Time the server's own cycle (snapshot from the database, decide, fenced "
+        "commit) on a filled database instead of the engine alone.",
+    ),
+    database_url: str = typer.Option(
+        "", help="With --server: an empty PostgreSQL database (default: SQLite, temporary)."
+    ),
+    changes: int = typer.Option(
+        300, min=2, help="With --server: changes before the steady cycle (ends + arrivals)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Time one full scheduling cycle (snapshot build, allocate, borrow, preempt, reclaim,
     defragment with --defrag-moves, backfill) over a large queue, with half the cluster
-    already running work of a few heavy tenants."""
+    already running work of a few heavy tenants. With --server: a new leader's first
+    cycle and a steady one through the real server code and database."""
+    if server:
+        from gpupool.bench.server_cycle import run_server_cycle_bench
+
+        if defrag_moves:
+            raise typer.BadParameter("not with --server", param_hint="--defrag-moves")
+        result = run_server_cycle_bench(
+            nodes, gpus_per_node, pending, tenants, seed, requests, database_url, changes
+        )
+        _emit(result, as_json, f"server cycle benchmark ({result['backend']})")
+        return
+    if database_url:
+        raise typer.BadParameter("only with --server", param_hint="--database-url")
     from gpupool.bench.cycle import run_cycle_bench
 
     result = run_cycle_bench(nodes, gpus_per_node, pending, tenants, seed, requests, defrag_moves)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
@@ -70,6 +71,23 @@ def leads(s: Session, epoch: int) -> bool:
     return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
 
 
+@dataclass(frozen=True)
+class CycleTiming:
+    """Where the last cycle's time went (the leader's own clock; ``gpupool bench cycle
+    --server`` reads it)."""
+
+    snapshot_s: float  # inputs read from the database (nodes, live work, queue, tenants)
+    decide_s: float  # the engine and the steps on its result before the commit
+    commit_s: float  # the fenced write of the decisions
+    pending: int
+    running: int
+    admitted: int
+
+    @property
+    def total_s(self) -> float:
+        return self.snapshot_s + self.decide_s + self.commit_s
+
+
 class SchedulerLoop:
     def __init__(self, db: Database, settings: Settings, metrics: Metrics):
         self.db = db
@@ -83,6 +101,7 @@ class SchedulerLoop:
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
+        self.timing = CycleTiming(0.0, 0.0, 0.0, 0, 0, 0)  # the last cycle's
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -444,6 +463,7 @@ class SchedulerLoop:
                 inputs = self.snapshots.build(s, self.over_budget)
                 # one guarantee across the pool and the clusters reporting here
                 charge_elsewhere(inputs.tenants, kube_usage(s))
+            snapshot = time.perf_counter()
             config = CycleConfig(
                 policy=self.settings.policy,
                 queue=inputs.queue,
@@ -491,7 +511,12 @@ class SchedulerLoop:
         self.metrics.preemptions.inc(summary.preempted)
         for tenant, lost in summary.lost_gpu_s.items():
             self.metrics.preemption_lost.labels(tenant).inc(lost)
-        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        ended = time.perf_counter()
+        self.metrics.cycle_seconds.observe(ended - started)
+        self.timing = CycleTiming(
+            snapshot - started, decided - snapshot, ended - decided, len(inputs.pending),
+            len(inputs.running), len(summary.admitted),
+        )  # fmt: skip
         self.cycles += 1
         if summary.admitted or summary.preempted:
             log.info(

@@ -9,15 +9,22 @@ from gpupool.scheduler.placement_json import placement_from_json
 from gpupool.server.db.tables import AllocationNodeRow, AllocationRow, JobRow
 
 
-def preemption_cost(session: Session, job: JobRow, alloc: AllocationRow, now: float) -> float:
-    """Card-seconds lost by stopping ``job``'s ``alloc`` now: nothing before it started;
-    what it ran since its last checkpoint its agent passed on (else since it started), at
-    most the grace it saves in when it saves on a signal."""
-    started = session.execute(
-        select(func.min(AllocationNodeRow.started_at)).where(
-            AllocationNodeRow.allocation_id == alloc.id
-        )
-    ).scalar_one_or_none()
+def started_at(session: Session, allocation_ids: list[int]) -> dict[int, float]:
+    """When each allocation's first workload started (absent: none has)."""
+    first = func.min(AllocationNodeRow.started_at)
+    rows = session.execute(
+        select(AllocationNodeRow.allocation_id, first)
+        .where(AllocationNodeRow.allocation_id.in_(allocation_ids))
+        .group_by(AllocationNodeRow.allocation_id)
+    )
+    return {alloc_id: started for alloc_id, started in rows if started is not None}
+
+
+def preemption_cost(job: JobRow, alloc: AllocationRow, started: float | None, now: float) -> float:
+    """Card-seconds lost by stopping ``job``'s ``alloc`` now: nothing before it started
+    (``started``: when its first workload did); what it ran since its last checkpoint its
+    agent passed on (else since it started), at most the grace it saves in when it saves on
+    a signal."""
     if started is None:
         return 0.0
     cards = placement_from_json(str(job.id), alloc.placement).card_percent / 100
