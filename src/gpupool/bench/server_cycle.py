@@ -119,16 +119,21 @@ def _timed(loop: SchedulerLoop, now: float) -> dict[str, Any]:
         "pending": t.pending,
         "running": t.running,
         "admitted": t.admitted,
+        "preempted": t.preempted,
     }
 
 
 def _change(db: Database, changes: int, tenants: int, requests: str, seed: int,
             now: float) -> None:  # fmt: skip
-    """Half ``changes`` running jobs end, half new ones arrive."""
+    """Half ``changes`` jobs holding cards end (admitted: no agent runs them here), half new
+    ones arrive."""
     ended = changes // 2
     with db.write() as s:
         running = s.execute(
-            select(JobRow).where(JobRow.state == "running").order_by(JobRow.id).limit(ended)
+            select(JobRow)
+            .where(JobRow.state.in_(("admitted", "running")))
+            .order_by(JobRow.id)
+            .limit(ended)
         ).scalars()
         for job in running:
             finish(s, job, "succeeded", now, "bench: ended", "bench")
@@ -184,20 +189,22 @@ def run_server_cycle_bench(
         _change(db, changes, tenants, requests, seed, now + 1)
         out["steady_cycle"] = _timed(leader, now + 2)
         out["peak_rss_mb"] = peak_rss_mb()
-        out["database_size_mb"] = _database_mb(db, data_dir)
+        out["database_size_mb"] = _database_mb(db)
     finally:
         db.dispose()
         shutil.rmtree(data_dir, ignore_errors=True)
     return out
 
 
-def _database_mb(db: Database, data_dir: Path) -> float | None:
+def _database_mb(db: Database) -> float:
+    """The database's size on disk (SQLite: its file, journal and WAL)."""
     if db.is_sqlite:
-        files = [p for p in data_dir.iterdir() if p.name.startswith("gpupool.db")]
-        return round(sum(os.path.getsize(p) for p in files) / 2**20, 1)
+        main = Path(db.url.removeprefix("sqlite:///"))
+        files = [p for p in main.parent.glob(main.name + "*") if p.is_file()]
+        return round(sum(os.path.getsize(p) for p in files) / 2**20, 2)
     with db.read() as s:
         size = s.execute(select(_pg_size())).scalar_one()
-    return round(int(size) / 2**20, 1)
+    return round(int(size) / 2**20, 2)
 
 
 def _pg_size() -> Any:

@@ -82,6 +82,7 @@ class CycleTiming:
     pending: int
     running: int
     admitted: int
+    preempted: int
 
     @property
     def total_s(self) -> float:
@@ -101,7 +102,7 @@ class SchedulerLoop:
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
-        self.timing = CycleTiming(0.0, 0.0, 0.0, 0, 0, 0)  # the last cycle's
+        self.timing = CycleTiming(0.0, 0.0, 0.0, 0, 0, 0, 0)  # the last cycle's
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -515,7 +516,7 @@ class SchedulerLoop:
         self.metrics.cycle_seconds.observe(ended - started)
         self.timing = CycleTiming(
             snapshot - started, decided - snapshot, ended - decided, len(inputs.pending),
-            len(inputs.running), len(summary.admitted),
+            len(inputs.running), len(summary.admitted), summary.preempted,
         )  # fmt: skip
         self.cycles += 1
         if summary.admitted or summary.preempted:
