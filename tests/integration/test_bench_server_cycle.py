@@ -13,15 +13,20 @@ def test_the_server_cycle_reads_the_filled_database_and_the_changes(database_url
     out = run_server_cycle_bench(
         nodes=12, gpus_per_node=8, pending=300, tenants=5, database_url=database_url, changes=40
     )
-    warm, cold, steady = out["warm_cycle"], out["cold_cycle"], out["steady_cycle"]
+    warm, cold, settle = out["warm_cycle"], out["cold_cycle"], out["settle_cycle"]
+    steady = out["steady_cycle"]
     assert warm["admitted"] > 0 and warm["running"] == 0
     assert cold["pending"] == 300 and cold["running"] == warm["admitted"]
     assert cold["admitted"] > 0
+    # preempted jobs suspend and wait again (on_preempt's default)
+    assert settle["running"] == cold["running"] + cold["admitted"] - cold["preempted"]
+    assert settle["pending"] == cold["pending"] - cold["admitted"] + cold["preempted"]
     ended, arrived = 20, 20
-    assert steady["running"] == cold["running"] + cold["admitted"] - cold["preempted"] - ended
-    requeued = cold["preempted"]  # preempted jobs suspend and wait again (on_preempt default)
-    assert steady["pending"] == cold["pending"] - cold["admitted"] + requeued + arrived
-    for cycle in (warm, cold, steady):
+    assert steady["running"] == settle["running"] + settle["admitted"] - settle["preempted"] - ended
+    assert (
+        steady["pending"] == settle["pending"] - settle["admitted"] + settle["preempted"] + arrived
+    )
+    for cycle in (warm, cold, settle, steady):
         parts = cycle["snapshot_ms"] + cycle["decide_ms"] + cycle["commit_ms"]
         assert abs(parts - cycle["cycle_ms"]) < 1.0, cycle
         assert 0 < cycle["database_share"] < 1

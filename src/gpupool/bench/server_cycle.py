@@ -9,8 +9,9 @@ the timed cycles run:
 
 - **cold**: a new leader's first cycle (no snapshot kept: nodes, devices and live
   allocations read in full);
-- **steady**: after ``changes`` changes since the previous cycle — half of them running jobs
-  that ended, half new submissions — on the same leader (its snapshot kept).
+- **settle**: the next cycle, which reads back the allocations the cold one made;
+- **steady**: after ``changes`` changes since the previous cycle — half of them jobs holding
+  cards that ended, half new submissions — on the same leader (its snapshot kept).
 
 Each cycle's snapshot, decide and commit times are the leader's own (``CycleTiming``); the
 database's share is the snapshot's and the commit's (both are reads and writes of it).
@@ -186,8 +187,9 @@ def run_server_cycle_bench(
         leader = SchedulerLoop(db, settings, Metrics(db))  # a new leader: nothing kept
         assert leader.leadership.try_acquire(), "bench: the lead was not handed over"
         out["cold_cycle"] = _timed(leader, now)
-        _change(db, changes, tenants, requests, seed, now + 1)
-        out["steady_cycle"] = _timed(leader, now + 2)
+        out["settle_cycle"] = _timed(leader, now + 1)  # reads back what the cold one bound
+        _change(db, changes, tenants, requests, seed, now + 2)
+        out["steady_cycle"] = _timed(leader, now + 3)
         out["peak_rss_mb"] = peak_rss_mb()
         out["database_size_mb"] = _database_mb(db)
     finally:
