@@ -76,20 +76,25 @@ class Advertised:
         nodes: Iterable[Mapping[str, Any]],
         bound: Iterable[Mapping[str, Any]],
         modelled: Callable[[Mapping[str, Any]], bool] = lambda pod: False,
+        cards: Mapping[str, int] | None = None,
     ) -> "Advertised":
         """``bound``: the live pods with a node (any scheduler's, assumed bindings too).
-        ``modelled``: pods whose whole cards the engine counts itself (gpupool's own): their
-        cards are left out of the count, so a node they fill stays one the engine may
-        preempt on; the check after the cycle counts everything."""
+        ``modelled``: pods whose whole cards the engine counts itself (gpupool's own), and
+        ``cards``: the engine's cards per node. Where a node advertises as many cards as the
+        engine counts, the modelled pods' cards are left out of the count, so a node they fill
+        stays one the engine may preempt on; the check after the cycle counts everything."""
         total = {str((n.get("metadata") or {}).get("name")): listed(n) for n in nodes}
         left = {name: dict(res) for name, res in total.items()}
         for pod in bound:
-            node = left.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+            name = str((pod.get("spec") or {}).get("nodeName") or "")
+            node = left.get(name)
             if node is None:
                 continue
-            skip = CARD_RESOURCES if modelled(pod) else frozenset()
+            same = cards is not None and modelled(pod)
             for r, n in ask_of(pod).counts.items():
-                if r in node and r not in skip:
+                if r in node and not (
+                    same and r in CARD_RESOURCES and total[name][r] == (cards or {}).get(name)
+                ):
                     node[r] -= n
         return cls(total, left)
 
