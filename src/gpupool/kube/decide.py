@@ -458,8 +458,8 @@ def decide(
         _allowed_nodes(jobs, by_key, node_objs, nodes, config),
     )
     on_nodes = [p for p in live if node_of(p)]
-    cards = {name: len(kn.node.devices) for name, kn in nodes.items()}
-    adv = Advertised.of(node_objs, on_nodes, lambda p: id(p) in our_ids, cards)
+    engine_cards = {name: len(kn.node.devices) for name, kn in nodes.items()}
+    adv = Advertised.of(node_objs, on_nodes, lambda p: id(p) in our_ids, engine_cards)
     asks = {job_id: ask_of(by_key[pj.pods[0]]) for job_id, pj in jobs.items()}
     allowed.update(advertised_masks(asks, nodes, allowed, adv))
     adv = Advertised.of(node_objs, on_nodes)  # after the cycle: everything bound counts
