@@ -37,6 +37,11 @@ class TenantSpec(_Strict):
 
 class KubeConfig(_Strict):
     scheduler_name: str = SCHEDULER_NAME
+    # this cluster's name on the gpupool server (gpupool kube run --server): its mirrored
+    # nodes and pods carry it, so several clusters report to one server ("": the only one)
+    cluster: Annotated[str, Field(max_length=63, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")] = (
+        ""
+    )
     # config: tenants and quotas below; server: the gpupool server's (gpupool kube run --server)
     tenants_from: Literal["config", "server"] = "config"
     # namespace -> tenant; a pod in a namespace not listed waits with an Event saying so
