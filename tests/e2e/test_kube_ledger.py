@@ -247,12 +247,13 @@ def test_two_clusters_report_to_one_server_and_keep_both_node_sets(
     scheduler = start_scheduler()
     kube.apply(pod_obj("east-0", gpus=3))
     wait_for("bound", lambda: kube.pod("team-a", "east-0")["spec"].get("nodeName") == "k1")
-    token = sqlite_server.token("clusters", "kubernetes")
+    tokens = {c: sqlite_server.token(c, "kubernetes") for c in ("east", "west")}
     east_config = scheduler.config.model_copy(update={"cluster": "east"})
     west_config = scheduler.config.model_copy(update={"cluster": "west"})
     west_nodes, west_pods = _west(west_config, scheduler.key)
 
     def reporter(config, nodes, pods) -> Ledger:
+        token = tokens[config.cluster]  # a named cluster reports with a token of its name
         return Ledger(sqlite_server.url, token, config, nodes, pods, {}, key=scheduler.key)
 
     east = reporter(east_config, scheduler.nodes.snapshot, scheduler.pods.snapshot)
@@ -282,13 +283,15 @@ def test_two_clusters_report_to_one_server_and_keep_both_node_sets(
                     "team-a/west-1": "cancelled"}  # fmt: skip
     assert "k1" in {n["name"] for n in admin.get("/api/v1/nodes").json()["items"]}
     # one guarantee: what team-a holds in east is charged by west's scheduler, and back
-    k8s = sqlite_server.client(token)
-    policy = k8s.get("/api/v1/kubernetes/policy", params={"cluster": "west"}).json()
+    k8s = {c: sqlite_server.client(t) for c, t in tokens.items()}
+    policy = k8s["west"].get("/api/v1/kubernetes/policy", params={"cluster": "west"}).json()
     assert policy["usage_elsewhere"]["team-a"]["gpu"] == 300  # east's 3 cards
-    policy = k8s.get("/api/v1/kubernetes/policy", params={"cluster": "east"}).json()
+    policy = k8s["east"].get("/api/v1/kubernetes/policy", params={"cluster": "east"}).json()
     assert "team-a" not in policy["usage_elsewhere"]  # west's pods ended
     clash = {"name": "k1", "cpu_millis": 1000, "memory_mib": 1024, "devices": []}
-    r = k8s.put("/api/v1/kubernetes/nodes", params={"cluster": "west"}, json={"nodes": [clash]})
+    r = k8s["west"].put(
+        "/api/v1/kubernetes/nodes", params={"cluster": "west"}, json={"nodes": [clash]}
+    )
     assert r.status_code == 409 and "mirrored from cluster 'east'" in r.text, r.text
-    r = k8s.get("/api/v1/kubernetes/pods", params={"cluster": "West!"})
+    r = k8s["west"].get("/api/v1/kubernetes/pods", params={"cluster": "West!"})
     assert r.status_code == 422

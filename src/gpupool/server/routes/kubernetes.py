@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import Field, StringConstraints
 
+from gpupool.server.auth import Principal, Role
 from gpupool.server.deps import Ctx, KubeCaller
+from gpupool.server.errors import forbidden
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
 from gpupool.server.schemas import Name, NodeIn, Strict, TenantName
 from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
@@ -17,6 +19,19 @@ router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
 Text = Annotated[str, StringConstraints(max_length=1000)]
 # the reporting cluster's name (its settings' ``cluster``; "": a server's only, unnamed one)
 Cluster = Annotated[str, Query(max_length=63, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")]
+
+
+def _as(who: Principal, cluster: str) -> str:
+    """The cluster a caller reports as: a named one only with a token of that name (or an
+    admin's), so one cluster's token cannot replace or end another's nodes and pods."""
+    if cluster and who.role is not Role.ADMIN and who.user != cluster:
+        raise forbidden(
+            f"{who.user} reports as cluster {cluster!r}: a named cluster reports with a "
+            f"token of that name (gpupool admin token create --name {cluster} --role kubernetes)"
+        )
+    return cluster
+
+
 Uid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9-]+$")]
 
 
@@ -85,7 +100,7 @@ def put_nodes(
             s,
             ((NodeIn(**n.model_dump(exclude={"closed"})), n.closed) for n in body.nodes),
             time.time(),
-            cluster,
+            _as(who, cluster),
         )
     ctx.capacity.invalidate()
     return {"nodes": count}
@@ -96,6 +111,7 @@ def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller, cluster: Cluster = "") ->
     """Pods bound (running jobs from their binding) and pods ended (metered to their end)."""
     now = time.time()
     out = PodsOut()
+    cluster = _as(who, cluster)
     with ctx.db.write() as s:
         for pod in body.bound:
             out.recorded += mirror_bound(s, pod.model_dump(), now, cluster)
@@ -110,6 +126,7 @@ def get_policy(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> dict[str, ob
     """Tenants with their quotas (in the engine's units: card percent, MiB, millicores; an
     active rental plan included) and priority classes, for a scheduler that takes its tenants
     from the server."""
+    cluster = _as(who, cluster)
     with ctx.db.read() as s:
         tree, classes, held = tenant_tree(s), queue_policy(s).classes, reservations(s)
         elsewhere = elsewhere_usage(s, cluster)
@@ -148,5 +165,6 @@ def get_policy(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> dict[str, ob
 def get_pods(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> PodsOut:
     """The UIDs of the cluster's pods the server holds as running (what a restarted scheduler
     checks)."""
+    cluster = _as(who, cluster)
     with ctx.db.read() as s:
         return PodsOut(live=live_uids(s, cluster))
