@@ -199,3 +199,15 @@ def test_a_reason_is_said_once_per_change_and_a_node_taken_back_is_said_too():
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "a",
                                        "uid": "uid-1"}  # fmt: skip
     assert event["metadata"]["namespace"] == "default" and event["reason"] == "GpupoolNodeLeftOut"
+
+
+def test_with_dra_a_sliced_share_gets_no_whole_card_claim_where_a_card_pod_does():
+    """On a node no device plugin lists nvidia.com/gpu on, gpupool makes the extended-resource
+    claim kube-scheduler would for a pod asking cards; for a share asked with gpupool's slice
+    it must not: the claim would hand the kubelet whole cards."""
+    node = gpupool_plugin_node("ours", 8)
+    d = decide([node], [hami_pod("share", True), pod_obj("card", gpus=1)], CONFIG, 0,
+               key=KEY, claims={})  # fmt: skip
+    claims = {b.pod: b.claim for b in d.binds}
+    assert set(claims) == {"team-a/share", "team-a/card"}, d.waiting
+    assert claims["team-a/share"] is None and claims["team-a/card"] is not None

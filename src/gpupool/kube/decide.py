@@ -272,8 +272,8 @@ def _extended(
     """The extended-resource claim of a pod asking nvidia.com/gpu or MIG instances bound
     where no device plugin advertises them (``claims.extended_claim``), so the kubelet admits
     it through DRA."""
-    if not piece.devices:
-        return None
+    if not piece.devices or any(not d.exclusive and not d.mig_profile for d in piece.devices):
+        return None  # a share is gpupool's device plugin's (gpupool.io/slice), never a card
     made = extended_claim(pod, piece, advertised.get(piece.node, set()))
     if made is None:
         return None
