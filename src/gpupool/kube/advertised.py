@@ -77,12 +77,14 @@ class Advertised:
         bound: Iterable[Mapping[str, Any]],
         modelled: Callable[[Mapping[str, Any]], bool] = lambda pod: False,
         cards: Mapping[str, int] | None = None,
+        asked: Callable[[Mapping[str, Any]], Ask] = ask_of,
     ) -> "Advertised":
         """``bound``: the live pods with a node (any scheduler's, assumed bindings too).
         ``modelled``: pods whose whole cards the engine counts itself (gpupool's own), and
         ``cards``: the engine's cards per node. Where a node advertises as many cards as the
         engine counts, the modelled pods' cards are left out of the count, so a node they fill
-        stays one the engine may preempt on; the check after the cycle counts everything."""
+        stays one the engine may preempt on; the check after the cycle counts everything.
+        ``asked``: what a pod asks (the scheduler's memo keeps it between cycles)."""
         total = {str((n.get("metadata") or {}).get("name")): listed(n) for n in nodes}
         left = {name: dict(res) for name, res in total.items()}
         for pod in bound:
@@ -91,7 +93,7 @@ class Advertised:
             if node is None:
                 continue
             same = cards is not None and modelled(pod)
-            for r, n in ask_of(pod).counts.items():
+            for r, n in asked(pod).counts.items():
                 if r in node and not (
                     same and r in CARD_RESOURCES and total[name][r] == (cards or {}).get(name)
                 ):

@@ -459,10 +459,14 @@ def decide(
     )
     on_nodes = [p for p in live if node_of(p)]
     engine_cards = {name: len(kn.node.devices) for name, kn in nodes.items()}
-    adv = Advertised.of(node_objs, on_nodes, lambda p: id(p) in our_ids, engine_cards)
-    asks = {job_id: ask_of(by_key[pj.pods[0]]) for job_id, pj in jobs.items()}
+
+    def asked(pod: Mapping[str, Any]) -> Ask:
+        return _cached(memo, ("device-asks", pod_key(pod)), pod, partial(ask_of, pod))
+
+    adv = Advertised.of(node_objs, on_nodes, lambda p: id(p) in our_ids, engine_cards, asked)
+    asks = {job_id: asked(by_key[pj.pods[0]]) for job_id, pj in jobs.items()}
     allowed.update(advertised_masks(asks, nodes, allowed, adv))
-    adv = Advertised.of(node_objs, on_nodes)  # after the cycle: everything bound counts
+    adv = Advertised.of(node_objs, on_nodes, asked=asked)  # after the cycle: all bound count
     share = SharePolicy(max_sharers=max(SharePolicy().max_sharers, size))
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()], share)
     if claimed is not None:
