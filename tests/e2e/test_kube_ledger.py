@@ -127,7 +127,7 @@ def test_reports_are_checked_and_the_role_reaches_nothing_else(sqlite_server):
            "priority_class": "training", "placement": grant, "bound_at": 1.0,
            "submitted_at": 1.0}  # fmt: skip
     r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [pod]})
-    assert r.status_code == 422 and "not a mirrored Kubernetes node" in r.text
+    assert r.status_code == 422 and "is not a Kubernetes node mirrored from" in r.text
     r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [{**pod, "tenant": "ghost"}]})
     assert r.status_code == 422 and "unknown tenant 'ghost'" in r.text
     r = k8s.post("/api/v1/kubernetes/pods", json={"bound": [{**pod, "uid": "../etc"}]})
@@ -216,3 +216,82 @@ def test_a_pod_asking_through_a_claim_is_recorded_with_what_it_holds(server, kub
     (job,) = member.get("/api/v1/jobs").json()["items"]
     assert job["name"] == "team-a/two" and job["request"].startswith("gpu=2,"), job
     assert len(admin.get("/api/v1/nodes/k1").json()["devices_in_use"]) == 2
+
+
+def _west(config, key):
+    """A second cluster, "west": its node and two one-card pods of team-a as its own
+    scheduler (the same pure decision) bound them."""
+    from gpupool.kube.decide import decide
+
+    nodes = [node_obj("w1", 4), node_obj("w2", 4, ready=False)]  # w2 idle: nothing holds it
+    pods = [pod_obj(f"west-{i}", gpus=1) for i in range(2)]
+    for b in decide(nodes, pods, config, time.time(), key=key).binds:
+        pod = next(p for p in pods if f"team-a/{p['metadata']['name']}" == b.pod)
+        pod["spec"]["nodeName"] = b.node
+        pod["metadata"]["annotations"].update(b.annotations)
+        pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    assert all(p["spec"].get("nodeName") == "w1" for p in pods)
+    return nodes, pods
+
+
+def test_two_clusters_report_to_one_server_and_keep_both_node_sets(
+    sqlite_server, kube, start_scheduler
+):
+    """Each cluster's node report replaced the server's whole set of Kubernetes nodes: a
+    second cluster removed the first's. Named clusters keep theirs, a restarted reporter ends
+    only its own cluster's pods, each cluster's scheduler is charged what the tenant holds in
+    the other (one guarantee), and a node name both use is refused naming whose it is."""
+    admin = sqlite_server.admin()
+    _tenants(admin)
+    kube.apply(node_obj("k1", 8))
+    scheduler = start_scheduler()
+    kube.apply(pod_obj("east-0", gpus=3))
+    wait_for("bound", lambda: kube.pod("team-a", "east-0")["spec"].get("nodeName") == "k1")
+    tokens = {c: sqlite_server.token(c, "kubernetes") for c in ("east", "west")}
+    east_config = scheduler.config.model_copy(update={"cluster": "east"})
+    west_config = scheduler.config.model_copy(update={"cluster": "west"})
+    west_nodes, west_pods = _west(west_config, scheduler.key)
+
+    def reporter(config, nodes, pods) -> Ledger:
+        token = tokens[config.cluster]  # a named cluster reports with a token of its name
+        return Ledger(sqlite_server.url, token, config, nodes, pods, {}, key=scheduler.key)
+
+    east = reporter(east_config, scheduler.nodes.snapshot, scheduler.pods.snapshot)
+    west = reporter(west_config, lambda: west_nodes, lambda: west_pods)
+    assert east.sync() == {"bound": 1, "ended": 0}
+    assert west.sync() == {"bound": 2, "ended": 0}
+    # each reports again from scratch (a restart): neither removes the other's nodes or pods
+    for config, nodes_of, pods_of in (
+        (east_config, scheduler.nodes.snapshot, scheduler.pods.snapshot),
+        (west_config, lambda: west_nodes, lambda: west_pods),
+    ):
+        assert reporter(config, nodes_of, pods_of).sync() == {"bound": 0, "ended": 0}
+        nodes = {n["name"]: n for n in admin.get("/api/v1/nodes").json()["items"]}
+        assert {"k1", "w1", "w2"} <= set(nodes), nodes.keys()
+        assert nodes["w1"]["schedulable"] and nodes["w2"]["drain_reason"] == "not Ready"
+    assert nodes["k1"]["labels"]["gpupool.io/cluster"] == "east"
+    assert nodes["w1"]["labels"]["gpupool.io/cluster"] == "west"
+    jobs = admin.get("/api/v1/jobs", params={"tenant": "team-a"}).json()["items"]
+    assert sorted((j["name"], j["state"]) for j in jobs) == [
+        ("team-a/east-0", "running"), ("team-a/west-0", "running"),
+        ("team-a/west-1", "running")]  # fmt: skip
+    # west's pods end: only west's jobs end
+    assert reporter(west_config, lambda: [], lambda: []).sync()["ended"] == 2
+    jobs = {j["name"]: j["state"] for j in admin.get("/api/v1/jobs",
+            params={"tenant": "team-a"}).json()["items"]}  # fmt: skip
+    assert jobs == {"team-a/east-0": "running", "team-a/west-0": "cancelled",
+                    "team-a/west-1": "cancelled"}  # fmt: skip
+    assert "k1" in {n["name"] for n in admin.get("/api/v1/nodes").json()["items"]}
+    # one guarantee: what team-a holds in east is charged by west's scheduler, and back
+    k8s = {c: sqlite_server.client(t) for c, t in tokens.items()}
+    policy = k8s["west"].get("/api/v1/kubernetes/policy", params={"cluster": "west"}).json()
+    assert policy["usage_elsewhere"]["team-a"]["gpu"] == 300  # east's 3 cards
+    policy = k8s["east"].get("/api/v1/kubernetes/policy", params={"cluster": "east"}).json()
+    assert "team-a" not in policy["usage_elsewhere"]  # west's pods ended
+    clash = {"name": "k1", "cpu_millis": 1000, "memory_mib": 1024, "devices": []}
+    r = k8s["west"].put(
+        "/api/v1/kubernetes/nodes", params={"cluster": "west"}, json={"nodes": [clash]}
+    )
+    assert r.status_code == 409 and "mirrored from cluster 'east'" in r.text, r.text
+    r = k8s["west"].get("/api/v1/kubernetes/pods", params={"cluster": "West!"})
+    assert r.status_code == 422

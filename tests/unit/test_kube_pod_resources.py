@@ -54,6 +54,6 @@ def test_a_mig_instance_and_a_share_hold_their_card_in_the_count():
     mig = pod([{"name": "a", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 2}}}])
     assert pod_resources(mig).mig == {"1g.10gb": 2} and container_requests(mig)[2] == 2
     assert str(request_of(mig)) == "mig=1g.10gb:2"
-    hami = pod([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 1,
+    hami = pod([{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 1, "gpupool.io/slice": 1,
                                                        "nvidia.com/gpumem": 10240}}}])  # fmt: skip
     assert str(request_of(hami)) == "gpu=1,gpu_mem=10GiB"

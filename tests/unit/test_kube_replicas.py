@@ -111,7 +111,9 @@ def test_replica_pods_fill_the_replica_node_and_card_pods_never_land_there():
 
 def test_a_hami_share_does_not_go_to_a_replica_node_it_cannot_be_served_on():
     hami = pod_obj("hami", gpus=1)
-    hami["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpucores": "30"})
+    hami["spec"]["containers"][0]["resources"]["limits"].update(
+        {"nvidia.com/gpucores": "30", "gpupool.io/slice": "1"}
+    )
     d = decide([replica_node("shared", 2, 4)], [hami], CONFIG, 0, key=KEY)
     assert not d.binds
     assert "sharing cards as device-plugin replicas" in d.waiting["team-a/hami"]
@@ -132,7 +134,7 @@ def test_replicas_are_refused_beyond_one_and_where_no_node_serves_them():
 def test_one_replica_size_per_cluster_the_others_left_out_saying_so():
     nodes = [replica_node("a", 1, 4), replica_node("b", 1, 4), replica_node("c", 1, 2)]
     d = decide(nodes, [shared_pod(f"r{i}") for i in range(3)], CONFIG, 0, key=KEY)
-    assert "one replica size per cluster" in d.node_problems["c"]
+    assert "one replica size per cluster" in d.node_problems["c"].message
     assert {b.node for b in d.binds} <= {"a", "b"} and len(d.binds) == 3
 
 

@@ -2,11 +2,12 @@
 priority classes gpupool knows, and scheduler knobs. Read from a YAML file (a ConfigMap in
 ``deploy/kubernetes``); every error names the field."""
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpupool.model import DEFAULT_PRIORITY_CLASSES, SpecError, parse_cpu_millis, parse_memory_mib
 from gpupool.model.errors import from_validation
@@ -35,8 +36,14 @@ class TenantSpec(_Strict):
     quotas: dict[str, QuotaSpec] = Field(default_factory=dict)
 
 
+CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 class KubeConfig(_Strict):
     scheduler_name: str = SCHEDULER_NAME
+    # this cluster's name on the gpupool server (gpupool kube run --server): its mirrored
+    # nodes and pods carry it, so several clusters report to one server ("": the only one)
+    cluster: str = ""
     # config: tenants and quotas below; server: the gpupool server's (gpupool kube run --server)
     tenants_from: Literal["config", "server"] = "config"
     # namespace -> tenant; a pod in a namespace not listed waits with an Event saying so
@@ -63,6 +70,16 @@ class KubeConfig(_Strict):
     # this many moves an hour (0: off), for pods that waited defrag_after_s
     defrag_moves_per_hour: Annotated[int, Field(ge=0, le=10000)] = 0
     defrag_after_s: Annotated[float, Field(ge=0)] = 300.0
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster_name(cls, value: str) -> str:
+        if value and not CLUSTER_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a cluster name (lower-case letters, digits and '-', "
+                "starting and ending with a letter or digit, at most 63)"
+            )
+        return value
 
     @property
     def tolerated(self) -> frozenset[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar, cast
 
+from gpupool.kube.advertised import Advertised, Ask, advertised_masks, ask_of
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.dra.claims import (
     ClaimWrite,
@@ -36,6 +37,7 @@ from gpupool.kube.grants import (
     signed,
 )
 from gpupool.kube.inventory import KubeNode, node_from_object
+from gpupool.kube.left_out import LeftOut, waiting_note
 from gpupool.kube.pod_groups import GroupSizes
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.kube.pods import (
@@ -57,7 +59,7 @@ from gpupool.kube.selectors import constraints, hard_tainted, node_allows
 from gpupool.model import Job, Node, SpecError
 from gpupool.scheduler.cycle import CycleConfig, RunningJob, run_cycle
 from gpupool.scheduler.priorities import QueuePolicy
-from gpupool.scheduler.reasons import Cause
+from gpupool.scheduler.reasons import Cause, Wait
 from gpupool.scheduler.state import ClusterState
 from gpupool.scheduler.types import NodeGrant, Placement
 from gpupool.sharing import SharePolicy
@@ -88,7 +90,7 @@ class Decision:
     evictions: list[Evict] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
-    node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
+    node_problems: dict[str, LeftOut] = field(default_factory=dict)  # nodes left out, why
     moves: int = 0  # defragmentation moves decided (counted against the hour)
     # DRA: the nodes whose cards gpupool gives (its slices'): not those of device-plugin
     # replicas, whose cards NVIDIA's plugin hands out
@@ -162,7 +164,7 @@ def _nodes(
         name = str((obj.get("metadata") or {}).get("name") or "?")
         kn = _cached(memo, ("node", name), obj, partial(_try, node_from_object, obj))
         if isinstance(kn, SpecError):
-            out.node_problems[name] = str(kn)
+            out.node_problems[name] = LeftOut.of(name, kn)
             continue
         nodes[kn.node.name] = kn
     return nodes
@@ -270,8 +272,8 @@ def _extended(
     """The extended-resource claim of a pod asking nvidia.com/gpu or MIG instances bound
     where no device plugin advertises them (``claims.extended_claim``), so the kubelet admits
     it through DRA."""
-    if not piece.devices:
-        return None
+    if not piece.devices or any(not d.exclusive and not d.mig_profile for d in piece.devices):
+        return None  # a share is gpupool's device plugin's (gpupool.io/slice), never a card
     made = extended_claim(pod, piece, advertised.get(piece.node, set()))
     if made is None:
         return None
@@ -300,6 +302,21 @@ def _placed_gangs(pods: Iterable[Mapping[str, Any]], groups: GroupSizes | None) 
         if gang is not None:
             out.add(f"{pod_key(pod).split('/', 1)[0]}/gang/{gang[0]}")
     return out
+
+
+def _past_advertised(adv: Advertised, placed: list[tuple[str, Ask]]) -> str:
+    """Why a job's pods placed on those nodes would pass what the nodes advertise ("" when
+    they fit: then they are counted)."""
+    taken: list[tuple[str, Ask]] = []
+    for node, ask in placed:
+        why = adv.why_not(node, ask)
+        if why:
+            for n, a in taken:  # a gang fits whole or not at all
+                adv.untake(n, a)
+            return why
+        adv.take(node, ask)
+        taken.append((node, ask))
+    return ""
 
 
 def decide(
@@ -440,6 +457,16 @@ def decide(
         nodes,
         _allowed_nodes(jobs, by_key, node_objs, nodes, config),
     )
+    on_nodes = [p for p in live if node_of(p)]
+    engine_cards = {name: len(kn.node.devices) for name, kn in nodes.items()}
+
+    def asked(pod: Mapping[str, Any]) -> Ask:
+        return _cached(memo, ("device-asks", pod_key(pod)), pod, partial(ask_of, pod))
+
+    adv = Advertised.of(node_objs, on_nodes, lambda p: id(p) in our_ids, engine_cards, asked)
+    asks = {job_id: asked(by_key[pj.pods[0]]) for job_id, pj in jobs.items()}
+    allowed.update(advertised_masks(asks, nodes, allowed, adv))
+    adv = Advertised.of(node_objs, on_nodes, asked=asked)  # after the cycle: all bound count
     share = SharePolicy(max_sharers=max(SharePolicy().max_sharers, size))
     state = ClusterState([_usable(kn, held.get(name)) for name, kn in nodes.items()], share)
     if claimed is not None:
@@ -475,7 +502,13 @@ def decide(
                 out.waiting[pod_name] = f"waiting for {len(b.after)} preempted job(s) to end"
             continue
         gang = len(pod_names) > 1
-        for pod_name, piece in zip(pod_names, b.placement.nodes, strict=True):
+        placed = list(zip(pod_names, b.placement.nodes, strict=True))
+        past = _past_advertised(adv, [(piece.node, asks[b.job_id]) for _, piece in placed])
+        if past:  # the engine placed more than the node advertises: next cycle, elsewhere
+            for pod_name in pod_names:
+                out.waiting[pod_name] = f"not bound past what its node advertises: {past}"
+            continue
+        for pod_name, piece in placed:
             node = nodes[piece.node].node
             granted = grant_json(b.job_id, piece, node, b.placement.policy)
             uid = uid_of(by_key[pod_name])
@@ -492,7 +525,10 @@ def decide(
             else:
                 why = f"preempted by {p.by}: {p.reason}"
                 out.evictions.append(Evict(pod_name, why, p.grace_s))
+    note = waiting_note(out.node_problems)
     for job_id, reason in result.pending.items():
+        if note and reason.code in (Wait.NO_ROOM, Wait.NEVER, Wait.INVALID):
+            reason = reason.also(note)
         for pod_name in jobs[job_id].pods if job_id in jobs else []:
             out.waiting.setdefault(pod_name, str(reason))
     if memo is not None:

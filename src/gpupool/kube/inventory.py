@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpupool.devices.naming import model_name
+from gpupool.kube.left_out import LeftOutCause, NodeLeftOut
 from gpupool.kube.quantity import count, cpu_millis, memory_mib_floor
 from gpupool.model import Device, Node, SharingMode, SpecError, Vendor, make_devices
 from gpupool.model.devices import catalog_entry
@@ -26,6 +27,11 @@ REPLICA_RESOURCE = "nvidia.com/gpu.shared"  # the device plugin's replicas, rena
 # GPU feature discovery's labels of the device plugin's own sharing (time-slicing, MPS)
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"  # GPU feature discovery: none, single, mixed
+MIG_PREFIX = "nvidia.com/mig-"  # the device plugin's MIG instances (mixed strategy)
+# HAMi's device plugin registers each card here (``{uuid},{split count},{memory},...:``, or
+# a JSON list in newer releases) and advertises nvidia.com/gpu as cards x split count
+HAMI_REGISTER = "hami.io/node-nvidia-register"
 # extended resources of other vendors' device plugins -> the catalog model they advertise
 VENDOR_RESOURCES: dict[str, str] = {
     "huawei.com/Ascend910B": "Ascend910B",
@@ -122,12 +128,13 @@ def _replicas(
     if not shared and (strategy in ("time-slicing", "mps") or multiplied):
         # each card advertised several times (8 cards x 4 = 32): read as cards, they were 32
         # exclusive A100s, and a pod asking a card cannot say it wants a replica
-        raise SpecError(
+        raise NodeLeftOut(
             f"node {name}: the device plugin shares its cards ({strategy or 'replicas'}, "
             f"{REPLICAS_LABEL}={replicas}) under {NVIDIA_GPU}, where replicas and cards look "
             f"alike; set renameByDefault: true in its sharing config (replicas become "
             f"{REPLICA_RESOURCE}, which gpupool reads), or turn that sharing off and label the "
             "node gpupool.io/sharing=share to let gpupool share its cards",
+            LeftOutCause.REPLICAS_AS_CARDS,
             field=REPLICAS_LABEL,
         )
     if not shared:
@@ -162,12 +169,76 @@ def _replicas(
     return cards, per_card
 
 
+def _check_mig(
+    labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode, n: int
+) -> None:
+    """A node whose device plugin advertises MIG instances is read only as a MIG node."""
+    product = labels.get("nvidia.com/gpu.product", "")
+    if n and labels.get(MIG_STRATEGY_LABEL) == "single" and "-MIG-" in product:
+        raise NodeLeftOut(
+            f"node {name}: MIG's single strategy advertises MIG instances as {NVIDIA_GPU}: "
+            f"{n} ({product}), which look like cards to every pod asking cards; use the "
+            f"mixed strategy (instances as {MIG_PREFIX}<profile>) and label the node "
+            f"{SHARING_LABEL}=mig",
+            LeftOutCause.MIG_SINGLE,
+            field=MIG_STRATEGY_LABEL,
+        )
+    instances = {
+        r: v
+        for r, v in allocatable.items()
+        if r.startswith(MIG_PREFIX) and count(v, f"node {name}: {r}")
+    }
+    if instances and mode is not SharingMode.MIG:
+        said = ", ".join(f"{r}: {v}" for r, v in sorted(instances.items()))
+        raise NodeLeftOut(
+            f"node {name}: its device plugin advertises MIG instances ({said}) but the node "
+            f"is not labelled {SHARING_LABEL}=mig, so gpupool would read no card there; label "
+            f"it: kubectl label node {name} {SHARING_LABEL}=mig",
+            LeftOutCause.MIG_UNLABELLED,
+            field=SHARING_LABEL,
+        )
+
+
+def _hami_cards(raw: str) -> list[int]:
+    """Each card's split count in HAMi's register annotation (empty: not readable)."""
+    try:
+        if raw.lstrip().startswith("["):
+            return [int(d.get("count", 0)) for d in json.loads(raw)]
+        return [int(entry.split(",")[1]) for entry in raw.split(":") if "," in entry]
+    except (ValueError, TypeError, AttributeError, IndexError):
+        return []
+
+
+def _check_hami(annotations: Mapping[str, str], allocatable: Mapping[str, Any], name: str) -> None:
+    """A node HAMi's device plugin serves is left out: it advertises each card as its split
+    count (8 cards as 80) and its Allocate serves only pods HAMi's scheduler annotated."""
+    if HAMI_REGISTER not in annotations:
+        return
+    n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
+    if not n:
+        return  # HAMi's plugin gone (its annotation left behind)
+    splits = _hami_cards(annotations[HAMI_REGISTER])
+    cards = f"{len(splits)} card(s)" if splits else "its cards"
+    split = f", each split {splits[0]} ways" if splits and len(set(splits)) == 1 else ""
+    raise NodeLeftOut(
+        f"node {name}: HAMi's device plugin serves it ({HAMI_REGISTER}: {cards}{split}, "
+        f"advertised as {NVIDIA_GPU}: {n}); read as cards they would be {n} exclusive cards, "
+        "and HAMi's device plugin admits only pods HAMi's scheduler annotated "
+        "(hami.io/vgpu-devices-to-allocate), so a pod gpupool binds there would fail at the "
+        "kubelet; run gpupool's device plugin there instead of HAMi's, or leave that node's "
+        "pods to HAMi",
+        LeftOutCause.HAMI,
+        field=HAMI_REGISTER,
+    )
+
+
 def _nvidia(
     labels: Mapping[str, str], allocatable: Mapping[str, Any], name: str, mode: SharingMode
 ) -> tuple[tuple[Device, ...], int]:
     """The node's NVIDIA cards and, for a node of device-plugin replicas, how many per card."""
     n = count(allocatable.get(NVIDIA_GPU, 0), f"node {name}: {NVIDIA_GPU}")
     shared_cards, replicas = _replicas(labels, allocatable, name, mode)
+    _check_mig(labels, allocatable, name, mode, n)
     if replicas:
         n, mode = shared_cards, SharingMode.SHARE
     if mode is SharingMode.MIG and "nvidia.com/gpu.count" in labels:  # MIG hides whole cards
@@ -199,6 +270,7 @@ def node_from_object(obj: Mapping[str, Any]) -> KubeNode:
     annotations = _meta(obj, "annotations")
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     mode = _mode(labels, name)
+    _check_hami(annotations, allocatable, name)
     replicas = 0
     if DEVICES_ANNOTATION in annotations:
         devices = _from_annotation(annotations[DEVICES_ANNOTATION], name, mode)

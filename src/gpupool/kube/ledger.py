@@ -26,6 +26,7 @@ from gpupool.scheduler.placement_json import placement_to_json
 from gpupool.scheduler.types import Placement
 
 log = logging.getLogger(__name__)
+CLUSTER_LABEL = "gpupool.io/cluster"  # the server's mirrored nodes: which cluster's they are
 MIRRORED_LABELS = (
     "kubernetes.io/hostname",
     "topology.kubernetes.io/zone",
@@ -33,12 +34,15 @@ MIRRORED_LABELS = (
 )
 
 
-def node_report(obj: Mapping[str, Any]) -> dict[str, Any]:
+def node_report(obj: Mapping[str, Any], cluster: str = "") -> dict[str, Any]:
     kn = node_from_object(obj)
     node = kn.node
     labels = {
         k: v for k, v in node.labels.items() if k in MIRRORED_LABELS or k.startswith("gpupool.io/")
     }
+    labels.pop(CLUSTER_LABEL, None)  # the cluster's name is the settings', not a node's label
+    if cluster:
+        labels[CLUSTER_LABEL] = cluster
     return {
         "name": node.name,
         "cpu_millis": max(1, node.cpu_millis),
@@ -144,7 +148,8 @@ class Ledger:
         self.http.close()
 
     def _post(self, method: str, path: str, body: object) -> dict[str, Any]:
-        resp = self.http.request(method, f"/api/v1/kubernetes{path}", json=body)
+        params = {"cluster": self.config.cluster} if self.config.cluster else None
+        resp = self.http.request(method, f"/api/v1/kubernetes{path}", json=body, params=params)
         if resp.status_code >= 400:
             raise httpx.HTTPStatusError(
                 f"{resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
@@ -160,7 +165,7 @@ class Ledger:
         reports = []
         for obj in self.nodes():
             try:
-                reports.append(node_report(obj))
+                reports.append(node_report(obj, self.config.cluster))
             except SpecError:
                 continue  # the scheduler logs it; the server keeps its last view
         digest = hashlib.sha256(json.dumps(reports, sort_keys=True).encode()).hexdigest()

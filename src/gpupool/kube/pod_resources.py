@@ -50,6 +50,16 @@ class PodResources:
     gpumem: int | None = None  # HAMi: MiB of each card
     gpumem_pct: int | None = None  # HAMi: percent of each card's memory
     replicas: int = 0  # the device plugin's replicas (nvidia.com/gpu.shared)
+    slice: int = 0  # gpupool's device plugin's unit (gpupool.io/slice)
+    # what it asks of the node's device plugins, by resource name, as the kubelet counts it
+    devices: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def shares(self) -> bool:
+        """Whether HAMi's resources make its cards shares (not whole cards)."""
+        if self.gpumem is not None:
+            return True
+        return self.cores is not None and self.cores < 100
 
     def grammar(self, replica_pct: int | None = None) -> str | None:
         """The device part in gpupool's request grammar; None when the pod asks no device.
@@ -80,14 +90,29 @@ class PodResources:
                 f"each card's memory depends on the card it gets); ask {GPU_MEM} in MiB",
                 field=GPU_MEM_PCT,
             )
-        if self.cores in (None, 100) and self.gpumem is None:
+        if not self.shares:
             return f"gpu={self.cards}"  # HAMi's way of asking whole cards
+        if not self.slice:
+            raise SpecError(self._unenforced(), field=SLICE)
         parts = [f"gpu={self.cards}"]
         if self.cores is not None and self.cores < 100:
             parts.append(f"gpu_share={self.cores}%")
         if self.gpumem is not None:
             parts.append(f"gpu_mem={self.gpumem}MiB")
         return ",".join(parts)
+
+    def _unenforced(self) -> str:
+        """Why a HAMi share without gpupool's device plugin is refused, and what to write."""
+        share = [f"gpu={self.cards}"]
+        share += [f"gpu_share={self.cores}%"] if self.cores is not None and self.cores < 100 else []
+        share += [f"gpu_mem={self.gpumem}MiB"] if self.gpumem is not None else []
+        return (
+            f"resources: {self._said()}: a share HAMi's device plugin enforces; here the "
+            f"kubelet hands {NVIDIA_GPU}: {self.cards} as {self.cards} whole card(s) (NVIDIA's "
+            "device plugin) and nothing would hold the pod to its share. Ask the share from "
+            f"gpupool's device plugin: replace {NVIDIA_GPU}, {GPU_CORES} and {GPU_MEM} with "
+            f"the limit {SLICE}: 1 and the annotation gpupool.io/request: {','.join(share)}"
+        )
 
     def _replica(self, replica_pct: int | None) -> str:
         if self.cards or self.mig or self.cores is not None or self.gpumem is not None:
@@ -134,9 +159,11 @@ def _read(name: str, value: Any, where: str) -> int | None:
         return cpu_millis(value, what)
     if name == "memory":
         return memory_mib(value, what)
-    if name in ("ephemeral-storage", SLICE) or name.startswith("hugepages-"):
-        return None  # the kubelet's to account, on any node (a slice: the grant's)
-    if name in (NVIDIA_GPU, GPU_CORES, GPU_MEM, GPU_MEM_PCT, REPLICA_RESOURCE, *VENDOR_RESOURCES):
+    if name == "ephemeral-storage" or name.startswith("hugepages-"):
+        return None  # the kubelet's to account, on any node
+    if name in (NVIDIA_GPU, GPU_CORES, GPU_MEM, GPU_MEM_PCT, REPLICA_RESOURCE, SLICE):
+        return count(value, what)
+    if name in VENDOR_RESOURCES:
         return count(value, what)
     if name.startswith(MIG_PREFIX):  # mig-<profile>: the profile is checked with the request
         return count(value, what)
@@ -193,4 +220,14 @@ def pod_resources(pod: Mapping[str, Any]) -> PodResources:
     out.gpumem = effective.get(GPU_MEM)
     out.gpumem_pct = effective.get(GPU_MEM_PCT)
     out.replicas = effective.get(REPLICA_RESOURCE, 0)
+    out.slice = effective.get(SLICE, 0)
+    out.devices = {r: n for r, n in effective.items() if n and is_device_resource(r)}
     return out
+
+
+def is_device_resource(name: str) -> bool:
+    """Whether a device plugin advertises ``name`` (the kubelet admits a pod only for as
+    many as its node advertises)."""
+    return name in (NVIDIA_GPU, REPLICA_RESOURCE, SLICE, *VENDOR_RESOURCES) or name.startswith(
+        MIG_PREFIX
+    )

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from gpupool.kube.inventory import REPLICA_RESOURCE, KubeNode
+from gpupool.kube.left_out import LeftOut, LeftOutCause
 from gpupool.kube.pods import PodJob
 from gpupool.scheduler.session import NOT_ALLOWED
 
@@ -24,7 +25,7 @@ ON_REPLICA_NODES = f"sharing cards as device-plugin replicas ({REPLICA_RESOURCE}
 NOT_REPLICA_NODES = f"serving no device-plugin replicas ({REPLICA_RESOURCE})"
 
 
-def replica_size(nodes: Mapping[str, KubeNode]) -> tuple[int, dict[str, str]]:
+def replica_size(nodes: Mapping[str, KubeNode]) -> tuple[int, dict[str, LeftOut]]:
     """The cluster's replicas per card (0: no node shares that way) and, per node of another
     size, why it is left out. The size most nodes have wins (ties: fewer, larger replicas)."""
     sizes = Counter(kn.replicas for kn in nodes.values() if kn.replicas)
@@ -32,10 +33,12 @@ def replica_size(nodes: Mapping[str, KubeNode]) -> tuple[int, dict[str, str]]:
         return 0, {}
     size = max(sizes, key=lambda r: (sizes[r], -r))
     left_out = {
-        name: (
+        name: LeftOut(
+            name,
+            LeftOutCause.REPLICA_SIZE,
             f"node {name}: {kn.replicas} device-plugin replicas per card where the cluster's "
             f"other nodes have {size}: gpupool reads one replica size per cluster (a replica "
-            "is a share of 1/R of a card, decided before the node)"
+            "is a share of 1/R of a card, decided before the node)",
         )
         for name, kn in nodes.items()
         if kn.replicas and kn.replicas != size

@@ -22,6 +22,7 @@ from gpupool.kube.dra.pod_claims import with_claims
 from gpupool.kube.dra.publish import V1, DraWriter
 from gpupool.kube.events import COMPONENT, event_body, now_iso
 from gpupool.kube.grants import GrantKey, UnsignedGrant, grant_of
+from gpupool.kube.left_out import LeftOut, changes, node_event
 from gpupool.kube.pod_groups import PodGroups
 from gpupool.kube.pods import is_terminal, node_of, pod_key
 from gpupool.kube.policy import Policy
@@ -69,6 +70,7 @@ class KubeScheduler:
         self.pending: set[str] = set()  # our pods the watch shows unbound
         self.preempted: dict[str, str] = {}  # UID of a pod deleted by preemption -> why
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
+        self.left_out: dict[str, LeftOut] = {}  # node -> why it is left out, as last said
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
         self.memo = Memo()
@@ -260,6 +262,7 @@ class KubeScheduler:
             self._pool.submit(self._evict, ev)
         live = {pod_key(p) for p in pods}
         self._note(decision, live)
+        self._report_left_out(decision.node_problems)
         self.pending &= live  # forget pods a relist dropped without a DELETED event
         self.stats["cycles"] += 1
         self.cycle_s += time.perf_counter() - started
@@ -393,6 +396,26 @@ class KubeScheduler:
             self.changed.set()
         for pod in [p for p in self.noted if p not in live]:
             self.noted.pop(pod, None)
+
+    def _report_left_out(self, now: Mapping[str, LeftOut]) -> None:
+        """A log line and an Event on the Node for each node left out for a new reason, and a
+        log line for each taken back; once per change, not every cycle."""
+        new, back = changes(self.left_out, now)
+        for name in back:
+            log.info("node %s: no longer left out (%s)", name, self.left_out.pop(name).cause)
+        for lo in new:
+            log.warning("node %s left out (%s): %s", lo.node, lo.cause, lo.message)
+            self.left_out[lo.node] = lo
+            uid = str(((self.nodes.get(lo.node) or {}).get("metadata") or {}).get("uid") or "")
+            self._pool.submit(self._node_event, lo, uid)
+
+    def _node_event(self, lo: LeftOut, uid: str) -> None:
+        try:
+            self.api.create_event(node_event(lo, uid, self.identity))
+        except Exception as exc:
+            if self.left_out.get(lo.node) == lo:
+                self.left_out.pop(lo.node, None)  # said again next cycle
+            log.warning("node %s: left-out event not written: %s", lo.node, exc)
 
     def _note_one(self, pod: str, why: str, reason: str) -> None:
         ns, name = pod.split("/", 1)

@@ -7,6 +7,12 @@ bound: each pod is a job of its namespace's tenant, running from its binding wit
 allocation holding its grant, ended (and so metered into usage records, the invoices' source)
 when the pod finishes, is deleted or is preempted. Every write is idempotent: a pod is known
 by its UID (the job's idempotency key), so the scheduler may send the same report again.
+
+Several clusters may report to one server, each under its name (``cluster`` in its settings;
+"" for a server with one unnamed cluster): its nodes carry the label ``gpupool.io/cluster``,
+its pods' jobs the name in their key, and a report touches only that cluster's nodes and pods
+— one cluster's node report does not remove another's nodes, nor a restarted reporter end
+another cluster's pods. A node name two clusters share is refused (409) naming whose it is.
 """
 
 from collections.abc import Iterable
@@ -33,16 +39,45 @@ KUBERNETES_ACTION = "kubernetes"  # the allocations of mirrored pods
 # for a pod, nor a pod's for a user's
 ACTOR = "kubernetes:mirror"
 KEY_PREFIX = "k8s:"
+CLUSTER_LABEL = "gpupool.io/cluster"
 
 
-def mirror_nodes(s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float) -> int:
+def cluster_of(node: NodeRow) -> str:
+    return str((node.labels or {}).get(CLUSTER_LABEL, ""))
+
+
+def _key(cluster: str, uid: str) -> str:
+    """A mirrored pod's job key: its cluster's name and UID (UIDs have no colon)."""
+    return f"{KEY_PREFIX}{cluster}:{uid}" if cluster else KEY_PREFIX + uid
+
+
+def _whose(cluster: str) -> str:
+    return f"cluster {cluster!r}" if cluster else "the cluster reporting without a name"
+
+
+def mirror_nodes(
+    s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float, cluster: str = ""
+) -> int:
     """Upsert the cluster's nodes (each with why it takes no new pods, "" when it does);
-    Kubernetes nodes no longer listed go, or stay closed while a mirrored pod holds them."""
+    that cluster's Kubernetes nodes no longer listed go, or stay closed while a mirrored pod
+    holds them. Other clusters' nodes are not touched."""
     seen: set[str] = set()
     for body, closed in nodes:
         existing = s.get(NodeRow, body.name)
         if existing is not None and existing.source != "kubernetes":
             raise ApiError(409, f"node {body.name}: an agent's node, not a Kubernetes one", "name")
+        if existing is not None and cluster_of(existing) != cluster:
+            raise ApiError(
+                409,
+                f"node {body.name}: mirrored from {_whose(cluster_of(existing))}, not from "
+                f"{_whose(cluster)} (two clusters reporting to one server need distinct node "
+                "names)",
+                "name",
+            )
+        labels = {k: v for k, v in body.labels.items() if k != CLUSTER_LABEL}
+        body = body.model_copy(
+            update={"labels": {**labels, CLUSTER_LABEL: cluster} if cluster else labels}
+        )
         node = register_node(s, body, now)
         node.source = "kubernetes"
         node.heartbeat_at = now
@@ -52,7 +87,7 @@ def mirror_nodes(s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float) ->
         seen.add(body.name)
     held = {n for n, _ in held_devices(s)}
     for node in s.execute(select(NodeRow).where(NodeRow.source == "kubernetes")).scalars():
-        if node.name in seen:
+        if node.name in seen or cluster_of(node) != cluster:
             continue
         if node.name in held:
             node.schedulable, node.drain_reason = False, "gone from the Kubernetes cluster"
@@ -62,25 +97,28 @@ def mirror_nodes(s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float) ->
     return len(seen)
 
 
-def _job_by_uid(s: Session, uid: str) -> JobRow | None:
+def _job_by_uid(s: Session, uid: str, cluster: str) -> JobRow | None:
     return s.execute(
         select(JobRow).where(
-            JobRow.idempotency_key == KEY_PREFIX + uid, JobRow.submitted_by == ACTOR
+            JobRow.idempotency_key == _key(cluster, uid), JobRow.submitted_by == ACTOR
         )
     ).scalar_one_or_none()
 
 
-def mirror_bound(s: Session, pod: dict, now: float) -> bool:
+def mirror_bound(s: Session, pod: dict, now: float, cluster: str = "") -> bool:
     """Record a pod gpupool bound as a running job holding its grant; False if known."""
-    if _job_by_uid(s, pod["uid"]) is not None:
+    if _job_by_uid(s, pod["uid"], cluster) is not None:
         return False
     if s.get(TenantRow, pod["tenant"]) is None:
         raise ApiError(422, f"pod {pod['pod']}: unknown tenant {pod['tenant']!r}", "tenant")
     grant = pod["placement"]
     node = s.get(NodeRow, grant["node"])
-    if node is None or node.source != "kubernetes":
+    if node is None or node.source != "kubernetes" or cluster_of(node) != cluster:
         raise ApiError(
-            422, f"pod {pod['pod']}: {grant['node']!r} is not a mirrored Kubernetes node", "node"
+            422,
+            f"pod {pod['pod']}: {grant['node']!r} is not a Kubernetes node mirrored from "
+            f"{_whose(cluster)}",
+            "node",
         )
     bound_at = min(pod["bound_at"], now)
     job = JobRow(
@@ -95,10 +133,11 @@ def mirror_bound(s: Session, pod: dict, now: float) -> bool:
         on_lost="fail",
         command=[],
         env={},
-        idempotency_key=KEY_PREFIX + pod["uid"],
+        idempotency_key=_key(cluster, pod["uid"]),
         submitted_by=ACTOR,
         state="running",
-        reason=f"bound to {grant['node']} by gpupool in Kubernetes",
+        reason=f"bound to {grant['node']} by gpupool in Kubernetes"
+        + (f" cluster {cluster}" if cluster else ""),
         submit_time=min(pod["submitted_at"], bound_at),
         queued_at=min(pod["submitted_at"], bound_at),
         started_at=bound_at,
@@ -126,9 +165,9 @@ def mirror_bound(s: Session, pod: dict, now: float) -> bool:
     return True
 
 
-def mirror_ended(s: Session, ended: dict, now: float) -> bool:
+def mirror_ended(s: Session, ended: dict, now: float, cluster: str = "") -> bool:
     """End a mirrored pod's job, metering its allocation up to the pod's end."""
-    job = _job_by_uid(s, ended["uid"])
+    job = _job_by_uid(s, ended["uid"], cluster)
     if job is None or job.state not in HOLDING:
         return False
     at = min(ended["at"], now)
@@ -141,11 +180,16 @@ def mirror_ended(s: Session, ended: dict, now: float) -> bool:
     return True
 
 
-def live_uids(s: Session) -> list[str]:
-    """The pods the server holds as running, by UID."""
+def live_uids(s: Session, cluster: str = "") -> list[str]:
+    """The pods of that cluster the server holds as running, by UID."""
     keys = s.execute(
         select(JobRow.idempotency_key).where(
             JobRow.submitted_by == ACTOR, JobRow.state.in_(HOLDING)
         )
     ).scalars()
-    return [k.removeprefix(KEY_PREFIX) for k in keys if k]
+    prefix = _key(cluster, "")
+    return [
+        uid
+        for k in keys
+        if k and k.startswith(prefix) and ":" not in (uid := k.removeprefix(prefix))
+    ]

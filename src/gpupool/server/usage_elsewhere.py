@@ -14,17 +14,23 @@ from sqlalchemy.orm import Session
 from gpupool.scheduler.placement_json import placement_from_json
 from gpupool.scheduler.session import MIG_PERCENT
 from gpupool.scheduler.tenants import TenantTree, Usage, usage_of
-from gpupool.server.db.tables import AllocationRow, DeviceRow
-from gpupool.server.kube_mirror import KUBERNETES_ACTION
+from gpupool.server.db.tables import AllocationRow, DeviceRow, NodeRow
+from gpupool.server.kube_mirror import KUBERNETES_ACTION, cluster_of
 
 
-def _usage(s: Session, mirrored: bool) -> dict[str, Usage]:
+def _usage(
+    s: Session, mirrored: bool | None, skip: frozenset[str] = frozenset()
+) -> dict[str, Usage]:
+    """``mirrored``: only the mirrored pods' allocations (True), only the others (False), or
+    both (None); ``skip``: allocations on these nodes are left out."""
     a = AllocationRow.__table__.c
     kind = a.action == KUBERNETES_ACTION if mirrored else a.action != KUBERNETES_ACTION
-    rows = s.execute(select(a.job_id, a.tenant, a.placement).where(a.state == "active", kind)).all()
-    if not rows:
-        return {}
+    where = [a.state == "active"] + ([kind] if mirrored is not None else [])
+    rows = s.execute(select(a.job_id, a.tenant, a.placement).where(*where)).all()
     placed = [(tenant, placement_from_json(str(job_id), raw)) for job_id, tenant, raw in rows]
+    placed = [(t, p) for t, p in placed if not set(p.node_names) & skip]
+    if not placed:
+        return {}
     nodes = {name for _, placement in placed for name in placement.node_names}
     devices = s.execute(  # the models of the nodes they are on, not of the whole fleet
         select(DeviceRow.node, DeviceRow.index, DeviceRow.model).where(DeviceRow.node.in_(nodes))
@@ -47,6 +53,17 @@ def kube_usage(s: Session) -> dict[str, Usage]:
 def standalone_usage(s: Session) -> dict[str, Usage]:
     """Per tenant, what its jobs on the server's own nodes hold."""
     return _usage(s, mirrored=False)
+
+
+def elsewhere_usage(s: Session, cluster: str) -> dict[str, Usage]:
+    """Per tenant, what its work holds outside that cluster: its standalone jobs and its pods
+    in the other clusters reporting here (one guarantee across all of them)."""
+    own = frozenset(
+        n.name
+        for n in s.execute(select(NodeRow).where(NodeRow.source == "kubernetes")).scalars()
+        if cluster_of(n) == cluster
+    )
+    return _usage(s, mirrored=None, skip=own)
 
 
 def charge_elsewhere(tree: TenantTree, usage: Mapping[str, Usage]) -> None:

@@ -4,17 +4,34 @@ the pods it bound (``gpupool.server.kube_mirror``). Role ``kubernetes`` (or admi
 import time
 from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import Field, StringConstraints
 
+from gpupool.server.auth import Principal, Role
 from gpupool.server.deps import Ctx, KubeCaller
+from gpupool.server.errors import forbidden
 from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
 from gpupool.server.schemas import Name, NodeIn, Strict, TenantName
 from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
-from gpupool.server.usage_elsewhere import standalone_usage
+from gpupool.server.usage_elsewhere import elsewhere_usage
 
 router = APIRouter(prefix="/api/v1/kubernetes", tags=["kubernetes"])
 Text = Annotated[str, StringConstraints(max_length=1000)]
+# the reporting cluster's name (its settings' ``cluster``; "": a server's only, unnamed one)
+Cluster = Annotated[str, Query(max_length=63, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")]
+
+
+def _as(who: Principal, cluster: str) -> str:
+    """The cluster a caller reports as: a named one only with a token of that name (or an
+    admin's), so one cluster's token cannot replace or end another's nodes and pods."""
+    if cluster and who.role is not Role.ADMIN and who.user != cluster:
+        raise forbidden(
+            f"{who.user} reports as cluster {cluster!r}: a named cluster reports with a "
+            f"token of that name (gpupool admin token create --name {cluster} --role kubernetes)"
+        )
+    return cluster
+
+
 Uid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9-]+$")]
 
 
@@ -74,40 +91,45 @@ class PodsOut(Strict):
 
 
 @router.put("/nodes")
-def put_nodes(body: KubeNodesIn, ctx: Ctx, who: KubeCaller) -> dict[str, int]:
-    """The cluster's GPU nodes, all of them: upserted, and those missing removed."""
+def put_nodes(
+    body: KubeNodesIn, ctx: Ctx, who: KubeCaller, cluster: Cluster = ""
+) -> dict[str, int]:
+    """The cluster's GPU nodes, all of them: upserted, and that cluster's missing removed."""
     with ctx.db.write() as s:
         count = mirror_nodes(
             s,
             ((NodeIn(**n.model_dump(exclude={"closed"})), n.closed) for n in body.nodes),
             time.time(),
+            _as(who, cluster),
         )
     ctx.capacity.invalidate()
     return {"nodes": count}
 
 
 @router.post("/pods", response_model=PodsOut)
-def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller) -> PodsOut:
+def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> PodsOut:
     """Pods bound (running jobs from their binding) and pods ended (metered to their end)."""
     now = time.time()
     out = PodsOut()
+    cluster = _as(who, cluster)
     with ctx.db.write() as s:
         for pod in body.bound:
-            out.recorded += mirror_bound(s, pod.model_dump(), now)
+            out.recorded += mirror_bound(s, pod.model_dump(), now, cluster)
         for ended in body.ended:
-            out.ended += mirror_ended(s, ended.model_dump(), now)
-        out.live = live_uids(s)
+            out.ended += mirror_ended(s, ended.model_dump(), now, cluster)
+        out.live = live_uids(s, cluster)
     return out
 
 
 @router.get("/policy")
-def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
+def get_policy(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> dict[str, object]:
     """Tenants with their quotas (in the engine's units: card percent, MiB, millicores; an
     active rental plan included) and priority classes, for a scheduler that takes its tenants
     from the server."""
+    cluster = _as(who, cluster)
     with ctx.db.read() as s:
         tree, classes, held = tenant_tree(s), queue_policy(s).classes, reservations(s)
-        elsewhere = standalone_usage(s)
+        elsewhere = elsewhere_usage(s, cluster)
     return {
         "tenants": [
             {
@@ -121,7 +143,8 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
             for t in tree.tenants.values()
         ],
         "priority_classes": dict(classes),
-        # what each tenant's standalone jobs hold: one guarantee across both (usage_elsewhere)
+        # what each tenant's standalone jobs and its pods in the other clusters hold: one
+        # guarantee across all of them (usage_elsewhere)
         "usage_elsewhere": elsewhere,
         # held on the cluster's nodes by its scheduler as the server holds them on its own
         "reservations": [
@@ -139,7 +162,9 @@ def get_policy(ctx: Ctx, who: KubeCaller) -> dict[str, object]:
 
 
 @router.get("/pods", response_model=PodsOut)
-def get_pods(ctx: Ctx, who: KubeCaller) -> PodsOut:
-    """The UIDs of the pods the server holds as running (what a restarted scheduler checks)."""
+def get_pods(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> PodsOut:
+    """The UIDs of the cluster's pods the server holds as running (what a restarted scheduler
+    checks)."""
+    cluster = _as(who, cluster)
     with ctx.db.read() as s:
-        return PodsOut(live=live_uids(s))
+        return PodsOut(live=live_uids(s, cluster))
