@@ -90,8 +90,8 @@ def test_an_idle_shell_is_warned_then_released_and_its_card_goes_to_a_waiting_jo
 
     done = wait_for("the cull", in_state(admin, job["id"], "cancelled"), 20)
     assert done["reason"].startswith("idle-culled: no terminal input and no GPU activity")
-    released = [a for a in ok(admin.get("/api/v1/allocations", params={"tenant": "alpha"}))["items"]
-                if a["id"] == alloc_id][0]  # fmt: skip
+    allocations = ok(admin.get("/api/v1/allocations", params={"tenant": "alpha"}))["items"]
+    released = next(a for a in allocations if a["id"] == alloc_id)
     assert released["state"] == "released"
     assert released["release_reason"].startswith("idle-culled"), released
 
