@@ -72,7 +72,7 @@ def test_an_idle_shell_is_warned_then_released_and_its_card_goes_to_a_waiting_jo
     text = term.read_until(r"will be released", timeout=TIMEOUT_S + 15)
     warned_after = time.time() - typed_at
     assert warned_after >= TIMEOUT_S - WARNING_S - 0.5, warned_after
-    assert "files in its folder are kept" in text, text[-600:]
+    assert "files are kept where the job was started from" in text, text[-600:]
     listed = ok(srv.client(member).get("/api/v1/sessions"))
     assert [s["job_id"] for s in listed] == [job["id"]]
     assert listed[0]["release_at"] is not None and listed[0]["idle_s"] >= 3, listed

@@ -1,7 +1,7 @@
 """An interactive session's idle clock from its agent's telemetry (``server.idle``), through
 the real heartbeat route: a card of the session busy, or its memory in use moving, stamps the
 session active (``gpupool sessions`` shows it); a quiet card does not, nor a busy card of a
-batch job; and the monthly idle report counts the card-hours sessions held idle apart."""
+batch job; a session naming no class is dev-test; and the monthly idle report counts the card-hours sessions held idle apart."""
 
 import time
 from datetime import UTC, datetime
@@ -63,6 +63,11 @@ def test_a_sessions_cards_at_work_stamp_it_active_and_quiet_ones_do_not(sqlite_s
     assert _active_at(admin, session["id"]) > stamped
     [listed] = ok(admin.get("/api/v1/sessions"))
     assert listed["idle_timeout_s"] == 0 and listed["policy_from"].startswith("the server's")
+    # a session that names no class is dev work, below training; a kind or class named wins
+    assert listed["priority_class"] == "dev-test"
+    assert ok(admin.get(f"/api/v1/jobs/{batch['id']}"))["priority_class"] == "training"
+    named = ok(admin.post("/api/v1/jobs", json={**body, "kind": "training"}), 201)
+    assert named["priority_class"] == "training"
 
     month = datetime.now(UTC).strftime("%Y-%m")
     idle = ok(admin.get("/api/v1/billing/reports/idle", params={"month": month, "zone": "UTC"}))

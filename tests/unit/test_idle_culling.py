@@ -50,7 +50,7 @@ def test_warned_then_released_at_the_announced_time_not_before():
     assert release is not None and release.act is Act.RELEASE
     reason = release.reason(T0 + 3600)
     assert reason.startswith(IDLE_CULLED + ":"), reason
-    assert "60 min" in reason and "files are kept" in reason, reason
+    assert "for 60 min (idle timeout 60 min, the server's default (any class))" in reason, reason
 
 
 def test_input_after_the_warning_withdraws_it_and_a_later_stretch_is_warned_anew():

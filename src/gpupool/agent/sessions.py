@@ -27,7 +27,8 @@ def idle_warning(release_at: float, now: float) -> str:
     return (
         f"idle: no input and no GPU activity in this session for a while; it will be released "
         f"{left} (at {at}) and its cards given back, unless you type here or its cards work "
-        "(files in its folder are kept; what runs here is stopped)"
+        "(files are kept where the job was started from; its work folder $GPUPOOL_WORK_DIR, "
+        "/tmp and what runs here go)"
     )
 
 

@@ -68,7 +68,7 @@ class CullDecision:
         idle = now - self.facts.idle_since
         return (
             f"{IDLE_CULLED}: no terminal input and no GPU activity for {words(idle)} (idle "
-            f"timeout {words(rule.timeout_s)}, {self.policy.source()}); the job's files are kept"
+            f"timeout {words(rule.timeout_s)}, {self.policy.source()})"
         )
 
 
