@@ -1,7 +1,8 @@
 """An interactive session's idle clock from its agent's telemetry (``server.idle``), through
 the real heartbeat route: a card of the session busy, or its memory in use moving, stamps the
 session active (``gpupool sessions`` shows it); a quiet card does not, nor a busy card of a
-batch job; a session naming no class is dev-test; and the monthly idle report counts the card-hours sessions held idle apart."""
+batch job; a session naming no class is dev-test; and the monthly idle report counts the
+card-hours sessions held idle apart."""
 
 import time
 from datetime import UTC, datetime

@@ -21,7 +21,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
     if column == "nodes":
         return ",".join(row["nodes"]) or "-"
     if column == "idle":
-        return duration(row["idle_s"]) if row["started_at"] is not None else "not started"
+        return duration(row["idle_s"]) if row["started_at"] is not None else "-"
     if column == "timeout":
         return duration(row["idle_timeout_s"]) if row["idle_timeout_s"] else "off"
     if column == "release":
@@ -41,5 +41,5 @@ def sessions(
     with ApiClient.from_env() as api:
         rows = api.get("/api/v1/sessions", tenant=tenant)
     emit(rows, COLUMNS, as_json=as_json, cell=_cell, empty="no running sessions",
-         caption="idle: since the last terminal input or GPU activity; timeout: off = never "
-         "released for idleness")  # fmt: skip
+         caption="idle: since the last terminal input or GPU activity (-: not started); "
+         "timeout: off = never released for idleness")  # fmt: skip
