@@ -5,6 +5,7 @@ API process, so typing costs no write per key, and at once for the first keystro
 quiet stretch (the one that withdraws an idle warning). A notebook's proxy can stamp the
 same way (``InputStamps.touch``)."""
 
+import logging
 import time
 
 from fastapi.concurrency import run_in_threadpool
@@ -13,6 +14,7 @@ from sqlalchemy import or_, update
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AllocationRow
 
+log = logging.getLogger(__name__)
 MAX_KEPT = 4096  # sessions remembered per process before the stale ones are forgotten
 
 
@@ -32,7 +34,11 @@ class InputStamps:
         self._written[alloc_id] = now
         if len(self._written) > MAX_KEPT:
             self._written = {a: t for a, t in self._written.items() if not self.due(a, now)}
-        await run_in_threadpool(self.write, alloc_id, now)
+        try:
+            await run_in_threadpool(self.write, alloc_id, now)
+        except Exception as exc:  # best effort: a database hiccup must not cut the terminal
+            self._written.pop(alloc_id, None)  # the next keystroke tries again
+            log.warning("session allocation %s: its input not written down: %s", alloc_id, exc)
 
     def write(self, alloc_id: int, now: float) -> None:
         with self.db.write() as s:

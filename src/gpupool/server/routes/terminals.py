@@ -203,8 +203,6 @@ class Relay:
             if data is not None:
                 if len(data) - 1 > WINDOW:  # no client of ours sends that much at once
                     raise FrameError(f"an input frame over {WINDOW} bytes")
-                if self.acted is not None and len(data) > 1:
-                    await self.acted()
                 for at in range(1, len(data), CHUNK):  # each chunk against the node's credit
                     chunk = data[at : at + CHUNK]
                     while self.credit < len(chunk):
@@ -212,6 +210,8 @@ class Relay:
                         await self.room.wait()
                     self.credit -= len(chunk)
                     await self.conn.data(0, chunk)
+                if self.acted is not None and len(data) > 1:  # after: no keystroke waits on it
+                    await self.acted()
                 continue
             text = message.get("text") or ""
             if len(text) > MAX_CONTROL:
