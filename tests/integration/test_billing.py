@@ -256,11 +256,13 @@ def test_reports_split_days_rank_jobs_and_price_idle_cards():
     idle = idle_costs(
         [
             IdleHold("algo", 7, "A100-80G", 100 * 2 * HOUR, start),
+            IdleHold("algo", 9, "A100-80G", 50 * HOUR, start, interactive=True),
             IdleHold("beta", 8, "T4", 0, start),
         ],
         Catalog.default(),
     )
-    assert idle == [{"tenant": "algo", "idle_card_hours": 2.0, "idle_cost": "6.94"}]
+    assert idle == [{"tenant": "algo", "idle_card_hours": 2.5, "idle_cost": "8.68",
+                     "interactive_idle_card_hours": 0.5}]  # fmt: skip
 
 
 records_strategy = st.lists(

@@ -115,6 +115,10 @@ class SessionLink:
         """The session ends (its allocation released): terminals are told and hung up."""
         self._post("end", why)
 
+    def tell(self, text: str) -> None:
+        """A notice in every terminal of the session (an idle warning)."""
+        self._post("tell", text)
+
     @property
     def done(self) -> bool:
         return self._stop.is_set()
@@ -384,6 +388,8 @@ class SessionLink:
                 for stream in list(self.streams.values()):
                     self._detach(stream)
                 self.streams.clear()
+            elif kind == "tell" and self._ending_at is None:
+                self._tell(value)
             elif kind == "end" and self._ending_at is None:
                 self._tell(f"{value}: this terminal ends now")
                 for t in self.terminals.values():

@@ -5,6 +5,7 @@ why, when it stops. ``follow`` is all the agent's loop calls: it only compares s
 starts or ends links, whose threads do the rest."""
 
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -17,6 +18,18 @@ from gpupool.model.protocol import OrderOut
 def tunnel_url(server: str, node: str, alloc_id: int) -> str:
     base = server.rstrip("/")
     return "ws" + base.removeprefix("http") + f"/api/v1/nodes/{node}/tunnels/{alloc_id}"
+
+
+def idle_warning(release_at: float, now: float) -> str:
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(release_at))
+    minutes = max(0, round((release_at - now) / 60))
+    left = f"in {minutes} min" if minutes >= 2 else f"in {max(0, round(release_at - now))} s"
+    return (
+        f"idle: no input and no GPU activity in this session for a while; it will be released "
+        f"{left} (at {at}) and its cards given back, unless you type here or its cards work "
+        "(files are kept where the job was started from; its work folder $GPUPOOL_WORK_DIR, "
+        "/tmp and what runs here go)"
+    )
 
 
 class SessionKeeper:
@@ -32,6 +45,7 @@ class SessionKeeper:
         self.node, self._server, self._token, self._tls = node, server, token, tls
         self._folder = folder
         self.links: dict[int, SessionLink] = {}
+        self.warned: dict[int, float] = {}  # allocation -> the idle release its terminals heard
 
     def follow(self, records: Mapping[int, Record], desired: Mapping[int, OrderOut]) -> None:
         """A link for each interactive allocation running here; the others' links end (a
@@ -56,12 +70,32 @@ class SessionKeeper:
                 why = (rec.stop_reason if rec is not None else "") or "released by the server"
                 link.end(f"this session's job is being stopped ({why})")
                 del self.links[alloc_id]
+        self._warn(desired)
+
+    def _warn(self, desired: Mapping[int, OrderOut]) -> None:
+        """Tell a session's terminals of an idle warning the server gave it (once each), and
+        that it was withdrawn."""
+        for alloc_id, link in self.links.items():
+            order = desired.get(alloc_id)
+            at = order.idle_release_at if order is not None else None
+            told = self.warned.get(alloc_id)
+            if at is not None and at != told:
+                link.tell(idle_warning(at, time.time()))
+                self.warned[alloc_id] = at
+            elif at is None and told is not None:
+                link.tell("idle warning withdrawn: this session was used again")
+                del self.warned[alloc_id]
+        for alloc_id in set(self.warned) - set(self.links):
+            del self.warned[alloc_id]
 
     def end(self, alloc_id: int, why: str) -> None:
         """The session's job is being stopped here (its time limit, a memory or disk limit):
         its terminals are told before the stop reaches them, not a round later, when the
         job's processes (and the terminals with them) may be gone already."""
         link = self.links.pop(alloc_id, None)
+        if alloc_id in self.warned:  # the likely why (a cancel after the warning reads alike)
+            why = f"{why}; it had been warned as idle"
+            del self.warned[alloc_id]
         if link is not None:
             link.end(f"this session's job is being stopped ({why})")
 

@@ -102,21 +102,31 @@ class IdleHold:
     model: str
     idle_pct_seconds: int
     at: float
+    interactive: bool = False  # an interactive session's (a shell, a notebook)
 
 
 def idle_costs(holds: Iterable[IdleHold], catalog: Catalog) -> list[dict[str, object]]:
-    """Per tenant: card-hours held under 5% utilisation and what they cost at list prices."""
+    """Per tenant: card-hours held under 5% utilisation and what they cost at list prices,
+    and how many of those hours interactive sessions held (what idle culling takes back)."""
     hours: dict[str, Fraction] = {}
+    sessions: dict[str, Fraction] = {}
     cost: dict[str, Fraction] = {}
     for h in holds:
         if h.idle_pct_seconds <= 0 or h.model == "cpu":
             continue
         card_hours = Fraction(h.idle_pct_seconds, 100 * HOUR)
         hours[h.tenant] = hours.get(h.tenant, Fraction(0)) + card_hours
+        if h.interactive:
+            sessions[h.tenant] = sessions.get(h.tenant, Fraction(0)) + card_hours
         cost[h.tenant] = (
             cost.get(h.tenant, Fraction(0)) + card_hours * catalog.at(h.model, h.at).hourly()
         )
     return [
-        {"tenant": t, "idle_card_hours": round(float(hours[t]), 4), "idle_cost": cny(to_fen(c))}
+        {
+            "tenant": t,
+            "idle_card_hours": round(float(hours[t]), 4),
+            "idle_cost": cny(to_fen(c)),
+            "interactive_idle_card_hours": round(float(sessions.get(t, 0)), 4),
+        }
         for t, c in sorted(cost.items(), key=lambda kv: (-kv[1], kv[0]))
     ]

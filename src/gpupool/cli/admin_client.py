@@ -104,6 +104,48 @@ def tenant_limits(
     show(out, as_json, table)
 
 
+@tenant_app.command("idle-policy")
+@client_command
+def tenant_idle_policy(
+    name: str = typer.Argument(..., help="Tenant name"),
+    klass: str = typer.Option("*", "--class", help="The priority class it is for (*: any)"),
+    timeout: str = typer.Option(None, help="Idle time before a session is released: 2h, 30m"),
+    warning: str = typer.Option(None, help="Warn its terminals this long before [10m]"),
+    off: bool = typer.Option(False, "--off", help="Never release that class's idle sessions"),
+    clear: bool = typer.Option(False, "--clear", help="Drop the rule: the parent's applies"),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Idle timeouts of a tenant's interactive sessions, per priority class, with where each
+    rule in force was set; with options, set one (admins; tenant-admins below their own
+    tenant), e.g. gpupool tenant idle-policy vision --class dev-test --timeout 1h"""
+    from gpupool.model.batch import parse_time
+
+    if sum((timeout is not None, off, clear)) > 1:
+        raise SpecError("give one of --timeout, --off, --clear", field="timeout")
+    if warning is not None and timeout is None:
+        raise SpecError("--warning goes with --timeout", field="warning")
+    with ApiClient.from_env() as api:
+        out = api.get(f"/api/v1/tenants/{name}/idle-policy")
+        if timeout is not None or off or clear:
+            rules = dict(out["own"])
+            rules.pop(klass, None)
+            if off:
+                rules[klass] = {"timeout_s": 0, "warning_s": 0}
+            elif timeout is not None:
+                warn = parse_time(warning) if warning is not None else 600
+                rules[klass] = {"timeout_s": parse_time(timeout), "warning_s": warn}
+            out = api.put(f"/api/v1/tenants/{name}/idle-policy", {"rules": rules})
+    table = SafeTable("class", "timeout", "warning", "set by", title=f"idle policy of {name}")
+    for r in out["in_force"]:
+        where = r["set_by"] or "server default"
+        if r["set_for"] == "*" and r["set_by"]:
+            where += " (any class)"
+        timeout_s, warning_s = r["timeout_s"], r["warning_s"]
+        table.add_row(r["priority_class"], f"{timeout_s} s" if timeout_s else "off",
+                      f"{warning_s} s" if timeout_s else "-", where)  # fmt: skip
+    show(out, as_json, table)
+
+
 @tenant_app.command("delete")
 @client_command
 def tenant_delete(name: str = typer.Argument(...)) -> None:

@@ -242,7 +242,7 @@ def plan_cancel(plan_id: int = typer.Argument(...), as_json: bool = JSON_OPT) ->
 REPORT_COLUMNS = {
     "usage": ["day", "tenant", "model", "card_hours"],
     "top-jobs": ["job_id", "tenant", "card_hours", "cost"],
-    "idle": ["tenant", "idle_card_hours", "idle_cost"],
+    "idle": ["tenant", "idle_card_hours", "idle_cost", "interactive_idle_card_hours"],
 }
 
 
@@ -258,8 +258,8 @@ def billing_report(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Cost reports: usage (card-hours per tenant, model and day), top-jobs (the jobs that
-    cost the most at list prices), idle (card-hours held under 5% utilisation, and their
-    cost)."""
+    cost the most at list prices), idle (card-hours held under 5% utilisation, their
+    cost, and those interactive sessions held)."""
     from gpupool.model import SpecError
 
     if report not in REPORT_COLUMNS:

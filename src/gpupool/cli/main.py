@@ -28,6 +28,7 @@ from gpupool.cli import (
     sbatch,
     server,
     services,
+    session_list,
     sessions,
     simulate,
     up,
@@ -95,6 +96,7 @@ app.command(
 app.command("shell")(sessions.shell)
 app.command("exec")(sessions.exec_command)
 app.command("attach")(sessions.attach)
+app.command("sessions")(session_list.sessions)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("alerts")(alerts.alerts)

@@ -37,6 +37,7 @@ from gpupool.server.routes import (
     billing,
     dashboard,
     guarantees,
+    idle_policies,
     invoices,
     job_control,
     jobs,
@@ -49,6 +50,7 @@ from gpupool.server.routes import (
     reports,
     reservations,
     services,
+    session_list,
     tenants,
     terminals,
     usage,
@@ -98,9 +100,9 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     errors.install(app)
     routes: tuple[ModuleType, ...] = (jobs, job_control, billing, invoices, plans, reports)
     routes += (nodes, agents, allocations)
-    routes += (agent_channel, tenants, guarantees, limits, services, kubernetes)
+    routes += (agent_channel, tenants, guarantees, limits, idle_policies, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
-    routes += (terminals,)
+    routes += (terminals, session_list)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

@@ -59,13 +59,23 @@ def read_stamp(db: Database) -> Stamp:
         return tuple(conn.execute(STAMP).one())
 
 
+def digest_part(
+    alloc_id: int, generation: int, job_state: str, idle_release_at: float | None
+) -> tuple[object, ...]:
+    """What of one live allocation its node's orders show: an idle session's warning (its
+    release time, ``interactive.culling``) only while one stands."""
+    if idle_release_at is None:
+        return alloc_id, generation, job_state
+    return alloc_id, generation, job_state, idle_release_at
+
+
 def node_digest(
-    allocations: Iterable[tuple[int, int, str]],
+    allocations: Iterable[tuple[object, ...]],
     state: str | None,
     modes: Iterable[tuple[int, str]],
 ) -> int:
-    """A digest of what one node's orders are made of: its live allocations (id, generation,
-    job state), its state and the card modes ordered on it."""
+    """A digest of what one node's orders are made of: its live allocations (``digest_part``:
+    id, generation, job state, an idle warning), its state and the card modes ordered on it."""
     parts: list[tuple] = [("a", *a) for a in allocations]
     if state is not None:
         parts.append(("n", state))
@@ -75,17 +85,23 @@ def node_digest(
 
 def read_digests(db: Database) -> Digests:
     """Per node, ``node_digest`` of what its orders are made of."""
-    allocations: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    allocations: dict[str, list[tuple[object, ...]]] = defaultdict(list)
     modes: dict[str, list[tuple[int, str]]] = defaultdict(list)
     with db.read() as s:
         live = s.execute(
-            select(AllocationNodeRow.node, AllocationRow.id, AllocationRow.generation, JobRow.state)
+            select(
+                AllocationNodeRow.node,
+                AllocationRow.id,
+                AllocationRow.generation,
+                JobRow.state,
+                AllocationRow.idle_release_at,
+            )
             .join(AllocationRow, AllocationRow.id == AllocationNodeRow.allocation_id)
             .join(JobRow, JobRow.id == AllocationRow.job_id)
             .where(AllocationRow.state == "active")
         ).all()
-        for node, alloc_id, generation, job_state in live:
-            allocations[node].append((alloc_id, generation, job_state))
+        for node, alloc_id, generation, job_state, release_at in live:
+            allocations[node].append(digest_part(alloc_id, generation, job_state, release_at))
         states = {n: st for n, st in s.execute(select(NodeRow.name, NodeRow.state))}
         wanted = s.execute(
             select(DeviceRow.node, DeviceRow.index, DeviceRow.want_mode).where(

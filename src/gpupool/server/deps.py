@@ -22,6 +22,7 @@ from gpupool.server.db.notify import ChangeListener
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.group_commit import GroupCommit
 from gpupool.server.heartbeats import BeatBatcher
+from gpupool.server.interactive.activity import InputStamps
 from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.ratelimit import FailedAuthLimiter, Pace
@@ -59,6 +60,7 @@ class ServerContext:
     beats: BeatBatcher = field(init=False)  # agents' beats on their channels, written together
     limits: LimitCache = field(init=False)  # tenants' admission limits (the loop's own)
     tunnels: TunnelHub = field(init=False)  # interactive sessions' links (server.tunnels)
+    session_input: InputStamps = field(init=False)  # people's input, for idle culling
 
     def __post_init__(self) -> None:
         self.changes = ChangeFeed(
@@ -71,6 +73,7 @@ class ServerContext:
                                  self.settings.agent_lag_max_s)  # fmt: skip
         self.limits = self.loop.limits
         self.tunnels = TunnelHub(self.settings.data_dir)
+        self.session_input = InputStamps(self.db, self.settings.session_input_stamp_s)
         self.auth_failures = FailedAuthLimiter(
             self.settings.auth_failure_limit, self.settings.auth_failure_window_s
         )

@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from gpupool.server.db.tables import DeviceRow, NodeRow
 from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch, GroupCommit
-from gpupool.server.idle import idle_util, record_idle
+from gpupool.server.idle import gpu_active, idle_util, record_activity, record_idle
 from gpupool.server.lifecycle import bump_nodes_version
 from gpupool.server.liveness import heard_from
 from gpupool.server.schemas import Telemetry
@@ -63,6 +63,7 @@ def write_telemetry(
             rows[d.node][d.index] = d
     outcome: dict[str, str | ApiError] = {}
     idle: dict[str, tuple[set[int], float]] = {}
+    active: dict[str, set[int]] = {}  # devices showing activity (interactive sessions' clock)
     changed = False
     for name, devices in beats.items():
         node = nodes.get(name)
@@ -84,11 +85,16 @@ def write_telemetry(
         )  # fmt: skip
         changed |= heard_from(s, node, now)
         idle[name] = ({t.index for t in devices if idle_util(t.util_pct)}, now - previous)
+        before = {i: (d.telemetry or {}).get("mem_used_mib") for i, d in by_index.items()}
+        active[name] = {
+            t.index for t in devices if gpu_active(t.util_pct, t.mem_used_mib, before[t.index])
+        }
         for t in devices:
             changed |= _apply(by_index[t.index], t, now)
         outcome[name] = node.state
     with s.no_autoflush:
         record_idle(s, idle)
+        record_activity(s, active, now)
     if changed:
         bump_nodes_version(s)
     return outcome, changed, rows

@@ -38,6 +38,8 @@ from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
 from gpupool.server.fence import hold_lead
 from gpupool.server.hybrid_modes import order_switches
+from gpupool.server.interactive import cull_duty
+from gpupool.server.interactive.idle_policy import IdleRule
 from gpupool.server.leader import Leadership
 from gpupool.server.liveness import any_silent, mark_lost_nodes
 from gpupool.server.log_retention import prune_logs
@@ -112,6 +114,8 @@ class SchedulerLoop:
                 Duty("liveness", self.check_liveness),
                 Duty("metering", self.checkpoint_usage),
                 Duty("budgets", self.check_budgets, st.cycle_interval_s),
+                # before the cycle: a card taken back from an idle session is granted at once
+                Duty("idle-culling", self.cull_idle, st.session_idle_check_s),
                 Duty("scheduling", self.cycle),
                 Duty("alerts", self.check_alerts, st.alert_interval_s),
                 Duty("pool-samples", self.sample_pool, st.sample_interval_s),
@@ -300,6 +304,23 @@ class SchedulerLoop:
             hold_lead(s, self.leadership.epoch)
             done = checkpoint(s, now, interval)
         self._metered_to = boundary(now, interval)
+        return done
+
+    def cull_idle(self, now: float | None = None) -> cull_duty.Applied:
+        """Warn, then release, interactive sessions idle past their idle timeout
+        (``interactive.culling``): read, decide, apply under the lead's fence."""
+        now = time.time() if now is None else now
+        st = self.settings
+        default = IdleRule(st.session_idle_timeout_s, st.session_idle_warning_s)
+        with self.db.read() as s:
+            decisions = cull_duty.plan(s, default, now)
+        if not decisions:
+            return cull_duty.Applied()
+        with self.db.write() as s:
+            hold_lead(s, self.leadership.epoch)
+            done = cull_duty.apply(s, decisions, now)
+        if done.released or done.warned:
+            log.info("idle sessions", extra={"warned": done.warned, "released": done.released})
         return done
 
     def prove_life(self, now: float | None = None) -> None:

@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from gpupool.model.protocol import OrderOut, OrdersOut
-from gpupool.server.change_feed import node_digest
+from gpupool.server.change_feed import digest_part, node_digest
 from gpupool.server.db.tables import (
     AllocationNodeRow,
     AllocationRow,
@@ -88,6 +88,7 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
                 probe=replicas.get(j.id) or replicas.get(j.replaces or 0),
                 parked=j.id in asleep,
                 interactive=j.interactive,
+                idle_release_at=a.idle_release_at,
                 checkpoint=j.checkpoint,
                 started_here=started is not None,
                 ended_here=ended is not None,
@@ -107,7 +108,9 @@ def read_orders(ctx: ServerContext, name: str) -> tuple[OrdersOut, int]:
             modes={i: m for i, m in modes},
         )
         digest = node_digest(
-            ((a.id, a.generation, j.state) for a, j, *_ in rows), node.state, answer.modes.items()
+            (digest_part(a.id, a.generation, j.state, a.idle_release_at) for a, j, *_ in rows),
+            node.state,
+            answer.modes.items(),
         )
     if ctx.settings.orders_max_wait_s > 0:  # a server that answers at once gives none
         content = answer.model_dump_json(exclude={"generation", "etag"}).encode()

@@ -354,7 +354,8 @@ class JobIn(Strict):
     tenant: TenantName | None = None  # defaults to the caller's tenant
     name: str = Field("", max_length=200)
     kind: Literal["training", "inference", "dev", "batch"] = "batch"
-    # when not given: by kind, inference online-inference, dev dev-test, else training
+    # when not given: by kind, inference online-inference, dev dev-test, else training; an
+    # interactive session (an allocation) of no kind: dev-test
     priority_class: Name = "training"
     priority: int = Field(0, ge=-1000, le=1000)
     gang_size: int = Field(1, ge=1, le=1024)
@@ -436,9 +437,11 @@ class JobIn(Strict):
     @model_validator(mode="before")
     @classmethod
     def _class_of_kind(cls, data: Any) -> Any:
-        """No priority class given: the one of its kind (an inference job is online work)."""
+        """No priority class given: the one of its kind (an inference job is online work); an
+        interactive session of no kind is dev work (below training, the seed's order)."""
         if isinstance(data, dict) and data.get("priority_class") is None:
-            kind = data.get("kind") or "batch"
+            session = data.get("interactive") is not None or data.get("allocation") is True
+            kind = data.get("kind") or ("dev" if session else "batch")
             return {**data, "priority_class": CLASS_OF_KIND.get(str(kind), "training")}
         return data
 

@@ -89,6 +89,15 @@ class Settings(BaseSettings):
     service_backoff_s: float = Field(2.0, ge=0, le=3600)
     service_backoff_max_s: float = Field(300.0, ge=0, le=86400)
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
+    # idle culling of interactive sessions (docs/interactive.md): the idle timeout of a
+    # tenant whose tree sets none (0: off, an allocation is held to its time limit as
+    # salloc's is), the warning before a release, how often the leader looks, and how often
+    # one session's terminal input is written down at most (its first keystroke after a
+    # quiet stretch at once)
+    session_idle_timeout_s: int = Field(0, ge=0, le=366 * 86400)
+    session_idle_warning_s: int = Field(600, ge=0, le=366 * 86400)
+    session_idle_check_s: float = Field(15.0, gt=0, le=3600)
+    session_input_stamp_s: float = Field(10.0, ge=0, le=3600)
     # admission limits of every tenant that has none of its own (gpupool tenant limits):
     # jobs pending, held or running; tasks in one array; services; the replicas its services
     # may run together (their max_replicas); MiB of job logs the server keeps for it. Logs
@@ -168,6 +177,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _lease_times_fit(self) -> "Settings":
+        timeout, warning = self.session_idle_timeout_s, self.session_idle_warning_s
+        if timeout and warning >= timeout:
+            raise ValueError(
+                f"session_idle_warning_s ({warning}) must be below session_idle_timeout_s "
+                f"({timeout})"
+            )
         if self.lease_margin_s is not None and self.lease_margin_s >= self.heartbeat_timeout_s:
             raise ValueError("lease_margin_s must be below heartbeat_timeout_s")
         if self.agent_heartbeat_s is not None and self.agent_heartbeat_s > self.lease_s / 2:

@@ -1,10 +1,11 @@
 """Every route of the API against another tenant's objects, by every role of a tenant
 (issue 57: the attack suite grows with the product).
 
-Tenant b owns one of everything (a job, an array, a service, a quota, limits, a budget, a
-reservation, a user with a token), each carrying the marker ``bsecret``. Tenant a's member,
-tenant-admin, viewer and finance user and another node's agent then call **every operation
-the server's OpenAPI document lists**, aimed at b's objects with valid bodies. None may read
+Tenant b owns one of everything (a job, an array, a session, a service, a quota, limits, an
+idle policy, a budget, a reservation, a user with a token), each carrying the marker
+``bsecret``. Tenant a's member, tenant-admin, viewer and finance user and another node's
+agent then call **every operation the server's OpenAPI document lists**, aimed at b's
+objects with valid bodies. None may read
 a marker of b, none may succeed in changing b's objects, and b's objects are as they were
 afterwards.
 
@@ -106,6 +107,7 @@ KIND: dict[str, str] = {
     "GET /api/v1/services/{name}/endpoints": "b",
     "GET /api/v1/services/{name}/history": "b",
     "POST /api/v1/services/{name}/scale": "b",
+    "GET /api/v1/sessions": "list",
     "GET /api/v1/status": "list",
     "POST /api/v1/tenants": "b",
     "GET /api/v1/tenants": "list",
@@ -113,6 +115,8 @@ KIND: dict[str, str] = {
     "DELETE /api/v1/tenants/{name}": "b",
     "GET /api/v1/tenants/{name}/limits": "b",
     "PUT /api/v1/tenants/{name}/limits": "b",
+    "GET /api/v1/tenants/{name}/idle-policy": "b",
+    "PUT /api/v1/tenants/{name}/idle-policy": "b",
     "PUT /api/v1/tenants/{name}/quotas/{resource}": "b",
     "DELETE /api/v1/tenants/{name}/quotas/{resource}": "b",
     "GET /api/v1/tokens": "list",
@@ -166,6 +170,7 @@ BODY: dict[str, object] = {
     "POST /api/v1/services/{name}/scale": {"replicas": 3},
     "POST /api/v1/tenants": {"name": "b-child", "parent": "b"},
     "PUT /api/v1/tenants/{name}/limits": {"jobs": 1},
+    "PUT /api/v1/tenants/{name}/idle-policy": {"rules": {"*": {"timeout_s": 0, "warning_s": 0}}},
     "PUT /api/v1/tenants/{name}/quotas/{resource}": {"resource": "gpu", "nominal": 99},
     "POST /api/v1/users": {"name": "mallory", "role": "tenant-admin", "tenant": "b"},
     "PATCH /api/v1/users/{name}": {"disabled": True},
@@ -182,6 +187,7 @@ QUERY: dict[str, dict[str, str]] = {
     "GET /api/v1/usage": {"tenant": "b"},
     "GET /api/v1/jobs": {"tenant": "b"},
     "GET /api/v1/queue": {"tenant": "b"},
+    "GET /api/v1/sessions": {"tenant": "b"},
 }
 
 
@@ -194,10 +200,15 @@ def _bs(server) -> dict[str, object]:
     job = submit(b, "gpu=1", name=f"job-{MARK}", env={"TOKEN": MARK},
                  command=["echo", MARK])  # fmt: skip
     submit(b, "cpu=1", name=f"array-{MARK}", array="0-3", command=["echo", MARK])
+    session = {"request": "cpu=1", "allocation": True, "max_runtime_s": 600,
+               "name": f"session-{MARK}"}  # fmt: skip
+    ok(b.post("/api/v1/jobs", json=session), 201)
     service = {"name": SERVICE, "tenant": "b", "target": 1, "request": "gpu=1",
                "command": ["echo", MARK]}  # fmt: skip
     ok(b.post("/api/v1/services", json=service), 201)
     ok(admin.put("/api/v1/tenants/b/limits", json={"jobs": 500}))
+    rule = {"timeout_s": 3600, "warning_s": 600}
+    ok(admin.put("/api/v1/tenants/b/idle-policy", json={"rules": {"*": rule}}))
     ok(admin.put("/api/v1/billing/budgets/b", json={"monthly": "12345",
                                                     "action": "stop-elastic"}))  # fmt: skip
     reservation = ok(admin.post("/api/v1/reservations", json={
@@ -241,6 +252,8 @@ def _state(admin, values) -> str:
         ok(admin.get(f"/api/v1/services/{SERVICE}", params={"tenant": "b"}))["desired"],
         ok(admin.get("/api/v1/tenants/b")),
         ok(admin.get("/api/v1/tenants/b/limits")),
+        ok(admin.get("/api/v1/tenants/b/idle-policy")),
+        ok(admin.get("/api/v1/sessions", params={"tenant": "b"})),
         ok(admin.get("/api/v1/billing/budgets")),
         ok(admin.get("/api/v1/reservations")),
         [u for u in ok(admin.get("/api/v1/users")) if u["name"] == BOB],

@@ -113,6 +113,9 @@ class TenantRow(Base):
     limits: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
     # characters of its jobs' logs the server holds (kept exact by the retention pass)
     log_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # its interactive sessions' idle timeouts, per priority class ("*": any), inherited by its
+    # sub-tenants (gpupool.server.interactive.idle_policy; absent: the parent's, the server's)
+    idle_policy: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
 
 
 class QuotaRow(Base):
@@ -285,6 +288,14 @@ class AllocationRow(Base):
     port: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # when its job last said it saved a checkpoint (its agent read $GPUPOOL_CHECKPOINT_FILE)
     checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # an interactive session's idle clock (gpupool.server.interactive.culling): when its cards
+    # last showed activity (telemetry), when a person last opened or typed into one of its
+    # terminals, when it was warned that it will be released and for when (None: no warning
+    # stands)
+    active_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    input_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    idle_warned_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    idle_release_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class AllocationNodeRow(Base):

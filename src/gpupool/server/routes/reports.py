@@ -35,9 +35,9 @@ def report(
 ) -> dict[str, object]:
     """``usage``: card-hours per tenant, GPU model and local day; ``top-jobs``: the jobs
     whose card-hours cost the most at list prices; ``idle``: per tenant, card-hours held
-    while the cards reported under 5% utilisation, and their cost. Only the tenants the
-    caller may read (finance and admins: all); members may ask ``top-jobs`` for the cost of
-    their own jobs."""
+    while the cards reported under 5% utilisation, and their cost, and how many of them
+    interactive sessions held. Only the tenants the caller may read (finance and admins: all);
+    members may ask ``top-jobs`` for the cost of their own jobs."""
     mine_only = report == "top-jobs" and who.role is Role.MEMBER  # members: their own jobs
     if not mine_only:
         require(who, READERS, "reading cost reports")
@@ -52,20 +52,25 @@ def report(
     with ctx.db.read() as s:
         cat = catalog(s)
         if report == "idle":
-            q = select(AllocationRow).where(
-                AllocationRow.created_at < end,
-                or_(AllocationRow.released_at.is_(None), AllocationRow.released_at >= start),
-                AllocationRow.idle_pct_seconds > 0,
+            q = (
+                select(AllocationRow, JobRow.interactive)
+                .join(JobRow, JobRow.id == AllocationRow.job_id)
+                .where(
+                    AllocationRow.created_at < end,
+                    or_(AllocationRow.released_at.is_(None), AllocationRow.released_at >= start),
+                    AllocationRow.idle_pct_seconds > 0,
+                )
             )
             holds = []
-            for a in s.execute(q).scalars():
+            for a, interactive in s.execute(q).all():
                 if not who.sees(a.tenant) or (tenant is not None and a.tenant != tenant):
                     continue
                 models = sorted({c.model for c in device_models(s, a.placement).values()}) or [
                     "cpu"
                 ]
                 at = min(a.released_at or now, end - 1)
-                holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at))
+                holds.append(IdleHold(a.tenant, a.job_id, models[0], a.idle_pct_seconds, at,
+                                      interactive is not None))  # fmt: skip
             rows = idle_costs(holds, cat)
         else:
             own = select(JobRow.id).where(JobRow.submitted_by == who.user) if mine_only else None

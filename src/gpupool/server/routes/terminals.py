@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, WebSocket
 from fastapi.concurrency import run_in_threadpool
@@ -116,7 +117,8 @@ async def terminal(ws: WebSocket, job_id: int) -> None:
     await ws.accept()
     try:
         await _open(ws, conn)
-        await Relay(ws, conn).run()
+        await ctx.session_input.touch(t.alloc_id)  # a terminal opened is a person's activity
+        await Relay(ws, conn, lambda: ctx.session_input.touch(t.alloc_id)).run()
     except RelayClosed:  # the node's link went before the terminal opened
         with contextlib.suppress(Exception):
             await ws.send_text(DROPPED.decode())
@@ -154,8 +156,12 @@ CONTROLS_PER_S, CONTROLS_BURST = 20.0, 40.0  # a person resizes and interrupts f
 class Relay:
     """A person's socket and a stream, each way, with the person's input against credit."""
 
-    def __init__(self, ws: WebSocket, conn: RelayConn):
+    def __init__(
+        self, ws: WebSocket, conn: RelayConn, acted: Callable[[], Awaitable[None]] | None = None
+    ):
+        """``acted``: called as the person types (idle culling's clock)."""
         self.ws, self.conn = ws, conn
+        self.acted = acted
         self.credit = WINDOW
         self.room = asyncio.Event()
         self.room.set()
@@ -204,6 +210,8 @@ class Relay:
                         await self.room.wait()
                     self.credit -= len(chunk)
                     await self.conn.data(0, chunk)
+                if self.acted is not None and len(data) > 1:  # after: no keystroke waits on it
+                    await self.acted()
                 continue
             text = message.get("text") or ""
             if len(text) > MAX_CONTROL:
@@ -219,10 +227,13 @@ class Relay:
                     bounded(frame.get("rows"), "rows", 10_000),
                 )
                 await self.conn.control(t="resize", cols=cols, rows=rows)
-            elif kind == "signal":
-                await self.conn.control(t="signal", sig=signal_of(frame.get("sig")))
-            elif kind == "eof":
-                await self.conn.control(t="eof")
+            elif kind in ("signal", "eof"):
+                if kind == "signal":
+                    await self.conn.control(t="signal", sig=signal_of(frame.get("sig")))
+                else:
+                    await self.conn.control(t="eof")
+                if self.acted is not None:
+                    await self.acted()
             elif kind == "close":
                 return
 
