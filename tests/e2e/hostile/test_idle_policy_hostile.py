@@ -44,6 +44,34 @@ def test_a_tenant_cannot_read_or_set_another_tenants_idle_policy_nor_loosen_its_
     assert by_class["training"]["set_by"] == "" and by_class["training"]["timeout_s"] == 0
 
 
+def test_a_tenant_admin_cannot_escape_the_rule_above_through_a_sub_team(sqlite_server):
+    """Review finding F3: the admin gives research a 1-hour rule; research's tenant-admin
+    cannot change research itself, and must not get around it by creating a sub-team with a
+    looser rule (0: never culled, or a longer timeout) — tighter is theirs to set."""
+    server = sqlite_server
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"research": 1})
+    ok(_policy(admin, "research", {"*": RULE}))
+    boss = server.client(server.token("boss-r", "tenant-admin", "research"))
+    ok(boss.post("/api/v1/tenants", json={"name": "research-escape", "parent": "research"}), 201)
+    for rules in (
+        {"*": {"timeout_s": 0, "warning_s": 0}},
+        {"dev-test": {"timeout_s": 0, "warning_s": 0}},
+        {"*": {"timeout_s": 7200, "warning_s": 600}},
+    ):
+        r = _policy(boss, "research-escape", rules)
+        assert r.status_code == 422, (rules, r.text)
+        assert "looser than the 3600 s idle timeout tenant research sets" in r.text, r.text
+    assert ok(admin.get("/api/v1/tenants/research-escape/idle-policy"))["own"] == {}
+    tighter = {"*": {"timeout_s": 1800, "warning_s": 300}}
+    assert ok(_policy(boss, "research-escape", tighter))["own"] == tighter
+    # an admin may loosen it (and is audited as for any policy)
+    assert ok(_policy(admin, "research-escape", {"*": {"timeout_s": 0, "warning_s": 0}}))
+    # a boolean is not a number of seconds
+    r = _policy(admin, "research-escape", {"*": {"timeout_s": True, "warning_s": 0}})
+    assert r.status_code == 422 and "timeout_s" in r.text, r.text
+
+
 def test_bad_rules_are_refused_naming_what_is_wrong(sqlite_server):
     admin = sqlite_server.admin()
     seed_cluster(admin, nodes=1, tenants={"a": 1})

@@ -28,10 +28,18 @@ ClassKey = Annotated[
 
 class IdleRuleIn(Strict):
     timeout_s: int = Field(
-        ..., ge=0, le=MAX_S, description="Idle seconds before a session is released; 0: never"
+        ...,
+        ge=0,
+        le=MAX_S,
+        strict=True,
+        description="Idle seconds before a session is released; 0: never",
     )
     warning_s: int = Field(
-        600, ge=0, le=MAX_S, description="Its terminals are warned this long before the release"
+        600,
+        ge=0,
+        le=MAX_S,
+        strict=True,
+        description="Its terminals are warned this long before the release",
     )
 
     @model_validator(mode="after")
@@ -66,6 +74,36 @@ class IdlePolicyOut(BaseModel):
 
 def _classes(s: Session) -> list[str]:
     return list(s.execute(select(PriorityClassRow.name).order_by(PriorityClassRow.name)).scalars())
+
+
+def looser(rule: IdleRule, bound: IdleRule) -> bool:
+    """Whether ``rule`` holds an idle session longer than ``bound`` does (0: never culled)."""
+    if bound.off:
+        return False
+    return rule.off or rule.timeout_s > bound.timeout_s
+
+
+def _no_looser(s: Session, settings: Settings, own: str, body: IdlePolicyIn) -> None:
+    """A tenant-admin's rules below their own tenant: none may hold an idle session longer
+    than the rule in force at their own tenant (which only those above them set), for any
+    class it covers — else a sub-team they create would escape it (422 naming the rule)."""
+    tree = read_tree(s)
+    default = IdleRule(settings.session_idle_timeout_s, settings.session_idle_warning_s)
+    classes = _classes(s)
+    for key, rule_in in body.rules.items():
+        rule = IdleRule(rule_in.timeout_s, rule_in.warning_s)
+        for klass in classes if key == ANY_CLASS else [key]:
+            bound = resolve(own, klass, tree.policies, tree.parents, default)
+            if looser(rule, bound.rule):
+                limit = f"{bound.rule.timeout_s} s"
+                where = f"tenant {bound.tenant}" if bound.tenant else "the server's default"
+                raise ApiError(
+                    422,
+                    f"rules.{key}: timeout_s {rule.timeout_s or '0 (never)'} is looser than "
+                    f"the {limit} idle timeout {where} sets for {klass} above tenant {own}: a "
+                    "tenant-admin may tighten it below, not loosen it (an admin may)",
+                    f"rules.{key}",
+                )
 
 
 def _out(s: Session, settings: Settings, name: str) -> IdlePolicyOut:
@@ -111,6 +149,8 @@ def set_idle_policy(
                 f"{', '.join(sorted(known))}, or * for any class)",
                 "rules",
             )
+        if not who.is_admin:  # a tenant-admin: no looser than what is above their tenant
+            _no_looser(s, ctx.settings, who.tenant or "", body)
         row.idle_policy = {k: r.model_dump() for k, r in body.rules.items()}
         s.flush()
         out = _out(s, ctx.settings, name)
