@@ -22,17 +22,16 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.kube.dra.cel import CelError, Unsupported, compile_selector
 from gpupool.kube.dra.classes import CLASSES, EXTENDED, MIG_CLASSES
+from gpupool.kube.dra.kinds import NVIDIA_CLASSES, Kind, kinds
 from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
+from gpupool.model.devices import model_matches
 from gpupool.model.units import parse_memory_mib
 from gpupool.scheduler.types import DeviceGrant, NodeGrant
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
-_SELECTOR = re.compile(
-    r'^\s*device\.attributes\["' + re.escape(DRIVER) + r'"\]\.(\w+)\s*==\s*"([^"]*)"\s*$'
-)
-SELECTABLE = ("model", "profile", "vendor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,21 +85,73 @@ def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
     return out
 
 
-def _selected(selectors: Iterable[Mapping[str, Any]], where: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for sel in selectors:
-        expression = str((sel.get("cel") or {}).get("expression", ""))
-        for part in expression.split("&&"):
-            m = _SELECTOR.match(part)
-            if m is None or m.group(1) not in SELECTABLE:
-                raise SpecError(
-                    f"{where}: selector {part.strip()!r} is not read by gpupool (it reads "
-                    f'device.attributes["{DRIVER}"].<model|profile|vendor> == "..." '
-                    "joined by &&)",
-                    field="selectors",
-                )
-            out[m.group(1)] = m.group(2)
+def _chosen(exactly: Mapping[str, Any], klass: str, mode: str, where: str) -> list[Kind]:
+    """The kinds of device of the claim's class its selectors pick, as kube-scheduler's
+    allocator evaluates them: in order, the first false ends a device's test, an error on
+    any device fails the claim (here: refused naming it)."""
+    texts = [
+        str((sel.get("cel") or {}).get("expression", "")) for sel in exactly.get("selectors") or []
+    ]
+    try:
+        selectors = [compile_selector(t) for t in texts]
+    except (Unsupported, CelError) as e:
+        raise SpecError(f"{where}: selector: {_why(e)}", field="selectors") from None
+    candidates = kinds(mode, nvidia=klass in NVIDIA_CLASSES)
+    if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
+        candidates = tuple(k for k in candidates if k.profile == MIG_CLASSES[klass])
+    out = []
+    for kind in candidates:
+        try:
+            if all(s.matches(kind.device) for s in selectors):
+                out.append(kind)
+        except (Unsupported, CelError) as e:
+            raise SpecError(
+                f"{where}: selector on {kind.model}{'/' + kind.profile if kind.profile else ''}"
+                f": {_why(e)}",
+                field="selectors",
+            ) from None
+    if not out:
+        raise SpecError(f"{where}: its selectors match no device gpupool publishes for {klass}")
     return out
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, Unsupported):
+        return f"{e} is not evaluated by gpupool"
+    return f"{e} (kube-scheduler fails such a claim too)"
+
+
+def _models_spec(chosen: list[Kind], mode: str, klass: str, count: int, where: str) -> str:
+    """``gpu=N`` when every model is chosen, else ``gpu=M1|M2:N`` — checked to match exactly
+    the chosen models of the catalog (a model name is also a family prefix)."""
+    everyone = [k.model for k in kinds(mode, nvidia=klass in NVIDIA_CLASSES)]
+    models = list(dict.fromkeys(k.model for k in chosen))
+    if len(models) == len(everyone):  # NVIDIA's classes: any NVIDIA card
+        return f"gpu={count},vendor=nvidia" if klass in NVIDIA_CLASSES else f"gpu={count}"
+    wanted = "|".join(models)
+    if any(model_matches(wanted, m) != (m in models) for m in everyone):
+        raise SpecError(f"{where}: its selectors choose {', '.join(models)}, which gpupool "
+                        "cannot ask apart from the models they name as a family")  # fmt: skip
+    return f"gpu={wanted}:{count}"
+
+
+def _mig_spec(chosen: list[Kind], klass: str, count: int, where: str) -> str:
+    profiles = sorted({str(k.profile) for k in chosen})
+    if len(profiles) != 1:
+        raise SpecError(
+            f"{where}: a MIG claim chooses one profile; its selectors choose "
+            f"{', '.join(profiles[:6])}{' ...' if len(profiles) > 6 else ''} "
+            '(...profile == "3g.40gb")'
+        )
+    (profile,) = profiles
+    having = {k.model for k in kinds("mig", nvidia=klass in NVIDIA_CLASSES) if k.profile == profile}
+    models = {k.model for k in chosen}
+    if models != having:
+        raise SpecError(
+            f"{where}: its selectors choose {profile} of {', '.join(sorted(models))} only; "
+            f"gpupool's MIG request names a profile, which {', '.join(sorted(having))} have"
+        )
+    return f"mig={profile}:{count}"
 
 
 def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
@@ -112,6 +163,12 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
     if len(requests) != 1:
         raise SpecError(f"{where}: {len(requests)} device requests (gpupool reads one)")
     (req,) = requests
+    for config in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+        driver = (config.get("opaque") or {}).get("driver", "?")
+        raise SpecError(
+            f"{where}: a config for driver {driver} (its sharing or other settings) is not "
+            "read by gpupool; the claim's devices would not be set up as it says"
+        )
     if "firstAvailable" in req:  # a prioritized list: the first that can be had, in order
         subs = req.get("firstAvailable") or []
         if not subs:
@@ -124,30 +181,22 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
 
 def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
     klass = str(exactly.get("deviceClassName", ""))
-    if klass not in CLASSES and klass not in MIG_CLASSES:
+    if klass not in CLASSES and klass not in MIG_CLASSES and klass not in NVIDIA_CLASSES:
         raise SpecError(
-            f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}); leave "
-            "the pod to the scheduler of that driver",
+            f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}) nor one "
+            f"it reads as an alias ({', '.join(NVIDIA_CLASSES)}); leave the pod to the "
+            "scheduler of that driver",
             field="deviceClassName",
         )
     if exactly.get("allocationMode", "ExactCount") != "ExactCount":
         raise SpecError(f"{where}: allocationMode {exactly['allocationMode']} is not read")
     count = int(exactly.get("count", 1))
-    chosen = _selected(exactly.get("selectors") or [], where)
-    if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
-        chosen.setdefault("profile", MIG_CLASSES[klass])
-    mode = CLASSES.get(klass, "mig")
-    model = chosen.pop("model", None)
-    vendor = chosen.pop("vendor", None)
+    mode = CLASSES.get(klass) or NVIDIA_CLASSES.get(klass) or "mig"
+    chosen = _chosen(exactly, klass, mode, where)
     if mode == "mig":
-        profile = chosen.pop("profile", None)
-        if profile is None:
-            raise SpecError(f'{where}: a MIG claim names its profile (...profile == "3g.40gb")')
-        spec = f"mig={profile}:{count}"
+        spec = _mig_spec(chosen, klass, count, where)
     else:
-        spec = f"gpu={model}:{count}" if model else f"gpu={count}"
-    if chosen:
-        raise SpecError(f"{where}: selector on {', '.join(chosen)} does not apply to {klass}")
+        spec = _models_spec(chosen, mode, klass, count, where)
     if mode == "share":
         capacity = (exactly.get("capacity") or {}).get("requests") or {}
         extra = set(capacity) - {"memory", "compute"}
@@ -163,8 +212,6 @@ def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
             spec += ",gpu_share=100%"  # the slices' default: the whole of it
     elif exactly.get("capacity"):
         raise SpecError(f"{where}: capacity requests are for {klass} only of share.gpupool.io")
-    if vendor:
-        spec += f",vendor={vendor}"
     return Option(request, spec, mode)
 
 
