@@ -21,6 +21,7 @@ from gpupool.kube.dra.claims import (
 )
 from gpupool.kube.dra.pod_claims import (
     ClaimedPods,
+    card_variants,
     choose,
     claim_holds,
     joined_masks,
@@ -338,7 +339,7 @@ def decide(
     claimed: ClaimedPods | None = None
     advertised: dict[str, set[str]] = {}  # DRA: per node, the resources its kubelet admits
     if claims is not None:
-        claimed = with_claims(ours, claims)
+        claimed = with_claims(ours, claims, card_variants(nodes.values()))
         live, ours = _claimed_view(live, ours, claimed, out)
         for node_name, cards in claim_holds(claims.values(), {uid_of(p) for p in ours}).items():
             held.setdefault(node_name, _Held()).indices |= cards

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpupool.kube.dra.cel import CelError, Unsupported, compile_selector
 from gpupool.kube.dra.classes import CLASSES, EXTENDED, MIG_CLASSES
-from gpupool.kube.dra.kinds import NVIDIA_CLASSES, Kind, kinds
+from gpupool.kube.dra.kinds import NVIDIA_CLASSES, Kind, Variants, kinds
 from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
 from gpupool.model.devices import model_matches
@@ -85,7 +85,9 @@ def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
     return out
 
 
-def _chosen(exactly: Mapping[str, Any], klass: str, mode: str, where: str) -> list[Kind]:
+def _chosen(
+    exactly: Mapping[str, Any], klass: str, mode: str, where: str, variants: Variants
+) -> list[Kind]:
     """The kinds of device of the claim's class its selectors pick, as kube-scheduler's
     allocator evaluates them: in order, the first false ends a device's test, an error on
     any device fails the claim (here: refused naming it)."""
@@ -96,7 +98,7 @@ def _chosen(exactly: Mapping[str, Any], klass: str, mode: str, where: str) -> li
         selectors = [compile_selector(t) for t in texts]
     except (Unsupported, CelError) as e:
         raise SpecError(f"{where}: selector: {_why(e)}", field="selectors") from None
-    candidates = kinds(mode, nvidia=klass in NVIDIA_CLASSES)
+    candidates = kinds(mode, klass in NVIDIA_CLASSES, variants)
     if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
         candidates = tuple(k for k in candidates if k.profile == MIG_CLASSES[klass])
     out = []
@@ -121,11 +123,25 @@ def _why(e: Exception) -> str:
     return f"{e} (kube-scheduler fails such a claim too)"
 
 
-def _models_spec(chosen: list[Kind], mode: str, klass: str, count: int, where: str) -> str:
+def _models_spec(
+    chosen: list[Kind], mode: str, klass: str, count: int, where: str, variants: Variants
+) -> str:
     """``gpu=N`` when every model is chosen, else ``gpu=M1|M2:N`` — checked to match exactly
-    the chosen models of the catalog (a model name is also a family prefix)."""
-    everyone = [k.model for k in kinds(mode, nvidia=klass in NVIDIA_CLASSES)]
+    the chosen models of the catalog (a model name is also a family prefix). A model whose
+    cards the selectors split (by their memory) is refused: gpupool asks models, not sizes."""
+    every = kinds(mode, klass in NVIDIA_CLASSES, variants)
+    everyone = list(dict.fromkeys(k.model for k in every))
     models = list(dict.fromkeys(k.model for k in chosen))
+    for model in models:
+        sizes = {k.memory_mib for k in every if k.model == model}
+        taken = {k.memory_mib for k in chosen if k.model == model}
+        if taken != sizes:
+            raise SpecError(
+                f"{where}: its selectors choose the {model} cards of "
+                f"{', '.join(f'{m} MiB' for m in sorted(taken))} and not those of "
+                f"{', '.join(f'{m} MiB' for m in sorted(sizes - taken))} in this cluster; "
+                "gpupool asks a model, not a size"
+            )
     if len(models) == len(everyone):  # NVIDIA's classes: any NVIDIA card
         return f"gpu={count},vendor=nvidia" if klass in NVIDIA_CLASSES else f"gpu={count}"
     wanted = "|".join(models)
@@ -144,7 +160,7 @@ def _mig_spec(chosen: list[Kind], klass: str, count: int, where: str) -> str:
             '(...profile == "3g.40gb")'
         )
     (profile,) = profiles
-    having = {k.model for k in kinds("mig", nvidia=klass in NVIDIA_CLASSES) if k.profile == profile}
+    having = {k.model for k in kinds("mig", klass in NVIDIA_CLASSES) if k.profile == profile}
     models = {k.model for k in chosen}
     if models != having:
         raise SpecError(
@@ -154,8 +170,10 @@ def _mig_spec(chosen: list[Kind], klass: str, count: int, where: str) -> str:
     return f"mig={profile}:{count}"
 
 
-def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
-    """The claim as gpupool requests; SpecError names what gpupool cannot honour."""
+def claim_ask(claim: Mapping[str, Any], variants: Variants = ()) -> ClaimAsk:
+    """The claim as gpupool requests; SpecError names what gpupool cannot honour.
+    ``variants``: the (model, memory MiB) of the cluster's cards, which selectors on a
+    card's memory read (``kinds.kinds``)."""
     meta = claim.get("metadata") or {}
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     where = f"ResourceClaim {ns}/{name}"
@@ -173,13 +191,17 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
         subs = req.get("firstAvailable") or []
         if not subs:
             raise SpecError(f"{where}: request {req.get('name')}: an empty firstAvailable")
-        options = tuple(_option(sub, f"{req.get('name')}/{sub.get('name')}", where) for sub in subs)
+        options = tuple(
+            _option(sub, f"{req.get('name')}/{sub.get('name')}", where, variants) for sub in subs
+        )
     else:
-        options = (_option(req.get("exactly") or {}, str(req.get("name", "")), where),)
+        options = (_option(req.get("exactly") or {}, str(req.get("name", "")), where, variants),)
     return ClaimAsk(ns, name, str(meta.get("uid", "")), options)
 
 
-def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
+def _option(
+    exactly: Mapping[str, Any], request: str, where: str, variants: Variants = ()
+) -> Option:
     klass = str(exactly.get("deviceClassName", ""))
     if klass not in CLASSES and klass not in MIG_CLASSES and klass not in NVIDIA_CLASSES:
         raise SpecError(
@@ -192,11 +214,11 @@ def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
         raise SpecError(f"{where}: allocationMode {exactly['allocationMode']} is not read")
     count = int(exactly.get("count", 1))
     mode = CLASSES.get(klass) or NVIDIA_CLASSES.get(klass) or "mig"
-    chosen = _chosen(exactly, klass, mode, where)
+    chosen = _chosen(exactly, klass, mode, where, variants)
     if mode == "mig":
         spec = _mig_spec(chosen, klass, count, where)
     else:
-        spec = _models_spec(chosen, mode, klass, count, where)
+        spec = _models_spec(chosen, mode, klass, count, where, variants)
     if mode == "share":
         capacity = (exactly.get("capacity") or {}).get("requests") or {}
         extra = set(capacity) - {"memory", "compute"}

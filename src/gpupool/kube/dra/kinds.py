@@ -74,6 +74,7 @@ class Kind:
     model: str
     profile: str | None
     device: Device
+    memory_mib: int = 0  # a whole card's memory (kinds of one model differ by it)
 
 
 def _values(published: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -116,10 +117,16 @@ def _nvidia(model: str, dev: dict[str, Any], profile: str | None) -> Device:
     )
 
 
+Variants = tuple[tuple[str, int], ...]  # (model, memory MiB) of the cluster's cards
+
+
 @cache
-def kinds(mode: str, nvidia: bool = False) -> tuple[Kind, ...]:
+def kinds(mode: str, nvidia: bool = False, variants: Variants = ()) -> tuple[Kind, ...]:
     """Every kind of device of gpupool's class of ``mode`` (whole, share, mig), as gpupool's
-    slices publish it or (``nvidia``) as NVIDIA's driver would."""
+    slices publish it or (``nvidia``) as NVIDIA's driver would. A card's memory is what its
+    node says (GPU feature discovery's ``nvidia.com/gpu.memory``: a T4 has 15360 MiB, not
+    the catalog's 16 GiB), so each model of ``variants`` is one kind per memory size it has
+    in the cluster; a model the cluster has not, its catalog size."""
     out: list[Kind] = []
     for entry in CATALOG.values():
         if nvidia and (entry.vendor is not Vendor.NVIDIA or entry.name not in NVIDIA_FACTS):
@@ -127,13 +134,16 @@ def kinds(mode: str, nvidia: bool = False) -> tuple[Kind, ...]:
         table = table_for(entry.name)
         if mode == "mig" and not isinstance(table, MigTable):
             continue
-        card = Card(0, entry.name, entry.vendor, entry.memory_mib, mode=SharingMode(mode))
         if mode != "mig":
-            dev = _whole(card)  # a share's attributes are a whole card's; capacity is hidden
-            dev["attributes"]["mode"] = {"string": mode}
-            view = _nvidia(entry.name, dev, None) if nvidia else _ours(dev, mode)
-            out.append(Kind(entry.name, None, view))
+            sizes = sorted({m for model, m in variants if model == entry.name})
+            for size in sizes or [entry.memory_mib]:
+                card = Card(0, entry.name, entry.vendor, size, mode=SharingMode(mode))
+                dev = _whole(card)  # a share's attributes are a whole card's; capacity hidden
+                dev["attributes"]["mode"] = {"string": mode}
+                view = _nvidia(entry.name, dev, None) if nvidia else _ours(dev, mode)
+                out.append(Kind(entry.name, None, view, size))
             continue
+        card = Card(0, entry.name, entry.vendor, entry.memory_mib, mode=SharingMode(mode))
         assert isinstance(table, MigTable)
         _, devices = _mig(card, table)
         seen: set[str] = set()
