@@ -183,9 +183,10 @@ def test_an_nvidia_claims_opaque_config_is_refused_not_ignored():
 
 def test_a_cards_memory_is_what_its_node_says_and_a_model_split_by_it_is_refused():
     at_least_16g = claim("gpu.gpupool.io", f'{CAP}.memory.compareTo(quantity("16Gi")) >= 0')
-    assert "T4" in claim_ask(at_least_16g).spec  # the catalog's T4: 16 GiB
+    assert claim_ask(at_least_16g).spec == "gpu=1"  # every model: the catalog's T4 has 16 GiB
     # GPU feature discovery says 15360 MiB for a T4: kube-scheduler would not take it
-    assert "T4" not in claim_ask(at_least_16g, (("T4", 15360),)).spec
+    spec = claim_ask(at_least_16g, (("T4", 15360),)).spec
+    assert spec.startswith("gpu=A100-80G|") and "T4" not in spec
     at_least_80g = claim("gpu.gpupool.io", f'{CAP}.memory.compareTo(quantity("80Gi")) >= 0')
     with pytest.raises(SpecError, match="A100-80G cards of 81920 MiB and not those of 81000"):
         claim_ask(at_least_80g, (("A100-80G", 81000), ("A100-80G", 81920)))
