@@ -127,7 +127,7 @@ def _models_spec(
     chosen: list[Kind], mode: str, klass: str, count: int, where: str, variants: Variants
 ) -> str:
     """``gpu=N`` when every model is chosen, else ``gpu=M1|M2:N`` — checked to match exactly
-    the chosen models of the catalog (a model name is also a family prefix). A model whose
+    the chosen models the cluster has (a model name is also a family prefix). A model whose
     cards the selectors split (by their memory) is refused: gpupool asks models, not sizes."""
     every = kinds(mode, klass in NVIDIA_CLASSES, variants)
     everyone = list(dict.fromkeys(k.model for k in every))
@@ -145,7 +145,8 @@ def _models_spec(
     if len(models) == len(everyone):  # NVIDIA's classes: any NVIDIA card
         return f"gpu={count},vendor=nvidia" if klass in NVIDIA_CLASSES else f"gpu={count}"
     wanted = "|".join(models)
-    if any(model_matches(wanted, m) != (m in models) for m in everyone):
+    present = {m for m, _ in variants} or set(everyone)  # the models a node could give
+    if any(model_matches(wanted, m) != (m in models) for m in everyone if m in present):
         raise SpecError(f"{where}: its selectors choose {', '.join(models)}, which gpupool "
                         "cannot ask apart from the models they name as a family")  # fmt: skip
     return f"gpu={wanted}:{count}"
