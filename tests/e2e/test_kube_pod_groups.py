@@ -3,6 +3,8 @@ gang size): against a real kube-apiserver with Volcano's PodGroup CRD, pods nami
 (``scheduling.k8s.io/group-name``, as Volcano's controller writes it) form a gang of the
 group's ``minMember`` and bind all or nothing; a group short of pods waits saying so."""
 
+import time
+
 import pytest
 
 from gpupool.kube.api import ApiError
@@ -115,3 +117,32 @@ def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
 
     wait_for("the workers", lambda: bound("ddp-worker-0") and bound("ddp-worker-1"), 30)
     wait_for("the master after them", lambda: bound("ddp-master-0"), 30)
+
+
+def test_a_gang_binds_as_soon_as_its_podgroup_is_made_without_a_false_warning(
+    volcano, start_scheduler
+):
+    """Issue 63: the PodGroup was read every 5 s, so a gang whose pods came first was told
+    "no PodGroup ... here" (InvalidRequest) and bound only at the 30-s resync. Now PodGroups
+    are watched: pods made before their group (the worst order) wait silently and bind as
+    soon as the group comes."""
+    kube = volcano
+    kube.apply(node_obj("n1", 8))
+    start_scheduler()
+    group = {"scheduling.k8s.io/group-name": "prompt"}
+    for i in range(2):
+        kube.apply(pod_obj(f"prompt-{i}", gpus=4, annotations=group))
+    time.sleep(1.0)  # the scheduler has seen the pods, and no group
+    made = time.monotonic()
+    _group(kube, "prompt", 2)
+
+    def bound(name: str) -> str:
+        return kube.pod("team-a", name)["spec"].get("nodeName") or ""
+
+    wait_for("the gang bound", lambda: bound("prompt-0") and bound("prompt-1"), 30)
+    took = time.monotonic() - made
+    assert took < 5.0, f"bound {took:.1f} s after its PodGroup was made"
+    for i in range(2):
+        events = kube.events("team-a", f"prompt-{i}")
+        assert not [e for e in events if "no PodGroup" in e["message"]], events
+        assert not [e for e in events if e["type"] == "Warning"], events

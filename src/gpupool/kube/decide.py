@@ -50,6 +50,7 @@ from gpupool.kube.pods import (
     job_for,
     node_of,
     pod_key,
+    scheduling_gates,
     uid_of,
 )
 from gpupool.kube.policy import Policy
@@ -89,6 +90,10 @@ class Decision:
     evictions: list[Evict] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
+    held: dict[str, str] = field(default_factory=dict)  # pod -> why, not written (pods.Grouped)
+    # pod -> its spec.schedulingGates, said: not placed until they are removed (the API server
+    # refuses to bind a gated pod)
+    gated: dict[str, str] = field(default_factory=dict)
     node_problems: dict[str, str] = field(default_factory=dict)  # node -> what is wrong
     moves: int = 0  # defragmentation moves decided (counted against the hour)
     # DRA: the nodes whose cards gpupool gives (its slices'): not those of device-plugin
@@ -394,6 +399,11 @@ def decide(
                 bound.setdefault(grant[0], []).append((pod_key(pod), grant[2], grant[1], pod))
             else:
                 hold(pod)
+        elif mine and (gates := scheduling_gates(pod)):
+            out.gated[pod_key(pod)] = (
+                f"scheduling gated by {', '.join(gates)}: gpupool places the pod once "
+                "whoever set them (Kueue, at admission) removes them"
+            )
         elif mine:
             if grant is not None:
                 notes = (pod.get("metadata") or {}).get("annotations", {})
@@ -430,9 +440,12 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
-    grouped = group_pods(pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct)
+    grouped = group_pods(
+        pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct, now
+    )
     jobs = grouped.jobs
     out.problems.update(grouped.problems)
+    out.held.update(grouped.held)
     out.waiting.update(grouped.waiting)
     by_key = {pod_key(p): p for p in pending_pods}
     allowed = sharing_masks(

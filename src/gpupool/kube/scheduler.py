@@ -30,6 +30,8 @@ from gpupool.kube.watch import Reflector, object_key
 from gpupool.model import Node, SpecError
 
 log = logging.getLogger(__name__)
+GATED = "SchedulingGated"  # the PodScheduled reason of a pod with spec.schedulingGates
+HELD_RETRY_S = 2.0  # a cycle again this soon while gang pods wait for their PodGroup
 RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
 RETRY_S = (1.0, 10.0)  # a failed binding is tried again after 1 s, doubling to 10 s
@@ -84,7 +86,7 @@ class KubeScheduler:
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
         self.jobs = SuspendedJobs(api, config, identity, is_leader)
-        self.groups = PodGroups(api, config, identity)
+        self.groups = PodGroups(api, config, identity, on_change=self._group_changed)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -94,6 +96,7 @@ class KubeScheduler:
             *([("claims", lambda: claims.run(self._stop))] if (claims := self.claims) else []),
             ("loop", self._loop),
             ("jobs", lambda: self.jobs.run(self._stop)),
+            ("podgroups", lambda: self.groups.run(self._stop)),
         ):
             t = threading.Thread(target=target, name=f"gpupool-kube-{name}", daemon=True)
             t.start()
@@ -143,6 +146,11 @@ class KubeScheduler:
             return True
         except SpecError:
             return False
+
+    def _group_changed(self) -> None:
+        """A PodGroup came, changed or went: its gang is decided now, not at the resync."""
+        if self.pending:
+            self.changed.set()
 
     def _wake_if_waiting(self, kind: str, obj: dict[str, Any]) -> None:
         """A node or claim changed: it can change a decision only while pods wait."""
@@ -255,6 +263,9 @@ class KubeScheduler:
         self._moves.extend([time.monotonic()] * decision.moves)
         if self.dra is not None and claims is not None:
             self._dra_housekeeping(pods, claims, decision.nodes)
+        if decision.held:  # gang pods whose PodGroup is on its way: decided again soon
+            soon = time.monotonic() + HELD_RETRY_S
+            self._retry_at = min(self._retry_at or soon, soon)
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev)
@@ -385,6 +396,7 @@ class KubeScheduler:
     def _note(self, decision: Decision, live: set[str]) -> None:
         notes = [(p, "FailedScheduling", r) for p, r in decision.waiting.items()]
         notes += [(p, "InvalidRequest", r) for p, r in decision.problems.items()]
+        notes += [(p, GATED, r) for p, r in decision.gated.items()]
         fresh = [(p, why, r) for p, why, r in notes if self.noted.get(p) != r]
         for pod, why, reason in fresh[:MAX_NOTES_PER_CYCLE]:
             self.noted[pod] = reason
@@ -395,13 +407,17 @@ class KubeScheduler:
             self.noted.pop(pod, None)
 
     def _note_one(self, pod: str, why: str, reason: str) -> None:
+        """The pod's Warning Event and PodScheduled condition; a gated pod only the condition,
+        reason SchedulingGated (as kube-scheduler writes it: waiting for a gate is no
+        failure)."""
         ns, name = pod.split("/", 1)
         try:
-            self.event(pod, why, reason, "Warning")
+            if why != GATED:
+                self.event(pod, why, reason, "Warning")
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
-                "reason": "Unschedulable",
+                "reason": GATED if why == GATED else "Unschedulable",
                 "message": reason,
                 "lastTransitionTime": now_iso(),
             }
