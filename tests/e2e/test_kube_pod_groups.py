@@ -106,7 +106,7 @@ def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
     kube = volcano
     kube.apply(node_obj("n1", 8))
     _group(kube, "ddp", 3)
-    start_scheduler()
+    scheduler = start_scheduler()
     group = {"scheduling.k8s.io/group-name": "ddp"}
     kube.apply(pod_obj("ddp-master-0", cpu="1", annotations=group))
     for i in range(2):
@@ -117,6 +117,18 @@ def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
 
     wait_for("the workers", lambda: bound("ddp-worker-0") and bound("ddp-worker-1"), 30)
     wait_for("the master after them", lambda: bound("ddp-master-0"), 30)
+    # issue 63: the master's "waits for its gang" condition, written as the workers were
+    # bound, must not outlive its own binding (it kept showing Unschedulable)
+    time.sleep(1.0)  # reasons written asynchronously have landed
+    for name in ("ddp-master-0", "ddp-worker-0", "ddp-worker-1"):
+        conditions = (kube.pod("team-a", name).get("status") or {}).get("conditions") or []
+        scheduled = [c for c in conditions if c.get("type") == "PodScheduled"]
+        assert all(c.get("status") == "True" for c in scheduled), (name, scheduled)
+    # a reason still in flight when the binding went through (what the bind pool's order
+    # allows) is not written over it
+    scheduler._note_one("team-a/ddp-master-0", "FailedScheduling", "late: waits for its gang")
+    conditions = kube.pod("team-a", "ddp-master-0")["status"]["conditions"]
+    assert [c["status"] for c in conditions if c["type"] == "PodScheduled"] == ["True"]
 
 
 def test_a_gang_binds_as_soon_as_its_podgroup_is_made_without_a_false_warning(

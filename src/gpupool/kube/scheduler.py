@@ -71,6 +71,7 @@ class KubeScheduler:
         self.pending: set[str] = set()  # our pods the watch shows unbound
         self.preempted: dict[str, str] = {}  # UID of a pod deleted by preemption -> why
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
+        self._bound_ok: dict[str, str] = {}  # pod -> UID, bound by this scheduler
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
         self.memo = Memo()
@@ -360,7 +361,9 @@ class KubeScheduler:
         try:
             self.api.bind(ns, name, b.node, dict(b.annotations), b.uid)
             self.stats["binds"] += 1
-            self.noted.pop(b.pod, None)
+            self._bound_ok[b.pod] = b.uid
+            if self.noted.pop(b.pod, None) is not None:
+                self._scheduled(b.pod)  # a reason in flight may land after the binding
             self._retry_s = RETRY_S[0]
         except ApiError as exc:
             if exc.status != 409:  # 409: already bound (the watch will show where)
@@ -405,12 +408,16 @@ class KubeScheduler:
             self.changed.set()
         for pod in [p for p in self.noted if p not in live]:
             self.noted.pop(pod, None)
+        for pod in [p for p in self._bound_ok if p not in live]:
+            self._bound_ok.pop(pod, None)
 
     def _note_one(self, pod: str, why: str, reason: str) -> None:
         """The pod's Warning Event and PodScheduled condition; a gated pod only the condition,
         reason SchedulingGated (as kube-scheduler writes it: waiting for a gate is no
         failure)."""
         ns, name = pod.split("/", 1)
+        if self._bound_since(pod):
+            return  # bound since the cycle that found it waiting
         try:
             if why != GATED:
                 self.event(pod, why, reason, "Warning")
@@ -423,9 +430,27 @@ class KubeScheduler:
             }
             self.api.set_pod_condition(ns, name, condition)
             self.stats["notes"] += 1
+            if self._bound_since(pod):  # bound while this was written: it is scheduled
+                self._scheduled(pod)
         except Exception as exc:
             self.noted.pop(pod, None)  # try again next cycle
             log.warning("pod %s: reason not written: %s", pod, exc)
+
+    def _bound_since(self, pod: str) -> bool:
+        uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid")
+        return pod in self._bound_ok and self._bound_ok[pod] in (uid, "")
+
+    def _scheduled(self, pod: str) -> None:
+        """PodScheduled=True again (what the binding wrote) over a reason that landed after
+        it: a bound pod (a CPU-only gang member bound right after its gang) kept showing
+        Unschedulable."""
+        ns, name = pod.split("/", 1)
+        condition = {"type": "PodScheduled", "status": "True", "reason": "",
+                     "message": "", "lastTransitionTime": now_iso()}  # fmt: skip
+        try:
+            self.api.set_pod_condition(ns, name, condition)
+        except Exception as exc:
+            log.warning("pod %s: PodScheduled not written: %s", pod, exc)
 
     def event(self, pod: str, reason: str, message: str, kind: str) -> None:
         ns, name = pod.split("/", 1)
