@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from gpupool.kube.quantity import quantity as parse_quantity
@@ -269,8 +270,10 @@ class Selector:
         return out
 
 
+@lru_cache(maxsize=4096)
 def compile_selector(text: str) -> Selector:
-    """Parse ``text``; Unsupported or CelError say what is wrong."""
+    """Parse ``text`` (once per text: claims repeat their selectors every cycle);
+    Unsupported or CelError say what is wrong."""
     return Selector(text, _Parser(text).parse())
 
 

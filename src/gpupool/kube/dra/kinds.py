@@ -16,7 +16,7 @@ capacity ``memory``.
 """
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 from gpupool.kube.dra.cel import Device, Names, Quantity, version
@@ -120,7 +120,7 @@ def _nvidia(model: str, dev: dict[str, Any], profile: str | None) -> Device:
 Variants = tuple[tuple[str, int], ...]  # (model, memory MiB) of the cluster's cards
 
 
-@cache
+@lru_cache(maxsize=64)
 def kinds(mode: str, nvidia: bool = False, variants: Variants = ()) -> tuple[Kind, ...]:
     """Every kind of device of gpupool's class of ``mode`` (whole, share, mig), as gpupool's
     slices publish it or (``nvidia``) as NVIDIA's driver would. A card's memory is what its
