@@ -20,6 +20,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from gpupool.kube.dra.cel import CelError, Unsupported, compile_selector
@@ -88,16 +89,28 @@ def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
 def _chosen(
     exactly: Mapping[str, Any], klass: str, mode: str, where: str, variants: Variants
 ) -> list[Kind]:
-    """The kinds of device of the claim's class its selectors pick, as kube-scheduler's
-    allocator evaluates them: in order, the first false ends a device's test, an error on
-    any device fails the claim (here: refused naming it)."""
-    texts = [
+    """The kinds of device of the claim's class its selectors pick; SpecError names why
+    none can be (``_pick``)."""
+    texts = tuple(
         str((sel.get("cel") or {}).get("expression", "")) for sel in exactly.get("selectors") or []
-    ]
+    )
+    picked = _pick(texts, klass, mode, variants)
+    if isinstance(picked, str):
+        raise SpecError(f"{where}: {picked}", field="selectors")
+    return list(picked)
+
+
+@lru_cache(maxsize=1024)
+def _pick(
+    texts: tuple[str, ...], klass: str, mode: str, variants: Variants
+) -> tuple[Kind, ...] | str:
+    """As kube-scheduler's allocator evaluates selectors: in order, the first false ends a
+    device's test, an error on any device fails the claim (here: why it is refused). Once
+    per distinct claim and cluster shape: claims repeat every cycle."""
     try:
         selectors = [compile_selector(t) for t in texts]
     except (Unsupported, CelError) as e:
-        raise SpecError(f"{where}: selector: {_why(e)}", field="selectors") from None
+        return f"selector: {_why(e)}"
     candidates = kinds(mode, klass in NVIDIA_CLASSES, variants)
     if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
         candidates = tuple(k for k in candidates if k.profile == MIG_CLASSES[klass])
@@ -107,14 +120,11 @@ def _chosen(
             if all(s.matches(kind.device) for s in selectors):
                 out.append(kind)
         except (Unsupported, CelError) as e:
-            raise SpecError(
-                f"{where}: selector on {kind.model}{'/' + kind.profile if kind.profile else ''}"
-                f": {_why(e)}",
-                field="selectors",
-            ) from None
+            on = f"{kind.model}{'/' + kind.profile if kind.profile else ''}"
+            return f"selector on {on}: {_why(e)}"
     if not out:
-        raise SpecError(f"{where}: its selectors match no device gpupool publishes for {klass}")
-    return out
+        return f"its selectors match no device gpupool publishes for {klass}"
+    return tuple(out)
 
 
 def _why(e: Exception) -> str:
