@@ -3,17 +3,20 @@ gpupool writes back once its engine has placed the pod (pure).
 
 A pod names its claims in ``spec.resourceClaims`` (a claim by name, or one generated from a
 template, whose name the pod's ``status.resourceClaimStatuses`` gives). Of ``gpu.gpupool.io``'s
-classes (``kube.dra.classes``) one request is read per pod:
+classes (``kube.dra.classes``), and NVIDIA's ``gpu.nvidia.com`` / ``mig.nvidia.com`` read as
+aliases of them (``kube.dra.kinds``), one request is read per pod:
 
-- ``gpu.gpupool.io``, ``count: N``: N whole cards (``gpu=N``), or of one model with the
-  selector ``device.attributes["gpu.gpupool.io"].model == "A100-80G"``;
-- ``mig.gpupool.io`` with the selector ``...profile == "3g.40gb"``: that MIG instance;
+- ``gpu.gpupool.io``, ``count: N``: N whole cards (``gpu=N``), or of the models its CEL
+  selectors choose (``gpu=A100-80G|H100-80G:N``; ``kube.dra.cel`` evaluates them per kind of
+  device, as kube-scheduler's allocator would);
+- ``mig.gpupool.io`` with selectors that choose one profile: that MIG instance;
 - ``share.gpupool.io`` with ``capacity.requests`` ``memory`` and ``compute`` (percent): a
-  share of one card (no amount: the whole of it, the slices' request policy).
+  share of one card (no amount: the whole of it, the slices' request policy);
+- a prioritized list (``firstAvailable``): one option per subrequest, in order.
 
-gpupool evaluates no other CEL: a selector it cannot read, another driver's class, several
-requests, ``allocationMode: All`` or a prioritized list (``firstAvailable``) are refused naming
-them — placing the pod without them would be a grant the claim did not ask for.
+A selector gpupool cannot evaluate or honour, another driver's class, several requests,
+``allocationMode: All`` or a claim's ``config`` are refused naming them — placing the pod
+without them would be a grant the claim did not ask for.
 """
 
 import re
