@@ -44,6 +44,7 @@ from gpupool.kube.pods import (
     class_values,
     container_requests,
     gang_of,
+    gated_gangs,
     granted_pct,
     group_pods,
     is_terminal,
@@ -440,8 +441,9 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
+    gated = gated_gangs((by_pod[k] for k in out.gated), groups)
     grouped = group_pods(
-        pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct, now
+        pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct, now, gated
     )
     jobs = grouped.jobs
     out.problems.update(grouped.problems)

@@ -53,6 +53,20 @@ def node_of(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
+def gated_gangs(pods: Iterable[Mapping[str, Any]], groups: GroupSizes | None) -> dict[str, int]:
+    """Per gang (``NS/gang/NAME``), how many of ``pods`` (the scheduling-gated) are its."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        try:
+            gang = gang_of(pod, groups)
+        except SpecError:
+            continue
+        if gang is not None:
+            gid = f"{pod_key(pod).split('/', 1)[0]}/gang/{gang[0]}"
+            out[gid] = out.get(gid, 0) + 1
+    return out
+
+
 def scheduling_gates(pod: Mapping[str, Any]) -> list[str]:
     """The names of the pod's ``spec.schedulingGates`` (Kueue's ``kueue.x-k8s.io/admission``,
     ...): while any is left the pod is not to be scheduled."""
@@ -255,16 +269,20 @@ def group_pods(
     placed_gangs: set[str] | frozenset[str] = frozenset(),
     replica_pct: int | None = None,
     now: float | None = None,
+    gated_gangs: Mapping[str, int] | None = None,
 ) -> Grouped:
     """Group pods into jobs. ``groups``: PodGroups' sizes (``gang_of``); ``placed_gangs``:
     gangs (``NS/gang/NAME``) some of whose pods are bound already; ``replica_pct``: as
     ``request_of``; ``now`` (epoch seconds): a gang pod whose PodGroup is not seen is held,
-    not refused, while younger than ``GROUP_GRACE_S`` (None: refused at once).
+    not refused, while younger than ``GROUP_GRACE_S`` (None: refused at once);
+    ``gated_gangs``: per gang, how many of its pods are scheduling-gated (not in ``pods``):
+    the rest wait for them instead of being refused as too few.
 
     Mixed roles, as Volcano's jobs have them (a CPU-only master beside GPU workers): the GPU
     pods are the gang, placed all or nothing; the CPU-only ones follow once it is placed —
     until then they wait saying so. GPU pods of one gang must still ask alike."""
     out = Grouped()
+    gated_gangs = gated_gangs or {}
     gangs: dict[str, list[Mapping[str, Any]]] = {}
     sizes: dict[str, int] = {}
     for pod in pods:
@@ -290,7 +308,10 @@ def group_pods(
     for gid, members in gangs.items():
         members.sort(key=pod_key)
         try:
-            _gang(gid, members, sizes[gid], config, gid in placed_gangs, out, replica_pct)
+            _gang(
+                gid, members, sizes[gid], config, gid in placed_gangs, out, replica_pct,
+                gated_gangs.get(gid, 0),
+            )  # fmt: skip
         except SpecError as exc:
             for p in members:
                 out.problems[pod_key(p)] = str(exc)
@@ -305,6 +326,7 @@ def _gang(
     placed: bool,
     out: Grouped,
     replica_pct: int | None,
+    gated: int = 0,
 ) -> None:
     name = gid.rsplit("/", 1)[1]
     asks = {pod_key(p): request_of(p, replica_pct) for p in members}
@@ -317,6 +339,13 @@ def _gang(
         return
     if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
         size = len(members)  # a PodGroup's minMember below its pods: all placed together
+    if len(members) < size and gated:  # Kueue ungates a workload's pods one by one
+        for p in members:
+            out.waiting[pod_key(p)] = (
+                f"gang {name}: {gated} of its pods still scheduling-gated "
+                f"({len(members)} of {size} free to place)"
+            )
+        return
     if len(members) != size:
         raise SpecError(f"gang {name}: {len(members)} of {size} pods exist")
     gang = gpu if followers else members  # mixed roles: the GPU pods are the gang
