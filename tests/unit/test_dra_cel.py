@@ -190,3 +190,16 @@ def test_a_cards_memory_is_what_its_node_says_and_a_model_split_by_it_is_refused
     at_least_80g = claim("gpu.gpupool.io", f'{CAP}.memory.compareTo(quantity("80Gi")) >= 0')
     with pytest.raises(SpecError, match="A100-80G cards of 81920 MiB and not those of 81000"):
         claim_ask(at_least_80g, (("A100-80G", 81000), ("A100-80G", 81920)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["(" * 4000 + "true" + ")" * 4000, " && ".join(["true"] * 1200), "!" * 5000 + "true"],
+)
+def test_a_hostile_expression_is_refused_not_a_crash_of_the_scheduling_cycle(text):
+    """A tenant's claim is read every cycle: an expression deep enough to exhaust Python's
+    stack must be a refusal naming it, never an exception out of the cycle."""
+    with pytest.raises(Unsupported, match="nested this deeply"):
+        ev(text)
+    with pytest.raises(CelError, match="10240 characters"):
+        ev("true && " * 1500 + "true")

@@ -32,6 +32,8 @@ from gpupool.kube.quantity import quantity as parse_quantity
 from gpupool.model import SpecError
 
 MAX_PATTERN = 256
+MAX_EXPRESSION = 10 * 1024  # resource.k8s.io's CELSelectorExpressionMaxLength
+TOO_DEEP = "an expression nested this deeply (Python's stack; kube-scheduler's cost limit)"
 
 
 class Unsupported(Exception):
@@ -264,7 +266,10 @@ class Selector:
     tree: Node
 
     def matches(self, device: Device) -> bool:
-        out = _eval(self.tree, device)
+        try:
+            out = _eval(self.tree, device)
+        except RecursionError:
+            raise Unsupported(TOO_DEEP) from None
         if not isinstance(out, bool):
             raise CelError(f"the expression gives {_type(out)}, not a bool")
         return out
@@ -274,7 +279,12 @@ class Selector:
 def compile_selector(text: str) -> Selector:
     """Parse ``text`` (once per text: claims repeat their selectors every cycle);
     Unsupported or CelError say what is wrong."""
-    return Selector(text, _Parser(text).parse())
+    if len(text) > MAX_EXPRESSION:
+        raise CelError(f"an expression over {MAX_EXPRESSION} characters (the API server's limit)")
+    try:
+        return Selector(text, _Parser(text).parse())
+    except RecursionError:
+        raise Unsupported(TOO_DEEP) from None
 
 
 def _type(v: object) -> str:
