@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from gpupool.kube.dra.cel import Device, Names, Quantity, version
-from gpupool.kube.dra.slices import DRIVER, _mig, _whole
+from gpupool.kube.dra.slices import DRIVER, mig_devices, whole_device
 from gpupool.kube.quantity import quantity
 from gpupool.model import CATALOG, SharingMode, Vendor
 from gpupool.model.devices import Device as Card
@@ -138,14 +138,14 @@ def kinds(mode: str, nvidia: bool = False, variants: Variants = ()) -> tuple[Kin
             sizes = sorted({m for model, m in variants if model == entry.name})
             for size in sizes or [entry.memory_mib]:
                 card = Card(0, entry.name, entry.vendor, size, mode=SharingMode(mode))
-                dev = _whole(card)  # a share's attributes are a whole card's; capacity hidden
+                dev = whole_device(card)  # a share's attributes are a whole card's; capacity hidden
                 dev["attributes"]["mode"] = {"string": mode}
                 view = _nvidia(entry.name, dev, None) if nvidia else _ours(dev, mode)
                 out.append(Kind(entry.name, None, view, size))
             continue
         card = Card(0, entry.name, entry.vendor, entry.memory_mib, mode=SharingMode(mode))
         assert isinstance(table, MigTable)
-        _, devices = _mig(card, table)
+        _, devices = mig_devices(card, table)
         seen: set[str] = set()
         for dev in devices:
             profile = dev["attributes"]["profile"]["string"]
