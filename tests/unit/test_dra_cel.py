@@ -203,3 +203,21 @@ def test_a_hostile_expression_is_refused_not_a_crash_of_the_scheduling_cycle(tex
         ev(text)
     with pytest.raises(CelError, match="10240 characters"):
         ev("true && " * 1500 + "true")
+
+
+def test_a_claim_of_nvidias_class_is_placed_and_allocated_from_gpupools_cards():
+    from gpupool.kube.config import parse_config
+    from gpupool.kube.decide import decide
+    from gpupool.kube.grants import GrantKey
+    from tests.support.kube_objects import node_obj, pod_obj
+
+    tenants = [{"name": "team-a", "quotas": {"gpu": {"nominal": 8}}}]
+    config = parse_config({"namespaces": {"team-a": "team-a"}, "tenants": tenants})
+    pod = pod_obj("p", cpu="1", memory="1Gi")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    d = decide([node_obj("n1", 2)], [pod], config, 0, key=GrantKey.generate(),
+               claims={"team-a/c": claim("gpu.nvidia.com", count=2)})  # fmt: skip
+    (b,) = d.binds
+    results = b.claim.status["allocation"]["devices"]["results"]
+    assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+    assert {r["driver"] for r in results} == {"gpu.gpupool.io"}
