@@ -452,3 +452,35 @@ def test_the_kubelet_plugin_makes_a_mig_claims_instance_at_prepare_time(
         assert "overlaps instances in use" in clash.error, clash.error
     finally:
         server.stop(0)
+
+
+def test_claims_as_nvidias_dra_driver_writes_them_are_placed_on_gpupools_cards(
+    kube, start_scheduler
+):
+    """Issue 63: a claim of NVIDIA's class gpu.nvidia.com with a selector on NVIDIA's
+    attribute names (its docs' productName / memory examples) is read as one of gpupool's,
+    allocated from gpupool's devices (the API server validates the allocation) on the node of
+    the model it names; one reading a card's UUID is refused naming it."""
+    kube.apply(node_obj("a100s", 1))
+    kube.apply(node_obj("t4s", 1, "T4"))
+    start_scheduler(dra=True)
+    nv = "device.attributes['gpu.nvidia.com']"
+    claim_pod(kube, "t4", "gpu.nvidia.com", f"{nv}.productName.lowerAscii().matches('^.*t4.*$')")
+    claim_pod(
+        kube,
+        "big",
+        "gpu.nvidia.com",
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity(\"40Gi\")) >= 0",
+    )
+    claim_pod(kube, "pinned", "gpu.nvidia.com", f"{nv}.uuid == 'GPU-0f1e2d3c'")
+    for name in ("t4", "big"):
+        wait_for(f"{name} bound", lambda name=name: bound(kube, name), 30)
+    assert bound(kube, "t4") == "t4s" and bound(kube, "big") == "a100s"
+    (result,) = status(kube, "t4")["allocation"]["devices"]["results"]
+    assert result["driver"] == DRIVER and result["device"] == "gpu-0"
+    refused = wait_for(
+        "the UUID selector's refusal",
+        lambda: [e for e in kube.events("team-a", "pinned") if e["reason"] == "InvalidRequest"],
+        30,
+    )
+    assert "'uuid'" in refused[0]["message"] and not bound(kube, "pinned")

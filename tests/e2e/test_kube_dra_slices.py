@@ -9,9 +9,12 @@ import signal
 
 import pytest
 
+from gpupool.kube.dra.claims import claim_ask
 from gpupool.kube.dra.classes import device_classes
+from gpupool.kube.dra.pod_claims import card_variants
 from gpupool.kube.dra.slices import resource_slices
 from gpupool.kube.inventory import node_from_object
+from gpupool.model.devices import model_matches
 from tests.support.agents import wait_for
 from tests.support.kube_objects import node_obj, pod_obj
 
@@ -26,14 +29,14 @@ def reference_scheduler(kube):
     os.kill(pid, signal.SIGTERM)
 
 
-def publish(kube, name: str, mode: str, cards: int) -> None:
-    obj = node_obj(name, cards, labels={"gpupool.io/sharing": mode})
+def publish(kube, name: str, mode: str, cards: int, model: str = "A100-80G") -> None:
+    obj = node_obj(name, cards, model, labels={"gpupool.io/sharing": mode})
     kube.apply(obj)
     for s in resource_slices(node_from_object(obj).node, generation=1):
         kube.apply(s)
 
 
-def claim(kube, name: str, device_class: str, cel: str = "", capacity=None) -> None:
+def claim(kube, name: str, device_class: str, cel: str = "", capacity=None) -> dict:
     exactly: dict = {"deviceClassName": device_class}
     if cel:
         exactly["selectors"] = [{"cel": {"expression": cel}}]
@@ -50,6 +53,7 @@ def claim(kube, name: str, device_class: str, cel: str = "", capacity=None) -> N
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
     pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     kube.apply(pod)
+    return body
 
 
 def allocated(kube, name: str) -> list[dict]:
@@ -117,3 +121,48 @@ def test_the_reference_allocator_reads_gpupools_slices_as_gpupool_means_them(
             60,
         )
         assert why and not bound(kube, name) and not allocated(kube, name), name
+
+
+ATTR = 'device.attributes["gpu.gpupool.io"]'
+CAP = 'device.capacity["gpu.gpupool.io"]'
+SELECTORS = {  # claim -> a selector beyond equality, as the Kubernetes docs write them
+    "roomy": f'{CAP}.memory.compareTo(quantity("40Gi")) >= 0',
+    "t-series": f"{ATTR}.model.matches('^T[0-9]+$')",
+    "not-a100": f'!({ATTR}.model in ["A100-80G", "A100-40G"]) && {ATTR}.vendor == "nvidia"',
+    "either": f'{ATTR}.model == "H100-80G" || {ATTR}.model.lowerAscii().startsWith("a100")',
+    # a T4 has 15360 MiB by GPU feature discovery, the catalog's 16 GiB: neither node has it
+    "too-big": f'{CAP}.memory.compareTo(quantity("16Gi")) >= 0 && '
+               f'{CAP}.memory.isLessThan(quantity("80Gi"))',
+}  # fmt: skip
+
+
+def test_selectors_beyond_equality_choose_the_cards_kube_schedulers_allocator_chooses(
+    reference_scheduler,
+):
+    """The same claims, allocated by kube-scheduler for its pods and read by gpupool: the
+    models gpupool's reading admits among the cluster's are exactly the model of the node
+    kube-scheduler allocated from (none where it allocates nothing)."""
+    kube = reference_scheduler
+    for c in device_classes():
+        kube.apply(c)
+    publish(kube, "big", "whole", 2)
+    publish(kube, "small", "whole", 2, model="T4")
+    nodes = [node_from_object(node_obj("big", 2)), node_from_object(node_obj("small", 2, "T4"))]
+    variants = card_variants(nodes)
+    models = {"big": "A100-80G", "small": "T4"}
+    bodies = {name: claim(kube, name, "gpu.gpupool.io", cel) for name, cel in SELECTORS.items()}
+    placed = [n for n in SELECTORS if n != "too-big"]
+    wait_for("kube-scheduler's allocations", lambda: all(bound(kube, n) for n in placed), 60)
+    wait_for(
+        "too-big's FailedScheduling",
+        lambda: [e for e in kube.events("team-a", "too-big") if e["reason"] == "FailedScheduling"],
+        60,
+    )
+    for name, body in bodies.items():
+        spec = claim_ask(body, variants).spec
+        wanted = spec.split(",")[0].removeprefix("gpu=").rsplit(":", 1)[0]
+        admitted = {m for m in models.values() if wanted.isdigit() or model_matches(wanted, m)}
+        results = allocated(kube, name)
+        theirs = {models[r["pool"]] for r in results}
+        assert admitted == theirs, (name, spec, results)
+    assert not allocated(kube, "too-big") and not bound(kube, "too-big")

@@ -3,6 +3,8 @@ gang size): against a real kube-apiserver with Volcano's PodGroup CRD, pods nami
 (``scheduling.k8s.io/group-name``, as Volcano's controller writes it) form a gang of the
 group's ``minMember`` and bind all or nothing; a group short of pods waits saying so."""
 
+import time
+
 import pytest
 
 from gpupool.kube.api import ApiError
@@ -104,7 +106,7 @@ def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
     kube = volcano
     kube.apply(node_obj("n1", 8))
     _group(kube, "ddp", 3)
-    start_scheduler()
+    scheduler = start_scheduler()
     group = {"scheduling.k8s.io/group-name": "ddp"}
     kube.apply(pod_obj("ddp-master-0", cpu="1", annotations=group))
     for i in range(2):
@@ -115,3 +117,44 @@ def test_a_cpu_only_master_follows_its_gpu_workers(volcano, start_scheduler):
 
     wait_for("the workers", lambda: bound("ddp-worker-0") and bound("ddp-worker-1"), 30)
     wait_for("the master after them", lambda: bound("ddp-master-0"), 30)
+    # issue 63: the master's "waits for its gang" condition, written as the workers were
+    # bound, must not outlive its own binding (it kept showing Unschedulable)
+    time.sleep(1.0)  # reasons written asynchronously have landed
+    for name in ("ddp-master-0", "ddp-worker-0", "ddp-worker-1"):
+        conditions = (kube.pod("team-a", name).get("status") or {}).get("conditions") or []
+        scheduled = [c for c in conditions if c.get("type") == "PodScheduled"]
+        assert all(c.get("status") == "True" for c in scheduled), (name, scheduled)
+    # a reason still in flight when the binding went through (what the bind pool's order
+    # allows) is not written over it
+    scheduler._note_one("team-a/ddp-master-0", "FailedScheduling", "late: waits for its gang")
+    conditions = kube.pod("team-a", "ddp-master-0")["status"]["conditions"]
+    assert [c["status"] for c in conditions if c["type"] == "PodScheduled"] == ["True"]
+
+
+def test_a_gang_binds_as_soon_as_its_podgroup_is_made_without_a_false_warning(
+    volcano, start_scheduler
+):
+    """Issue 63: the PodGroup was read every 5 s, so a gang whose pods came first was told
+    "no PodGroup ... here" (InvalidRequest) and bound only at the 30-s resync. Now PodGroups
+    are watched: pods made before their group (the worst order) wait silently and bind as
+    soon as the group comes."""
+    kube = volcano
+    kube.apply(node_obj("n1", 8))
+    start_scheduler()
+    group = {"scheduling.k8s.io/group-name": "prompt"}
+    for i in range(2):
+        kube.apply(pod_obj(f"prompt-{i}", gpus=4, annotations=group))
+    time.sleep(1.0)  # the scheduler has seen the pods, and no group
+    made = time.monotonic()
+    _group(kube, "prompt", 2)
+
+    def bound(name: str) -> str:
+        return kube.pod("team-a", name)["spec"].get("nodeName") or ""
+
+    wait_for("the gang bound", lambda: bound("prompt-0") and bound("prompt-1"), 30)
+    took = time.monotonic() - made
+    assert took < 5.0, f"bound {took:.1f} s after its PodGroup was made"
+    for i in range(2):
+        events = kube.events("team-a", f"prompt-{i}")
+        assert not [e for e in events if "no PodGroup" in e["message"]], events
+        assert not [e for e in events if e["type"] == "Warning"], events

@@ -4,7 +4,7 @@ import pytest
 
 from gpupool.kube.config import parse_config
 from gpupool.kube.pod_groups import groups_from, sizes_from
-from gpupool.kube.pods import gang_of, group_pods
+from gpupool.kube.pods import GROUP_GRACE_S, gang_of, group_pods
 from gpupool.model import SpecError
 from tests.support.kube_objects import pod_obj
 
@@ -91,3 +91,17 @@ def test_what_gpupool_does_not_read_of_a_group_is_said_once_per_group():
     (note,) = notes
     assert note.involved["kind"] == "PodGroup" and note.involved["uid"] == "uid-a"
     assert note.message.startswith("minResources, minTaskMember not read by gpupool")
+
+
+def test_a_young_pod_whose_podgroup_is_not_seen_is_held_silently_then_refused():
+    """The PodGroup and its pods come by separate watches: a pod seen first is held without
+    a word for GROUP_GRACE_S (issue 63: it was refused at once, a false Warning), then
+    refused naming the missing group."""
+    pod = pod_obj("w-0", gpus=1, annotations=VOLCANO)
+    pod["metadata"]["creationTimestamp"] = "2026-12-07T10:00:00Z"
+    made = 1_796_637_600.0  # that instant, in epoch seconds
+    young = group_pods([pod], CONFIG, {}, now=made + 3)
+    assert "no PodGroup train" in young.held["team-a/w-0"] and not young.problems
+    old = group_pods([pod], CONFIG, {}, now=made + GROUP_GRACE_S + 1)
+    assert "no PodGroup train" in old.problems["team-a/w-0"] and not old.held
+    assert "team-a/w-0" in group_pods([pod], CONFIG, {}).problems  # no clock: at once

@@ -111,7 +111,8 @@ class ControlPlane:
         return self.pid("kube-scheduler")
 
     def pid(self, name: str) -> int:
-        for line in (self.run_dir / "pids").read_text().splitlines():
+        # the last started: a component started again (kube-scheduler, per test) is a new line
+        for line in reversed((self.run_dir / "pids").read_text().splitlines()):
             who, pid = line.split()
             if who == name:
                 return int(pid)

@@ -22,6 +22,7 @@ from gpupool.kube.dra.claims import (
 )
 from gpupool.kube.dra.pod_claims import (
     ClaimedPods,
+    card_variants,
     choose,
     claim_holds,
     joined_masks,
@@ -45,12 +46,14 @@ from gpupool.kube.pods import (
     class_values,
     container_requests,
     gang_of,
+    gated_gangs,
     granted_pct,
     group_pods,
     is_terminal,
     job_for,
     node_of,
     pod_key,
+    scheduling_gates,
     uid_of,
 )
 from gpupool.kube.policy import Policy
@@ -90,6 +93,10 @@ class Decision:
     evictions: list[Evict] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> why it is not bound yet
     problems: dict[str, str] = field(default_factory=dict)  # pod -> what is wrong with it
+    held: dict[str, str] = field(default_factory=dict)  # pod -> why, not written (pods.Grouped)
+    # pod -> its spec.schedulingGates, said: not placed until they are removed (the API server
+    # refuses to bind a gated pod)
+    gated: dict[str, str] = field(default_factory=dict)
     node_problems: dict[str, LeftOut] = field(default_factory=dict)  # nodes left out, why
     moves: int = 0  # defragmentation moves decided (counted against the hour)
     # DRA: the nodes whose cards gpupool gives (its slices'): not those of device-plugin
@@ -355,7 +362,7 @@ def decide(
     claimed: ClaimedPods | None = None
     advertised: dict[str, set[str]] = {}  # DRA: per node, the resources its kubelet admits
     if claims is not None:
-        claimed = with_claims(ours, claims)
+        claimed = with_claims(ours, claims, card_variants(nodes.values()))
         live, ours = _claimed_view(live, ours, claimed, out)
         for node_name, cards in claim_holds(claims.values(), {uid_of(p) for p in ours}).items():
             held.setdefault(node_name, _Held()).indices |= cards
@@ -410,6 +417,11 @@ def decide(
                 bound.setdefault(grant[0], []).append((pod_key(pod), grant[2], grant[1], pod))
             else:
                 hold(pod)
+        elif mine and (gates := scheduling_gates(pod)):
+            out.gated[pod_key(pod)] = (
+                f"scheduling gated by {', '.join(gates)}: gpupool places the pod once "
+                "whoever set them (Kueue, at admission) removes them"
+            )
         elif mine:
             if grant is not None:
                 notes = (pod.get("metadata") or {}).get("annotations", {})
@@ -446,9 +458,13 @@ def decide(
         by_job[job_id] = [m[0] for m in members] + [m[0] for m in resumed]
     resumed_keys = {b.pod for b in out.binds}
     pending_pods = [p for p in unbound if pod_key(p) not in resumed_keys]
-    grouped = group_pods(pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct)
+    gated = gated_gangs((by_pod[k] for k in out.gated), groups)
+    grouped = group_pods(
+        pending_pods, config, groups, _placed_gangs(ours, groups), replica_pct, now, gated
+    )
     jobs = grouped.jobs
     out.problems.update(grouped.problems)
+    out.held.update(grouped.held)
     out.waiting.update(grouped.waiting)
     by_key = {pod_key(p): p for p in pending_pods}
     allowed = sharing_masks(

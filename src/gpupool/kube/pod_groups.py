@@ -1,7 +1,9 @@
 """PodGroups as Volcano and the coscheduling plugin write them: a gang's size is its
-PodGroup's ``spec.minMember``, so their manifests need no gpupool annotation. Read from the
-API server every few seconds where the CRD exists (a cluster without Volcano answers 404:
-looked for again once a minute); pure parsing in ``sizes_from`` and ``groups_from``.
+PodGroup's ``spec.minMember``, so their manifests need no gpupool annotation. Listed and
+watched where the CRD exists (a cluster without Volcano answers 404: looked for again once a
+minute), each change waking the scheduler, so a gang binds as soon as its PodGroup is seen;
+without the watch running (``run``), read every few seconds. Pure parsing in ``sizes_from``
+and ``groups_from``.
 
 The rest of a PodGroup is honoured, refused or said not to be read, never passed over:
 
@@ -18,13 +20,14 @@ The rest of a PodGroup is honoured, refused or said not to be read, never passed
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpupool.kube.api import ApiError, KubeApi
 from gpupool.kube.config import KubeConfig
 from gpupool.kube.events import event_body
+from gpupool.kube.watch import Reflector
 
 log = logging.getLogger(__name__)
 PATHS = (
@@ -105,19 +108,68 @@ def sizes_from(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]
 
 
 class PodGroups:
-    def __init__(self, api: KubeApi, config: KubeConfig, identity: str = "gpupool"):
+    def __init__(
+        self,
+        api: KubeApi,
+        config: KubeConfig,
+        identity: str = "gpupool",
+        on_change: Callable[[], None] = lambda: None,
+    ):
         self.api = api
         self.config = config
         self.identity = identity
+        self.on_change = on_change  # a PodGroup came, changed or went (from the watch)
         self._told: set[str] = set()  # PodGroup UIDs given their Warning Event
         self._sizes: dict[tuple[str, str], int | str] = {}
         self._read_at = 0.0
         self._absent_until: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._watching = threading.Event()  # run() is on: sizes come from the reflectors
+        self._reflectors: dict[str, Reflector] = {}  # per CRD path found
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch each CRD path that exists (one thread each); look again once a minute for
+        those that do not (Volcano installed later)."""
+        self._watching.set()
+        threads: list[threading.Thread] = []
+        while not stop.is_set():
+            for path in PATHS:
+                if path in self._reflectors:
+                    continue
+                try:
+                    self.api.list(path)
+                except ApiError as exc:
+                    if exc.status not in (403, 404):
+                        log.warning("podgroups %s: %s", path, exc)
+                    continue
+                except Exception as exc:  # the API away: looked for again
+                    log.warning("podgroups %s: %s", path, exc)
+                    continue
+                reflector = Reflector(self.api, path, self.on_change)
+                self._reflectors[path] = reflector
+                t = threading.Thread(
+                    target=reflector.run, args=(stop,), name="gpupool-kube-podgroups", daemon=True
+                )
+                t.start()
+                threads.append(t)
+            if len(self._reflectors) == len(PATHS):
+                break
+            stop.wait(ABSENT_RETRY_S)
+        for t in threads:
+            t.join()
+
+    def synced(self, timeout_s: float) -> bool:
+        """Whether every PodGroup collection found is listed (True when none is)."""
+        return all(r.synced.wait(timeout_s) for r in list(self._reflectors.values()))
 
     def sizes(self) -> dict[tuple[str, str], int | str]:
-        """The PodGroups' sizes, read again when older than ``REFRESH_S``."""
+        """The PodGroups' sizes: as watched, or read again when older than ``REFRESH_S``."""
         with self._lock:
+            if self._watching.is_set():
+                items = [pg for r in list(self._reflectors.values()) for pg in r.snapshot()]
+                found, notes = groups_from(items, self.config)
+                self._tell(notes)
+                return found
             now = time.monotonic()
             if now - self._read_at >= REFRESH_S:
                 self._read_at = now

@@ -53,6 +53,27 @@ def node_of(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
+def gated_gangs(pods: Iterable[Mapping[str, Any]], groups: GroupSizes | None) -> dict[str, int]:
+    """Per gang (``NS/gang/NAME``), how many of ``pods`` (the scheduling-gated) are its."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        try:
+            gang = gang_of(pod, groups)
+        except SpecError:
+            continue
+        if gang is not None:
+            gid = f"{pod_key(pod).split('/', 1)[0]}/gang/{gang[0]}"
+            out[gid] = out.get(gid, 0) + 1
+    return out
+
+
+def scheduling_gates(pod: Mapping[str, Any]) -> list[str]:
+    """The names of the pod's ``spec.schedulingGates`` (Kueue's ``kueue.x-k8s.io/admission``,
+    ...): while any is left the pod is not to be scheduled."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return [str(g.get("name", "?")) if isinstance(g, Mapping) else str(g) for g in gates]
+
+
 def created_at(pod: Mapping[str, Any]) -> float:
     raw = (pod.get("metadata") or {}).get("creationTimestamp")
     if not raw:
@@ -116,6 +137,14 @@ def request_of(pod: Mapping[str, Any], replica_pct: int | None = None) -> Resour
     return request.with_host(request.cpu_millis or cpu, request.mem_mib or mem)
 
 
+class GroupMissing(SpecError):
+    """A gang's pod whose PodGroup is not seen: refused, once it is old enough that its
+    PodGroup is not merely on its way (the PodGroup and the pod come by separate watches)."""
+
+
+GROUP_GRACE_S = 15.0
+
+
 def gang_of(pod: Mapping[str, Any], groups: GroupSizes | None = None) -> tuple[str, int] | None:
     """(gang name, size) when the pod belongs to a gang: its size from the
     ``gpupool.io/gang-size`` annotation, else its PodGroup's ``minMember`` (``groups``:
@@ -133,7 +162,7 @@ def gang_of(pod: Mapping[str, Any], groups: GroupSizes | None = None) -> tuple[s
             raise SpecError(size, field="spec.queue")
         if size is not None:
             return name, size
-        raise SpecError(
+        raise GroupMissing(
             f"gang {name}: no PodGroup {name} with minMember here, nor annotation "
             f"{GANG_SIZE_ANNOTATION} (how many pods it needs)",
             field=GANG_SIZE_ANNOTATION,
@@ -228,6 +257,9 @@ class Grouped:
     jobs: dict[str, PodJob] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, str] = field(default_factory=dict)
+    # gang pods younger than GROUP_GRACE_S whose PodGroup is not seen yet: not placed, and
+    # nothing written (it is most likely on its way); refused once older
+    held: dict[str, str] = field(default_factory=dict)
 
 
 def group_pods(
@@ -236,15 +268,21 @@ def group_pods(
     groups: GroupSizes | None = None,
     placed_gangs: set[str] | frozenset[str] = frozenset(),
     replica_pct: int | None = None,
+    now: float | None = None,
+    gated_gangs: Mapping[str, int] | None = None,
 ) -> Grouped:
     """Group pods into jobs. ``groups``: PodGroups' sizes (``gang_of``); ``placed_gangs``:
     gangs (``NS/gang/NAME``) some of whose pods are bound already; ``replica_pct``: as
-    ``request_of``.
+    ``request_of``; ``now`` (epoch seconds): a gang pod whose PodGroup is not seen is held,
+    not refused, while younger than ``GROUP_GRACE_S`` (None: refused at once);
+    ``gated_gangs``: per gang, how many of its pods are scheduling-gated (not in ``pods``):
+    the rest wait for them instead of being refused as too few.
 
     Mixed roles, as Volcano's jobs have them (a CPU-only master beside GPU workers): the GPU
     pods are the gang, placed all or nothing; the CPU-only ones follow once it is placed —
     until then they wait saying so. GPU pods of one gang must still ask alike."""
     out = Grouped()
+    gated_gangs = gated_gangs or {}
     gangs: dict[str, list[Mapping[str, Any]]] = {}
     sizes: dict[str, int] = {}
     for pod in pods:
@@ -262,12 +300,18 @@ def group_pods(
                     field=GANG_SIZE_ANNOTATION,
                 )
             gangs.setdefault(gid, []).append(pod)
+        except GroupMissing as exc:
+            young = now is not None and now - created_at(pod) < GROUP_GRACE_S
+            (out.held if young else out.problems)[key] = str(exc)
         except SpecError as exc:
             out.problems[key] = str(exc)
     for gid, members in gangs.items():
         members.sort(key=pod_key)
         try:
-            _gang(gid, members, sizes[gid], config, gid in placed_gangs, out, replica_pct)
+            _gang(
+                gid, members, sizes[gid], config, gid in placed_gangs, out, replica_pct,
+                gated_gangs.get(gid, 0),
+            )  # fmt: skip
         except SpecError as exc:
             for p in members:
                 out.problems[pod_key(p)] = str(exc)
@@ -282,6 +326,7 @@ def _gang(
     placed: bool,
     out: Grouped,
     replica_pct: int | None,
+    gated: int = 0,
 ) -> None:
     name = gid.rsplit("/", 1)[1]
     asks = {pod_key(p): request_of(p, replica_pct) for p in members}
@@ -294,6 +339,13 @@ def _gang(
         return
     if len(members) > size and GANG_SIZE_ANNOTATION not in meta(members[0], "annotations"):
         size = len(members)  # a PodGroup's minMember below its pods: all placed together
+    if len(members) < size and gated:  # Kueue ungates a workload's pods one by one
+        for p in members:
+            out.waiting[pod_key(p)] = (
+                f"gang {name}: {gated} of its pods still scheduling-gated "
+                f"({len(members)} of {size} free to place)"
+            )
+        return
     if len(members) != size:
         raise SpecError(f"gang {name}: {len(members)} of {size} pods exist")
     gang = gpu if followers else members  # mixed roles: the GPU pods are the gang

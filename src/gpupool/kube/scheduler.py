@@ -31,6 +31,8 @@ from gpupool.kube.watch import Reflector, object_key
 from gpupool.model import Node, SpecError
 
 log = logging.getLogger(__name__)
+GATED = "SchedulingGated"  # the PodScheduled reason of a pod with spec.schedulingGates
+HELD_RETRY_S = 2.0  # a cycle again this soon while gang pods wait for their PodGroup
 RESYNC_S = 30.0  # a full cycle at least this often even when no event asks for one
 ASSUME_S = 30.0  # an assumed binding the watch never confirmed is dropped after this
 RETRY_S = (1.0, 10.0)  # a failed binding is tried again after 1 s, doubling to 10 s
@@ -71,6 +73,7 @@ class KubeScheduler:
         self.preempted: dict[str, str] = {}  # UID of a pod deleted by preemption -> why
         self.noted: dict[str, str] = {}  # pod -> the reason last written to it
         self.left_out: dict[str, LeftOut] = {}  # node -> why it is left out, as last said
+        self._bound_ok: dict[str, str] = {}  # pod -> UID, bound by this scheduler
         self.stats = {"cycles": 0, "binds": 0, "bind_errors": 0, "evictions": 0, "notes": 0}
         self.cycle_s = 0.0
         self.memo = Memo()
@@ -86,7 +89,7 @@ class KubeScheduler:
         self._threads: list[threading.Thread] = []
         self._pool = ThreadPoolExecutor(config.bind_workers, thread_name_prefix="gpupool-bind")
         self.jobs = SuspendedJobs(api, config, identity, is_leader)
-        self.groups = PodGroups(api, config, identity)
+        self.groups = PodGroups(api, config, identity, on_change=self._group_changed)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -96,6 +99,7 @@ class KubeScheduler:
             *([("claims", lambda: claims.run(self._stop))] if (claims := self.claims) else []),
             ("loop", self._loop),
             ("jobs", lambda: self.jobs.run(self._stop)),
+            ("podgroups", lambda: self.groups.run(self._stop)),
         ):
             t = threading.Thread(target=target, name=f"gpupool-kube-{name}", daemon=True)
             t.start()
@@ -145,6 +149,11 @@ class KubeScheduler:
             return True
         except SpecError:
             return False
+
+    def _group_changed(self) -> None:
+        """A PodGroup came, changed or went: its gang is decided now, not at the resync."""
+        if self.pending:
+            self.changed.set()
 
     def _wake_if_waiting(self, kind: str, obj: dict[str, Any]) -> None:
         """A node or claim changed: it can change a decision only while pods wait."""
@@ -257,6 +266,9 @@ class KubeScheduler:
         self._moves.extend([time.monotonic()] * decision.moves)
         if self.dra is not None and claims is not None:
             self._dra_housekeeping(pods, claims, decision.nodes)
+        if decision.held:  # gang pods whose PodGroup is on its way: decided again soon
+            soon = time.monotonic() + HELD_RETRY_S
+            self._retry_at = min(self._retry_at or soon, soon)
         self._bind(decision.binds)
         for ev in decision.evictions:
             self._pool.submit(self._evict, ev)
@@ -352,7 +364,9 @@ class KubeScheduler:
         try:
             self.api.bind(ns, name, b.node, dict(b.annotations), b.uid)
             self.stats["binds"] += 1
-            self.noted.pop(b.pod, None)
+            self._bound_ok[b.pod] = b.uid
+            if self.noted.pop(b.pod, None) is not None:
+                self._scheduled(b.pod)  # a reason in flight may land after the binding
             self._retry_s = RETRY_S[0]
         except ApiError as exc:
             if exc.status != 409:  # 409: already bound (the watch will show where)
@@ -388,6 +402,7 @@ class KubeScheduler:
     def _note(self, decision: Decision, live: set[str]) -> None:
         notes = [(p, "FailedScheduling", r) for p, r in decision.waiting.items()]
         notes += [(p, "InvalidRequest", r) for p, r in decision.problems.items()]
+        notes += [(p, GATED, r) for p, r in decision.gated.items()]
         fresh = [(p, why, r) for p, why, r in notes if self.noted.get(p) != r]
         for pod, why, reason in fresh[:MAX_NOTES_PER_CYCLE]:
             self.noted[pod] = reason
@@ -396,6 +411,8 @@ class KubeScheduler:
             self.changed.set()
         for pod in [p for p in self.noted if p not in live]:
             self.noted.pop(pod, None)
+        for pod in [p for p in self._bound_ok if p not in live]:
+            self._bound_ok.pop(pod, None)
 
     def _report_left_out(self, now: Mapping[str, LeftOut]) -> None:
         """A log line and an Event on the Node for each node left out for a new reason, and a
@@ -418,21 +435,45 @@ class KubeScheduler:
             log.warning("node %s: left-out event not written: %s", lo.node, exc)
 
     def _note_one(self, pod: str, why: str, reason: str) -> None:
+        """The pod's Warning Event and PodScheduled condition; a gated pod only the condition,
+        reason SchedulingGated (as kube-scheduler writes it: waiting for a gate is no
+        failure)."""
         ns, name = pod.split("/", 1)
+        if self._bound_since(pod):
+            return  # bound since the cycle that found it waiting
         try:
-            self.event(pod, why, reason, "Warning")
+            if why != GATED:
+                self.event(pod, why, reason, "Warning")
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
-                "reason": "Unschedulable",
+                "reason": GATED if why == GATED else "Unschedulable",
                 "message": reason,
                 "lastTransitionTime": now_iso(),
             }
             self.api.set_pod_condition(ns, name, condition)
             self.stats["notes"] += 1
+            if self._bound_since(pod):  # bound while this was written: it is scheduled
+                self._scheduled(pod)
         except Exception as exc:
             self.noted.pop(pod, None)  # try again next cycle
             log.warning("pod %s: reason not written: %s", pod, exc)
+
+    def _bound_since(self, pod: str) -> bool:
+        uid = ((self.pods.get(pod) or {}).get("metadata") or {}).get("uid")
+        return pod in self._bound_ok and self._bound_ok[pod] in (uid, "")
+
+    def _scheduled(self, pod: str) -> None:
+        """PodScheduled=True again (what the binding wrote) over a reason that landed after
+        it: a bound pod (a CPU-only gang member bound right after its gang) kept showing
+        Unschedulable."""
+        ns, name = pod.split("/", 1)
+        condition = {"type": "PodScheduled", "status": "True", "reason": "",
+                     "message": "", "lastTransitionTime": now_iso()}  # fmt: skip
+        try:
+            self.api.set_pod_condition(ns, name, condition)
+        except Exception as exc:
+            log.warning("pod %s: PodScheduled not written: %s", pod, exc)
 
     def event(self, pod: str, reason: str, message: str, kind: str) -> None:
         ns, name = pod.split("/", 1)

@@ -3,36 +3,39 @@ gpupool writes back once its engine has placed the pod (pure).
 
 A pod names its claims in ``spec.resourceClaims`` (a claim by name, or one generated from a
 template, whose name the pod's ``status.resourceClaimStatuses`` gives). Of ``gpu.gpupool.io``'s
-classes (``kube.dra.classes``) one request is read per pod:
+classes (``kube.dra.classes``), and NVIDIA's ``gpu.nvidia.com`` / ``mig.nvidia.com`` read as
+aliases of them (``kube.dra.kinds``), one request is read per pod:
 
-- ``gpu.gpupool.io``, ``count: N``: N whole cards (``gpu=N``), or of one model with the
-  selector ``device.attributes["gpu.gpupool.io"].model == "A100-80G"``;
-- ``mig.gpupool.io`` with the selector ``...profile == "3g.40gb"``: that MIG instance;
+- ``gpu.gpupool.io``, ``count: N``: N whole cards (``gpu=N``), or of the models its CEL
+  selectors choose (``gpu=A100-80G|H100-80G:N``; ``kube.dra.cel`` evaluates them per kind of
+  device, as kube-scheduler's allocator would);
+- ``mig.gpupool.io`` with selectors that choose one profile: that MIG instance;
 - ``share.gpupool.io`` with ``capacity.requests`` ``memory`` and ``compute`` (percent): a
-  share of one card (no amount: the whole of it, the slices' request policy).
+  share of one card (no amount: the whole of it, the slices' request policy);
+- a prioritized list (``firstAvailable``): one option per subrequest, in order.
 
-gpupool evaluates no other CEL: a selector it cannot read, another driver's class, several
-requests, ``allocationMode: All`` or a prioritized list (``firstAvailable``) are refused naming
-them — placing the pod without them would be a grant the claim did not ask for.
+A selector gpupool cannot evaluate or honour, another driver's class, several requests,
+``allocationMode: All`` or a claim's ``config`` are refused naming them — placing the pod
+without them would be a grant the claim did not ask for.
 """
 
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from gpupool.kube.dra.cel import CelError, Unsupported, compile_selector
 from gpupool.kube.dra.classes import CLASSES, EXTENDED, MIG_CLASSES
+from gpupool.kube.dra.kinds import NVIDIA_CLASSES, Kind, Variants, kinds
 from gpupool.kube.dra.slices import DRIVER, device_name, quantity_mib
 from gpupool.model import SpecError
+from gpupool.model.devices import model_matches
 from gpupool.model.units import parse_memory_mib
 from gpupool.scheduler.types import DeviceGrant, NodeGrant
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
-_SELECTOR = re.compile(
-    r'^\s*device\.attributes\["' + re.escape(DRIVER) + r'"\]\.(\w+)\s*==\s*"([^"]*)"\s*$'
-)
-SELECTABLE = ("model", "profile", "vendor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,25 +89,105 @@ def claim_names(pod: Mapping[str, Any]) -> list[str] | None:
     return out
 
 
-def _selected(selectors: Iterable[Mapping[str, Any]], where: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for sel in selectors:
-        expression = str((sel.get("cel") or {}).get("expression", ""))
-        for part in expression.split("&&"):
-            m = _SELECTOR.match(part)
-            if m is None or m.group(1) not in SELECTABLE:
-                raise SpecError(
-                    f"{where}: selector {part.strip()!r} is not read by gpupool (it reads "
-                    f'device.attributes["{DRIVER}"].<model|profile|vendor> == "..." '
-                    "joined by &&)",
-                    field="selectors",
-                )
-            out[m.group(1)] = m.group(2)
-    return out
+def _chosen(
+    exactly: Mapping[str, Any], klass: str, mode: str, where: str, variants: Variants
+) -> list[Kind]:
+    """The kinds of device of the claim's class its selectors pick; SpecError names why
+    none can be (``_pick``)."""
+    texts = tuple(
+        str((sel.get("cel") or {}).get("expression", "")) for sel in exactly.get("selectors") or []
+    )
+    picked = _pick(texts, klass, mode, variants)
+    if isinstance(picked, str):
+        raise SpecError(f"{where}: {picked}", field="selectors")
+    return list(picked)
 
 
-def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
-    """The claim as gpupool requests; SpecError names what gpupool cannot honour."""
+@lru_cache(maxsize=1024)
+def _pick(
+    texts: tuple[str, ...], klass: str, mode: str, variants: Variants
+) -> tuple[Kind, ...] | str:
+    """As kube-scheduler's allocator evaluates selectors: in order, the first false ends a
+    device's test, an error on any device fails the claim (here: why it is refused). Once
+    per distinct claim and cluster shape: claims repeat every cycle."""
+    try:
+        selectors = [compile_selector(t) for t in texts]
+    except (Unsupported, CelError) as e:
+        return f"selector: {_why(e)}"
+    candidates = kinds(mode, klass in NVIDIA_CLASSES, variants)
+    if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
+        candidates = tuple(k for k in candidates if k.profile == MIG_CLASSES[klass])
+    out = []
+    for kind in candidates:
+        try:
+            if all(s.matches(kind.device) for s in selectors):
+                out.append(kind)
+        except (Unsupported, CelError) as e:
+            on = f"{kind.model}{'/' + kind.profile if kind.profile else ''}"
+            return f"selector on {on}: {_why(e)}"
+    if not out:
+        return f"its selectors match no device gpupool publishes for {klass}"
+    return tuple(out)
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, Unsupported):
+        return f"{e} is not evaluated by gpupool"
+    return f"{e} (kube-scheduler fails such a claim too)"
+
+
+def _models_spec(
+    chosen: list[Kind], mode: str, klass: str, count: int, where: str, variants: Variants
+) -> str:
+    """``gpu=N`` when every model is chosen, else ``gpu=M1|M2:N`` — checked to match exactly
+    the chosen models the cluster has (a model name is also a family prefix). A model whose
+    cards the selectors split (by their memory) is refused: gpupool asks models, not sizes."""
+    every = kinds(mode, klass in NVIDIA_CLASSES, variants)
+    everyone = list(dict.fromkeys(k.model for k in every))
+    models = list(dict.fromkeys(k.model for k in chosen))
+    for model in models:
+        sizes = {k.memory_mib for k in every if k.model == model}
+        taken = {k.memory_mib for k in chosen if k.model == model}
+        if taken != sizes:
+            raise SpecError(
+                f"{where}: its selectors choose the {model} cards of "
+                f"{', '.join(f'{m} MiB' for m in sorted(taken))} and not those of "
+                f"{', '.join(f'{m} MiB' for m in sorted(sizes - taken))} in this cluster; "
+                "gpupool asks a model, not a size"
+            )
+    if len(models) == len(everyone):  # NVIDIA's classes: any NVIDIA card
+        return f"gpu={count},vendor=nvidia" if klass in NVIDIA_CLASSES else f"gpu={count}"
+    wanted = "|".join(models)
+    present = {m for m, _ in variants} or set(everyone)  # the models a node could give
+    if any(model_matches(wanted, m) != (m in models) for m in everyone if m in present):
+        raise SpecError(f"{where}: its selectors choose {', '.join(models)}, which gpupool "
+                        "cannot ask apart from the models they name as a family")  # fmt: skip
+    return f"gpu={wanted}:{count}"
+
+
+def _mig_spec(chosen: list[Kind], klass: str, count: int, where: str) -> str:
+    profiles = sorted({str(k.profile) for k in chosen})
+    if len(profiles) != 1:
+        raise SpecError(
+            f"{where}: a MIG claim chooses one profile; its selectors choose "
+            f"{', '.join(profiles[:6])}{' ...' if len(profiles) > 6 else ''} "
+            '(...profile == "3g.40gb")'
+        )
+    (profile,) = profiles
+    having = {k.model for k in kinds("mig", klass in NVIDIA_CLASSES) if k.profile == profile}
+    models = {k.model for k in chosen}
+    if models != having:
+        raise SpecError(
+            f"{where}: its selectors choose {profile} of {', '.join(sorted(models))} only; "
+            f"gpupool's MIG request names a profile, which {', '.join(sorted(having))} have"
+        )
+    return f"mig={profile}:{count}"
+
+
+def claim_ask(claim: Mapping[str, Any], variants: Variants = ()) -> ClaimAsk:
+    """The claim as gpupool requests; SpecError names what gpupool cannot honour.
+    ``variants``: the (model, memory MiB) of the cluster's cards, which selectors on a
+    card's memory read (``kinds.kinds``)."""
     meta = claim.get("metadata") or {}
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     where = f"ResourceClaim {ns}/{name}"
@@ -112,42 +195,44 @@ def claim_ask(claim: Mapping[str, Any]) -> ClaimAsk:
     if len(requests) != 1:
         raise SpecError(f"{where}: {len(requests)} device requests (gpupool reads one)")
     (req,) = requests
+    for config in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+        driver = (config.get("opaque") or {}).get("driver", "?")
+        raise SpecError(
+            f"{where}: a config for driver {driver} (its sharing or other settings) is not "
+            "read by gpupool; the claim's devices would not be set up as it says"
+        )
     if "firstAvailable" in req:  # a prioritized list: the first that can be had, in order
         subs = req.get("firstAvailable") or []
         if not subs:
             raise SpecError(f"{where}: request {req.get('name')}: an empty firstAvailable")
-        options = tuple(_option(sub, f"{req.get('name')}/{sub.get('name')}", where) for sub in subs)
+        options = tuple(
+            _option(sub, f"{req.get('name')}/{sub.get('name')}", where, variants) for sub in subs
+        )
     else:
-        options = (_option(req.get("exactly") or {}, str(req.get("name", "")), where),)
+        options = (_option(req.get("exactly") or {}, str(req.get("name", "")), where, variants),)
     return ClaimAsk(ns, name, str(meta.get("uid", "")), options)
 
 
-def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
+def _option(
+    exactly: Mapping[str, Any], request: str, where: str, variants: Variants = ()
+) -> Option:
     klass = str(exactly.get("deviceClassName", ""))
-    if klass not in CLASSES and klass not in MIG_CLASSES:
+    if klass not in CLASSES and klass not in MIG_CLASSES and klass not in NVIDIA_CLASSES:
         raise SpecError(
-            f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}); leave "
-            "the pod to the scheduler of that driver",
+            f"{where}: device class {klass!r} is not gpupool's ({', '.join(CLASSES)}) nor one "
+            f"it reads as an alias ({', '.join(NVIDIA_CLASSES)}); leave the pod to the "
+            "scheduler of that driver",
             field="deviceClassName",
         )
     if exactly.get("allocationMode", "ExactCount") != "ExactCount":
         raise SpecError(f"{where}: allocationMode {exactly['allocationMode']} is not read")
     count = int(exactly.get("count", 1))
-    chosen = _selected(exactly.get("selectors") or [], where)
-    if klass in MIG_CLASSES:  # a profile's own class (what old MIG manifests map onto)
-        chosen.setdefault("profile", MIG_CLASSES[klass])
-    mode = CLASSES.get(klass, "mig")
-    model = chosen.pop("model", None)
-    vendor = chosen.pop("vendor", None)
+    mode = CLASSES.get(klass) or NVIDIA_CLASSES.get(klass) or "mig"
+    chosen = _chosen(exactly, klass, mode, where, variants)
     if mode == "mig":
-        profile = chosen.pop("profile", None)
-        if profile is None:
-            raise SpecError(f'{where}: a MIG claim names its profile (...profile == "3g.40gb")')
-        spec = f"mig={profile}:{count}"
+        spec = _mig_spec(chosen, klass, count, where)
     else:
-        spec = f"gpu={model}:{count}" if model else f"gpu={count}"
-    if chosen:
-        raise SpecError(f"{where}: selector on {', '.join(chosen)} does not apply to {klass}")
+        spec = _models_spec(chosen, mode, klass, count, where, variants)
     if mode == "share":
         capacity = (exactly.get("capacity") or {}).get("requests") or {}
         extra = set(capacity) - {"memory", "compute"}
@@ -163,8 +248,6 @@ def _option(exactly: Mapping[str, Any], request: str, where: str) -> Option:
             spec += ",gpu_share=100%"  # the slices' default: the whole of it
     elif exactly.get("capacity"):
         raise SpecError(f"{where}: capacity requests are for {klass} only of share.gpupool.io")
-    if vendor:
-        spec += f",vendor={vendor}"
     return Option(request, spec, mode)
 
 

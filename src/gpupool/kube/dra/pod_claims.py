@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.kube.dra.claims import ClaimAsk, Option, claim_ask, claim_names, held_elsewhere
+from gpupool.kube.dra.kinds import Variants
 from gpupool.kube.inventory import KubeNode
 from gpupool.kube.pod_resources import pod_resources
 from gpupool.kube.pods import REQUEST_ANNOTATION, PodJob, meta, node_of, pod_key, uid_of
@@ -40,7 +41,9 @@ class ClaimedPods:
     waiting: dict[str, str] = field(default_factory=dict)  # pod -> what it waits for
 
 
-def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> ClaimAsk | Join | str:
+def _ask(
+    pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]], variants: Variants
+) -> ClaimAsk | Join | str:
     """The pod's claim to allocate, the allocated claim it shares, or what it waits for;
     SpecError for what gpupool cannot honour."""
     ns = pod_key(pod).split("/", 1)[0]
@@ -50,7 +53,7 @@ def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> Cla
     missing = [n for n in names if f"{ns}/{n}" not in claims]
     if missing:
         return f"ResourceClaim {missing[0]} does not exist yet"
-    asks = [claim_ask(claims[f"{ns}/{n}"]) for n in names]
+    asks = [claim_ask(claims[f"{ns}/{n}"], variants) for n in names]
     if len(asks) != 1:
         raise SpecError(f"{len(asks)} ResourceClaims of gpupool's classes (one per pod is read)")
     (ask,) = asks
@@ -71,11 +74,13 @@ def _ask(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> Cla
 
 
 def with_claims(
-    pods: Iterable[Mapping[str, Any]], claims: Mapping[str, Mapping[str, Any]]
+    pods: Iterable[Mapping[str, Any]],
+    claims: Mapping[str, Mapping[str, Any]],
+    variants: Variants = (),
 ) -> ClaimedPods:
     """Our pods, those with claims given their claim's request (or the shared claim they
     join). Of pending pods naming one claim not yet allocated, the first allocates it and the
-    others wait for it (then join)."""
+    others wait for it (then join). ``variants``: the cluster's (model, memory MiB) cards."""
     out = ClaimedPods()
     allocating: dict[tuple[str, str], str] = {}  # claim -> the pod allocating it
     ordered = sorted(pods, key=lambda p: (not node_of(p), pod_key(p)))  # bound pods first
@@ -85,7 +90,7 @@ def with_claims(
             continue
         key = pod_key(pod)
         try:
-            got = _ask(pod, claims)
+            got = _ask(pod, claims, variants)
         except SpecError as exc:
             out.problems[key] = str(exc)
             continue
@@ -104,6 +109,11 @@ def with_claims(
         out.pods.append({**pod, "metadata": {**(pod.get("metadata") or {}), "annotations": notes}})
         out.asks[key] = got
     return out
+
+
+def card_variants(nodes: Iterable[KubeNode]) -> Variants:
+    """The (model, memory MiB) of the nodes' cards, what claims' selectors on memory read."""
+    return tuple(sorted({(d.model, d.memory_mib) for kn in nodes for d in kn.node.devices}))
 
 
 def claim_holds(claims: Iterable[Mapping[str, Any]], our_pod_uids: set[str]) -> dict[str, set[int]]:

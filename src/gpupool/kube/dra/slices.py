@@ -65,7 +65,7 @@ def _attributes(d: Device, mode: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _whole(d: Device) -> dict[str, Any]:
+def whole_device(d: Device) -> dict[str, Any]:
     return {
         "name": device_name("gpu", d.index),
         "attributes": _attributes(d, "whole"),
@@ -99,7 +99,7 @@ def _counter_set(d: Device) -> str:
     return device_name("gpu", d.index, "slices")
 
 
-def _mig(d: Device, table: MigTable) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def mig_devices(d: Device, table: MigTable) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The card's counter set and one device per legal placement of each profile."""
     counters = {f"memory-slice-{p}": {"value": "1"} for p in range(table.positions)}
     has_media = any(p.media for p in table.profiles)
@@ -139,12 +139,12 @@ def slice_specs(node: Node, share: SharePolicy | None = None) -> list[dict[str, 
             continue
         table = table_for(d.model) if d.mode is SharingMode.MIG else None
         if isinstance(table, MigTable):
-            counter_set, devices = _mig(d, table)
+            counter_set, devices = mig_devices(d, table)
             out.append({"sharedCounters": [counter_set], "devices": devices})
         elif d.mode is SharingMode.SHARE:
             plain.append(_shared(d, share))
         elif d.mode is SharingMode.WHOLE:
-            plain.append(_whole(d))
+            plain.append(whole_device(d))
     for i in range(0, len(plain), MAX_DEVICES):
         out.insert(i // MAX_DEVICES, {"devices": plain[i : i + MAX_DEVICES]})
     return out or [{"devices": []}]  # an empty pool says the node has nothing to give
