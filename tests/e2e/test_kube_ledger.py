@@ -292,6 +292,7 @@ def test_two_clusters_report_to_one_server_and_keep_both_node_sets(
     r = k8s["west"].put(
         "/api/v1/kubernetes/nodes", params={"cluster": "west"}, json={"nodes": [clash]}
     )
-    assert r.status_code == 409 and "mirrored from cluster 'east'" in r.text, r.text
+    assert r.status_code == 200 and r.json()["nodes"] == 0, r.text
+    assert "mirrored from cluster 'east'" in r.json()["refused"][0], r.text
     r = k8s["west"].get("/api/v1/kubernetes/pods", params={"cluster": "West!"})
     assert r.status_code == 422

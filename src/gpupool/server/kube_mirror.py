@@ -29,7 +29,7 @@ from gpupool.server.db.tables import (
     NodeRow,
     TenantRow,
 )
-from gpupool.server.errors import ApiError
+from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.lifecycle import HOLDING, bump_nodes_version, finish, held_devices, move
 from gpupool.server.node_registry import register_node
 from gpupool.server.schemas import NodeIn
@@ -40,6 +40,9 @@ KUBERNETES_ACTION = "kubernetes"  # the allocations of mirrored pods
 ACTOR = "kubernetes:mirror"
 KEY_PREFIX = "k8s:"
 CLUSTER_LABEL = "gpupool.io/cluster"
+# who reports the cluster without a name (the first token to report it): no other token may
+# replace or end its nodes and pods (review finding F4)
+REPORTER_LABEL = "gpupool.io/reported-by"
 
 
 def cluster_of(node: NodeRow) -> str:
@@ -55,29 +58,58 @@ def _whose(cluster: str) -> str:
     return f"cluster {cluster!r}" if cluster else "the cluster reporting without a name"
 
 
+def unnamed_reporter(s: Session, user: str | None) -> None:
+    """The cluster reporting without a name is the first token's to report it: another
+    (non-admin; ``user`` None) token's report as it is refused (403), so a second cluster
+    that forgets its name cannot replace or end the first one's nodes and pods."""
+    if user is None:
+        return
+    rows = s.execute(select(NodeRow.labels).where(NodeRow.source == "kubernetes")).scalars()
+    owners = {
+        str(labels.get(REPORTER_LABEL))
+        for labels in rows
+        if labels and not labels.get(CLUSTER_LABEL) and labels.get(REPORTER_LABEL)
+    }
+    if owners and user not in owners:
+        raise forbidden(
+            f"{user} reports as the cluster without a name, which {sorted(owners)[0]}'s "
+            "token reports: give this cluster its own name (settings 'cluster') and a token of "
+            "that name"
+        )
+
+
 def mirror_nodes(
-    s: Session, nodes: Iterable[tuple[NodeIn, str]], now: float, cluster: str = ""
-) -> int:
+    s: Session,
+    nodes: Iterable[tuple[NodeIn, str]],
+    now: float,
+    cluster: str = "",
+    reporter: str | None = None,
+) -> tuple[int, list[str]]:
     """Upsert the cluster's nodes (each with why it takes no new pods, "" when it does);
     that cluster's Kubernetes nodes no longer listed go, or stay closed while a mirrored pod
-    holds them. Other clusters' nodes are not touched."""
+    holds them. Other clusters' nodes are not touched: a node another cluster mirrors is
+    left out of this report, saying why, and the rest is taken. ``reporter``: the user who
+    reports the unnamed cluster (recorded on its nodes). Returns (nodes taken, refusals)."""
     seen: set[str] = set()
+    refused: list[str] = []
     for body, closed in nodes:
         existing = s.get(NodeRow, body.name)
         if existing is not None and existing.source != "kubernetes":
             raise ApiError(409, f"node {body.name}: an agent's node, not a Kubernetes one", "name")
         if existing is not None and cluster_of(existing) != cluster:
-            raise ApiError(
-                409,
+            refused.append(
                 f"node {body.name}: mirrored from {_whose(cluster_of(existing))}, not from "
                 f"{_whose(cluster)} (two clusters reporting to one server need distinct node "
-                "names)",
-                "name",
+                "names)"
             )
-        labels = {k: v for k, v in body.labels.items() if k != CLUSTER_LABEL}
-        body = body.model_copy(
-            update={"labels": {**labels, CLUSTER_LABEL: cluster} if cluster else labels}
-        )
+            continue
+        labels = {k: v for k, v in body.labels.items() if k not in (CLUSTER_LABEL, REPORTER_LABEL)}
+        if cluster:
+            labels[CLUSTER_LABEL] = cluster
+        elif reporter or (existing is not None and REPORTER_LABEL in (existing.labels or {})):
+            # an admin's report (no reporter) keeps who reports it
+            labels[REPORTER_LABEL] = reporter or existing.labels[REPORTER_LABEL]  # type: ignore[union-attr]
+        body = body.model_copy(update={"labels": labels})
         node = register_node(s, body, now)
         node.source = "kubernetes"
         node.heartbeat_at = now
@@ -94,7 +126,7 @@ def mirror_nodes(
         else:
             s.delete(node)
         bump_nodes_version(s)
-    return len(seen)
+    return len(seen), refused
 
 
 def _job_by_uid(s: Session, uid: str, cluster: str) -> JobRow | None:

@@ -6,11 +6,18 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import Field, StringConstraints
+from sqlalchemy.orm import Session
 
 from gpupool.server.auth import Principal, Role
 from gpupool.server.deps import Ctx, KubeCaller
 from gpupool.server.errors import forbidden
-from gpupool.server.kube_mirror import live_uids, mirror_bound, mirror_ended, mirror_nodes
+from gpupool.server.kube_mirror import (
+    live_uids,
+    mirror_bound,
+    mirror_ended,
+    mirror_nodes,
+    unnamed_reporter,
+)
 from gpupool.server.schemas import Name, NodeIn, Strict, TenantName
 from gpupool.server.snapshot import queue_policy, reservations, tenant_tree
 from gpupool.server.usage_elsewhere import elsewhere_usage
@@ -23,13 +30,24 @@ Cluster = Annotated[str, Query(max_length=63, pattern=r"^([a-z0-9]([-a-z0-9]*[a-
 
 def _as(who: Principal, cluster: str) -> str:
     """The cluster a caller reports as: a named one only with a token of that name (or an
-    admin's), so one cluster's token cannot replace or end another's nodes and pods."""
+    admin's), so one cluster's token cannot replace or end another's nodes and pods; the
+    unnamed one only with the token that first reported it (``_unnamed``)."""
     if cluster and who.role is not Role.ADMIN and who.user != cluster:
         raise forbidden(
             f"{who.user} reports as cluster {cluster!r}: a named cluster reports with a "
             f"token of that name (gpupool admin token create --name {cluster} --role kubernetes)"
         )
     return cluster
+
+
+def _reporter(who: Principal, cluster: str) -> str | None:
+    """Who is recorded as reporting the unnamed cluster (None: a named one, or an admin)."""
+    return None if cluster or who.role is Role.ADMIN else who.user
+
+
+def _unnamed(s: Session, who: Principal, cluster: str) -> None:
+    if not cluster:
+        unnamed_reporter(s, _reporter(who, cluster))
 
 
 Uid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9-]+$")]
@@ -93,17 +111,21 @@ class PodsOut(Strict):
 @router.put("/nodes")
 def put_nodes(
     body: KubeNodesIn, ctx: Ctx, who: KubeCaller, cluster: Cluster = ""
-) -> dict[str, int]:
-    """The cluster's GPU nodes, all of them: upserted, and that cluster's missing removed."""
+) -> dict[str, object]:
+    """The cluster's GPU nodes, all of them: upserted, and that cluster's missing removed; a
+    node another cluster mirrors is left out, named in ``refused``."""
+    cluster = _as(who, cluster)
     with ctx.db.write() as s:
-        count = mirror_nodes(
+        _unnamed(s, who, cluster)
+        count, refused = mirror_nodes(
             s,
             ((NodeIn(**n.model_dump(exclude={"closed"})), n.closed) for n in body.nodes),
             time.time(),
-            _as(who, cluster),
+            cluster,
+            _reporter(who, cluster),
         )
     ctx.capacity.invalidate()
-    return {"nodes": count}
+    return {"nodes": count, "refused": refused}
 
 
 @router.post("/pods", response_model=PodsOut)
@@ -113,6 +135,7 @@ def post_pods(body: PodsIn, ctx: Ctx, who: KubeCaller, cluster: Cluster = "") ->
     out = PodsOut()
     cluster = _as(who, cluster)
     with ctx.db.write() as s:
+        _unnamed(s, who, cluster)
         for pod in body.bound:
             out.recorded += mirror_bound(s, pod.model_dump(), now, cluster)
         for ended in body.ended:
@@ -167,4 +190,5 @@ def get_pods(ctx: Ctx, who: KubeCaller, cluster: Cluster = "") -> PodsOut:
     checks)."""
     cluster = _as(who, cluster)
     with ctx.db.read() as s:
+        _unnamed(s, who, cluster)
         return PodsOut(live=live_uids(s, cluster))
