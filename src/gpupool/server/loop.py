@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
@@ -22,6 +23,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.scheduler.min_runtime import MinRuntime
 from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.server.admission import LimitCache
 from gpupool.server.advisory import hold_back, mode_switches
@@ -35,6 +37,7 @@ from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.control.runner import Duty, Runner
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
+from gpupool.server.fair_usage import HistoryCache
 from gpupool.server.fence import hold_lead
 from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.leader import Leadership
@@ -65,6 +68,13 @@ def with_expected_starts(result: CycleResult) -> None:
             result.pending[job_id] = result.pending[job_id].also(more)
 
 
+def min_runtime(settings: Settings) -> MinRuntime:
+    """The minimum run times the settings give the cycle (none by default)."""
+    return MinRuntime(
+        settings.min_runtime_s, settings.min_runtime_tenant_s, settings.min_runtime_bound_s
+    )
+
+
 def leads(s: Session, epoch: int) -> bool:
     """Whether ``epoch`` is still the leader's (read in the writing transaction)."""
     return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
@@ -83,6 +93,7 @@ class SchedulerLoop:
         self._metered_to = float("-inf")  # the last metering boundary checkpointed
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
+        self.usage_history = HistoryCache()  # fair share's past (None while it is off)
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -444,9 +455,10 @@ class SchedulerLoop:
                 inputs = self.snapshots.build(s, self.over_budget)
                 # one guarantee across the pool and the clusters reporting here
                 charge_elsewhere(inputs.tenants, kube_usage(s))
+                history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
             config = CycleConfig(
                 policy=self.settings.policy,
-                queue=inputs.queue,
+                queue=replace(inputs.queue, fairshare_weight=self.settings.fairshare_weight),
                 grace_s=self.settings.grace_s,
                 defrag_moves=self.defrag_budget(now),
                 defrag_hourly=self.settings.defrag_moves_per_hour,
@@ -455,6 +467,7 @@ class SchedulerLoop:
                 replacing=inputs.replacing,
                 defrag_class=self.settings.defrag_class or None,
                 victim_order=self.settings.victim_order,
+                min_runtime=min_runtime(self.settings),
             )
             result = run_cycle(
                 inputs.state,
@@ -466,6 +479,7 @@ class SchedulerLoop:
                 config,
                 Placer(self.settings.policy),
                 parks=inputs.parks,
+                history=history,
             )
             with_expected_starts(result)
             self.mark_never(result, inputs.pending)
