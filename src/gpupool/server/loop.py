@@ -23,6 +23,7 @@ from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
 from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.scheduler.estimates import Plan, plan_starts
 from gpupool.scheduler.min_runtime import MinRuntime
 from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.server.admission import LimitCache
@@ -48,7 +49,9 @@ from gpupool.server.pool_read import record_sample
 from gpupool.server.replacements import end_replaced
 from gpupool.server.services.reconcile import ServiceReconciler
 from gpupool.server.settings import Settings
-from gpupool.server.snapshot import SnapshotBuilder
+from gpupool.server.snapshot import CycleInputs, SnapshotBuilder
+from gpupool.server.start_estimates import expected_runs
+from gpupool.server.start_estimates import store as store_estimates
 from gpupool.server.usage_elsewhere import charge_elsewhere, kube_usage
 from gpupool.server.wake import WakeSender
 
@@ -104,6 +107,11 @@ class SchedulerLoop:
                 Duty("metering", self.checkpoint_usage),
                 Duty("budgets", self.check_budgets, st.cycle_interval_s),
                 Duty("scheduling", self.cycle),
+                *(
+                    [Duty("start-estimates", self.estimate_starts, st.estimate_interval_s)]
+                    if st.estimate_interval_s > 0
+                    else []
+                ),
                 Duty("alerts", self.check_alerts, st.alert_interval_s),
                 Duty("pool-samples", self.sample_pool, st.sample_interval_s),
                 Duty("log-retention", self.prune_logs, LOG_PRUNE_EVERY_S),
@@ -432,6 +440,54 @@ class SchedulerLoop:
             if why is not None:
                 result.pending[job.id] = Reason(Wait.NEVER, why)
 
+    def config(self, inputs: CycleInputs, now: float) -> CycleConfig:
+        """What the cycle (and the plan of start times) decides by, from the settings."""
+        st = self.settings
+        return CycleConfig(
+            policy=st.policy,
+            queue=replace(inputs.queue, fairshare_weight=st.fairshare_weight),
+            grace_s=st.grace_s,
+            defrag_moves=self.defrag_budget(now),
+            defrag_hourly=st.defrag_moves_per_hour,
+            defrag_after_s=st.defrag_after_s,
+            defrag_checkpoint_s=st.defrag_checkpoint_s,
+            replacing=inputs.replacing,
+            defrag_class=st.defrag_class or None,
+            victim_order=st.victim_order,
+            min_runtime=min_runtime(st),
+        )
+
+    def estimate_starts(self, now: float | None = None) -> Plan | None:
+        """Every pending job's estimated start and nodes (a duty run every
+        ``estimate_interval_s``): read what the cycle reads and the ended jobs, plan with the
+        real cycle run forward within ``estimate_budget_s`` (no transaction open), replace the
+        stored estimates under the fence (``server/start_estimates.py``)."""
+        now = time.time() if now is None else now
+        epoch = self.leadership.epoch
+        if epoch is None:
+            raise LostLeadership("not the leader")
+        with self.db.read() as s:
+            inputs = self.snapshots.build(s, self.over_budget)
+            history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
+            ids = [j.id for j in inputs.pending]
+            expected = expected_runs(s, inputs.running, ids, now)
+        plan = plan_starts(
+            inputs.state,
+            inputs.running,
+            inputs.pending,
+            inputs.tenants,
+            now,
+            expected,
+            reservations=inputs.reservations,
+            config=self.config(inputs, now),
+            history=history,
+            budget_s=self.settings.estimate_budget_s,
+        )
+        with self.db.write() as s:
+            hold_lead(s, epoch)
+            store_estimates(s, plan, now)
+        return plan
+
     def cycle(self, now: float) -> None:
         """The scheduling duty: a cycle; after a failure the next one reads everything."""
         try:
@@ -456,19 +512,7 @@ class SchedulerLoop:
                 # one guarantee across the pool and the clusters reporting here
                 charge_elsewhere(inputs.tenants, kube_usage(s))
                 history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
-            config = CycleConfig(
-                policy=self.settings.policy,
-                queue=replace(inputs.queue, fairshare_weight=self.settings.fairshare_weight),
-                grace_s=self.settings.grace_s,
-                defrag_moves=self.defrag_budget(now),
-                defrag_hourly=self.settings.defrag_moves_per_hour,
-                defrag_after_s=self.settings.defrag_after_s,
-                defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
-                replacing=inputs.replacing,
-                defrag_class=self.settings.defrag_class or None,
-                victim_order=self.settings.victim_order,
-                min_runtime=min_runtime(self.settings),
-            )
+            config = self.config(inputs, now)
             result = run_cycle(
                 inputs.state,
                 inputs.running,

@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     min_runtime_tenant_s: dict[str, float] = Field(default_factory=dict, max_length=100_000)
     min_runtime_bound_s: float = Field(600.0, ge=0, le=86400 * 30)
     # start-time estimates: the leader plans every estimate_interval_s (0: never), spending at
-    # most estimate_budget_s of CPU on a plan (jobs past it get no estimate)
+    # most estimate_budget_s (wall clock) on a plan (jobs past it get no estimate)
     estimate_interval_s: float = Field(30.0, ge=0, le=86400)
     estimate_budget_s: float = Field(2.0, gt=0, le=120)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
