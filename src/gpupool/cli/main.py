@@ -18,6 +18,7 @@ from gpupool.cli import (
     billing,
     cert,
     client,
+    fairshare,
     jobs,
     join,
     kube,
@@ -97,6 +98,8 @@ app.command("exec")(sessions.exec_command)
 app.command("attach")(sessions.attach)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
+app.command("shares")(fairshare.shares)
+app.command("priority")(fairshare.priority)
 app.command("alerts")(alerts.alerts)
 app.command("usage")(acct.usage)
 app.add_typer(admin_client.tenant_app, name="tenant")

@@ -54,6 +54,7 @@ KIND: dict[str, str] = {
     "GET /api/v1/billing/tenants/{name}": "b",
     "PUT /api/v1/billing/tenants/{name}": "b",
     "GET /api/v1/devices": "list",
+    "GET /api/v1/fairshare": "list",
     "POST /api/v1/jobs": "b",
     "GET /api/v1/jobs": "list",
     "GET /api/v1/jobs/{job_id}": "b",
@@ -90,6 +91,7 @@ KIND: dict[str, str] = {
     "GET /api/v1/pools": "list",
     "PUT /api/v1/pools/{name}": "admin",
     "DELETE /api/v1/pools/{name}": "admin",
+    "GET /api/v1/priority": "list",
     "GET /api/v1/priority-classes": "list",
     "PUT /api/v1/priority-classes/{name}": "admin",
     "GET /api/v1/proposals": "list",
@@ -182,6 +184,7 @@ QUERY: dict[str, dict[str, str]] = {
     "GET /api/v1/usage": {"tenant": "b"},
     "GET /api/v1/jobs": {"tenant": "b"},
     "GET /api/v1/queue": {"tenant": "b"},
+    "GET /api/v1/priority": {"tenant": "b"},
 }
 
 
