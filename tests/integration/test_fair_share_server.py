@@ -105,3 +105,36 @@ def test_without_minimum_run_times_the_same_reclaim_is_at_once(database_url, tmp
         server.cycle(now + 60)
         assert ok(admin.get(f"/api/v1/jobs/{claim['id']}"))["state"] == "admitted"
         assert ok(admin.get(f"/api/v1/jobs/{young['id']}"))["state"] == "pending"
+
+
+def test_shares_and_priority_show_the_order_the_cycle_used(database_url, tmp_path):
+    """sshare's and sprio's views of the same history: a (who borrowed) ranks after b, and
+    b's pending job carries more fair-share points."""
+    from tests.support.cli import gpupool
+
+    with _serve(database_url, tmp_path, fairshare_half_life_h=168.0) as server:
+        admin = server.admin()
+        _org(admin, owner=2, a=0, b=0)
+        now = time.time()
+        _borrowed_yesterday(server, admin, "a", now)
+        first = submit(admin, "gpu=2", "a")
+        second = submit(admin, "gpu=2", "b")
+        env = {"GPUPOOL_SERVER": server.url, "GPUPOOL_TOKEN": server.admin_token}
+        r = gpupool("shares", "-P", env=env)
+        assert r.returncode == 0, r.stderr
+        header, *lines = r.stdout.splitlines()
+        assert header == "Account|RawShares|NormShares|RawUsage|EffectvUsage|FairShare"
+        rows = {line.split("|")[0]: line.split("|") for line in lines}
+        assert list(rows) == ["org", "b", "owner", "a"]  # depth first; a (used) last
+        # 2 cards x 10 h, aged 2 to 12 h with a 168 h half-life (decayed_card_hours)
+        assert abs(float(rows["a"][3]) - 19.43) < 0.01 and float(rows["b"][3]) == 0
+        assert float(rows["a"][5]) < float(rows["b"][5]) == 1.0
+        r = gpupool("priority", env=env)
+        assert r.returncode == 0, r.stderr
+        header, _rule, *lines = r.stdout.splitlines()
+        assert header.split() == ["JOBID", "PARTITION", "ACCOUNT", "USER", "PRIORITY", "AGE",
+                                  "FAIRSHARE", "QOS", "NICE"]  # fmt: skip
+        cells = {int(line.split()[0]): line.split() for line in lines}
+        assert list(cells) == [second["id"], first["id"]]  # highest first
+        assert int(cells[second["id"]][6]) == 10_000 > int(cells[first["id"]][6])
+        assert cells[first["id"]][7] == "500000"  # training's 500 x 1000
