@@ -203,6 +203,33 @@ def test_a_member_never_sees_another_teams_jobs_or_costs(browser, cluster):
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
 
 
+def test_the_teams_page_shows_each_teams_fair_share_factor(browser, cluster):
+    """The factors and decayed borrowed card-hours of GET /api/v1/fairshare, per team; the
+    page says fair share over time is off on this server (the fixture's default)."""
+    api = {r["tenant"]: r for r in ok(cluster.admin().get("/api/v1/fairshare"))["items"]}
+    context, page = _session(browser, cluster, cluster.admin_token)
+    _open(page, cluster.url + "/teams")
+    page.wait_for_selector("td[data-col=fairshare]")
+    shown = {}
+    for row in page.locator("table tbody tr").all():
+        name = row.locator("td[data-col=name]").inner_text().strip()
+        if row.locator("td[data-col=fairshare]").count():
+            shown[name] = (row.locator("td[data-col=fairshare]").inner_text(),
+                           row.locator("td[data-col=fs_usage]").inner_text())  # fmt: skip
+    for team in ("algo", "beta"):
+        factor, usage = api[team]["fairshare"], api[team]["raw_usage"]
+        assert shown[team] == (f"{factor:.2f}", f"{usage:.1f}"), (team, shown)
+    assert "168 h half-life" in page.inner_text("#gp-fairshare-off")
+    assert page.problems == []
+    context.close()
+    context, page = _session(browser, cluster, cluster.ann)  # a member: its own team's row
+    _open(page, cluster.url + "/teams")
+    page.wait_for_selector("td[data-col=fairshare]")
+    names = [c.strip() for c in page.locator("td[data-col=name]").all_inner_texts()]
+    assert names == ["algo"]
+    context.close()
+
+
 def test_the_services_page_shows_load_forecast_and_capacity(browser, cluster, tmp_path):
     context, page = _session(browser, cluster, cluster.bea)
     _open(page, cluster.url + "/services")
