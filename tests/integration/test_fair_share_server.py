@@ -138,3 +138,16 @@ def test_shares_and_priority_show_the_order_the_cycle_used(database_url, tmp_pat
         assert list(cells) == [second["id"], first["id"]]  # highest first
         assert int(cells[second["id"]][6]) == 10_000 > int(cells[first["id"]][6])
         assert cells[first["id"]][7] == "500000"  # training's 500 x 1000
+
+
+def test_a_minimum_run_time_naming_no_class_or_tenant_is_said(tmp_path, caplog):
+    settings = {"min_runtime_s": {"trainig": 600.0}, "min_runtime_tenant_s": {"nobody": 60.0}}
+    with _serve(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path, **settings) as server:
+        _org(server.admin(), owner=2)
+        with caplog.at_level("WARNING", logger="gpupool.scheduler"):
+            server.cycle()
+            server.cycle()
+    said = [r.getMessage() for r in caplog.records if "minimum run times" in r.getMessage()]
+    assert len(said) == 1, said  # once, not every cycle
+    assert "min_runtime_s: no priority class 'trainig'" in said[0]
+    assert "min_runtime_tenant_s: no tenant 'nobody'" in said[0]

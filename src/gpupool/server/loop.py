@@ -78,6 +78,15 @@ def min_runtime(settings: Settings) -> MinRuntime:
     )
 
 
+def unknown_names(settings: Settings, inputs: CycleInputs) -> list[str]:
+    """Priority classes and tenants the minimum run time settings name that do not exist."""
+    classes = sorted(set(settings.min_runtime_s) - set(inputs.queue.classes))
+    tenants = sorted(set(settings.min_runtime_tenant_s) - set(inputs.tenants.tenants))
+    return [f"min_runtime_s: no priority class {c!r}" for c in classes] + [
+        f"min_runtime_tenant_s: no tenant {t!r}" for t in tenants
+    ]
+
+
 def leads(s: Session, epoch: int) -> bool:
     """Whether ``epoch`` is still the leader's (read in the writing transaction)."""
     return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
@@ -97,6 +106,7 @@ class SchedulerLoop:
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
         self.usage_history = HistoryCache()  # fair share's past (None while it is off)
+        self._unknown_said: list[str] = []  # minimum run time settings naming nothing
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -443,6 +453,11 @@ class SchedulerLoop:
     def config(self, inputs: CycleInputs, now: float) -> CycleConfig:
         """What the cycle (and the plan of start times) decides by, from the settings."""
         st = self.settings
+        unknown = unknown_names(st, inputs)
+        if unknown and unknown != self._unknown_said:  # said once, again when it changes
+            log.warning("minimum run times name what this server does not have, and protect "
+                        "nothing there: %s", "; ".join(unknown))  # fmt: skip
+        self._unknown_said = unknown
         return CycleConfig(
             policy=st.policy,
             queue=replace(inputs.queue, fairshare_weight=st.fairshare_weight),
