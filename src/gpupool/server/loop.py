@@ -13,7 +13,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
@@ -22,9 +21,8 @@ from sqlalchemy.orm import Session
 from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
-from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.scheduler.cycle import CycleResult, run_cycle
 from gpupool.scheduler.estimates import Plan, plan_starts
-from gpupool.scheduler.min_runtime import MinRuntime
 from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.server.admission import LimitCache
 from gpupool.server.advisory import hold_back, mode_switches
@@ -36,6 +34,7 @@ from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.control.runner import Duty, Runner
+from gpupool.server.cycle_config import cycle_config, unknown_names
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
 from gpupool.server.fair_usage import HistoryCache
@@ -71,22 +70,6 @@ def with_expected_starts(result: CycleResult) -> None:
             result.pending[job_id] = result.pending[job_id].also(more)
 
 
-def min_runtime(settings: Settings) -> MinRuntime:
-    """The minimum run times the settings give the cycle (none by default)."""
-    return MinRuntime(
-        settings.min_runtime_s, settings.min_runtime_tenant_s, settings.min_runtime_bound_s
-    )
-
-
-def unknown_names(settings: Settings, inputs: CycleInputs) -> list[str]:
-    """Priority classes and tenants the minimum run time settings name that do not exist."""
-    classes = sorted(set(settings.min_runtime_s) - set(inputs.queue.classes))
-    tenants = sorted(set(settings.min_runtime_tenant_s) - set(inputs.tenants.tenants))
-    return [f"min_runtime_s: no priority class {c!r}" for c in classes] + [
-        f"min_runtime_tenant_s: no tenant {t!r}" for t in tenants
-    ]
-
-
 def leads(s: Session, epoch: int) -> bool:
     """Whether ``epoch`` is still the leader's (read in the writing transaction)."""
     return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
@@ -107,6 +90,7 @@ class SchedulerLoop:
         self.limits = LimitCache(settings)
         self.usage_history = HistoryCache()  # fair share's past (None while it is off)
         self._unknown_said: list[str] = []  # minimum run time settings naming nothing
+        self._defrag_left = settings.defrag_moves_per_hour  # as the last cycle counted
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -117,11 +101,6 @@ class SchedulerLoop:
                 Duty("metering", self.checkpoint_usage),
                 Duty("budgets", self.check_budgets, st.cycle_interval_s),
                 Duty("scheduling", self.cycle),
-                *(
-                    [Duty("start-estimates", self.estimate_starts, st.estimate_interval_s)]
-                    if st.estimate_interval_s > 0
-                    else []
-                ),
                 Duty("alerts", self.check_alerts, st.alert_interval_s),
                 Duty("pool-samples", self.sample_pool, st.sample_interval_s),
                 Duty("log-retention", self.prune_logs, LOG_PRUNE_EVERY_S),
@@ -134,6 +113,14 @@ class SchedulerLoop:
         self.delivery_duties = Runner(
             [Duty("alert-delivery", self.deliver_alerts, st.alert_interval_s)], metrics
         )
+        # start-time estimates: their own thread, snapshot and history (a plan takes up to
+        # estimate_budget_s, which no cycle waits for)
+        self.estimate_duties = Runner(
+            [Duty("start-estimates", self.estimate_starts, st.estimate_interval_s)], metrics
+        )
+        self.estimate_snapshots = SnapshotBuilder(st.agent_lag_max_s)
+        self.estimate_history = HistoryCache()
+        self._estimating: threading.Thread | None = None
         self._deliveries = threading.Event()
         self._delivering: threading.Thread | None = None
         self._wake = threading.Event()
@@ -164,12 +151,17 @@ class SchedulerLoop:
             target=self._run_deliveries, name="gpupool-alert-delivery", daemon=True
         )
         self._delivering.start()
+        if self.settings.estimate_interval_s > 0:
+            self._estimating = threading.Thread(
+                target=self._run_estimates, name="gpupool-start-estimates", daemon=True
+            )
+            self._estimating.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         self._deliveries.set()
-        for thread in (self._thread, self._services, self._delivering):
+        for thread in (self._thread, self._services, self._delivering, self._estimating):
             if thread is not None:
                 thread.join(timeout=30)
         self.services.probes.close()
@@ -181,12 +173,18 @@ class SchedulerLoop:
         if not self.leadership.held:
             return [], []
         threads = {"scheduling": self._thread, "services": self._services,
-                   "alert delivery": self._delivering}  # fmt: skip
+                   "alert delivery": self._delivering,
+                   "start estimates": self._estimating}  # fmt: skip
         stopped = [f"its {name} thread stopped" for name, t in threads.items()
                    if t is not None and not t.is_alive() and not self._stop.is_set()]  # fmt: skip
         failing = [
             f"{name} failing ({h.failures} in a row: {h.last_error})"
-            for runner in (self.duties, self.service_duties, self.delivery_duties)
+            for runner in (
+                self.duties,
+                self.service_duties,
+                self.delivery_duties,
+                self.estimate_duties,
+            )
             for name, h in runner.health.items()
             if h.failures
         ]
@@ -206,6 +204,11 @@ class SchedulerLoop:
         cycle."""
         self._beside_the_cycle(self.service_duties, lambda: self._stop.wait(
             self.settings.service_interval_s))  # fmt: skip
+
+    def _run_estimates(self) -> None:
+        """Start-time plans, in their own thread while this process leads."""
+        pause = min(1.0, self.settings.estimate_interval_s)
+        self._beside_the_cycle(self.estimate_duties, lambda: self._stop.wait(pause))
 
     def _run_deliveries(self) -> None:
         """Alert deliveries, in their own thread while this process leads: at every alert
@@ -450,27 +453,13 @@ class SchedulerLoop:
             if why is not None:
                 result.pending[job.id] = Reason(Wait.NEVER, why)
 
-    def config(self, inputs: CycleInputs, now: float) -> CycleConfig:
-        """What the cycle (and the plan of start times) decides by, from the settings."""
-        st = self.settings
-        unknown = unknown_names(st, inputs)
-        if unknown and unknown != self._unknown_said:  # said once, again when it changes
+    def _say_unknown(self, inputs: CycleInputs) -> None:
+        """Minimum run times naming no class or tenant here: said once, again when changed."""
+        unknown = unknown_names(self.settings, inputs)
+        if unknown and unknown != self._unknown_said:
             log.warning("minimum run times name what this server does not have, and protect "
                         "nothing there: %s", "; ".join(unknown))  # fmt: skip
         self._unknown_said = unknown
-        return CycleConfig(
-            policy=st.policy,
-            queue=replace(inputs.queue, fairshare_weight=st.fairshare_weight),
-            grace_s=st.grace_s,
-            defrag_moves=self.defrag_budget(now),
-            defrag_hourly=st.defrag_moves_per_hour,
-            defrag_after_s=st.defrag_after_s,
-            defrag_checkpoint_s=st.defrag_checkpoint_s,
-            replacing=inputs.replacing,
-            defrag_class=st.defrag_class or None,
-            victim_order=st.victim_order,
-            min_runtime=min_runtime(st),
-        )
 
     def estimate_starts(self, now: float | None = None) -> Plan | None:
         """Every pending job's estimated start and nodes (a duty run every
@@ -481,11 +470,16 @@ class SchedulerLoop:
         epoch = self.leadership.epoch
         if epoch is None:
             raise LostLeadership("not the leader")
-        with self.db.read() as s:
-            inputs = self.snapshots.build(s, self.over_budget)
-            history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
-            ids = [j.id for j in inputs.pending]
-            expected = expected_runs(s, inputs.running, ids, now)
+        try:
+            with self.db.read() as s:
+                inputs = self.estimate_snapshots.build(s, self.over_budget)
+                half_life_h = self.settings.fairshare_half_life_h
+                history = self.estimate_history.history(s, now, half_life_h)
+                ids = [j.id for j in inputs.pending]
+                expected = expected_runs(s, inputs.running, ids, now)
+        except Exception:  # the next plan reads everything again
+            self.estimate_snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
+            raise
         plan = plan_starts(
             inputs.state,
             inputs.running,
@@ -494,7 +488,9 @@ class SchedulerLoop:
             now,
             expected,
             reservations=inputs.reservations,
-            config=self.config(inputs, now),
+            # defragmentation's moves left this hour, as last counted (the cycle's thread owns
+            # the count): the plan moves no more than the cycle may
+            config=cycle_config(self.settings, inputs, self._defrag_left),
             history=history,
             budget_s=self.settings.estimate_budget_s,
         )
@@ -527,7 +523,9 @@ class SchedulerLoop:
                 # one guarantee across the pool and the clusters reporting here
                 charge_elsewhere(inputs.tenants, kube_usage(s))
                 history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
-            config = self.config(inputs, now)
+            self._say_unknown(inputs)
+            self._defrag_left = self.defrag_budget(now)
+            config = cycle_config(self.settings, inputs, self._defrag_left)
             result = run_cycle(
                 inputs.state,
                 inputs.running,
