@@ -66,6 +66,8 @@ def test_a_job_behind_a_time_limited_job_is_expected_at_its_end(srv):
 
     r = gpupool("queue", "--start", "--state", "running", env=_env(srv))
     assert r.returncode != 0 and "not with --state" in r.stderr
+    r = gpupool("queue", "--start", "--json", env=_env(srv))
+    assert r.returncode != 0 and "--json: not with --start" in r.stderr
 
 
 def test_a_new_plan_replaces_the_last_and_a_started_job_keeps_none(srv):

@@ -279,7 +279,8 @@ def queue(
         raise SpecError("--noheader: applies to squeue's formats (-o with %, -O)", field="noheader")
     if slurm and (as_json or long):
         given = "--json" if as_json else "--long"
-        raise SpecError(f"{given}: not with squeue's formats (-o with %, -O)", field="Format")
+        with_what = "--start" if start else "squeue's formats (-o with %, -O)"
+        raise SpecError(f"{given}: not with {with_what}", field="Format")
     default = ["id", "tenant", "user", "st", "time", "request", "where"]
     if long:
         default[3:3] = ["name"]
