@@ -104,9 +104,8 @@ def priority_lines(body: dict[str, Any], parsable: bool, noheader: bool) -> list
     if parsable:
         return _lines(header, widths, rows, True, noheader)
     widths[0] = max([widths[0], *(len(r[0]) for r in rows)])
-    lines = _lines(header, widths, [[r[0].rjust(widths[0]), *r[1:]] for r in rows], False,
-                   noheader)  # fmt: skip
-    return lines
+    right = [[r[0].rjust(widths[0]), *r[1:]] for r in [header, *rows]]  # ids as sprio: right
+    return _lines(right[0], widths, right[1:], False, noheader)
 
 
 @client_command
