@@ -33,7 +33,7 @@ def cluster(tmp_path_factory):
     members ann (algo) and bea (beta)."""
     tmp = tmp_path_factory.mktemp("dashboard")
     try:
-        with two_teams_and_a_node(tmp, sample_interval_s=1) as srv:
+        with two_teams_and_a_node(tmp, sample_interval_s=1, estimate_interval_s=1) as srv:
             srv.ann = srv.token("ann", "member", "algo")
             srv.bea = srv.token("bea", "member", "beta")
             _a_service_with_history(srv)
@@ -201,6 +201,61 @@ def test_a_member_never_sees_another_teams_jobs_or_costs(browser, cluster):
     page.locator("#job-list tr", has_text="beta-secret").wait_for()
     context.close()
     ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
+
+
+def test_the_teams_page_shows_each_teams_fair_share_factor(browser, cluster):
+    """The factors and decayed borrowed card-hours of GET /api/v1/fairshare, per team; the
+    page says fair share over time is off on this server (the fixture's default)."""
+    api = {r["tenant"]: r for r in ok(cluster.admin().get("/api/v1/fairshare"))["items"]}
+    context, page = _session(browser, cluster, cluster.admin_token)
+    _open(page, cluster.url + "/teams")
+    page.wait_for_selector("td[data-col=fairshare]")
+    shown = {}
+    for row in page.locator("table tbody tr").all():
+        name = row.locator("td[data-col=name]").inner_text().strip()
+        if row.locator("td[data-col=fairshare]").count():
+            shown[name] = (row.locator("td[data-col=fairshare]").inner_text(),
+                           row.locator("td[data-col=fs_usage]").inner_text())  # fmt: skip
+    for team in ("algo", "beta"):
+        factor, usage = api[team]["fairshare"], api[team]["raw_usage"]
+        assert shown[team] == (f"{factor:.2f}", f"{usage:.1f}"), (team, shown)
+    assert "168 h half-life" in page.inner_text("#gp-fairshare-off")
+    assert page.problems == []
+    context.close()
+    context, page = _session(browser, cluster, cluster.ann)  # a member: its own team's row
+    _open(page, cluster.url + "/teams")
+    page.wait_for_selector("td[data-col=fairshare]")
+    names = [c.strip() for c in page.locator("td[data-col=name]").all_inner_texts()]
+    assert names == ["algo"]
+    context.close()
+
+
+def test_the_queue_and_the_job_page_show_the_expected_start(browser, cluster):
+    """A job behind algo's time-limited job: its expected start (the running job's end, the
+    leader's plan) and node in the pending tab and on its own page."""
+    admin = cluster.admin()
+    first = submit(admin, "gpu=2", tenant="algo", command=["sleep", "300"], max_runtime_s=3600)
+    state = lambda: admin.get(f"/api/v1/jobs/{first['id']}").json()["state"]  # noqa: E731
+    wait_for("first running", lambda: state() == "running")
+    behind = submit(admin, "gpu=2", tenant="algo", command=["true"], name="behind")
+    planned = wait_for(
+        "a plan", lambda: admin.get(f"/api/v1/jobs/{behind['id']}").json()["estimate"]
+    )
+    alloc = admin.get(f"/api/v1/jobs/{first['id']}").json()["allocation"]
+    assert planned["start"] == alloc["created_at"] + 3600 and planned["nodes"] == ["n1"]
+    context, page = _session(browser, cluster, cluster.ann)
+    row = page.locator("#job-list tr", has_text="behind")
+    row.wait_for()
+    cell = row.locator("td[data-col=estimate]").inner_text()
+    assert cell.endswith("on n1 (from time limits)"), cell
+    _open(page, f"{cluster.url}/jobs/{behind['id']}")
+    fact = page.locator('[data-fact="col.expected_start"]')
+    fact.wait_for()
+    assert fact.inner_text() == cell
+    assert page.problems == []
+    context.close()
+    for job in (behind, first):
+        ok(admin.post(f"/api/v1/jobs/{job['id']}/cancel"))
 
 
 def test_the_services_page_shows_load_forecast_and_capacity(browser, cluster, tmp_path):

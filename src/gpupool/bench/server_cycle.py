@@ -33,10 +33,11 @@ from gpupool.bench.cycle import CLASS_BY_KIND, bench_tenants
 from gpupool.bench.placement import peak_rss_mb
 from gpupool.bench.synthetic import job_mix, synthetic_cluster
 from gpupool.model import Job, Node
+from gpupool.server.cycle_timing import CycleTiming
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import JobRow, QuotaRow, TenantRow
 from gpupool.server.lifecycle import finish
-from gpupool.server.loop import CycleTiming, SchedulerLoop
+from gpupool.server.loop import SchedulerLoop
 from gpupool.server.metrics import Metrics
 from gpupool.server.node_registry import register_node
 from gpupool.server.schemas import DeviceIn, NodeIn

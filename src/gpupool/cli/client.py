@@ -244,13 +244,27 @@ def queue(
     noheader: bool = typer.Option(
         False, "--noheader", "-h", help="No header line (squeue's formats only)"
     ),
+    start: bool = typer.Option(
+        False,
+        "--start",
+        help="Pending jobs' expected start time and nodes (squeue --start: START_TIME, SCHEDNODES)",
+    ),
     limit: int = typer.Option(1000, help="How many of each"),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Jobs as squeue shows them: pending (PD) in queue order with the reason they wait and
     how long, then running (R) with where, how long and the time left of their limit. With
-    squeue's own format (-o "%.18i %.9P %j", -O) the lines squeue prints for those fields."""
+    squeue's own format (-o "%.18i %.9P %j", -O) the lines squeue prints for those fields;
+    --start: when and where the leader's last plan expects each pending job to start."""
     from gpupool.cli import slurm_cli, views
+    from gpupool.cli.slurm_jobs import SQUEUE_START
+
+    if start:
+        if state is not None:
+            raise SpecError("--start: shows pending jobs only; not with --state", field="state")
+        state = "pending"
+        if fields is None and slurm_names is None:
+            fields = SQUEUE_START
 
     states = slurm_cli.live_states(state, "--state", "pending or running") or (
         "pending",
@@ -265,7 +279,8 @@ def queue(
         raise SpecError("--noheader: applies to squeue's formats (-o with %, -O)", field="noheader")
     if slurm and (as_json or long):
         given = "--json" if as_json else "--long"
-        raise SpecError(f"{given}: not with squeue's formats (-o with %, -O)", field="Format")
+        with_what = "--start" if start else "squeue's formats (-o with %, -O)"
+        raise SpecError(f"{given}: not with {with_what}", field="Format")
     default = ["id", "tenant", "user", "st", "time", "request", "where"]
     if long:
         default[3:3] = ["name"]

@@ -5,6 +5,7 @@ cancel, hold, release, requeue, wait and logs."""
 import json
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +370,15 @@ def job_list(
     )
 
 
+def expected_start(e: dict[str, Any]) -> str:
+    """A pending job's estimate in words: when (the user's zone), where, and from what."""
+    if e.get("start") is None:
+        return f"not within the plan ({e.get('basis') or 'nothing expected to end'})"
+    when = datetime.fromtimestamp(e["start"]).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+    nodes = ",".join(e.get("nodes") or []) or "-"
+    return f"{when} on {nodes} ({e.get('basis') or 'room now'})"
+
+
 @job_app.command("show")
 @client_command
 def job_show(
@@ -406,6 +416,8 @@ def job_show(
         t.add_row("work lost", f"{job['lost_gpu_s'] / 3600:.2f} GPU-h to preemptions")
     if job.get("wait_code"):
         t.add_row("waits for", job["wait_code"])
+    if job.get("estimate"):
+        t.add_row("expected start", expected_start(job["estimate"]))
     if job["array_job"] is not None:
         t.add_row("array", f"{job['array_job']} index {job['array_index']}")
     for d in job["dependency"]:

@@ -18,6 +18,7 @@ from gpupool.cli import (
     billing,
     cert,
     client,
+    fairshare,
     jobs,
     join,
     kube,
@@ -99,6 +100,8 @@ app.command("attach")(sessions.attach)
 app.command("sessions")(session_list.sessions)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
+app.command("shares")(fairshare.shares)
+app.command("priority")(fairshare.priority)
 app.command("alerts")(alerts.alerts)
 app.command("usage")(acct.usage)
 app.add_typer(admin_client.tenant_app, name="tenant")

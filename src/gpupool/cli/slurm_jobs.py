@@ -162,6 +162,20 @@ def acct_time(seconds: float | None) -> str:
     return f"{days}-{clock}" if days else clock
 
 
+def start_time(j: dict[str, Any]) -> float | None:
+    """When it started, or — pending — when the leader's last plan expects it to start."""
+    if j.get("started_at") is not None:
+        return float(j["started_at"])
+    estimate = j.get("estimate") or {}
+    return estimate.get("start")
+
+
+def sched_nodes(j: dict[str, Any]) -> str:
+    """squeue's SCHEDNODES: the nodes a pending job is expected to start on."""
+    planned = (j.get("estimate") or {}).get("nodes") or []
+    return compress(planned) if planned else "(null)"
+
+
 def stamp(t: float | None, empty: str = "N/A") -> str:
     """Slurm's time stamps: ISO 8601 to the second, in the user's zone (TZ)."""
     if t is None:
@@ -252,7 +266,8 @@ def squeue_columns(now: float | None = None, states: States | None = None) -> di
         "n": Column("REQ_NODES", lambda j: compress(j.get("nodelist") or []), cut=never),
         "x": Column("EXC_NODES", lambda j: compress(j.get("exclude") or []), cut=never),
         "E": Column("DEPENDENCY", dependency),
-        "S": Column("START_TIME", lambda j: stamp(j.get("started_at"))),
+        "S": Column("START_TIME", lambda j: stamp(start_time(j))),
+        "Y": Column("SCHEDNODES", sched_nodes, cut=never),
         "V": Column("SUBMIT_TIME", lambda j: stamp(j.get("submit_time"))),
         "e": Column("END_TIME", end),
         "Z": Column("WORK_DIR", work_dir),
@@ -268,10 +283,11 @@ SQUEUE_NAMES = {
     "numcpus": "C", "mincpus": "c", "minmemory": "m", "tres-per-node": "b", "gres": "b",
     "reasonlist": "R", "nodelist": "N", "reason": "r", "reqnodes": "n", "excnodes": "x",
     "dependency": "E", "starttime": "S", "submittime": "V", "endtime": "e", "workdir": "Z",
-    "prioritylong": "Q",
+    "prioritylong": "Q", "schednodes": "Y",
 }  # fmt: skip
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+SQUEUE_START = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"  # squeue --start
 
 
 def sacct_fields(now: float | None = None, states: States | None = None) -> list[AcctField]:
@@ -359,7 +375,7 @@ def show_job(
         [f"RunTime={acct_time(_used(j, at))}", f"TimeLimit={acct_time(j.get('max_runtime_s'))}"],
         [f"SubmitTime={stamp(j.get('submit_time'))}", f"EligibleTime={stamp(begin)}"],
         [
-            f"StartTime={stamp(j.get('started_at'), 'Unknown')}",
+            f"StartTime={stamp(start_time(j), 'Unknown')}",
             f"EndTime={stamp(j.get('finished_at'), 'Unknown')}",
         ],
         [f"Partition={PARTITION}"],

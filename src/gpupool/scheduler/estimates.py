@@ -16,6 +16,7 @@ when nothing is expected to end. A job the plan did not bind gets no time (``sta
 """
 
 import math
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -64,11 +65,13 @@ def plan_starts(
     max_steps: int = 200,
     want: Collection[str] | None = None,
     cycle: Cycle | None = None,
+    budget_s: float | None = None,
 ) -> Plan:
     """Estimates for ``pending`` (or only ``want`` of them, stopping once they are bound).
     ``state`` is owned (changed); ``tenants`` must carry no usage (a fresh tree is made for
     every step from its tenants); ``expected``: run times by job id (running and pending;
-    missing: unknown). ``cycle``: ``run_cycle`` (tests may wrap it)."""
+    missing: unknown). ``cycle``: ``run_cycle`` (tests may wrap it). ``budget_s``: seconds
+    the plan may take (wall clock; the server's bound); jobs not bound by then get no time."""
     from gpupool.scheduler.cycle import run_cycle
 
     cycle = cycle or run_cycle
@@ -91,7 +94,8 @@ def plan_starts(
         {t for r in reservations for t in (r.start, r.end) if now < t <= now + horizon_s}
     )
     t, steps, waited_for = now, 0, NOW
-    while steps < max_steps and todo - out.keys():
+    until = math.inf if budget_s is None else time.perf_counter() + budget_s
+    while steps < max_steps and todo - out.keys() and time.perf_counter() < until:
         fresh = TenantTree(list(tenants.tenants.values()), tenants.closed)
         result = cycle(
             state,

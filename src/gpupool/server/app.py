@@ -36,6 +36,7 @@ from gpupool.server.routes import (
     allocations,
     billing,
     dashboard,
+    fairshare,
     guarantees,
     idle_policies,
     invoices,
@@ -102,7 +103,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, guarantees, limits, idle_policies, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
-    routes += (terminals, session_list)
+    routes += (terminals, session_list, fairshare)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

@@ -13,7 +13,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, update
@@ -22,7 +21,8 @@ from sqlalchemy.orm import Session
 from gpupool.billing.money import yuan
 from gpupool.model import Job
 from gpupool.scheduler import Placer
-from gpupool.scheduler.cycle import CycleConfig, CycleResult, run_cycle
+from gpupool.scheduler.cycle import CycleResult, run_cycle
+from gpupool.scheduler.estimates import Plan, plan_starts
 from gpupool.scheduler.reasons import Cause, Reason, Wait
 from gpupool.server.admission import LimitCache
 from gpupool.server.advisory import hold_back, mode_switches
@@ -34,8 +34,11 @@ from gpupool.server.capacity import PoolCapacity
 from gpupool.server.checkpoint import boundary, checkpoint
 from gpupool.server.commit import LostLeadership, commit_cycle
 from gpupool.server.control.runner import Duty, Runner
+from gpupool.server.cycle_config import cycle_config, unknown_names
+from gpupool.server.cycle_timing import CycleTiming
 from gpupool.server.db.engine import Database
 from gpupool.server.db.tables import AuditRow, JobEventRow, Meta
+from gpupool.server.fair_usage import HistoryCache
 from gpupool.server.fence import hold_lead
 from gpupool.server.hybrid_modes import order_switches
 from gpupool.server.interactive import cull_duty
@@ -48,7 +51,9 @@ from gpupool.server.pool_read import record_sample
 from gpupool.server.replacements import end_replaced
 from gpupool.server.services.reconcile import ServiceReconciler
 from gpupool.server.settings import Settings
-from gpupool.server.snapshot import SnapshotBuilder
+from gpupool.server.snapshot import CycleInputs, SnapshotBuilder
+from gpupool.server.start_estimates import expected_runs
+from gpupool.server.start_estimates import store as store_estimates
 from gpupool.server.usage_elsewhere import charge_elsewhere, kube_usage
 from gpupool.server.wake import WakeSender
 
@@ -73,24 +78,6 @@ def leads(s: Session, epoch: int) -> bool:
     return s.execute(select(Meta.leader_epoch).where(Meta.id == 1)).scalar_one() == epoch
 
 
-@dataclass(frozen=True)
-class CycleTiming:
-    """Where the last cycle's time went (the leader's own clock; ``gpupool bench cycle
-    --server`` reads it)."""
-
-    snapshot_s: float  # inputs read from the database (nodes, live work, queue, tenants)
-    decide_s: float  # the engine and the steps on its result before the commit
-    commit_s: float  # the fenced write of the decisions
-    pending: int
-    running: int
-    admitted: int
-    preempted: int
-
-    @property
-    def total_s(self) -> float:
-        return self.snapshot_s + self.decide_s + self.commit_s
-
-
 class SchedulerLoop:
     def __init__(self, db: Database, settings: Settings, metrics: Metrics):
         self.db = db
@@ -105,6 +92,9 @@ class SchedulerLoop:
         self._mass_said = float("-inf")
         self.limits = LimitCache(settings)
         self.timing = CycleTiming(0.0, 0.0, 0.0, 0, 0, 0, 0)  # the last cycle's
+        self.usage_history = HistoryCache()  # fair share's past (None while it is off)
+        self._unknown_said: list[str] = []  # minimum run time settings naming nothing
+        self._defrag_left = settings.defrag_moves_per_hour  # as the last cycle counted
         self._moves: deque[float] = deque()  # when defragmentation moved jobs (last hour)
         self.over_budget: dict[str, str] = {}  # tenant -> why it may not borrow now
         self._crossed: set[tuple[str, str, int]] = set()  # budget thresholds reached
@@ -129,6 +119,14 @@ class SchedulerLoop:
         self.delivery_duties = Runner(
             [Duty("alert-delivery", self.deliver_alerts, st.alert_interval_s)], metrics
         )
+        # start-time estimates: their own thread, snapshot and history (a plan takes up to
+        # estimate_budget_s, which no cycle waits for)
+        self.estimate_duties = Runner(
+            [Duty("start-estimates", self.estimate_starts, st.estimate_interval_s)], metrics
+        )
+        self.estimate_snapshots = SnapshotBuilder(st.agent_lag_max_s)
+        self.estimate_history = HistoryCache()
+        self._estimating: threading.Thread | None = None
         self._deliveries = threading.Event()
         self._delivering: threading.Thread | None = None
         self._wake = threading.Event()
@@ -159,12 +157,17 @@ class SchedulerLoop:
             target=self._run_deliveries, name="gpupool-alert-delivery", daemon=True
         )
         self._delivering.start()
+        if self.settings.estimate_interval_s > 0:
+            self._estimating = threading.Thread(
+                target=self._run_estimates, name="gpupool-start-estimates", daemon=True
+            )
+            self._estimating.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         self._deliveries.set()
-        for thread in (self._thread, self._services, self._delivering):
+        for thread in (self._thread, self._services, self._delivering, self._estimating):
             if thread is not None:
                 thread.join(timeout=30)
         self.services.probes.close()
@@ -176,12 +179,18 @@ class SchedulerLoop:
         if not self.leadership.held:
             return [], []
         threads = {"scheduling": self._thread, "services": self._services,
-                   "alert delivery": self._delivering}  # fmt: skip
+                   "alert delivery": self._delivering,
+                   "start estimates": self._estimating}  # fmt: skip
         stopped = [f"its {name} thread stopped" for name, t in threads.items()
                    if t is not None and not t.is_alive() and not self._stop.is_set()]  # fmt: skip
         failing = [
             f"{name} failing ({h.failures} in a row: {h.last_error})"
-            for runner in (self.duties, self.service_duties, self.delivery_duties)
+            for runner in (
+                self.duties,
+                self.service_duties,
+                self.delivery_duties,
+                self.estimate_duties,
+            )
             for name, h in runner.health.items()
             if h.failures
         ]
@@ -201,6 +210,11 @@ class SchedulerLoop:
         cycle."""
         self._beside_the_cycle(self.service_duties, lambda: self._stop.wait(
             self.settings.service_interval_s))  # fmt: skip
+
+    def _run_estimates(self) -> None:
+        """Start-time plans, in their own thread while this process leads."""
+        pause = min(1.0, self.settings.estimate_interval_s)
+        self._beside_the_cycle(self.estimate_duties, lambda: self._stop.wait(pause))
 
     def _run_deliveries(self) -> None:
         """Alert deliveries, in their own thread while this process leads: at every alert
@@ -462,6 +476,52 @@ class SchedulerLoop:
             if why is not None:
                 result.pending[job.id] = Reason(Wait.NEVER, why)
 
+    def _say_unknown(self, inputs: CycleInputs) -> None:
+        """Minimum run times naming no class or tenant here: said once, again when changed."""
+        unknown = unknown_names(self.settings, inputs)
+        if unknown and unknown != self._unknown_said:
+            log.warning("minimum run times name what this server does not have, and protect "
+                        "nothing there: %s", "; ".join(unknown))  # fmt: skip
+        self._unknown_said = unknown
+
+    def estimate_starts(self, now: float | None = None) -> Plan | None:
+        """Every pending job's estimated start and nodes (a duty run every
+        ``estimate_interval_s``): read what the cycle reads and the ended jobs, plan with the
+        real cycle run forward within ``estimate_budget_s`` (no transaction open), replace the
+        stored estimates under the fence (``server/start_estimates.py``)."""
+        now = time.time() if now is None else now
+        epoch = self.leadership.epoch
+        if epoch is None:
+            raise LostLeadership("not the leader")
+        try:
+            with self.db.read() as s:
+                inputs = self.estimate_snapshots.build(s, self.over_budget)
+                half_life_h = self.settings.fairshare_half_life_h
+                history = self.estimate_history.history(s, now, half_life_h)
+                ids = [j.id for j in inputs.pending]
+                expected = expected_runs(s, inputs.running, ids, now)
+        except Exception:  # the next plan reads everything again
+            self.estimate_snapshots = SnapshotBuilder(self.settings.agent_lag_max_s)
+            raise
+        plan = plan_starts(
+            inputs.state,
+            inputs.running,
+            inputs.pending,
+            inputs.tenants,
+            now,
+            expected,
+            reservations=inputs.reservations,
+            # defragmentation's moves left this hour, as last counted (the cycle's thread owns
+            # the count): the plan moves no more than the cycle may
+            config=cycle_config(self.settings, inputs, self._defrag_left),
+            history=history,
+            budget_s=self.settings.estimate_budget_s,
+        )
+        with self.db.write() as s:
+            hold_lead(s, epoch)
+            store_estimates(s, plan, now)
+        return plan
+
     def cycle(self, now: float) -> None:
         """The scheduling duty: a cycle; after a failure the next one reads everything."""
         try:
@@ -485,19 +545,11 @@ class SchedulerLoop:
                 inputs = self.snapshots.build(s, self.over_budget)
                 # one guarantee across the pool and the clusters reporting here
                 charge_elsewhere(inputs.tenants, kube_usage(s))
+                history = self.usage_history.history(s, now, self.settings.fairshare_half_life_h)
             snapshot = time.perf_counter()
-            config = CycleConfig(
-                policy=self.settings.policy,
-                queue=inputs.queue,
-                grace_s=self.settings.grace_s,
-                defrag_moves=self.defrag_budget(now),
-                defrag_hourly=self.settings.defrag_moves_per_hour,
-                defrag_after_s=self.settings.defrag_after_s,
-                defrag_checkpoint_s=self.settings.defrag_checkpoint_s,
-                replacing=inputs.replacing,
-                defrag_class=self.settings.defrag_class or None,
-                victim_order=self.settings.victim_order,
-            )
+            self._say_unknown(inputs)
+            self._defrag_left = self.defrag_budget(now)
+            config = cycle_config(self.settings, inputs, self._defrag_left)
             result = run_cycle(
                 inputs.state,
                 inputs.running,
@@ -508,6 +560,7 @@ class SchedulerLoop:
                 config,
                 Placer(self.settings.policy),
                 parks=inputs.parks,
+                history=history,
             )
             with_expected_starts(result)
             self.mark_never(result, inputs.pending)

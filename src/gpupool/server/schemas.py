@@ -455,6 +455,16 @@ class ReconcileOut(BaseModel):
     state: str
 
 
+class StartEstimateOut(BaseModel):
+    """A pending job's estimated start from the leader's last plan (squeue --start):
+    ``start`` None when the plan did not reach it (nothing expected to end, or its bound)."""
+
+    start: float | None
+    nodes: list[str]
+    basis: str  # "from time limits", "from history of 37 similar jobs", "room now"
+    computed_at: float
+
+
 class JobOut(BaseModel):
     id: int
     tenant: str
@@ -500,6 +510,8 @@ class JobOut(BaseModel):
     service: str | None = None  # the service whose replica it is (its autoscaler's)
     interactive: str | None = None  # a session: "shell" (docs/interactive.md)
     allocation: AllocationOut | None = None
+    # while pending: when and where the leader's last plan expects it to start
+    estimate: StartEstimateOut | None = None
     logs_url: str
     events_url: str
 
@@ -601,6 +613,7 @@ class QueueEntry(BaseModel):
     gang_size: int = 1
     shape: str = ""  # the request as people read it: 2×gpu=A100-80G:4 for a gang of two
     wait_code: str = ""  # what it waits for (JobOut.wait_code)
+    estimate: StartEstimateOut | None = None  # when and where it is expected to start
 
 
 TenantOut.model_rebuild()

@@ -112,6 +112,23 @@ class Settings(BaseSettings):
     # a guarantee set above what its parent guarantees, or top-level guarantees above the
     # pool: answered with a warning naming the numbers, or refused (server.overbooking)
     quota_overbooking: Literal["warn", "refuse"] = "warn"
+    # fair share over time (docs/fair-share-and-estimates.md): borrowed card-hours are aged
+    # with this half-life and order who borrows next and, by fairshare_weight priority
+    # points, jobs within a class (Slurm's PriorityDecayHalfLife, PriorityWeightFairshare);
+    # 0: off — the static weights of today (Slurm's default half-life is 168 h)
+    fairshare_half_life_h: float = Field(0.0, ge=0, le=24 * 365)
+    fairshare_weight: int = Field(10_000, ge=0, le=10**6)
+    # minimum run time before a job may be stopped for another (preemption, reclaim,
+    # defragmentation), seconds per priority class and per tenant (a tenant's holds for its
+    # sub-teams unless they set their own); a guarantee that waited min_runtime_bound_s may
+    # stop protected jobs when nothing else frees the cards (Slurm's PreemptExemptTime)
+    min_runtime_s: dict[str, float] = Field(default_factory=dict, max_length=1000)
+    min_runtime_tenant_s: dict[str, float] = Field(default_factory=dict, max_length=100_000)
+    min_runtime_bound_s: float = Field(600.0, ge=0, le=86400 * 30)
+    # start-time estimates: the leader plans every estimate_interval_s (0: never), spending at
+    # most estimate_budget_s (wall clock) on a plan (jobs past it get no estimate)
+    estimate_interval_s: float = Field(30.0, ge=0, le=86400)
+    estimate_budget_s: float = Field(2.0, gt=0, le=120)
     leader_poll_s: float = Field(1.0, gt=0, le=10)
     # /healthz of a server that runs the scheduler answers 503 once no scheduler has led for
     # this long (its leader writes a proof of life every few seconds)
@@ -161,6 +178,14 @@ class Settings(BaseSettings):
     def _known_policy(cls, value: str) -> str:
         if value not in POLICY_NAMES:
             raise ValueError(f"policy must be one of {', '.join(POLICY_NAMES)}")
+        return value
+
+    @field_validator("min_runtime_s", "min_runtime_tenant_s")
+    @classmethod
+    def _seconds(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, seconds in value.items():
+            if not 0 <= seconds <= 86400 * 30:
+                raise ValueError(f"{name}: {seconds:g} s is not between 0 and 30 days")
         return value
 
     @field_validator("trusted_proxies")

@@ -55,6 +55,7 @@ KIND: dict[str, str] = {
     "GET /api/v1/billing/tenants/{name}": "b",
     "PUT /api/v1/billing/tenants/{name}": "b",
     "GET /api/v1/devices": "list",
+    "GET /api/v1/fairshare": "list",
     "POST /api/v1/jobs": "b",
     "GET /api/v1/jobs": "list",
     "GET /api/v1/jobs/{job_id}": "b",
@@ -91,6 +92,7 @@ KIND: dict[str, str] = {
     "GET /api/v1/pools": "list",
     "PUT /api/v1/pools/{name}": "admin",
     "DELETE /api/v1/pools/{name}": "admin",
+    "GET /api/v1/priority": "list",
     "GET /api/v1/priority-classes": "list",
     "PUT /api/v1/priority-classes/{name}": "admin",
     "GET /api/v1/proposals": "list",
@@ -188,6 +190,7 @@ QUERY: dict[str, dict[str, str]] = {
     "GET /api/v1/jobs": {"tenant": "b"},
     "GET /api/v1/queue": {"tenant": "b"},
     "GET /api/v1/sessions": {"tenant": "b"},
+    "GET /api/v1/priority": {"tenant": "b"},
 }
 
 

@@ -603,3 +603,15 @@ class ProposalRow(Base):
     decided_by: Mapped[str] = mapped_column(String(100), default="")
     decided_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     done_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class StartEstimateRow(Base):
+    """A pending job's estimated start, from the leader's last plan (scheduler/estimates.py):
+    the whole table is replaced by each plan; ``start`` None: not within the plan."""
+
+    __tablename__ = "start_estimates"
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    start: Mapped[float | None] = mapped_column(Float, nullable=True)
+    nodes: Mapped[list[Any]] = mapped_column(default=list)
+    basis: Mapped[str] = mapped_column(Text, default="")
+    computed_at: Mapped[float] = mapped_column(Float)

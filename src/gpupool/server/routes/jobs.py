@@ -42,9 +42,10 @@ from gpupool.server.errors import ApiError, not_found
 from gpupool.server.group_commit import Batch
 from gpupool.server.kube_mirror import ACTOR as KUBE_ACTOR
 from gpupool.server.middleware import audit_values
-from gpupool.server.routes.views import job_out, page, replica_services, scoped
+from gpupool.server.routes.views import estimate_out, job_out, page, replica_services, scoped
 from gpupool.server.schemas import JobEventOut, JobIn, JobOut, Page, QueueEntry
 from gpupool.server.snapshot import cached_request
+from gpupool.server.start_estimates import estimates_of
 from gpupool.server.submission import (
     add_array_tasks,
     array_spec,
@@ -296,7 +297,8 @@ def list_jobs(
         jobs, total = page(s, q, limit, offset)
         allocs = _active_allocations(s, [j.id for j in jobs])
         services = replica_services(s, [j.id for j in jobs])
-    items = [job_out(j, allocs.get(j.id), services.get(j.id)) for j in jobs]
+        planned = estimates_of(s, [j.id for j in jobs if j.state == "pending"])
+    items = [job_out(j, allocs.get(j.id), services.get(j.id), planned.get(j.id)) for j in jobs]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -317,7 +319,8 @@ def get_job(job_id: Id, ctx: Ctx, who: Caller) -> JobOut:
     with ctx.db.read() as s:
         job = visible_job(s, who, job_id)
         service = replica_services(s, [job.id]).get(job.id)
-        return job_out(job, _active_allocations(s, [job.id]).get(job.id), service)
+        planned = estimates_of(s, [job.id]).get(job.id)
+        return job_out(job, _active_allocations(s, [job.id]).get(job.id), service, planned)
 
 
 @router.get("/jobs/{job_id}/events", response_model=list[JobEventOut])
@@ -377,6 +380,7 @@ def queue(
     now = time.time()
     with ctx.db.read() as s:
         jobs, total = page(s, q, limit, offset)
+        planned = estimates_of(s, [j.id for j in jobs])
     items = [
         QueueEntry(
             id=j.id,
@@ -394,6 +398,7 @@ def queue(
             gang_size=j.gang_size,
             shape=job_shape(j.request, j.gang_size),
             wait_code=j.wait_code or "",
+            estimate=estimate_out(j, planned.get(j.id)),
         )
         for j in jobs
     ]

@@ -8,8 +8,14 @@ from sqlalchemy.orm import Session
 from gpupool.model.job import job_shape
 from gpupool.model.protocol import AllocationOut
 from gpupool.server.auth import Principal
-from gpupool.server.db.tables import AllocationRow, JobRow, ServiceReplicaRow, ServiceRow
-from gpupool.server.schemas import JobOut
+from gpupool.server.db.tables import (
+    AllocationRow,
+    JobRow,
+    ServiceReplicaRow,
+    ServiceRow,
+    StartEstimateRow,
+)
+from gpupool.server.schemas import JobOut, StartEstimateOut
 
 API = "/api/v1"
 
@@ -63,7 +69,20 @@ def replica_services(s: Session, job_ids: list[int]) -> dict[int, str]:
     return {job_id: name for job_id, name in rows}
 
 
-def job_out(j: JobRow, alloc: AllocationRow | None = None, service: str | None = None) -> JobOut:
+def estimate_out(j: JobRow, e: StartEstimateRow | None) -> StartEstimateOut | None:
+    """A stored estimate of a job still waiting since the plan that made it."""
+    if e is None or j.state != "pending" or e.computed_at < j.queued_at:
+        return None
+    return StartEstimateOut(start=e.start, nodes=list(e.nodes or []), basis=e.basis,
+                            computed_at=e.computed_at)  # fmt: skip
+
+
+def job_out(
+    j: JobRow,
+    alloc: AllocationRow | None = None,
+    service: str | None = None,
+    estimate: StartEstimateRow | None = None,
+) -> JobOut:
     return JobOut(
         id=j.id,
         tenant=j.tenant,
@@ -106,6 +125,7 @@ def job_out(j: JobRow, alloc: AllocationRow | None = None, service: str | None =
         service=service,
         interactive=j.interactive,
         allocation=allocation_out(alloc) if alloc is not None else None,
+        estimate=estimate_out(j, estimate),
         logs_url=f"{API}/jobs/{j.id}/logs",
         events_url=f"{API}/jobs/{j.id}/events",
     )

@@ -165,6 +165,14 @@ const GP = (() => {
     return job.allocation.nodes.map((n) => `${n.node}[${n.devices.map((d) => d.device).join(',')}]`).join(' ');
   }
 
+  /* A pending job's estimated start (the leader's plan): when, where, and from what. */
+  function expectedStart(job) {
+    const e = job.estimate;
+    if (!e) return '–';
+    if (e.start === null) return t('jobs.not_in_plan');
+    return t('jobs.expected_at', { time: fmt.asOf(e.start), nodes: e.nodes.join(',') || '–', basis: e.basis });
+  }
+
   /* Cancel the job shown (an array's first task alone, not its array: ?task=) after the user
      confirms; any refusal is shown; then ``after()``. */
   async function cancelJob(job, after) {
@@ -188,5 +196,5 @@ const GP = (() => {
   }
   wireHeader();
 
-  return { BOOT, t, fmt, api, ApiError, el, panel, kpi, table, badge, stateBadge, status, mount, live, slot, can, placement, cancelJob, LOCALE };
+  return { BOOT, t, fmt, api, ApiError, el, panel, kpi, table, badge, stateBadge, status, mount, live, slot, can, placement, expectedStart, cancelJob, LOCALE };
 })();

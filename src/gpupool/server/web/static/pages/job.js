@@ -15,6 +15,7 @@
       ['col.finished', fmt.date(j.finished_at)], ['col.exit', j.exit_code ?? '–'],
       ['col.where', GP.placement(j)],
       ['col.reason', j.reason || '–'],
+      ...(j.estimate ? [['col.expected_start', GP.expectedStart(j)]] : []),
     ];
     return el('dl', { class: 'facts' }, rows.flatMap(([k, v]) => [el('dt', { text: t(k) }), el('dd', { 'data-fact': k }, v)]));
   }

@@ -77,6 +77,7 @@
       { key: 'tenant', label: 'col.tenant' }, { key: 'submitted_by', label: 'col.user' },
       { key: 'name', label: 'col.name' }, { key: 'request', label: 'col.request', render: (j) => j.shape || j.request },
       { key: 'waited_s', label: 'col.waited', num: true, render: (j) => fmt.dur(j.waited_s) },
+      { key: 'estimate', label: 'col.expected_start', render: (j) => GP.expectedStart(j) },
       { key: 'reason', label: 'col.reason', cls: 'reason', render: (j) => j.held ? t('jobs.held') : j.reason },
     ];
     if (mayCancel()) cols.push({ key: 'act', label: 'col.actions', render: (j) => cancelButton(j) });

@@ -1,10 +1,10 @@
-/* Teams: the quota tree (guaranteed, borrowing and lending limits, used, borrowed), every
-   level where guarantees exceed a parent's guarantee or the pool, and usage and cost per
-   team. */
+/* Teams: the quota tree (guaranteed, borrowing and lending limits, used, borrowed, fair-share
+   factor and decayed borrowed card-hours), every level where guarantees exceed a parent's
+   guarantee or the pool, and usage and cost per team. */
 'use strict';
 (() => {
   const { t, fmt, api, el, panel, table, mount, can } = GP;
-  let built = false, treeBox, overBox, usageBox, costBox;
+  let built = false, treeBox, overBox, usageBox, costBox, shareBox;
 
   function order(tenants) {
     const kids = {};
@@ -20,7 +20,8 @@
 
   function gpu(x) { return x.quotas.find((q) => q.resource === 'gpu') || null; }
 
-  function tree(tenants) {
+  function tree(tenants, shares) {
+    const share = (x) => (shares ? shares.items.find((r) => r.tenant === x.name) || null : null);
     const limit = (v) => (v === null || v === undefined ? t('teams.unlimited') : fmt.num(v, 1));
     return table([
       { key: 'name', label: 'col.tenant', render: (x) => el('span', { class: 'indent' + Math.min(3, x.depth) }, x.name) },
@@ -33,6 +34,8 @@
         const q = gpu(x); if (!q || q.used === null) return '–';
         return fmt.num(Math.max(0, q.used - q.nominal), 1);
       } },
+      { key: 'fairshare', label: 'col.fairshare', num: true, render: (x) => share(x) ? fmt.num(share(x).fairshare, 2) : '–' },
+      { key: 'fs_usage', label: 'col.fs_usage', num: true, render: (x) => share(x) ? fmt.num(share(x).raw_usage, 1) : '–' },
       { key: 'others', label: 'col.other_quotas', render: (x) => x.quotas.filter((q) => q.resource !== 'gpu').map((q) => `${q.resource}: ${fmt.num(q.nominal, 1)}`).join(', ') || '–' },
     ], order(tenants), 'state.no_tenants');
   }
@@ -82,14 +85,18 @@
     const tenants = (await api('/api/v1/tenants?limit=1000')).items;
     if (!built) {
       treeBox = el('div'); overBox = el('div', { id: 'gp-overbooked' }); usageBox = el('div'); costBox = el('div');
-      const parts = [panel('teams.tree', overBox, treeBox), el('div', { class: 'grid' }, panel('teams.usage', usageBox),
+      shareBox = el('div');
+      const parts = [panel('teams.tree', overBox, treeBox, shareBox), el('div', { class: 'grid' }, panel('teams.usage', usageBox),
         can('admin', 'finance', 'tenant-admin') ? panel('teams.cost', costBox) : null)];
       mount(...parts);
       built = true;
     }
     const over = (await api('/api/v1/overbooking')).items;
     overBox.replaceChildren(...[overbooked(over)].filter(Boolean));
-    treeBox.replaceChildren(tree(tenants));
+    const shares = await api('/api/v1/fairshare').catch(() => null); // an older server: none
+    treeBox.replaceChildren(tree(tenants, shares));
+    shareBox.replaceChildren(...(shares && !shares.active
+      ? [el('p', { class: 'sub', id: 'gp-fairshare-off', text: t('teams.fairshare_off', { h: fmt.num(shares.half_life_h, 0) }) })] : []));
     usageBox.replaceChildren(await usage());
     if (can('admin', 'finance', 'tenant-admin')) costBox.replaceChildren(await costs(tenants));
   }
