@@ -88,7 +88,7 @@ class OrderOut(AllocationOut):
     parked: bool = False
     # an interactive session (a shell: gpupool alloc, srun --pty): its agent keeps a link to
     # the server for its terminals (None: a batch job, an older server)
-    interactive: Literal["shell"] | None = None
+    interactive: Literal["shell", "notebook"] | None = None
 
 
 class OrdersOut(BaseModel):

@@ -44,6 +44,7 @@ from gpupool.server.routes import (
     kubernetes,
     limits,
     nodes,
+    notebook,
     plans,
     proposals,
     reports,
@@ -100,7 +101,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, guarantees, limits, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
-    routes += (terminals,)
+    routes += (terminals, notebook)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)
