@@ -21,6 +21,7 @@ from gpupool.cli import (
     jobs,
     join,
     kube,
+    notebook,
     pool_client,
     profiles,
     proposals,
@@ -95,6 +96,7 @@ app.command(
 app.command("shell")(sessions.shell)
 app.command("exec")(sessions.exec_command)
 app.command("attach")(sessions.attach)
+app.command("notebook")(notebook.notebook_command)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("alerts")(alerts.alerts)
