@@ -10,6 +10,7 @@ import json
 import os
 import struct
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BASE = os.environ["GPUPOOL_NOTEBOOK_BASE_URL"]
@@ -73,6 +74,9 @@ class App(BaseHTTPRequestHandler):
                 ("Strict-Transport-Security", "max-age=31536000"),
                 ("Clear-Site-Data", '"cookies"'),
             ])  # fmt: skip
+        elif rest == "slow":
+            time.sleep(3)
+            self._json({"slow": True})
         elif rest.startswith("big"):
             n = int(rest.partition("=")[2] or 0)
             self._send(200, b"x" * n, "application/octet-stream")
