@@ -66,8 +66,10 @@ KIND: dict[str, str] = {
     "POST /api/v1/jobs/{job_id}/requeue": "b",
     "POST /api/v1/jobs/{job_id}/notebook-link": "b",
     "GET /api/v1/jobs/{job_id}/notebook-login": "b",
-    **{f"{m} /api/v1/jobs/{{job_id}}/notebook/{{path}}": "b"
-       for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},  # fmt: skip
+    **{
+        f"{m} /api/v1/jobs/{{job_id}}/notebook/{{path}}": "b"
+        for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    },
     "POST /api/v1/join": "open",
     "GET /api/v1/join-tokens": "admin",
     "POST /api/v1/join-tokens": "admin",
