@@ -141,6 +141,47 @@ def test_the_printed_link_opens_the_notebook_in_chromium(pool, tmp_path):
             browser.close()
 
 
+@needs_chromium
+def test_a_hostile_notebooks_scripts_reach_nothing_of_the_dashboard_an_admin_is_logged_in_to(
+    pool,
+):
+    """The app is the tenant's and shares the server's origin: an admin logged in to the
+    dashboard opens it; its scripts reach their own notebook, but not the API (the admin's
+    session cookie), not through a redirect, not a popup or a frame of a dashboard page
+    (its CSRF token)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.browser import FLAGS
+
+    srv, _ = pool
+    job = running_notebook(srv.client(srv.token("ann", "member", "alpha")), "alpha")
+    base = srv.url + notebook.base_path(job["id"])
+    made = ok(srv.admin().post(f"/api/v1/jobs/{job['id']}/notebook-link"))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(srv.url + "/jobs")
+            page.fill("#gp-token", srv.admin_token)
+            page.click("#gp-login button[type=submit]")
+            page.wait_for_url(srv.url + "/jobs")
+            assert page.context.request.get(srv.url + "/api/v1/jobs").ok  # logged in
+            page.goto(srv.url + made["login_path"])
+            assert page.url == base
+            page.goto(base + "evil")
+            page.wait_for_function(
+                "document.getElementById('results').textContent.startsWith('{')", timeout=30_000
+            )
+            results = json.loads(page.inner_text("#results"))
+        finally:
+            browser.close()
+    assert results == {"own": "ok", "api": "blocked", "redirect": "status 502",
+                       "popup": "blocked", "frame": "blocked"}, results  # fmt: skip
+    audit = ok(srv.admin().get("/api/v1/audit", params={"limit": 50}))
+    rows = audit["items"] if isinstance(audit, dict) else audit
+    assert any("notebook-login" in r["action"] and "admin" in r["detail"] for r in rows), rows
+
+
 @pytest.mark.usefixtures("no_namespace_outlives_its_test")
 def test_as_root_the_app_runs_as_the_tenants_user_in_its_network_namespace(tmp_path, work_root):
     """On a root agent with tenant users: the app answers as the tenant's user from the

@@ -26,6 +26,38 @@ ws.onopen = () => ws.send("hello from the browser");
 ws.onmessage = (m) => { document.getElementById("echo").textContent = m.data; };
 </script></body></html>"""
 
+# a hostile notebook's page: what its scripts can reach of the server's origin, where the
+# person looking may be logged in to the dashboard (its session cookie, its CSRF token)
+EVIL = """<!doctype html><html><head><title>hostile notebook</title></head><body>
+<pre id="results">running</pre><script>
+const out = {};
+const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+async function attempt(name, f) {
+  try { out[name] = await f(); } catch (e) { out[name] = "blocked"; }
+}
+(async () => {
+  await attempt("own", async () => (await fetch("where")).ok ? "ok" : "failed");
+  await attempt("api", async () => {
+    const r = await fetch("/api/v1/jobs"); return r.ok ? "leaked" : "status " + r.status;
+  });
+  await attempt("redirect", async () => {
+    const r = await fetch("redir"); return r.ok ? "leaked" : "status " + r.status;
+  });
+  await attempt("popup", async () => {
+    const w = window.open("/jobs"); if (!w) return "blocked";
+    await wait(1500);
+    return w.document.documentElement.innerHTML.includes("csrf") ? "leaked" : "opened";
+  });
+  await attempt("frame", async () => {
+    const f = document.createElement("iframe"); f.src = "/jobs"; document.body.append(f);
+    await wait(1500);
+    const d = f.contentDocument;
+    return d && d.documentElement.innerHTML.includes("csrf") ? "leaked" : "blocked";
+  });
+  document.getElementById("results").textContent = JSON.stringify(out);
+})();
+</script></body></html>"""
+
 
 class App(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -74,6 +106,10 @@ class App(BaseHTTPRequestHandler):
                 ("Strict-Transport-Security", "max-age=31536000"),
                 ("Clear-Site-Data", '"cookies"'),
             ])  # fmt: skip
+        elif rest == "evil":
+            self._send(200, EVIL.encode(), "text/html; charset=utf-8")
+        elif rest == "redir":
+            self._send(302, b"", "text/plain", [("Location", "/api/v1/jobs")])
         elif rest == "slow":
             time.sleep(3)
             self._json({"slow": True})

@@ -7,7 +7,18 @@ header; ``Connection: close`` (one exchange a stream). From the app: a ``Set-Coo
 kept only scoped to the notebook's path (its ``Path`` put under it, its ``Domain`` dropped,
 the server's own names and ``__Host-`` names refused), and the headers that would act on the
 whole origin — a service worker's wider scope, HSTS, ``Clear-Site-Data``, ``Alt-Svc`` — are
-dropped."""
+dropped.
+
+The app is served from the server's own origin, where the dashboard lives: its scripts are
+the tenant's, and the person looking may be another member or an admin logged in to the
+dashboard. So every answer also carries ``confinement``: a Content-Security-Policy (added to
+the app's own; browsers enforce both) that lets its scripts connect, frame and post forms
+only under the notebook's path, and sandboxes the page without popups (a popup of a
+dashboard page would be same-origin, its DOM readable); and a redirect out of the
+notebook's path on this origin is refused (CSP ignores paths after a redirect). See
+docs/security.md, "Notebooks"."""
+
+from urllib.parse import urljoin, urlsplit
 
 from gpupool.server.interactive.passes import COOKIE
 from gpupool.server.session import CSRF_HEADER, SESSION_COOKIE
@@ -77,3 +88,25 @@ def from_app(headers: list[tuple[bytes, bytes]], base: str) -> list[tuple[str, s
         elif name.lower() not in NOT_FROM_APP:
             out.append((name, value))
     return out
+
+
+SANDBOX = "sandbox allow-scripts allow-same-origin allow-forms allow-modals allow-downloads"
+
+
+def confinement(base: str, host: str, https: bool) -> str:
+    """The Content-Security-Policy added to every answer of the app under ``base``."""
+    http, ws = ("https", "wss") if https else ("http", "ws")
+    here = f"{http}://{host}{base} {ws}://{host}{base}"
+    return (
+        f"{SANDBOX}; connect-src {here}; frame-src {here} blob: data:; "
+        f"worker-src {here} blob:; form-action {here}; object-src 'none'; "
+        f"base-uri {http}://{host}{base}; frame-ancestors 'self'"
+    )
+
+
+def leaves(location: str, request_path: str, base: str, host: str) -> bool:
+    """Whether a redirect to ``location`` goes elsewhere on this server than the notebook."""
+    target = urlsplit(urljoin(f"http://{host}{request_path}", location))
+    if target.netloc.lower() != host.lower():
+        return False  # another origin: the browser's own rules hold there
+    return not target.path.startswith(base) or ".." in target.path.split("/")

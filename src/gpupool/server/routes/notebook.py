@@ -33,7 +33,7 @@ from gpupool.server.deps import Caller, ServerContext
 from gpupool.server.errors import ApiError, forbidden
 from gpupool.server.interactive import passes
 from gpupool.server.interactive.access import Target, audit_detail, target
-from gpupool.server.interactive.app_headers import from_app, to_app
+from gpupool.server.interactive.app_headers import confinement, from_app, leaves, to_app
 from gpupool.server.interactive.app_relay import AppChannel, AppError, body_of, http_exchange
 from gpupool.server.interactive.app_ws import bridge, handshake
 from gpupool.server.interactive.notebook_access import (
@@ -232,9 +232,17 @@ async def notebook_http(job_id: int, path: str, request: Request) -> Response:
         if isinstance(exc, AppError):
             raise ApiError(502, f"job {job_id}'s web app: {exc}") from None
         raise
+    base, host = notebook.base_path(job_id), request.headers.get("host", "")
+    location = next((v.decode("latin-1") for k, v in headers if k.lower() == b"location"), None)
+    if location is not None and leaves(location, request.url.path, base, host):
+        streams.give(job_id)
+        await chan.close()
+        raise ApiError(502, f"job {job_id}'s web app redirected out of its notebook's path")
+    out = _header_dict(from_app(headers, base))
+    out.append("Content-Security-Policy", confinement(base, host, is_https(request)))
     return StreamingResponse(  # counted until its body is sent (or the person goes)
         _counted(body_of(chan, h, MAX_RESPONSE_BODY), streams, job_id), status_code=status,
-        headers=_header_dict(from_app(headers, notebook.base_path(job_id))),
+        headers=out,
     )  # fmt: skip
 
 
