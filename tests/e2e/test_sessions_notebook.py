@@ -7,6 +7,8 @@ with a path-scoped cookie."""
 
 import json
 import os
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -92,6 +94,13 @@ def test_gpupool_notebook_serves_the_app_through_the_proxy_to_its_tenant_only(po
         ws.send("x" * 1000)
         assert ws.recv(timeout=20).startswith("echo xxx")
 
+    env = {**os.environ, "GPUPOOL_SERVER": srv.url, "GPUPOOL_TOKEN": ann, "COLUMNS": "200",
+           "GPUPOOL_CONFIG_DIR": "/nonexistent-gpupool-config"}  # fmt: skip
+    shown = subprocess.run([sys.executable, "-m", "gpupool.cli.main", "job", "show", str(job_id)],
+                           env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    line = next((r for r in shown.stdout.splitlines() if r.strip().startswith("notebook ")), "")
+    assert url in line, shown.stdout
+
     # a link, then a second one from the CLI for the running notebook
     code, again = cli_notebook(srv.url, ann, "--link", str(job_id), "--json")
     assert code == 0, again
@@ -137,6 +146,15 @@ def test_the_printed_link_opens_the_notebook_in_chromium(pool, tmp_path):
             assert replay is not None and replay.status == 403
             assert other.goto(srv.url + base) is not None
             assert "gpupool_notebook" not in {c["name"] for c in other.context.cookies()}
+            # the dashboard's job page opens it too, with a link of the dashboard's session
+            dash = browser.new_context().new_page()
+            dash.goto(srv.url + f"/jobs/{job_id}")
+            dash.fill("#gp-token", ann)
+            dash.click("#gp-login button[type=submit]")
+            dash.wait_for_url(srv.url + f"/jobs/{job_id}")
+            dash.click("#job-notebook")
+            dash.wait_for_url(srv.url + base)
+            assert json.loads(dash.inner_text("body"))["job"] == str(job_id)
         finally:
             browser.close()
 

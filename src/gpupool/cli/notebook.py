@@ -54,7 +54,7 @@ def wait_for_app(api: ApiClient, job_id: int, wait: float) -> str | None:
             why = resp.text[:300]
         job = api.get(f"/api/v1/jobs/{job_id}")
         if job["state"] != "running":
-            return f"job {job_id} {job['state']}: {job['reason']} (gpupool logs {job_id})"
+            return f"job {job_id} {job['state']}: {job['reason']} (gpupool job logs {job_id})"
         time.sleep(1.0)
     return why
 

@@ -202,7 +202,6 @@ async def _body(request: Request) -> bytes:
     return bytes(body)
 
 
-@router.api_route("/jobs/{job_id}/notebook/{path:path}", methods=METHODS)
 async def notebook_http(job_id: int, path: str, request: Request) -> Response:
     """The notebook's web app: this request relayed to it, its answer back."""
     ctx: ServerContext = request.app.state.ctx
@@ -244,6 +243,11 @@ async def notebook_http(job_id: int, path: str, request: Request) -> Response:
         _counted(body_of(chan, h, MAX_RESPONSE_BODY), streams, job_id), status_code=status,
         headers=out,
     )  # fmt: skip
+
+
+for _method in METHODS:  # one operation each (one id each in the OpenAPI document)
+    router.add_api_route("/jobs/{job_id}/notebook/{path:path}", notebook_http,
+                         methods=[_method], operation_id=f"notebook_{_method.lower()}")  # fmt: skip
 
 
 def _header_dict(headers: list[tuple[str, str]]) -> MutableHeaders:
