@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from gpupool.agent.sandbox import CLONE_NEWNET
+from gpupool.model.relay import WINDOW
 
 CONNECT_TIMEOUT_S = 5.0
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -80,3 +81,20 @@ def connect_later(
             done(result)
 
     threading.Thread(target=work, daemon=True, name=f"app-port-{port}").start()
+
+
+class AppStream:
+    """One stream of the tunnel: a connection to the session's web app (a notebook's)."""
+
+    def __init__(self, sid: int):
+        self.sid = sid
+        self.sock: socket.socket | None = None  # None: still connecting
+        self.credit = WINDOW
+        self.inbox = bytearray()
+        self.eof = False
+
+    def close(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+        self.sock = None

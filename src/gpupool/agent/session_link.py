@@ -29,7 +29,7 @@ from typing import Any
 from websockets.exceptions import InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from gpupool.agent.app_port import AppUnreachable, connect_later
+from gpupool.agent.app_port import AppStream, AppUnreachable, connect_later
 from gpupool.agent.backoff import backoff_s
 from gpupool.agent.terminals import Terminal, TerminalError, Where, spawn
 from gpupool.model.relay import (
@@ -70,23 +70,6 @@ class Stream:
         self.credit = WINDOW  # bytes it may still send the server
         self.inbox = bytearray()  # from the server, to write on
         self.eof = False  # the server sends no more input
-
-
-class AppStream:
-    """One stream of the tunnel: a connection to the session's web app (a notebook's)."""
-
-    def __init__(self, sid: int):
-        self.sid = sid
-        self.sock: socket.socket | None = None  # None: still connecting
-        self.credit = WINDOW
-        self.inbox = bytearray()
-        self.eof = False
-
-    def close(self) -> None:
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-        self.sock = None
 
 
 class SessionLink:
