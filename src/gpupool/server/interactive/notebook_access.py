@@ -24,10 +24,10 @@ async def bearer_or_cookie(conn: HTTPConnection, ctx: ServerContext, job_id: int
     now = time.time()
     scheme, _, token = (conn.headers.get("authorization") or "").partition(" ")
     if token.strip():
-        address = client_address(conn)
-        throttle(ctx, address, now)
         who = await principal_of(ctx, token.strip(), now) if scheme.lower() == "bearer" else None
-        if who is None:
+        if who is None:  # only failures are throttled: a valid token always gets through
+            address = client_address(conn)
+            throttle(ctx, address, now)
             ctx.auth_failures.failed(address, now)
             raise ApiError(401, "unknown, revoked or expired token, or a disabled user")
     else:
