@@ -6,11 +6,12 @@ app's loopback port inside the tenant's network namespace (never a port of the n
 The app learns where to listen and under which path it is served from its environment: the
 port is a function of the job id (the agent connects there, whatever a person asks), so two
 notebooks of one tenant (one network namespace) get different ports unless their ids are
-40,000 apart."""
+10,000 apart; its range, 10000-19999, is below the one service replicas' ports are taken
+from (20000-32767, ``agent.replica_ports``) and the kernel's ephemeral ports."""
 
 PORT_ENV = "GPUPOOL_NOTEBOOK_PORT"
 BASE_URL_ENV = "GPUPOOL_NOTEBOOK_BASE_URL"
-FIRST_PORT, PORTS = 20_000, 40_000
+FIRST_PORT, PORTS = 10_000, 10_000
 KIND = "notebook"
 
 

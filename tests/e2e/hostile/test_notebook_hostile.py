@@ -216,3 +216,26 @@ def test_more_requests_at_once_than_a_notebook_takes_are_told_to_wait(two):
     assert set(codes) <= {200, 503}, codes
     assert codes.count(503) >= 1 and codes.count(200) >= MAX_APP_STREAMS // 2, codes
     assert srv.client(srv.ann).get(notebook.base_path(srv.a)).status_code == 200  # after
+
+
+def test_requests_whose_caller_went_away_give_their_places_back(two):
+    """A person who goes before the app's answer (a closed tab, a timeout): its exchange's
+    place among the notebook's 32 comes back once the answer finds nobody to take it."""
+    srv = two
+    url = srv.url + notebook.base_path(srv.a) + "slow"  # the app answers after 3 s
+    headers = {"Authorization": f"Bearer {srv.ann}"}
+
+    def gone(_: int) -> str:
+        try:
+            httpx.get(url, headers=headers, timeout=0.5)
+        except httpx.TimeoutException:
+            return "gone"
+        return "answered"
+
+    with ThreadPoolExecutor(MAX_APP_STREAMS) as pool:
+        assert set(pool.map(gone, range(MAX_APP_STREAMS))) == {"gone"}
+    time.sleep(5)  # the answers come, to nobody
+    with ThreadPoolExecutor(MAX_APP_STREAMS) as pool:
+        codes = list(pool.map(lambda _: httpx.get(url, headers=headers, timeout=60).status_code,
+                              range(MAX_APP_STREAMS)))  # fmt: skip
+    assert codes == [200] * MAX_APP_STREAMS, codes

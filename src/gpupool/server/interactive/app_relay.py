@@ -40,6 +40,7 @@ class AppChannel:
         self.why = ""
         self._send_lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
+        self._closed = False
 
     @classmethod
     async def open(cls, conn: RelayConn) -> "AppChannel":
@@ -107,6 +108,9 @@ class AppChannel:
             await self.conn.control(t="eof")
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(RelayClosed):
             await self.conn.control(t="close")
         if self._reader is not None:

@@ -14,7 +14,7 @@ in one server process (503 past it; the tunnel's own bound is ``MAX_STREAMS``)."
 
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -24,6 +24,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
+from starlette.types import Receive, Scope, Send
 
 from gpupool.model import notebook
 from gpupool.server.auth import Principal
@@ -162,13 +163,21 @@ class Streams:
             del self.open[job_id]
 
 
-async def _counted(body: AsyncIterator[bytes], streams: Streams, job_id: int
-                   ) -> AsyncIterator[bytes]:  # fmt: skip
-    try:
-        async for chunk in body:
-            yield chunk
-    finally:
-        streams.give(job_id)
+class AppResponse(StreamingResponse):
+    """The app's answer streamed on; ``ended`` runs however its sending ends — also when the
+    person went before its first byte, so its body was never started (its stream and its
+    place among the notebook's exchanges are given back)."""
+
+    def __init__(self, body: AsyncIterator[bytes], ended: Callable[[], Awaitable[None]],
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(body, **kwargs)
+        self._ended = ended
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._ended()
 
 
 def _streams(conn: HTTPConnection) -> Streams:
@@ -239,10 +248,17 @@ async def notebook_http(job_id: int, path: str, request: Request) -> Response:
         raise ApiError(502, f"job {job_id}'s web app redirected out of its notebook's path")
     out = _header_dict(from_app(headers, base))
     out.append("Content-Security-Policy", confinement(base, host, is_https(request)))
-    return StreamingResponse(  # counted until its body is sent (or the person goes)
-        _counted(body_of(chan, h, MAX_RESPONSE_BODY), streams, job_id), status_code=status,
-        headers=out,
-    )  # fmt: skip
+    given = False
+
+    async def ended() -> None:
+        nonlocal given
+        if not given:
+            given = True
+            streams.give(job_id)
+            await chan.close()
+
+    return AppResponse(body_of(chan, h, MAX_RESPONSE_BODY), ended, status_code=status,
+                       headers=out)  # fmt: skip
 
 
 for _method in METHODS:  # one operation each (one id each in the OpenAPI document)
