@@ -7,6 +7,7 @@ with a path-scoped cookie."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -100,6 +101,13 @@ def test_gpupool_notebook_serves_the_app_through_the_proxy_to_its_tenant_only(po
                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     line = next((r for r in shown.stdout.splitlines() if r.strip().startswith("notebook ")), "")
     assert url in line, shown.stdout
+
+    if shutil.which("jupyter") is None:  # the default app, where the job has no JupyterLab
+        code, said = cli_notebook(srv.url, ann, "--gpu", "1")
+        assert code != 0 and "exit code 127" in said and "gpupool job logs" in said, said
+        failed = int(said.split("job ")[1].split()[0])
+        logs = ok(srv.client(ann).get(f"/api/v1/jobs/{failed}/logs"))
+        assert "jupyter is not installed" in json.dumps(logs), logs
 
     # a link, then a second one from the CLI for the running notebook
     code, again = cli_notebook(srv.url, ann, "--link", str(job_id), "--json")

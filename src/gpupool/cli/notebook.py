@@ -49,7 +49,7 @@ def wait_for_app(api: ApiClient, job_id: int, wait: float) -> str | None:
         except Exception as exc:  # httpx's: the server's answer is what counts below
             why = str(exc)
         else:
-            if resp.status_code not in (502, 503, 504):
+            if resp.status_code not in (409, 502, 503, 504):  # 409: the job ended
                 return None
             why = resp.text[:300]
         job = api.get(f"/api/v1/jobs/{job_id}")
