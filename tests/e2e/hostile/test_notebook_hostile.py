@@ -239,3 +239,14 @@ def test_requests_whose_caller_went_away_give_their_places_back(two):
         codes = list(pool.map(lambda _: httpx.get(url, headers=headers, timeout=60).status_code,
                               range(MAX_APP_STREAMS)))  # fmt: skip
     assert codes == [200] * MAX_APP_STREAMS, codes
+
+
+def test_a_notebook_that_cannot_be_one_is_refused_naming_why(two):
+    srv = two
+    member = srv.client(srv.ann)
+    base = {"request": "cpu=1", "tenant": "alpha", "interactive": "notebook", "max_runtime_s": 60}
+    wrong = [{"allocation": True}, {"command": []}, {"image": "python:3", "command": ["x"]},
+             {"command": ["x"], "array": "0-1"}, {"command": ["x"], "gang_size": 2}]  # fmt: skip
+    for extra in wrong:
+        r = member.post("/api/v1/jobs", json={**base, **extra})
+        assert r.status_code == 422 and "notebook" in r.text, (extra, r.text)
