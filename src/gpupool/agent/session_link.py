@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import select
+import socket
 import ssl
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 from websockets.exceptions import InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from gpupool.agent.app_port import AppStream, AppUnreachable, connect_later
 from gpupool.agent.backoff import backoff_s
 from gpupool.agent.terminals import Terminal, TerminalError, Where, spawn
 from gpupool.model.relay import (
@@ -70,6 +72,15 @@ class Stream:
         self.eof = False  # the server sends no more input
 
 
+# a tenant's app on the node's own loopback (tenant users without network namespaces) would
+# be reachable by every tenant's workload there, and its port taken first by any of them
+NO_WALLED_NETWORK = (
+    "this node runs tenants' workloads without network namespaces of their own "
+    "(--no-tenant-network): a web app's port would be on the node's loopback, open to every "
+    "tenant there, so it is not proxied; run notebooks on nodes with tenant networks"
+)
+
+
 class SessionLink:
     def __init__(
         self,
@@ -79,9 +90,13 @@ class SessionLink:
         where: Callable[[], Where],
         folder: Path,
         tls: ssl.SSLContext | None = None,
+        app_port: int | None = None,
     ):
-        """``url``: the tunnel's WebSocket URL now; ``where``: the workload's sandbox."""
+        """``url``: the tunnel's WebSocket URL now; ``where``: the workload's sandbox;
+        ``app_port``: a notebook's web app's port in the workload's network namespace."""
         self.alloc_id = alloc_id
+        self.app_port = app_port
+        self.apps: dict[int, AppStream] = {}  # streams to the web app, by stream id
         self._url, self._token, self._tls = url, token, tls
         self._where, self._folder = where, folder
         self.ws: ClientConnection | None = None
@@ -207,6 +222,8 @@ class SessionLink:
             for t in self.terminals.values():
                 t.kill()
                 t.close()
+            for app in self.apps.values():
+                app.close()
             self._stop.set()
             ws = self.ws
             if ws is not None:
@@ -236,6 +253,13 @@ class SessionLink:
                     want(fd, select.POLLIN, "read", t, channel)
             if stream is not None and stream.inbox:
                 want(t.input_fd(), select.POLLOUT, "write", stream)
+        for app in self.apps.values():
+            if app.sock is None:
+                continue
+            if app.credit > 0:
+                want(app.sock.fileno(), select.POLLIN, "app-read", app)
+            if app.inbox:
+                want(app.sock.fileno(), select.POLLOUT, "app-write", app)
         for fd, events in poller.poll(200 if self._ending_at is None else 50):
             for what, obj, channel in actions.get(fd, []):
                 if what == "wake":
@@ -245,6 +269,12 @@ class SessionLink:
                     self._read_terminal(obj, fd, channel)
                 elif what == "write" and events & (select.POLLOUT | select.POLLERR):
                     self._write_terminal(obj)
+                elif what == "app-read" and events & (
+                    select.POLLIN | select.POLLHUP | select.POLLERR
+                ):
+                    self._read_app(obj)
+                elif what == "app-write" and events & (select.POLLOUT | select.POLLERR):
+                    self._write_app(obj)
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -297,6 +327,88 @@ class SessionLink:
         self._ack(stream, n)
         if stream.eof and not stream.inbox:
             t.close_input()
+
+    # -- the web app's connections ------------------------------------------------------
+    def _open_app(self, sid: int) -> None:
+        if self.app_port is None:
+            self._control(t="error", s=sid, detail="this session runs no web app (a notebook)")
+            return
+        try:
+            where = self._where()
+        except (OSError, ValueError) as exc:
+            self._control(t="error", s=sid, detail=f"cannot read the job's sandbox: {exc}")
+            return
+        netns = where.netns
+        if where.uid is not None and netns is None:  # tenant users, but no walled network
+            self._control(t="error", s=sid, detail=NO_WALLED_NETWORK)
+            return
+        self.apps[sid] = AppStream(sid)
+        connect_later(netns, self.app_port, lambda got: self._post("app", (sid, got)))
+
+    def _app_connected(self, sid: int, got: socket.socket | AppUnreachable) -> None:
+        app = self.apps.get(sid)
+        if isinstance(got, AppUnreachable):
+            if app is not None:
+                del self.apps[sid]
+                self._control(t="error", s=sid, detail=str(got)[:500])
+            return
+        if app is None or self._ending_at is not None:  # closed meanwhile
+            got.close()
+            return
+        app.sock = got
+        self._control(t="opened", s=sid, kind="port")
+
+    def _read_app(self, app: AppStream) -> None:
+        if app.sock is None:
+            return
+        try:
+            data = app.sock.recv(min(CHUNK, app.credit))
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._end_app(app, "")
+            return
+        app.credit -= len(data)
+        self._send(data_frame(app.sid, 0, data))
+
+    def _write_app(self, app: AppStream) -> None:
+        if app.sock is None:
+            return
+        try:
+            n = app.sock.send(app.inbox[:CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:
+            self._end_app(app, "the web app closed its connection")
+            return
+        del app.inbox[:n]
+        if n > 0:
+            self._control(t="ack", s=app.sid, n=n)
+        if app.eof and not app.inbox:
+            with contextlib.suppress(OSError):
+                app.sock.shutdown(socket.SHUT_WR)
+
+    def _end_app(self, app: AppStream, why: str) -> None:
+        self.apps.pop(app.sid, None)
+        app.close()
+        if why:
+            self._control(t="closed", s=app.sid, detail=why)
+        else:
+            self._control(t="closed", s=app.sid)
+
+    def _app_frame(self, app: AppStream, kind: Any, frame: dict[str, Any]) -> None:
+        if kind == "ack":
+            app.credit = min(WINDOW, app.credit + size(frame.get("n"), "n", WINDOW))
+        elif kind == "eof":
+            app.eof = True
+            if not app.inbox and app.sock is not None:
+                with contextlib.suppress(OSError):
+                    app.sock.shutdown(socket.SHUT_WR)
+        elif kind == "close":
+            self.apps.pop(app.sid, None)
+            app.close()
 
     def _ack(self, stream: Stream, n: int) -> None:
         if n > 0:
@@ -384,16 +496,23 @@ class SessionLink:
             kind, value = self._inbox.popleft()
             if kind == "msg":
                 self._frame(value)
+            elif kind == "app":
+                self._app_connected(*value)
             elif kind == "down":
                 for stream in list(self.streams.values()):
                     self._detach(stream)
                 self.streams.clear()
+                for app in self.apps.values():  # a web app's connections end with the link
+                    app.close()
+                self.apps.clear()
             elif kind == "tell" and self._ending_at is None:
                 self._tell(value)
             elif kind == "end" and self._ending_at is None:
                 self._tell(f"{value}: this terminal ends now")
                 for t in self.terminals.values():
                     t.hang_up()
+                for app in list(self.apps.values()):
+                    self._end_app(app, "the session ends")
                 self._ending_at = time.monotonic()
 
     def _tell(self, text: str) -> None:
@@ -415,6 +534,13 @@ class SessionLink:
             try:
                 sid, _, payload = read_data(message)
             except FrameError:
+                return
+            app = self.apps.get(sid)
+            if app is not None:
+                if len(app.inbox) + len(payload) > WINDOW:  # past its credit: not our peer
+                    self._end_app(app, "sent past its window")
+                else:
+                    app.inbox += payload
                 return
             stream = self.streams.get(sid)
             if stream is None:
@@ -442,10 +568,19 @@ class SessionLink:
             raise FrameError("s: a stream number")
         stream = self.streams.get(sid)
         if kind == "open":
-            if stream is not None or len(self.streams) >= MAX_STREAMS or self._ending_at:
+            busy = len(self.streams) + len(self.apps) >= MAX_STREAMS
+            if stream is not None or sid in self.apps or busy or self._ending_at:
                 self._control(t="error", s=sid, detail="too many streams, or ending")
                 return
-            self._open_terminal(sid, open_request(frame))
+            req = open_request(frame)
+            if req["kind"] == "port":
+                self._open_app(sid)
+            else:
+                self._open_terminal(sid, req)
+            return
+        app = self.apps.get(sid)
+        if app is not None:
+            self._app_frame(app, kind, frame)
             return
         if stream is None:
             return  # closed meanwhile
@@ -468,5 +603,5 @@ class SessionLink:
 def _mask(actions: list[tuple[str, Any, int]]) -> int:
     mask = 0
     for what, _, _ in actions:
-        mask |= select.POLLOUT if what in ("write", "sendall") else select.POLLIN
+        mask |= select.POLLOUT if what in ("write", "app-write") else select.POLLIN
     return mask

@@ -12,6 +12,7 @@ from pathlib import Path
 from gpupool.agent.session_link import SessionLink
 from gpupool.agent.state import Record
 from gpupool.agent.terminals import Where
+from gpupool.model import notebook
 from gpupool.model.protocol import OrderOut
 
 
@@ -113,6 +114,7 @@ class SessionKeeper:
             lambda: Where.of(folder, rec.pid),
             folder,
             self._tls,
+            notebook.port_of(rec.job_id) if rec.interactive == notebook.KIND else None,
         )
         self.links[rec.alloc_id] = link
         link.start()

@@ -37,7 +37,7 @@ from gpupool.agent.processes import LaunchSpec
 from gpupool.agent.replica_ports import CONTROL, DEFAULT_RANGE, NoPortError, ReplicaPorts
 from gpupool.agent.sandbox import Sandbox
 from gpupool.agent.slurm_env import install_tools, node_env
-from gpupool.model import SpecError
+from gpupool.model import SpecError, notebook
 from gpupool.model.labels import REPLICAS_LABEL
 from gpupool.model.protocol import OrderOut
 from gpupool.model.workload import check_workload
@@ -437,7 +437,9 @@ def dir_env(order: OrderOut, workdir: str) -> dict[str, str]:
 
 def gang_env(order: OrderOut, node: str) -> dict[str, str]:
     members = [n.node for n in order.nodes]
+    app = notebook.app_env(order.job_id) if order.interactive == notebook.KIND else {}
     return {
+        **app,
         "GPUPOOL_GANG_SIZE": str(len(members)),
         "GPUPOOL_GANG_RANK": str(members.index(node)),
         "GPUPOOL_GANG_NODES": ",".join(members),

@@ -412,6 +412,12 @@ def job_show(
     if job.get("checkpoint"):
         c = job["checkpoint"]
         t.add_row("checkpoint", f"saves on SIG{c['signal']} within {c['grace_s']} s")
+    if job.get("interactive"):  # a session: how to reach it (docs/interactive.md)
+        reach = f"gpupool shell {job['id']}"
+        if job["interactive"] == "notebook":
+            path = f"/api/v1/jobs/{job['id']}/notebook/"
+            reach = f"{api.server}{path} (a browser: gpupool notebook --link {job['id']})"
+        t.add_row(str(job["interactive"]), reach)
     if job.get("lost_gpu_s"):
         t.add_row("work lost", f"{job['lost_gpu_s'] / 3600:.2f} GPU-h to preemptions")
     if job.get("wait_code"):

@@ -22,6 +22,7 @@ from gpupool.cli import (
     jobs,
     join,
     kube,
+    notebook,
     pool_client,
     profiles,
     proposals,
@@ -98,6 +99,7 @@ app.command("shell")(sessions.shell)
 app.command("exec")(sessions.exec_command)
 app.command("attach")(sessions.attach)
 app.command("sessions")(session_list.sessions)
+app.command("notebook")(notebook.notebook_command)
 app.command("whoami")(client.whoami_command)
 app.command("acct")(acct.acct)
 app.command("shares")(fairshare.shares)

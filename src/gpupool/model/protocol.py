@@ -88,7 +88,7 @@ class OrderOut(AllocationOut):
     parked: bool = False
     # an interactive session (a shell: gpupool alloc, srun --pty): its agent keeps a link to
     # the server for its terminals (None: a batch job, an older server)
-    interactive: Literal["shell"] | None = None
+    interactive: Literal["shell", "notebook"] | None = None
     # an idle session was warned: released then unless someone types or its cards work
     # (its agent tells the session's terminals; docs/interactive.md, "Idle culling")
     idle_release_at: float | None = None

@@ -91,9 +91,13 @@ def attach_of(value: Any) -> int | str | None:
 
 def open_request(frame: dict[str, Any]) -> dict[str, Any]:
     """An ``open`` as the agent acts on it, checked: a terminal (``pty``: a pseudo-terminal,
-    else pipes)."""
-    if frame.get("kind", "terminal") != "terminal":
-        raise FrameError('kind: "terminal"')
+    else pipes), or a connection to the session's web app (``port``: a notebook's; which
+    port is the agent's to know, never the request's)."""
+    kind = frame.get("kind", "terminal")
+    if kind == "port":
+        return {"kind": "port"}
+    if kind != "terminal":
+        raise FrameError('kind: "terminal" or "port"')
     return {
         "kind": "terminal",
         "command": command_of(frame.get("command")),

@@ -46,6 +46,7 @@ from gpupool.server.routes import (
     kubernetes,
     limits,
     nodes,
+    notebook,
     plans,
     proposals,
     reports,
@@ -103,7 +104,7 @@ def create_app(settings: Settings, *, run_scheduler: bool = True) -> FastAPI:
     routes += (nodes, agents, allocations)
     routes += (agent_channel, tenants, guarantees, limits, idle_policies, services, kubernetes)
     routes += (usage, alerts, admin, reservations, proposals, dashboard, join)
-    routes += (terminals, session_list, fairshare)
+    routes += (terminals, session_list, fairshare, notebook)
     for module in routes:
         app.include_router(module.router)
     _install_web(app)

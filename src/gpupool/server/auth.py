@@ -174,6 +174,14 @@ def principal_for(session: Session, token: str, now: float | None = None) -> Pri
     if found is None:
         return None
     row, expires_at = found
+    return principal_of_user(session, row, expires_at, now)
+
+
+def principal_of_user(
+    session: Session, row: UserRow, expires_at: float | None, now: float
+) -> Principal | None:
+    """The principal of user ``row`` through a credential that ends at ``expires_at``; None
+    if the user is disabled or the credential expired."""
     if row.disabled or (expires_at is not None and expires_at <= now):
         return None
     role = Role(row.role)

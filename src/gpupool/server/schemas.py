@@ -392,11 +392,12 @@ class JobIn(Strict):
         description="An interactive hold of devices (salloc): no command, a max_runtime_s; "
         "the agent keeps the grant until the time limit or a cancel",
     )
-    interactive: Literal["shell"] | None = Field(
+    interactive: Literal["shell", "notebook"] | None = Field(
         None,
         description="An interactive session: a shell (an allocation whose sandbox takes "
-        "terminals through the server: gpupool shell, exec, attach; docs/interactive.md). "
-        "Every allocation is one",
+        "terminals through the server: gpupool shell, exec, attach; docs/interactive.md), "
+        "every allocation is one; or a notebook (its command a web app served through the "
+        "server at /api/v1/jobs/{id}/notebook/: gpupool notebook)",
     )
     hold: bool = Field(False, description="Keep it pending until released (sbatch --hold)")
     dependency: list[DependencyIn] = Field(

@@ -27,6 +27,12 @@ def held_command(body: JobIn) -> list[str]:
     with an image may leave the command to the image's entrypoint."""
     if body.interactive == "shell" and not body.allocation:
         raise ApiError(422, "interactive: a shell session is an allocation", "interactive")
+    if body.interactive == "notebook":
+        if body.allocation or body.image or not body.command:
+            raise ApiError(422, "interactive: a notebook runs its web app as its command (no "
+                           "allocation, no image)", "interactive")  # fmt: skip
+        if body.array is not None or body.gang_size != 1:
+            raise ApiError(422, "interactive: a notebook is not an array or a gang", "interactive")
     if body.allocation:
         if body.command or body.image:
             raise ApiError(422, "command: an allocation runs no command or image", "command")

@@ -66,6 +66,12 @@ KIND: dict[str, str] = {
     "GET /api/v1/jobs/{job_id}/logs": "b",
     "POST /api/v1/jobs/{job_id}/release": "b",
     "POST /api/v1/jobs/{job_id}/requeue": "b",
+    "POST /api/v1/jobs/{job_id}/notebook-link": "b",
+    "GET /api/v1/jobs/{job_id}/notebook-login": "b",
+    **{
+        f"{m} /api/v1/jobs/{{job_id}}/notebook/{{path}}": "b"
+        for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    },
     "POST /api/v1/join": "open",
     "GET /api/v1/join-tokens": "admin",
     "POST /api/v1/join-tokens": "admin",
@@ -191,6 +197,7 @@ QUERY: dict[str, dict[str, str]] = {
     "GET /api/v1/queue": {"tenant": "b"},
     "GET /api/v1/sessions": {"tenant": "b"},
     "GET /api/v1/priority": {"tenant": "b"},
+    "GET /api/v1/jobs/{job_id}/notebook-login": {"ticket": "gpnl_forged"},
 }
 
 
@@ -227,7 +234,7 @@ def _bs(server) -> dict[str, object]:
         "other": "n1" if node == "n0" else "n0",
         "name": "b", "resource": "gpu", "token_id": token_id, "res_id": reservation["id"],
         "report": "usage", "invoice_id": 1, "plan_id": 1, "proposal_id": 1, "model": "A100-80G",
-        "bob": BOB,
+        "bob": BOB, "path": "api/contents",
     }  # fmt: skip
 
 

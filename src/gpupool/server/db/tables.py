@@ -615,3 +615,20 @@ class StartEstimateRow(Base):
     nodes: Mapped[list[Any]] = mapped_column(default=list)
     basis: Mapped[str] = mapped_column(Text, default="")
     computed_at: Mapped[float] = mapped_column(Float)
+
+
+class NotebookPassRow(Base):
+    """A browser's way into one notebook (docs/interactive.md, "Notebooks"): a one-time
+    *link* (``gpupool notebook`` prints it; a minute to use) traded for a *cookie* scoped to
+    the notebook's path. Stored as the SHA-256 of its secret; it lives no longer than the
+    API token that made it (``token_id``), whose user and role it acts as."""
+
+    __tablename__ = "notebook_passes"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(10))  # link | cookie
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    used: Mapped[bool] = mapped_column(Boolean, default=False)  # a link, once traded

@@ -1,5 +1,5 @@
 /* One job: what it asked for, where it runs, its events, a live tail of its log, card-hours
-   and cost so far; cancel. */
+   and cost so far; cancel; open a notebook's app. */
 'use strict';
 (() => {
   const { t, fmt, api, el, panel, table, stateBadge, mount, can, BOOT } = GP;
@@ -36,6 +36,13 @@
     ], list.slice().reverse(), 'state.empty');
   }
 
+  /* a one-time login link made with this session, opened at once: the notebook gets its own
+     path-scoped cookie (docs/interactive.md, "Notebooks") */
+  async function openNotebook(j) {
+    const made = await api(`/api/v1/jobs/${j.id}/notebook-link`, { method: 'POST' });
+    window.location.assign(made.login_path);
+  }
+
   async function tail() {
     const logs = await api(`/api/v1/jobs/${id}/logs?after=${lastChunk}`);
     for (const c of logs.chunks) { logBox.append(c.text); lastChunk = c.id; }
@@ -62,9 +69,14 @@
     costBox.replaceChildren(cost(c));
     eventsBox.replaceChildren(events(evs));
     const live = !['succeeded', 'failed', 'cancelled'].includes(j.state);
-    actBox.replaceChildren(live && can('admin', 'tenant-admin', 'member')
-      ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: () => GP.cancelJob(j, load),
-        text: t('action.cancel') }) : '');
+    const acts = can('admin', 'tenant-admin', 'member');
+    actBox.replaceChildren(
+      live && acts && j.interactive === 'notebook' && j.state === 'running'
+        ? el('button', { type: 'button', id: 'job-notebook', onclick: () => openNotebook(j),
+          text: t('action.open_notebook') }) : '',
+      live && acts
+        ? el('button', { type: 'button', class: 'danger', id: 'job-cancel', onclick: () => GP.cancelJob(j, load),
+          text: t('action.cancel') }) : '');
     await tail();
   }
   GP.live(load, 3000);
