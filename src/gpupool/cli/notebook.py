@@ -101,8 +101,10 @@ def notebook_command(
         body["interactive"] = notebook.KIND
         job = api.post("/api/v1/jobs", body)
         job = started(api, job, wait)
-        if job["state"] in ENDED:
-            raise SpecError(f"job {job['id']} {job['state']}: {job['reason']}")
+        if job["state"] in ENDED:  # its app ended before it was seen running: its log says why
+            raise SpecError(
+                f"job {job['id']} {job['state']}: {job['reason']} (gpupool job logs {job['id']})"
+            )
         if job["state"] != "running":
             raise ClientError(f"job {job['id']} {job['state']}: {users_zone(job['reason'] or '')}"
                               f" (gpupool notebook --link {job['id']} once it runs)")  # fmt: skip

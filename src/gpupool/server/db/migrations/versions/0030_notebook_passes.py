@@ -5,8 +5,7 @@ Revision ID: 0030
 Revises: 0029
 Create Date: 2026-12-07 12:00:00
 
-After 0027 (interactive sessions); a branch that adds another 0028 re-chains its
-down_revision onto this one.
+After 0029 (start estimates).
 """
 
 import sqlalchemy as sa
