@@ -14,7 +14,7 @@ from gpupool.bench.season.run import SMALL, plan_for
 from gpupool.bench.season.schedule import guarantees, openb_plan, with_reclaim_probe
 
 T0 = 1_000_000.0
-TOL = check.BillingTolerance(start_s=3.0, end_s=1.0)
+TOL = check.BillingTolerance(start_s=3.0, end_s=1.0, stop_s=5.0)
 
 
 def rec(
