@@ -271,3 +271,17 @@ def test_without_the_trace_the_season_says_so_and_replays_a_seeded_synthetic_mix
     low, high = SMALL.run_bounds_s
     assert all(low <= j.run_s <= high for j in plan.jobs if j.source == "synthetic")
     assert all(0 <= j.submit_at_s <= SMALL.replay_s for j in plan.jobs)
+
+
+def test_a_wait_through_a_server_outage_counts_only_the_time_it_was_up():
+    records = [rec("t1", 3, 12, 40.0, 45.0, tenant="training")]
+    subs = [sub("t1", 3, 10.0, team="training")]
+    owed = {"training": 1}
+    down = [(T0 + 12.0, T0 + 38.0)]  # killed 2 s after the acknowledgement, back 2 s before
+    assert not check.guarantee_served(subs, records, owed, 2, bound_s=5.0).held
+    verdict = check.guarantee_served(subs, records, owed, 2, bound_s=5.0, outages=down)
+    assert verdict.held and verdict.figures["owed_wait_p99_s"] == 4.0
+    late = [replace(records[0], start=T0 + 50.0)]
+    verdict = check.guarantee_served(subs, late, owed, 2, bound_s=5.0, outages=down)
+    assert not verdict.held
+    assert "waited 14.0 s for its cards with the server up (26.0 s more while it" in verdict.detail

@@ -21,6 +21,7 @@ class Fault:
 @dataclass
 class FaultLog:
     done: list[dict[str, Any]] = field(default_factory=list)
+    server_down: list[tuple[float, float]] = field(default_factory=list)  # wall clock
 
 
 def run_faults(
@@ -31,8 +32,10 @@ def run_faults(
             return
         at = time.time() - began
         if fault.kind == SERVER_KILL:
+            killed = time.time()
             plane.kill_server()
             back = plane.start_server()
+            log.server_down.append((killed, time.time()))
             log.done.append({"kind": fault.kind, "at_s": round(at, 1), "down_s": round(back, 1)})
         elif fault.kind == AGENT_KILL:
             plane.kill_host(0)

@@ -228,7 +228,12 @@ def run_season(
             records, usage, unfinished, size.billing
         ),
         "guarantee_served_within_bound": check.guarantee_served(
-            submitter.acked, records, guarantees(size.cards), size.cards, size.bound_s
+            submitter.acked,
+            records,
+            guarantees(size.cards),
+            size.cards,
+            size.bound_s,
+            faults.server_down,
         ),
     }
     card = {
