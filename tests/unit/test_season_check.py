@@ -285,3 +285,19 @@ def test_a_wait_through_a_server_outage_counts_only_the_time_it_was_up():
     verdict = check.guarantee_served(subs, late, owed, 2, bound_s=5.0, outages=down)
     assert not verdict.held
     assert "waited 14.0 s for its cards with the server up (26.0 s more while it" in verdict.detail
+
+
+def test_an_allocation_released_during_the_launchers_start_up_is_counted_not_hidden():
+    _, records, _, usage = healthy()
+    # job 2 had a first allocation stopped before its workload wrote a line: 1.2 s billed
+    starting = [*usage, bill(2, 9, 0.5, 1.7)]
+    verdict = check.billing_matches_runs(records, starting, set(), TOL)
+    assert verdict.held, verdict.detail
+    assert verdict.figures["billed_never_started"] == 1
+    assert verdict.figures["billed_never_started_s"] == 1.2
+    longer = [*usage, bill(2, 9, 0.5, 4.0)]  # more than the launcher's start-up: broken
+    assert "allocation 9 (job 2) billed 3.5 s, no workload ever ran" in (
+        check.billing_matches_runs(records, longer, set(), TOL).detail
+    )
+    stranger = [*usage, bill(8, 9, 0.5, 1.7)]  # a job that never ran anywhere: broken
+    assert not check.billing_matches_runs(records, stranger, set(), TOL).held

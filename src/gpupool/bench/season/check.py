@@ -94,7 +94,7 @@ class BillingTolerance:
 
     start_s: float = 5.0
     end_s: float = 1.0
-    stop_s: float = 5.0
+    stop_s: float = 10.0
 
 
 def billing_matches_runs(
@@ -107,7 +107,9 @@ def billing_matches_runs(
     earlier than ``tolerance.start_s`` before the workload's first line (else it billed queued
     time) and not after it, ends within ``tolerance.end_s`` of its last line (or, stopped by
     the server, at most ``tolerance.stop_s`` before it), and covers the time between without
-    gaps; a meter with no workload at all is billed time nobody ran.
+    gaps; a meter with no workload at all is billed time nobody ran — unless it is at most
+    ``tolerance.start_s`` of an allocation released during the launcher's start-up (its job
+    ran in another), counted and reported.
     Allocations of jobs still running at the end are left out (their meter is still open)."""
     ran: dict[int, tuple[float, float, int, str]] = {}
     stopped = {r.allocation for r in records if not r.completed}
@@ -118,13 +120,17 @@ def billing_matches_runs(
     for m in usage:
         billed[m.allocation].append(m)
     per_team: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    lags, ends, unbilled = [], [], []
+    lags, ends, unbilled, unstarted = [], [], [], []
+    ran_again = {r.job for r in records}  # a job whose other allocation ran: this one released
     for allocation in sorted(set(ran) | set(billed)):
         if allocation in ran and ran[allocation][2] in unfinished:
             continue
         if allocation not in ran:
             m = billed[allocation][0]
             seconds = _seconds(billed[allocation])
+            if seconds <= tolerance.start_s and m.job in ran_again:
+                unstarted.append(seconds)  # stopped during the launcher's start-up
+                continue
             return Verdict(
                 False,
                 f"allocation {allocation} (job {m.job}) billed {seconds:.1f} s, no "
@@ -170,7 +176,8 @@ def billing_matches_runs(
         f"{round(max(lags, default=0.0), 2)} s) to within {tolerance.end_s:g} s of its end "
         f"(worst {round(max((abs(e) for e in ends), default=0.0), 2)} s; {len(unbilled)} "
         f"stopped by the server billed to the release, at most {tolerance.stop_s:g} s before "
-        f"their end), without gaps",
+        f"their end), without gaps; {len(unstarted)} stopped before their first line, "
+        f"billed {round(sum(unstarted), 2)} s",
         {
             "start_allowance_s": tolerance.start_s,
             "end_tolerance_s": tolerance.end_s,
@@ -178,6 +185,8 @@ def billing_matches_runs(
             "billed_before_first_line_max_s": round(max(lags), 2) if lags else None,
             "stop_allowance_s": tolerance.stop_s,
             "ran_after_release_max_s": round(max(unbilled), 2) if unbilled else None,
+            "billed_never_started": len(unstarted),
+            "billed_never_started_s": round(sum(unstarted), 2),
             "teams": teams,
         },
     )

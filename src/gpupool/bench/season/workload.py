@@ -4,10 +4,13 @@ tenant, with which cards visible — so the checker judges from what ran, not fr
 
 from pathlib import Path
 
-SCRIPT = """import json, os, signal, sys, time
+SCRIPT = """import signal, time
+start = time.time()
+stopped = []
+signal.signal(signal.SIGTERM, lambda *_: stopped.append(time.time()))  # first: a stop now ends
+import json, os, sys
 folder, seconds, key = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 e = os.environ
-start = time.time()
 name = f"{key}.{e['GPUPOOL_JOB_ID']}.{e['GPUPOOL_ALLOCATION_ID']}.{os.getpid()}.rec"
 out = open(os.path.join(folder, name), "a")
 
@@ -15,8 +18,6 @@ def line(**fields):
     out.write(json.dumps(fields) + "\\n")
     out.flush()
 
-stopped = []
-signal.signal(signal.SIGTERM, lambda *_: stopped.append(time.time()))
 gpus = e.get("CUDA_VISIBLE_DEVICES") or e.get("NVIDIA_VISIBLE_DEVICES") or ""
 line(start=start, key=key, job=int(e["GPUPOOL_JOB_ID"]),
      allocation=int(e["GPUPOOL_ALLOCATION_ID"]), node=e.get("GPUPOOL_NODE", ""),
