@@ -100,7 +100,7 @@ def openb_plan(
     note = (
         f"openb pods {window[0]['name']}..{window[-1]['name']}: {span:.0f} trace seconds in "
         f"{replay_s:.0f} s (x{factor:.0f}); run times scaled alike and held within "
-        f"{low:g}-{high:g} s; {skipped} pods over {max_cards} cards left out"
+        f"{low:g}-{high:g} s; {skipped} pod(s) over {max_cards} cards left out"
     )
     return Plan(tuple(planned), "openb", note, skipped, factor)
 
