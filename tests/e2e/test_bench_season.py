@@ -31,6 +31,7 @@ def test_the_small_season_holds_every_invariant(tmp_path):
     assert card["submissions"]["sent_twice"] > 0
     lost = card["invariants"]["nothing_lost_nothing_twice"]
     assert lost["unfinished"] == 0 and lost["runs"] >= card["trace"]["jobs"]
+    assert lost["runs_without_cards"] == 0  # every run named its cards: they were checked
     assert card["invariants"]["guarantee_served_within_bound"]["owed"] > 0
     billed = card["invariants"]["billing_equals_run_time"]["teams"]
     assert set(billed) == {"training", "serving", "research"}

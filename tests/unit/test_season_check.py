@@ -71,7 +71,8 @@ def healthy() -> tuple[list[Submission], list[Record], dict[int, str], list[Mete
 
 def test_a_healthy_history_holds_every_invariant():
     subs, records, states, usage = healthy()
-    assert check.nothing_lost_nothing_twice(subs, records, states).held
+    lost = check.nothing_lost_nothing_twice(subs, records, states)
+    assert lost.held and lost.figures["runs_without_cards"] == 0
     billing = check.billing_matches_runs(records, usage, set(), TOL)
     assert billing.held, billing.detail
     assert billing.figures["billed_before_first_line_max_s"] == 1.5
@@ -120,6 +121,9 @@ def test_a_job_still_queued_at_the_end_is_accounted_for_not_lost():
     states[3] = "pending"
     verdict = check.nothing_lost_nothing_twice(subs, records, states)
     assert verdict.held and verdict.figures["unfinished"] == 1
+    records[0] = replace(records[0], gpus="")  # a run that saw no card is said, not assumed
+    verdict = check.nothing_lost_nothing_twice(subs, records, states)
+    assert verdict.held and "(1 runs saw no card: not checked for cards)" in verdict.detail
 
 
 def test_one_message_made_two_jobs_is_caught():

@@ -55,12 +55,19 @@ def nothing_lost_nothing_twice(
     if cards:
         return Verdict(False, f"one card held by two workloads at once: {cards}")
     runs = len({(r.job, r.allocation) for r in records})
+    blind = sum(1 for r in records if not r.gpus)
+    unseen = f" ({blind} runs saw no card: not checked for cards)" if blind else ""
     return Verdict(
         True,
         f"{len(submissions)} acknowledged, {len(submissions) - still} ran to the end, "
         f"{still} still queued or running at the end; {runs} runs, none overlapping a run "
-        f"of the same job or a holder of the same card",
-        {"acknowledged": len(submissions), "unfinished": still, "runs": runs},
+        f"of the same job or a holder of the same card{unseen}",
+        {
+            "acknowledged": len(submissions),
+            "unfinished": still,
+            "runs": runs,
+            "runs_without_cards": blind,
+        },
     )
 
 
