@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpupool.cli import bench_figures
+from gpupool.cli import bench_figures, bench_season
 from gpupool.cli.errors import friendly
 from gpupool.cli.trace_args import DEFAULT_TRACE, trace_files
 from gpupool.extras import require
@@ -23,6 +23,7 @@ REQUESTS_HELP = (
     "as the simulate commands find it) or distinct (no two requests alike)"
 )
 bench_figures.register(app)
+bench_season.register(app)
 
 
 @app.command("placement")
