@@ -148,7 +148,14 @@ class Comparison:
             h.slo_target,
         )
         slow = replace(self.model, grace_s=h.slow_grace_s, load_s=h.slow_load_s)
-        m = Mechanisms(slow, self.model, h.warm_lead_s, self.model.restart_cost_s, h.vacate_lost_s)
+        m = Mechanisms(
+            slow,
+            self.model,
+            h.warm_lead_s,
+            self.model.restart_cost_s,
+            h.vacate_lost_s,
+            h.slo_target,
+        )
         return harvest_report(
             bench, contenders(self.rates, s.tick_s, self.start, s.reactive.stable_s, m)
         )

@@ -13,6 +13,7 @@ from math import ceil
 
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.reading import Reading
+from gpupool.autoscale.slo_feedback import SloFeedback, violated
 
 
 def _p95(buckets: dict[float, float]) -> float | None:
@@ -35,6 +36,7 @@ class ScalerState:
     settings: "ScalerSettings"
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
     buckets: dict[int, dict[float, float]] = field(default_factory=dict)
+    feedback: SloFeedback = field(default_factory=SloFeedback)
 
     def load(
         self, metric: str, target: float, readings: dict[int, Reading], now: float
@@ -91,6 +93,16 @@ def new_state(
         Kpa(per, utilisation, stable_s, 2.0, delay_s),
         (metric, target, utilisation, stable_s, delay_s),
     )
+
+
+def judge_minute(state: ScalerState, load: float, ready: int) -> bool:
+    """One minute's SLO verdict (``autoscale.slo_feedback``) from its load reading and the
+    ready replicas: steps the controller and sets the KPA's headroom to the declared one
+    raised by it. Returns whether the minute violated."""
+    bad = violated(load, ready, state.kpa.per_replica)
+    state.feedback = state.feedback.step(bad)
+    state.kpa.utilisation = state.settings[2] / state.feedback.raised
+    return bad
 
 
 def decide(
