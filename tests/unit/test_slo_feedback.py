@@ -1,7 +1,7 @@
 """The SLO-feedback controller (issue 66): hand-computed sequences of its rule, and the
 simulator's gpupool-warm policy deciding with the live reconciler's own steps."""
 
-from math import exp, log
+from math import log
 
 import numpy as np
 import pytest
@@ -127,3 +127,13 @@ def test_the_simulator_decides_with_the_reconcilers_steps():
     assert sim.state.feedback == state.feedback
     assert state.feedback.raised > 1.0  # the recorded load did violate: the rule was at work
     assert max(engines) > 3
+
+
+def test_a_short_reading_within_the_minute_makes_it_violate():
+    """Every reading counts (the reconciler's passes, the simulator's ticks), not only the
+    one the minute's sample keeps: a capacity short mid-minute, gone by the sample, violates."""
+    state = new_state("rps", 10.0, 1.0, 60.0, 0.0)
+    decide(state, 35.0, 0.0, 3, 0, (0, 10))  # 35 req/s on 3 replicas of 10
+    assert not violated(25.0, 3, 10.0)
+    assert judge_minute(state, 25.0, 3)
+    assert not judge_minute(state, 25.0, 3)  # the next minute starts afresh

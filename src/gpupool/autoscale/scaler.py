@@ -37,6 +37,7 @@ class ScalerState:
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
     buckets: dict[int, dict[float, float]] = field(default_factory=dict)
     feedback: SloFeedback = field(default_factory=SloFeedback)
+    short: bool = False  # a reading of this minute so far found the load above capacity
 
     def load(
         self, metric: str, target: float, readings: dict[int, Reading], now: float
@@ -99,7 +100,8 @@ def judge_minute(state: ScalerState, load: float, ready: int) -> bool:
     """One minute's SLO verdict (``autoscale.slo_feedback``) from its load reading and the
     ready replicas: steps the controller and sets the KPA's headroom to the declared one
     raised by it. Returns whether the minute violated."""
-    bad = violated(load, ready, state.kpa.per_replica)
+    bad = state.short or violated(load, ready, state.kpa.per_replica)
+    state.short = False
     state.feedback = state.feedback.step(bad)
     state.kpa.utilisation = state.settings[2] / state.feedback.raised
     return bad
@@ -119,6 +121,7 @@ def decide(
     if load is None:
         want = ready + starting
     else:
+        state.short = state.short or violated(load, ready, state.kpa.per_replica)
         state.kpa.observe(now, load)
         want = state.kpa.desired(now, ready, starting)
     if forecast is not None:

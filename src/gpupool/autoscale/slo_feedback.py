@@ -22,7 +22,7 @@ engines (parked, woken in seconds) follows the same multiplier (:func:`kept_warm
 """
 
 from dataclasses import dataclass
-from math import ceil, log, exp
+from math import ceil, exp, log
 
 UP = 1.1  # a violating minute raises the headroom by 10%
 CEILING = 2.0  # at most twice the declared headroom
