@@ -64,6 +64,7 @@ def _harvest_holds_together(h: dict) -> None:
         "constant-90s",
         "seasonal-90s",
         "gpupool-warm",
+        "gpupool-warm-fixed",
         "clairvoyant",
     }
     ceiling = c["clairvoyant"]["harvest_at_99"]
@@ -79,6 +80,22 @@ def _harvest_holds_together(h: dict) -> None:
         per_stop[1]["lost_gpu_hours_week"] / max(per_stop[1]["scale_ups"], 1)
     )
     assert warm["learned"]["judged"]["parked_engines"] > 0
+    # the headline: each contender's learned setting judged out of sample, its front beside
+    assert set(h["headline"]) == set(c)
+    limit = h["slo_limit_min"]
+    assert limit == pytest.approx(0.01 * 7 * 1440, abs=0.1)
+    for name, head in h["headline"].items():
+        judged = c[name]["learned"]["judged"]
+        assert head["slo_violating_min"] == judged["slo_violating_min"]
+        assert head["harvest_gpu_hours_week"] == judged["harvest_gpu_hours_week"]
+        assert head["met_slo"] == (judged["slo_violating_min"] <= limit)
+        assert head["front_harvest_at_99"] == c[name]["harvest_at_99"]
+    best = h["best_anchor"]
+    assert h["learned_goal_met"] == (
+        best is not None
+        and h["headline"]["gpupool-warm"]["met_slo"]
+        and h["headline"]["gpupool-warm"]["harvest_gpu_hours_week"] >= c[best]["harvest_at_99"]
+    )
 
 
 def test_a_missing_trace_or_a_bad_scenario_is_one_clear_line(tmp_path):

@@ -163,8 +163,8 @@ def contenders(
 ) -> list[Contender]:
     """The anchors (KPA at 480 s and 90 s, Dynamo-like constant and the seasonal forecaster
     at 90 s), gpupool's warm path (the reconciler's KPA with SLO feedback waking parked
-    engines, fast vacate, packed) and the clairvoyant ceiling (the real peak over the warm
-    lead)."""
+    engines, fast vacate, packed), the same path with its headroom fixed (issue 49's, no
+    feedback) and the clairvoyant ceiling (the real peak over the warm lead)."""
     mu = m.product.replica_rps
     utilisations = steps(0.5, 1.0, 0.05)
     headrooms = steps(0.8, 1.6, 0.05)
@@ -212,6 +212,17 @@ def contenders(
         ),
         Contender(
             "gpupool-warm", warm_model, m.vacate_lost_s, True, as_util, warm_at, False, engines
+        ),
+        # issue 49's warm path: the same mechanism, its headroom fixed (no SLO feedback)
+        Contender(
+            "gpupool-warm-fixed",
+            warm_model,
+            m.vacate_lost_s,
+            True,
+            as_util,
+            kpa_at,
+            False,
+            engines,
         ),
         Contender(
             "clairvoyant",

@@ -11,8 +11,11 @@ replaced. Replacements of replicas that keep failing back off: doubling from
 ``service_backoff_s`` to ``service_backoff_max_s``, the status saying why, until one is
 ready. How many replicas a service wants is the KPA's (``autoscale.scaler``), which ones are
 added, drained and stopped the pure decider's (``autoscale.scale_plan``): this module reads
-before and applies after. Replicas are jobs, so the scheduler places,
-preempts and meters them like any job of the tenant.
+before and applies after. The SLO feedback (``autoscale.slo_feedback``) judges each minute
+when its sample is written and raises the KPA's headroom and the engines kept warm from the
+service's violating minutes; a new leader re-judges the samples of the last two days.
+Replicas are jobs, so the scheduler places, preempts and meters them like any job of the
+tenant.
 """
 
 import logging
