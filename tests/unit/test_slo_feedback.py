@@ -137,3 +137,22 @@ def test_a_short_reading_within_the_minute_makes_it_violate():
     assert not violated(25.0, 3, 10.0)
     assert judge_minute(state, 25.0, 3)
     assert not judge_minute(state, 25.0, 3)  # the next minute starts afresh
+
+
+def test_the_replay_wakes_as_many_engines_as_the_policy_keeps():
+    """A policy that sets the engines kept (the SLO feedback grows them) overrides the
+    model's fixed ``warm``: the first ``engines()`` replicas wake in the warm lead, the rest
+    start cold."""
+    from gpupool.autoscale.replay import ServiceModel, replay
+
+    class Grows:
+        def desired(self, i: int, ready: int, starting: int) -> int:
+            return 4
+
+        def engines(self) -> int:
+            return 3
+
+    model = ServiceModel(replica_rps=10, load_s=60, grace_s=30, warm=0, warm_lead_s=10)
+    out = replay(np.full(20, 10.0), 0, 20, Grows(), model, 10)
+    # 1 ready at the start; asked at tick 0: 2 warm serve from tick 2, 1 cold from tick 10
+    assert list(out.ready[:12]) == [1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4]
