@@ -52,6 +52,12 @@ def test_the_cli_compares_on_the_excerpt(tmp_path):
     assert "reactive" in table.stdout and "predictive" in table.stdout
     assert "Harvest@99" in table.stdout and "gpupool-warm" in table.stdout
     assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    # --harvest-only: the same Harvest@99 block, the curves left out
+    only = gpupool("simulate", "autoscale", "--trace", str(EXCERPT), "--scenario",
+                   str(scenario), "--harvest-only", "--json")  # fmt: skip
+    assert only.returncode == 0, only.stderr
+    alone = json.loads(only.stdout)
+    assert alone["harvest"] == result["harvest"] and "curves" not in alone
 
 
 def _harvest_holds_together(h: dict) -> None:

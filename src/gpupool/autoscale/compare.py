@@ -209,6 +209,25 @@ def compare(
     }
 
 
+def harvest_only(
+    window_rates: np.ndarray,
+    window_s: int,
+    scenario: AutoscaleScenario,
+    window_cv2: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Only Harvest@99 and the out-of-sample headline (``compare``'s ``harvest``), without
+    the reactive and predictive curves, which take as long again."""
+    c = Comparison(window_rates, window_s, scenario, window_cv2)
+    return {
+        "scenario": scenario.name,
+        "judged_days": round((c.end - c.start) * scenario.tick_s / DAY_S, 2),
+        "trace_scale": round(c.scale, 6),
+        "arrivals": scenario.arrivals,
+        "seed": scenario.seed,
+        "harvest": c.harvest(),
+    }
+
+
 def _ratio(predictive: Point, reactive: Point | None) -> float | None:
     """Predictive's under-provisioned minutes over reactive's (None: no reactive point)."""
     if reactive is None or reactive["underprovisioned_min"] == 0:

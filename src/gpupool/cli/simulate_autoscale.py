@@ -63,6 +63,12 @@ def autoscale_command(
         "window's rate and inter-arrival CV) [default: the scenario's, smooth].",
     ),
     seed: int = typer.Option(None, min=0, help="Seed of the bursty draws [default: 0]."),
+    harvest_only: bool = typer.Option(
+        False,
+        "--harvest-only",
+        help="Only Harvest@99 and its out-of-sample headline (half the time: the "
+        "reactive/predictive curves are left out).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Learn days 1-7 of a request-rate trace, replay days 8-14 with a Knative-KPA-like
@@ -74,6 +80,7 @@ def autoscale_command(
     a clairvoyant ceiling; the headline is each one's setting chosen on days 2-7, judged on
     days 8-14."""
     from gpupool.autoscale.compare import compare
+    from gpupool.autoscale.compare import harvest_only as only_harvest
     from gpupool.autoscale.scenario import AutoscaleScenario, load_scenario, scenario_with
     from gpupool.sim.traces.servegen import load_rates
 
@@ -90,11 +97,18 @@ def autoscale_command(
     if arrivals is not None or seed is not None:  # validated as the scenario file's would be
         given = {"arrivals": arrivals, "seed": seed}
         chosen = scenario_with(chosen, {k: v for k, v in given.items() if v is not None})
-    result = compare(rates.total, rates.window_s, chosen, rates.burst_cv2)
+    run = only_harvest if harvest_only else compare
+    result = run(rates.total, rates.window_s, chosen, rates.burst_cv2)
     result["trace"] = {"folder": str(folder), "clients": len(rates.clients)}
     result["skipped_rows"] = len(skipped)
     if as_json:
         typer.echo(json.dumps(result))
+        return
+    console = Console()
+    if harvest_only:
+        console.print(harvest_table(result["harvest"]))
+        for line in harvest_verdict(result["harvest"]):
+            console.print(line)
         return
     table = Table(
         Column("policy", no_wrap=True),
@@ -115,7 +129,6 @@ def autoscale_command(
     for name, pair in result["predictors"].items():
         if name != "seasonal-quantile":
             table.add_row(*_row(name, pair["predictive"]))
-    console = Console()
     console.print(table)
     ratio = result["underprovisioned_ratio"]
     if ratio is not None:
