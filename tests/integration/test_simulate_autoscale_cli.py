@@ -151,13 +151,18 @@ def test_the_full_two_weeks_compare_at_equal_cost(model, tmp_path):
     )
     h = result["harvest"]
     _harvest_holds_together(h)
-    # the warm path beats the best anchor on both counts (issue 49's goals, a third of the gap
-    # and half the minutes, are measured at 10-s ticks in docs/simulation.md; at these 60-s
-    # ticks the 20-s warm lead rounds up to a whole minute and the gain shrinks)
+    # issue 49's warm path (its headroom fixed) beats the best anchor on its front on both
+    # counts (its goals, a third of the gap and half the minutes, are measured at 10-s ticks
+    # in docs/simulation.md; at these 60-s ticks the 20-s warm lead rounds up to a whole
+    # minute and the gain shrinks)
     said = {k: h[k] for k in h if k != "contenders"}
-    assert h["gap_closed"] is not None and h["gap_closed"] > 0, said
-    # issue 49's warm path (its headroom fixed) on its front at the best anchor's budget
-    fixed = h["contenders"]["gpupool-warm-fixed"]["slo_violating_min_at_budget"]
-    assert fixed is not None and fixed < h["best_anchor_slo_at_budget"], said
-    # issue 66: the SLO feedback's setting chosen on days 2-7 holds the target on 8-14
-    assert h["headline"]["gpupool-warm"]["met_slo"], said
+    c = h["contenders"]
+    fixed = c["gpupool-warm-fixed"]
+    assert fixed["harvest_at_99"] > c[h["best_anchor"]]["harvest_at_99"], said
+    assert fixed["slo_violating_min_at_budget"] < h["best_anchor_slo_at_budget"], said
+    # issue 66: with the SLO feedback the setting chosen on days 2-7 holds the target on
+    # days 8-14, where every anchor's and the fixed warm path's miss it
+    head = h["headline"]
+    assert head["gpupool-warm"]["met_slo"], said
+    for name in ("kpa-480s", "kpa-90s", "constant-90s", "seasonal-90s", "gpupool-warm-fixed"):
+        assert not head[name]["met_slo"], (name, said)
