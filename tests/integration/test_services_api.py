@@ -4,9 +4,12 @@ at desired, pinned by ``scale``, stopped with the service and billed like any jo
 
 import time
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
+from gpupool.autoscale.reactive import SloReactive
+from gpupool.autoscale.slo_feedback import down_factor
 from gpupool.server.db.tables import DeviceRow, JobRow, ServiceSampleRow
 from gpupool.server.services.replicas import replica_utilisation
 from tests.support.cluster import ok, seed_cluster, started
@@ -230,3 +233,31 @@ def test_replicas_are_placed_only_on_nodes_that_can_run_them(server):
     assert (
         "cannot run service replicas" in ok(admin.get(f"/api/v1/jobs/{waiting[0]['id']}"))["reason"]
     ), waiting
+
+
+def test_a_new_leader_rejudges_the_samples_as_the_simulator_judges_them(server):
+    """The SLO feedback (issue 66) lives in the leader's memory; a new one re-judges the
+    minutes the samples kept and ends where the simulator's gpupool-warm policy ends on the
+    same recorded minutes: the same controller, the same verdicts."""
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, cards=4, tenants={"algo": 4})
+    body = {**BODY, "tenant": "algo", "warm": 1}
+    svc = ok(admin.post("/api/v1/services", json=body), 201)
+    # an hour of minutes on 2 ready replicas of 10 req/s: minutes 10 and 11 violate
+    loads = [25.0 if m in (10, 11) else 15.0 for m in range(60)]
+    now = time.time()
+    with server.ctx.db.write() as s:
+        for m, load in enumerate(loads):
+            s.add(ServiceSampleRow(service_id=svc["id"], time=now - (60 - m) * 60, load=load,
+                                   ready=2, desired=2))  # fmt: skip
+    _step(server)
+    live = server.ctx.loop.services.states[svc["id"]].feedback
+    sim = SloReactive(np.repeat(loads, 6), 10, 10.0, 0.7, 60.0, engines_declared=1, most=4)
+    for i in range(len(loads) * 6):
+        sim.desired(i, 2, 0)
+    assert live == sim.state.feedback
+    assert live.raised == pytest.approx(1.21 * down_factor(0.01) ** 48)  # x1.18
+    shown = ok(admin.get("/api/v1/services/chat"))  # the 2 decayed over 48 minutes: 1.93
+    assert "SLO feedback: headroom x1.18 (1.9 violating minutes in about a day)" in shown["status"]
+    # the engines kept grow with the headroom: the one declared is two (one to park)
+    assert len(_replica_jobs(admin)) == 2

@@ -148,7 +148,14 @@ class Comparison:
             h.slo_target,
         )
         slow = replace(self.model, grace_s=h.slow_grace_s, load_s=h.slow_load_s)
-        m = Mechanisms(slow, self.model, h.warm_lead_s, self.model.restart_cost_s, h.vacate_lost_s)
+        m = Mechanisms(
+            slow,
+            self.model,
+            h.warm_lead_s,
+            self.model.restart_cost_s,
+            h.vacate_lost_s,
+            h.slo_target,
+        )
         return harvest_report(
             bench, contenders(self.rates, s.tick_s, self.start, s.reactive.stable_s, m)
         )
@@ -198,6 +205,25 @@ def compare(
         "quantile": scenario.predictive.quantile,
         "predictors": others,
         "curves": curves,
+        "harvest": c.harvest(),
+    }
+
+
+def harvest_only(
+    window_rates: np.ndarray,
+    window_s: int,
+    scenario: AutoscaleScenario,
+    window_cv2: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Only Harvest@99 and the out-of-sample headline (``compare``'s ``harvest``), without
+    the reactive and predictive curves, which take as long again."""
+    c = Comparison(window_rates, window_s, scenario, window_cv2)
+    return {
+        "scenario": scenario.name,
+        "judged_days": round((c.end - c.start) * scenario.tick_s / DAY_S, 2),
+        "trace_scale": round(c.scale, 6),
+        "arrivals": scenario.arrivals,
+        "seed": scenario.seed,
         "harvest": c.harvest(),
     }
 

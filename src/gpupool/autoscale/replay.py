@@ -5,7 +5,8 @@ the policy sees the load up to tick ``i`` and sets desired replicas; a new repli
 tick ``i + 1 + lead`` where ``lead`` covers the preemption grace that frees a card from training
 plus the model's load time (the cold path). A service with ``warm`` parked engines (asleep on
 cards training uses, weights in host memory) wakes one for each replica up to ``warm`` after
-``warm_lead_s`` instead (the vacate's short grace plus the wake): the warm path. Scale-in
+``warm_lead_s`` instead (the vacate's short grace plus the wake): the warm path (a policy
+that sets the engines kept, ``WarmPolicy``, overrides ``warm`` tick by tick). Scale-in
 cancels the starting replica that would serve last first, then drains ready ones; a drained
 warm replica parks again.
 
@@ -20,7 +21,7 @@ queueing inside a replica is already in it).
 from bisect import insort
 from dataclasses import dataclass
 from math import ceil
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,6 +54,13 @@ class Policy(Protocol):
     """Sets desired replicas at the end of tick ``i`` from what was observed up to ``i``."""
 
     def desired(self, i: int, ready: int, starting: int) -> int: ...
+
+
+@runtime_checkable
+class WarmPolicy(Policy, Protocol):
+    """A policy that also sets how many engines are kept warm (the SLO feedback grows them)."""
+
+    def engines(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,7 @@ def replay(
     short = 0
     unserved = 0.0
     scale_ups = 0
+    engines_now = policy.engines if isinstance(policy, WarmPolicy) else None
     for k, i in enumerate(range(start, end)):
         served_from = 0
         while served_from < len(starting) and starting[served_from] <= i:
@@ -147,8 +156,9 @@ def replay(
         want = policy.desired(i, ready, len(starting))
         want = min(model.max_replicas, max(model.min_replicas, want))
         have = ready + len(starting)
+        warm = model.warm if engines_now is None else engines_now()
         for rank in range(have, want):
-            insort(starting, i + 1 + (warm_lead if rank < model.warm else lead))
+            insort(starting, i + 1 + (warm_lead if rank < warm else lead))
             scale_ups += 1
         for _ in range(have - want):
             if starting:

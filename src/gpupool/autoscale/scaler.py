@@ -13,6 +13,7 @@ from math import ceil
 
 from gpupool.autoscale.kpa import Kpa
 from gpupool.autoscale.reading import Reading
+from gpupool.autoscale.slo_feedback import SloFeedback, violated
 
 
 def _p95(buckets: dict[float, float]) -> float | None:
@@ -35,6 +36,8 @@ class ScalerState:
     settings: "ScalerSettings"
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
     buckets: dict[int, dict[float, float]] = field(default_factory=dict)
+    feedback: SloFeedback = field(default_factory=SloFeedback)
+    short: bool = False  # a reading of this minute so far found the load above capacity
 
     def load(
         self, metric: str, target: float, readings: dict[int, Reading], now: float
@@ -93,6 +96,17 @@ def new_state(
     )
 
 
+def judge_minute(state: ScalerState, load: float, ready: int) -> bool:
+    """One minute's SLO verdict (``autoscale.slo_feedback``) from its load reading and the
+    ready replicas: steps the controller and sets the KPA's headroom to the declared one
+    raised by it. Returns whether the minute violated."""
+    bad = state.short or violated(load, ready, state.kpa.per_replica)
+    state.short = False
+    state.feedback = state.feedback.step(bad)
+    state.kpa.utilisation = state.settings[2] / state.feedback.raised
+    return bad
+
+
 def decide(
     state: ScalerState,
     load: float | None,
@@ -107,6 +121,7 @@ def decide(
     if load is None:
         want = ready + starting
     else:
+        state.short = state.short or violated(load, ready, state.kpa.per_replica)
         state.kpa.observe(now, load)
         want = state.kpa.desired(now, ready, starting)
     if forecast is not None:

@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     service_failures: int = Field(3, ge=1, le=100)
     service_backoff_s: float = Field(2.0, ge=0, le=3600)
     service_backoff_max_s: float = Field(300.0, ge=0, le=86400)
+    # the share of a service's minutes that may violate its SLO: the SLO feedback
+    # (autoscale.slo_feedback) raises its headroom on a violating minute, lowers it back
+    # towards the declared one while this budget is unspent
+    service_slo_budget: float = Field(0.01, gt=0, le=0.5)
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a dashboard login lasts this long
     # idle culling of interactive sessions (docs/interactive.md): the idle timeout of a
     # tenant whose tree sets none (0: off, an allocation is held to its time limit as

@@ -267,11 +267,12 @@ ROI = Group(
     ],
 )
 
-# Harvest@99's contenders: gpupool's warm path must not get worse; the anchors and the
-# ceiling are what it is measured against, so they must not move
+# Harvest@99's contenders: gpupool's warm paths (with the SLO feedback, and issue 49's with
+# its headroom fixed) must not get worse; the anchors and the ceiling are what they are
+# measured against, so they must not move
 CONTENDERS: dict[str, Direction] = {
     "kpa-480s": "equal", "kpa-90s": "equal", "constant-90s": "equal", "seasonal-90s": "equal",
-    "gpupool-warm": "higher", "clairvoyant": "equal",
+    "gpupool-warm": "higher", "gpupool-warm-fixed": "higher", "clairvoyant": "equal",
 }  # fmt: skip
 HARVEST_DOC = (
     f"{SIM}, Harvest@99 (m-large smooth: gpupool simulate autoscale --model m-large --json, "
@@ -303,10 +304,21 @@ def _harvest_specs() -> list[Spec]:
              _harvest_value("contenders", "kpa-90s", "harvest_gang_at_99")),
         Spec("harvest.m-large.gpupool-warm.gang_at_99", "higher", 50.0, HARVEST_DOC,
              _harvest_value("contenders", "gpupool-warm", "harvest_gang_at_99")),
+        Spec("harvest.m-large.gpupool-warm-fixed.gang_at_99", "higher", 50.0, HARVEST_DOC,
+             _harvest_value("contenders", "gpupool-warm-fixed", "harvest_gang_at_99")),
         Spec("harvest.m-large.best_anchor.slo_min_at_budget", "equal", 1.0, HARVEST_DOC,
              _harvest_value("best_anchor_slo_at_budget")),
-        Spec("harvest.m-large.gpupool-warm.slo_min_at_budget", "lower", 1.0, HARVEST_DOC,
-             _harvest_value("contenders", "gpupool-warm", "slo_violating_min_at_budget")),
+        # with the SLO feedback gpupool-warm's front starts above the budget (none there)
+        Spec("harvest.m-large.gpupool-warm-fixed.slo_min_at_budget", "lower", 1.0,
+             HARVEST_DOC,
+             _harvest_value("contenders", "gpupool-warm-fixed", "slo_violating_min_at_budget")),
+        # the headline (issue 66): gpupool-warm's setting learned on days 2-7, on days 8-14
+        Spec("harvest.m-large.headline.gpupool-warm.slo_violating_min", "lower", 1.0,
+             HARVEST_DOC,
+             _harvest_value("headline", "gpupool-warm", "slo_violating_min")),
+        Spec("harvest.m-large.headline.gpupool-warm.harvest_gpu_hours_week", "higher", 50.0,
+             HARVEST_DOC,
+             _harvest_value("headline", "gpupool-warm", "harvest_gpu_hours_week")),
     ]  # fmt: skip
 
 

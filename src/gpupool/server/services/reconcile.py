@@ -11,8 +11,11 @@ replaced. Replacements of replicas that keep failing back off: doubling from
 ``service_backoff_s`` to ``service_backoff_max_s``, the status saying why, until one is
 ready. How many replicas a service wants is the KPA's (``autoscale.scaler``), which ones are
 added, drained and stopped the pure decider's (``autoscale.scale_plan``): this module reads
-before and applies after. Replicas are jobs, so the scheduler places,
-preempts and meters them like any job of the tenant.
+before and applies after. The SLO feedback (``autoscale.slo_feedback``) judges each minute
+when its sample is written and raises the KPA's headroom and the engines kept warm from the
+service's violating minutes; a new leader re-judges the samples of the last two days.
+Replicas are jobs, so the scheduler places, preempts and meters them like any job of the
+tenant.
 """
 
 import logging
@@ -26,7 +29,8 @@ from sqlalchemy.orm import Session
 
 from gpupool.autoscale.reading import Reading
 from gpupool.autoscale.scale_plan import plan_scale, shrinks
-from gpupool.autoscale.scaler import ScalerState, decide, new_state
+from gpupool.autoscale.scaler import ScalerState, decide, judge_minute, new_state
+from gpupool.autoscale.slo_feedback import WINDOW_MIN, SloFeedback, kept_warm
 from gpupool.autoscale.warm_plan import asleep, plan_warm
 from gpupool.replicas.probe_pool import ProbePool, Target
 from gpupool.scheduler.reasons import Wait
@@ -50,6 +54,7 @@ SAMPLE_S = 60.0
 PROBE_WAIT_S = 1.0  # longest a pass waits for its checks (the rest come with a later pass)
 STALE_MIN_S = 10.0  # no reading from a replica's agent for this long: a failed check
 FAILED_ENDS = ("failed", "succeeded")  # a server that exits, or never started, failed
+FEEDBACK_HISTORY_S = 2 * WINDOW_MIN * 60.0  # samples a new leader re-judges (two days)
 KEEP_SAMPLES_S = 15 * 86_400  # two weeks of history for the forecaster, and a day more
 PRUNE_EVERY_S = 3600.0
 
@@ -196,6 +201,7 @@ class ServiceReconciler:
         if now - self._sampled.get(row.id, float("-inf")) >= SAMPLE_S and plan.load is not None:
             self._sampled[row.id] = now
             ready = sum(1 for r in live if r.ready and r.draining_since is None)
+            judge_minute(self.states[row.id], plan.load, ready)  # the minute's SLO verdict
             s.add(ServiceSampleRow(service_id=row.id, time=now, load=plan.load, ready=ready,
                                    desired=plan.desired, forecast=plan.forecast))  # fmt: skip
 
@@ -281,6 +287,7 @@ class ServiceReconciler:
         state = self.states.get(svc.id)
         if state is None or state.settings != key:
             state = self.states[svc.id] = new_state(*key)
+            self._rejudge(s, svc, state, now)
         serving = [r for r in live if r.draining_since is None and not asleep(r)]
         ready = sum(1 for r in serving if r.ready)
         mine = {r.job_id: readings[r.job_id] for r in serving if r.job_id in readings}
@@ -299,9 +306,13 @@ class ServiceReconciler:
         if svc.retry_at is not None and svc.retry_at > now:
             status += (f"; {svc.failures_in_row} replica(s) failed in a row, the next starts in "
                        f"{svc.retry_at - now:.0f} s (last: {svc.last_failure})")  # fmt: skip
+        fb = state.feedback
+        if fb.raised > 1.0:
+            status += (f"; SLO feedback: headroom x{fb.raised:.2f} "
+                       f"({fb.spent:.1f} violating minutes in about a day)")  # fmt: skip
         parked = sum(1 for r in live if asleep(r))
         if parked:
-            status += f"; {parked} parked (warm {svc.warm})"
+            status += f"; {parked} parked (warm {self._warm(svc)})"
         waking = [r for r in live if r.wake_at is not None]
         if waking and waking[0].wait_code == Wait.WAKING:
             status += f"; {waking[0].reason}"  # why the card is not taken back yet
@@ -309,6 +320,25 @@ class ServiceReconciler:
         if waiting:  # why the pool does not give them cards (quota, room, a budget)
             status += f"; {len(waiting)} waiting: {waiting[0].reason}"
         return Plan(desired, load, forecast, status)
+
+    def _rejudge(self, s: Session, svc: ServiceRow, state: ScalerState, now: float) -> None:
+        """A fresh state (a new leader, changed settings): the SLO feedback re-judges the
+        minutes the service's samples kept, so it goes on where it was."""
+        state.feedback = SloFeedback(self.settings.service_slo_budget)
+        rows = s.execute(
+            select(ServiceSampleRow.load, ServiceSampleRow.ready)
+            .where(ServiceSampleRow.service_id == svc.id,
+                   ServiceSampleRow.time >= now - FEEDBACK_HISTORY_S)
+            .order_by(ServiceSampleRow.time)
+        ).all()  # fmt: skip
+        for load, ready in rows:
+            judge_minute(state, load, ready)
+
+    def _warm(self, svc: ServiceRow) -> int:
+        """Engines kept: the declared ``warm`` grown with the SLO feedback's headroom."""
+        state = self.states.get(svc.id)
+        raised = 1.0 if state is None else state.feedback.raised
+        return kept_warm(svc.warm, raised, svc.max_replicas)
 
     def _forecast(self, s: Session, svc: ServiceRow, now: float) -> tuple[float | None, str]:
         """Recomputed once a sample interval (a minute): the history changes no faster."""
@@ -382,7 +412,7 @@ class ServiceReconciler:
             want,
             now,
             service=svc.name,
-            warm=svc.warm,
+            warm=self._warm(svc),
             drain_s=self.settings.service_drain_s,
             wake_timeout_s=max(30.0, svc.startup_s),
             backing_off=svc.retry_at is not None and svc.retry_at > now,
