@@ -151,3 +151,29 @@ def test_a_minimum_run_time_naming_no_class_or_tenant_is_said(tmp_path, caplog):
     assert len(said) == 1, said  # once, not every cycle
     assert "min_runtime_s: no priority class 'trainig'" in said[0]
     assert "min_runtime_tenant_s: no tenant 'nobody'" in said[0]
+
+
+def test_the_fair_share_view_is_read_once_for_every_caller_for_a_while(server, monkeypatch):
+    """Review finding F5: each sshare/sprio call read every tenant's usage history, so a
+    member's loop kept the API workers busy; one reading now serves all callers for
+    ``FAIR_VIEW_TTL_S``."""
+    from gpupool.server.routes import fairshare
+
+    calls = []
+    real = fairshare.fair_share_now
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fairshare, "fair_share_now", counted)
+    admin = server.admin()
+    seed_cluster(admin, nodes=1, tenants={"a": 1, "b": 1})
+    member = server.client(server.token("ann", "member", "a"))
+    for client in (admin, member, admin, member):
+        ok(client.get("/api/v1/fairshare"))
+        ok(client.get("/api/v1/priority"))
+    assert len(calls) == 1
+    server.ctx.fair_views.clear()
+    ok(member.get("/api/v1/fairshare"))
+    assert len(calls) == 2

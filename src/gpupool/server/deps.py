@@ -1,10 +1,11 @@
 """What every route needs: the server context, the caller, and role checks."""
 
 import math
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -34,6 +35,7 @@ bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization:
 
 
 MONTH_COST_TTL_S = 5.0  # the overview refreshes every 5 s
+FAIR_VIEW_TTL_S = 30.0  # the leader re-reads the usage history once a minute
 
 
 @dataclass
@@ -61,6 +63,10 @@ class ServerContext:
     limits: LimitCache = field(init=False)  # tenants' admission limits (the loop's own)
     tunnels: TunnelHub = field(init=False)  # interactive sessions' links (server.tunnels)
     session_input: InputStamps = field(init=False)  # people's input, for idle culling
+    # fair share as sshare/sprio and the Teams page show it: the usage history of every
+    # tenant is read for it, so one reading serves every caller for a while
+    fair_views: TtlCache[str, Any] = field(default_factory=lambda: TtlCache(FAIR_VIEW_TTL_S))
+    fair_view_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.changes = ChangeFeed(

@@ -8,21 +8,34 @@ from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from gpupool.server.db.tables import JobRow
-from gpupool.server.deps import Caller, Ctx, Limit, human
-from gpupool.server.fair_view import fair_share_now, priority_parts
+from gpupool.server.deps import Caller, Ctx, Limit, ServerContext, human
+from gpupool.server.fair_view import FairShareNow, fair_share_now, priority_parts
 from gpupool.server.fairshare_schemas import PrioritiesOut, PriorityOut, ShareOut, SharesOut
 from gpupool.server.routes.views import scoped
 
 router = APIRouter(prefix="/api/v1", tags=["fairshare"])
 
 
+def _fair_share(ctx: ServerContext) -> FairShareNow:
+    """The fair-share view, computed once per ``FAIR_VIEW_TTL_S`` for every caller (it reads
+    every tenant's usage history: per request, a member could keep the workers busy)."""
+    got = ctx.fair_views.get("now")
+    if got is not None:
+        return got
+    with ctx.fair_view_lock:  # one computes, the others wait for it
+        got = ctx.fair_views.get("now")
+        if got is None:
+            with ctx.db.read() as s:
+                got = fair_share_now(s, ctx.settings, time.time())
+            ctx.fair_views.put("now", got)
+    return got
+
+
 @router.get("/fairshare", response_model=SharesOut)
 def shares(ctx: Ctx, who: Caller) -> SharesOut:
     """Every tenant the caller sees, depth first in the Fair Tree's order (sshare)."""
     human(who)
-    now = time.time()
-    with ctx.db.read() as s:
-        fs = fair_share_now(s, ctx.settings, now)
+    fs = _fair_share(ctx)
     items = []
     for r in fs.fairshare.rows():
         if not who.sees(r.tenant):
@@ -67,7 +80,8 @@ def priorities(
     )
     with ctx.db.read() as s:
         jobs = list(s.execute(q.limit(limit)).scalars())
-        fs = fair_share_now(s, ctx.settings, now)
+    fs = _fair_share(ctx)
+    with ctx.db.read() as s:
         parts = priority_parts(s, ctx.settings, now, fs, jobs)
     parts.sort(key=lambda p: (-p.priority, p.job_id))
     items = [PriorityOut(**{k: getattr(p, k) for k in PriorityOut.model_fields}) for p in parts]
