@@ -258,6 +258,6 @@ def test_a_new_leader_rejudges_the_samples_as_the_simulator_judges_them(server):
     assert live == sim.state.feedback
     assert live.raised == pytest.approx(1.21 * down_factor(0.01) ** 48)  # x1.18
     shown = ok(admin.get("/api/v1/services/chat"))  # the 2 decayed over 48 minutes: 1.93
-    assert "SLO feedback: headroom x1.18 (1.9 violating minutes in about a day)" in shown["status"]
+    assert "SLO feedback: headroom x1.18, 1.9 violating minutes in about a day" in shown["status"]
     # the engines kept grow with the headroom: the one declared is two (one to park)
     assert len(_replica_jobs(admin)) == 2

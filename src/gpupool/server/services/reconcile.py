@@ -308,8 +308,8 @@ class ServiceReconciler:
                        f"{svc.retry_at - now:.0f} s (last: {svc.last_failure})")  # fmt: skip
         fb = state.feedback
         if fb.raised > 1.0:
-            status += (f"; SLO feedback: headroom x{fb.raised:.2f} "
-                       f"({fb.spent:.1f} violating minutes in about a day)")  # fmt: skip
+            status += (f"; SLO feedback: headroom x{fb.raised:.2f}, "
+                       f"{fb.spent:.1f} violating minutes in about a day")  # fmt: skip
         parked = sum(1 for r in live if asleep(r))
         if parked:
             status += f"; {parked} parked (warm {self._warm(svc)})"
