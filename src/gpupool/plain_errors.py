@@ -24,6 +24,8 @@ PATTERNS = {
     r"^\d{4}-(0[1-9]|1[0-2])$": "a month is YYYY-MM",
     r"^/[\x21-\x7e]*$": "a path is '/' then printable ASCII without spaces",
     r"^[A-Za-z0-9-]+$": "letters A-Z and a-z, digits and '-'",
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$": "a cluster name is a DNS label: lowercase letters, "
+    "digits and '-', starting and ending with a letter or digit",
 }
 # pydantic's own words, none of which should reach a person
 VALIDATOR_WORDS = ("Input should", "String should", "List should", "Value error,",

@@ -51,6 +51,7 @@ NEEDS: dict[tuple[str, ...], list[str]] = {
     ("job", "show"): ["999999"],
     ("job", "logs"): ["999999"],
     ("alloc",): ["--tenant", "algo", "--time", "10", "--wait", "0"],
+    ("notebook",): ["--tenant", "algo", "--time", "10", "--wait", "0"],
     ("quota", "set"): ["algo", "gpu"],
     ("quota", "delete"): ["nobody"],
     ("tenant", "create"): ["vision"],
