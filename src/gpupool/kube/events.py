@@ -13,12 +13,14 @@ def now_iso() -> str:
 def event_body(
     involved: dict[str, str], reason: str, message: str, kind: str, instance: str
 ) -> dict[str, Any]:
-    """An Event about ``involved`` (apiVersion, kind, namespace, name, uid)."""
+    """An Event about ``involved`` (apiVersion, kind, namespace, name, uid); a cluster-scoped
+    object (a Node: no namespace) has its Event in ``default``, as the kubelet's are."""
     now = now_iso()
+    namespace = involved.get("namespace") or "default"
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+        "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
         "involvedObject": dict(involved),
         "reason": reason,
         "message": message[:1024],

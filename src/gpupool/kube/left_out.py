@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gpupool.kube.events import COMPONENT, now_iso
+from gpupool.kube.events import event_body
 from gpupool.model import SpecError
 
 EVENT_REASON = "GpupoolNodeLeftOut"
@@ -85,20 +85,5 @@ def node_event(lo: LeftOut, uid: str, instance: str) -> dict[str, Any]:
     """A Warning Event on the Node (cluster-scoped: the Event lives in ``default`` with an
     empty involved namespace, as the kubelet's and controllers' node Events do, so
     ``kubectl describe node`` shows it)."""
-    now = now_iso()
     involved = {"apiVersion": "v1", "kind": "Node", "name": lo.node, "uid": uid or lo.node}
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{lo.node}.", "namespace": "default"},
-        "involvedObject": involved,
-        "reason": EVENT_REASON,
-        "message": lo.message[:1024],
-        "type": "Warning",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    return event_body(involved, EVENT_REASON, lo.message, "Warning", instance)
