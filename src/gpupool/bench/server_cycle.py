@@ -19,7 +19,6 @@ database's share is the snapshot's and the commit's (both are reads and writes o
 
 import os
 import random
-import resource
 import shutil
 import tempfile
 import time
@@ -27,7 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 
 from gpupool.bench.cycle import CLASS_BY_KIND, bench_tenants
 from gpupool.bench.placement import peak_rss_mb
@@ -144,10 +143,6 @@ def _change(db: Database, changes: int, tenants: int, requests: str, seed: int,
     _insert(db, _rows(fresh, lambda _: f"team-{rng.randrange(tenants):03d}", now))
 
 
-def _server_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def run_server_cycle_bench(
     nodes: int, gpus_per_node: int, pending: int, tenants: int, seed: int = 0,
     requests: str = "synthetic", database_url: str = "", changes: int = 300,
@@ -206,11 +201,5 @@ def _database_mb(db: Database) -> float:
         files = [p for p in main.parent.glob(main.name + "*") if p.is_file()]
         return round(sum(os.path.getsize(p) for p in files) / 2**20, 2)
     with db.read() as s:
-        size = s.execute(select(_pg_size())).scalar_one()
+        size = s.execute(select(func.pg_database_size(func.current_database()))).scalar_one()
     return round(int(size) / 2**20, 2)
-
-
-def _pg_size() -> Any:
-    from sqlalchemy import func
-
-    return func.pg_database_size(func.current_database())
