@@ -14,16 +14,12 @@ import pytest
 
 import gpupool.agent.agent as agent_module
 from tests.support.agents import (
-    agent_thread,
     in_state,
-    make_agent,
     no_workload_outlives_its_test,  # noqa: F401 - autouse: kills what a test left
     wait_for,
-    wait_for_cards,
 )
 from tests.support.cluster import ok
-from tests.support.live import live_server
-from tests.support.sessions import running_session, shell
+from tests.support.sessions import running_session, session_pool, shell
 
 TIMEOUT_S, WARNING_S = 8, 4
 
@@ -41,14 +37,8 @@ def pool(tmp_path, monkeypatch):
         session_idle_check_s=0.3,
         session_input_stamp_s=0.2,
     )
-    with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "alpha"}), 201)
-        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
-                           tmp_path / "agent")  # fmt: skip
-        with agent_thread(agent):
-            wait_for_cards(admin)
-            yield srv, agent
+    with session_pool(settings, tmp_path / "agent") as pool:
+        yield pool
 
 
 def test_an_idle_shell_is_warned_then_released_and_its_card_goes_to_a_waiting_job(pool):

@@ -27,6 +27,7 @@ from tests.support.browser import CHROMIUM, needs_chromium
 from tests.support.cluster import ok
 from tests.support.live import live_server
 from tests.support.notebooks import PYTHON, app_copy, cli_notebook, printed, running_notebook
+from tests.support.sessions import session_pool
 
 
 @pytest.fixture
@@ -36,15 +37,8 @@ def pool(tmp_path):
     from gpupool.server.settings import Settings
 
     settings = Settings(data_dir=tmp_path / "data", log_json=False, cycle_interval_s=0.2)
-    with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        for name in ("alpha", "beta"):
-            ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
-        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
-                           tmp_path / "agent")  # fmt: skip
-        with agent_thread(agent):
-            wait_for_cards(admin)
-            yield srv, agent
+    with session_pool(settings, tmp_path / "agent", ("alpha", "beta")) as pool:
+        yield pool
 
 
 def _get(srv, path: str, token: str | None = None, **kw) -> httpx.Response:

@@ -26,7 +26,7 @@ from tests.support.agents import (
 )
 from tests.support.cluster import ok
 from tests.support.live import live_server
-from tests.support.sessions import Term, running_session, shell
+from tests.support.sessions import Term, running_session, session_pool, shell
 
 
 @pytest.fixture
@@ -36,14 +36,8 @@ def pool(tmp_path):
     from gpupool.server.settings import Settings
 
     settings = Settings(data_dir=tmp_path / "data", log_json=False, cycle_interval_s=0.2)
-    with live_server(settings, run_scheduler=True) as srv:
-        admin = srv.admin()
-        ok(admin.post("/api/v1/tenants", json={"name": "alpha"}), 201)
-        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1",
-                           tmp_path / "agent")  # fmt: skip
-        with agent_thread(agent):
-            wait_for_cards(admin)
-            yield srv, agent
+    with session_pool(settings, tmp_path / "agent") as pool:
+        yield pool
 
 
 def test_a_terminal_runs_in_the_slice_with_its_size_ctrl_c_and_exit_code(pool):

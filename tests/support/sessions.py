@@ -1,6 +1,7 @@
 """Interactive sessions for the tests: a terminal of a session as a person's client holds it
 (the server's WebSocket), read until a pattern shows."""
 
+import contextlib
 import json
 import re
 import time
@@ -10,8 +11,9 @@ from websockets.exceptions import ConnectionClosed
 
 from gpupool.client import ApiClient
 from gpupool.client.terminal import open_terminal
-from tests.support.agents import in_state, wait_for
+from tests.support.agents import agent_thread, in_state, make_agent, wait_for, wait_for_cards
 from tests.support.cluster import ok
+from tests.support.live import live_server
 
 
 class Term:
@@ -100,3 +102,17 @@ def shell(url: str, token: str, job_id: int, **opened: object) -> Term:
     term.type("PS1='$ '; export PS1\n")
     term.read_until(r"\$ $")
     return term
+
+
+@contextlib.contextmanager
+def session_pool(settings, agent_dir, tenants=("alpha",)):
+    """A server with its scheduler and ``tenants``, and node n1 (two simulated A100s) whose
+    agent runs workloads as the test's user: (server, agent)."""
+    with live_server(settings, run_scheduler=True) as srv:
+        admin = srv.admin()
+        for name in tenants:
+            ok(admin.post("/api/v1/tenants", json={"name": name}), 201)
+        agent = make_agent(srv.url, srv.token("agent-n1", "agent", node="n1"), "n1", agent_dir)
+        with agent_thread(agent):
+            wait_for_cards(admin)
+            yield srv, agent
